@@ -1,0 +1,1 @@
+"""Pydantic schemas shared by the control plane and the workers (no torch imports here)."""

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One-time setup: creates .venv/ at the repo root with everything the platform needs (Python packages, node via
+# nodeenv linked to the system node, the built dashboard). Idempotent: rerunning only installs what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3.12 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then PY=$cand; break; fi
+  done
+fi
+[ -n "$PY" ] || { echo "setup: need Python >= 3.11" >&2; exit 1; }
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+
+# Optional vLLM (CPU build) engine: scripts/install_vllm.sh, when present and STREAMRL_VLLM=1.
+if [ "${STREAMRL_VLLM:-0}" = "1" ] && [ -x scripts/install_vllm.sh ]; then scripts/install_vllm.sh; fi
+
+# Frontend toolchain: node linked from the system into the venv (nodeenv cannot download node here).
+if [ -f frontend/package.json ]; then
+  if [ ! -x .venv/bin/node ]; then
+    command -v node >/dev/null || { echo "setup: the dashboard needs node >= 20 on PATH (apt-get install nodejs npm)" >&2; exit 1; }
+    .venv/bin/nodeenv -p --node=system >/dev/null
+  fi
+  (cd frontend && PATH="$PWD/../.venv/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error && PATH="$PWD/../.venv/bin:$PATH" npm run build)
+fi
+echo "setup: done (.venv ready)"

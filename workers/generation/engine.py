@@ -1,0 +1,56 @@
+"""`GenerationEngine`: the contract every generation backend (hf, vllm) implements (DESIGN §6)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+@dataclass
+class GenerationRequest:
+    request_id: str  # echoed back on the result (the caller maps it to a sample id)
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GenerationResult:
+    request_id: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]  # behaviour logprob of each response token under the sampling policy's model
+    finish_reason: str  # "stop" (EOS or stop string) | "length"
+    text: str
+    started_at: float
+    finished_at: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class GenerationEngine(ABC):
+    """Load a model, keep its weights current, and yield each finished request as soon as it finishes."""
+
+    version: int = 0  # weights version currently loaded
+
+    @abstractmethod
+    def load(self, model_dir: str | Path) -> None: ...
+
+    @abstractmethod
+    def update_weights(self, version: int, source: str | Path) -> None:
+        """Load weights `version` from a HF-format directory `source` in place (no re-creation of the engine)."""
+
+    @abstractmethod
+    def generate_stream(self, requests: Iterable[GenerationRequest]) -> Iterator[GenerationResult]:
+        """Continuous batching: consume `requests` lazily as slots free up, yield results in finish order."""

@@ -1,0 +1,40 @@
+"""`Sample`: one finished generation, the unit that streams from generation to training (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Sample:
+    job_id: int
+    prompt_id: str  # stable across epochs: the ranker keys on it
+    group_id: str  # (iteration, prompt): the unit GRPO normalises over
+    sample_id: str  # unique; consumption is idempotent on it
+    policy_version: int  # weights version that generated it (behaviour policy)
+    prompt_ids: list[int]
+    response_ids: list[int]
+    behaviour_logprobs: list[float]  # len == len(response_ids)
+    finish_reason: str  # "stop" | "length" | "error"
+    prompt_text: str = ""
+    response_text: str = ""
+    reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    reward_error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # dataset row extras (answer, ...)
+    queued_at: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    instance_id: str = ""
+
+    def __post_init__(self) -> None:
+        assert len(self.behaviour_logprobs) == len(self.response_ids), "one behaviour logprob per response token"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Sample:
+        return cls(**json.loads(raw))
