@@ -37,6 +37,9 @@ class GenerationResult:
     started_at: float
     finished_at: float
     meta: dict[str, Any] = field(default_factory=dict)
+    # Temperature the `logprobs` were computed at (the request's temperature; 1.0 for greedy). See
+    # workers/generation/engines/sampling.py for the exact definition (temperature-scaled, top-p-filtered).
+    logprob_temperature: float = 1.0
 
 
 class GenerationEngine(ABC):

@@ -1,0 +1,1 @@
+"""HTTP layer: FastAPI routers under /api/v1, dependencies, error translation, metrics and static files."""

@@ -1,0 +1,89 @@
+"""`Annotated` dependency aliases shared by every router (FastAPI full-stack template style)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Annotated
+
+import redis
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from backend.db.enums import Role
+from backend.db.models import Team, User
+from backend.services.auth import AuthContext, resolve_token
+from backend.services.errors import Forbidden, Unauthorized
+from backend.settings import Settings
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    """One session per request; routes commit explicitly, anything uncommitted is rolled back."""
+    with request.app.state.session_factory() as session:
+        yield session
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+SessionDep = Annotated[Session, Depends(get_db)]
+_bearer = HTTPBearer(auto_error=False, description="session token (POST /auth/login) or API key srl_...")
+
+
+def get_auth(
+    session: SessionDep, settings: SettingsDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> AuthContext:
+    if creds is None:
+        raise Unauthorized("missing bearer token: send `Authorization: Bearer <session token or API key>`")
+    auth = resolve_token(session=session, token=creds.credentials, secret_key=settings.secret_key)
+    if session.dirty:
+        session.commit()  # API key last_used_at
+    return auth
+
+
+AuthDep = Annotated[AuthContext, Depends(get_auth)]
+
+
+def get_current_user(auth: AuthDep) -> User:
+    return auth.user
+
+
+def get_current_team(auth: AuthDep) -> Team:
+    return auth.team
+
+
+CurrentUser = Annotated[User, Depends(get_current_user)]
+CurrentTeam = Annotated[Team, Depends(get_current_team)]
+
+
+def require_role(minimum: Role) -> Callable[[AuthContext], AuthContext]:
+    """Dependency: the caller's effective role in the current team is at least `minimum` (else 403)."""
+
+    def check(auth: AuthDep) -> AuthContext:
+        if not auth.role.at_least(minimum):
+            raise Forbidden(f"this action needs role {minimum.value} or higher; you are {auth.role.value}")
+        return auth
+
+    return check
+
+
+ViewerAuth = Annotated[AuthContext, Depends(require_role(Role.viewer))]
+MemberAuth = Annotated[AuthContext, Depends(require_role(Role.member))]
+AdminAuth = Annotated[AuthContext, Depends(require_role(Role.admin))]
+
+
+def get_optional_redis(request: Request) -> redis.Redis | None:
+    """The app's Redis client, or None when none is configured (publishing is then skipped)."""
+    return request.app.state.redis
+
+
+def get_redis(client: Annotated[redis.Redis | None, Depends(get_optional_redis)]) -> redis.Redis:
+    if client is None:
+        raise HTTPException(503, "Redis is not available: live features are off (see GET /api/v1/ready)")
+    return client
+
+
+OptionalRedisDep = Annotated[redis.Redis | None, Depends(get_optional_redis)]
+RedisDep = Annotated[redis.Redis, Depends(get_redis)]

@@ -1,0 +1,51 @@
+"""Prometheus: request counts and latency by route template, and jobs by status (read from the database at scrape)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+from fastapi import FastAPI, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import sessionmaker
+
+from backend.db.enums import JobStatus
+from backend.db.models import Job
+
+
+class JobStatusCollector(Collector):
+    def __init__(self, session_factory: sessionmaker) -> None:
+        self.session_factory = session_factory
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        gauge = GaugeMetricFamily("streamrl_jobs", "Jobs by status", labels=["status"])
+        with self.session_factory() as session:
+            counts = {status: n for status, n in session.execute(select(Job.status, func.count()).group_by(Job.status))}
+        for status in JobStatus:
+            gauge.add_metric([status.value], counts.get(status, 0))
+        yield gauge
+
+
+def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
+    """Per-app registry (several apps may live in one test process) served at GET /metrics."""
+    registry = CollectorRegistry()
+    requests = Counter("streamrl_http_requests", "HTTP requests", ["method", "route", "status"], registry=registry)
+    latency = Histogram("streamrl_http_request_seconds", "HTTP latency", ["method", "route"], registry=registry)
+    registry.register(JobStatusCollector(session_factory))
+
+    @app.middleware("http")
+    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        template = getattr(route, "path", "unmatched")
+        latency.labels(request.method, template).observe(time.perf_counter() - started)
+        requests.labels(request.method, template, str(response.status_code)).inc()
+        return response
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,1 @@
+"""One router per resource; `backend.main` includes them under /api/v1."""

@@ -1,0 +1,69 @@
+"""Prompt datasets of the current team (JSONL uploads)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request, UploadFile, status
+
+from backend.api.deps import MemberAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.schemas.assets import DatasetPublic
+from backend.schemas.common import Page
+from backend.services import datasets as dataset_service
+from backend.services.errors import PayloadTooLarge
+
+router = APIRouter(prefix="/datasets", tags=["datasets"])
+MULTIPART_OVERHEAD = 64 * 1024
+
+
+@router.get("")
+def list_datasets(
+    auth: ViewerAuth,
+    session: SessionDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Page[DatasetPublic]:
+    """The team's datasets, newest first."""
+    rows, total = dataset_service.list_datasets(session=session, team=auth.team, limit=limit, offset=offset)
+    return Page(data=[DatasetPublic.model_validate(d) for d in rows], count=total)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def upload_dataset(
+    request: Request,
+    file: UploadFile,
+    name: Annotated[str, Form(min_length=1, max_length=200)],
+    auth: MemberAuth,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> DatasetPublic:
+    """Upload a JSONL file (one JSON object with a non-empty `prompt` per line); 422 names the first bad line."""
+    declared = int(request.headers.get("content-length") or 0)
+    if declared > settings.max_upload_bytes + MULTIPART_OVERHEAD:
+        raise PayloadTooLarge(f"upload exceeds the limit of {settings.max_upload_bytes} bytes")
+    content = dataset_service.read_limited(file.file, max_bytes=settings.max_upload_bytes)
+    dataset = dataset_service.create_dataset(
+        session=session, team=auth.team, user=auth.user, name=name, content=content, artifact_dir=settings.artifacts
+    )
+    session.commit()
+    return DatasetPublic.model_validate(dataset)
+
+
+@router.get("/{dataset_id}")
+def get_dataset(dataset_id: int, auth: ViewerAuth, session: SessionDep) -> DatasetPublic:
+    """One dataset."""
+    dataset = dataset_service.get_dataset(session=session, team=auth.team, dataset_id=dataset_id)
+    return DatasetPublic.model_validate(dataset)
+
+
+@router.get("/{dataset_id}/rows")
+def dataset_rows(
+    dataset_id: int,
+    auth: ViewerAuth,
+    session: SessionDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Page[dict[str, Any]]:
+    """A page of the dataset's rows; `count` is the dataset's row count."""
+    dataset = dataset_service.get_dataset(session=session, team=auth.team, dataset_id=dataset_id)
+    return Page(data=dataset_service.read_rows(dataset, limit=limit, offset=offset), count=dataset.row_count)

@@ -1,0 +1,101 @@
+"""Jobs of the current team: submit, list, get and the user actions (cancel, pause, resume, scale)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+from sqlalchemy.orm import Session
+
+from backend.api.deps import MemberAuth, OptionalRedisDep, SessionDep, ViewerAuth
+from backend.api.presenters import job_public, jobs_public
+from backend.db.enums import JobStatus
+from backend.db.models import Job, JobEvent
+from backend.schemas.jobs import JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
+from backend.services import jobs as job_service
+from backend.services.live import publish_live
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+def _commit_and_publish(session: Session, redis: OptionalRedisDep, job: Job, since_event_id: int) -> JobPublic:
+    """Commit, then tell live viewers: the job's new state and the events the action recorded."""
+    session.commit()
+    public = job_public(session, job)
+    publish_live(redis, job.id, "status", public.model_dump(mode="json"))
+    events = session.query(JobEvent).filter(JobEvent.job_id == job.id, JobEvent.id > since_event_id)
+    for event in events.order_by(JobEvent.id):
+        publish_live(redis, job.id, "event", JobEventPublic.model_validate(event).model_dump(mode="json"))
+    return public
+
+
+def _last_event_id(session: Session, job_id: int) -> int:
+    last = session.query(JobEvent.id).filter(JobEvent.job_id == job_id).order_by(JobEvent.id.desc()).first()
+    return last[0] if last else 0
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def submit_job(spec: JobCreate, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+    """Submit a job (member); it waits in `queued` until the controller admits it within the team's quotas."""
+    job = job_service.create_job(session=session, team=auth.team, user=auth.user, spec=spec)
+    return _commit_and_publish(session, redis, job, since_event_id=0)
+
+
+@router.get("")
+def list_jobs(
+    auth: ViewerAuth,
+    session: SessionDep,
+    status: JobStatus | None = None,
+    name: Annotated[str | None, Query(max_length=200, description="substring of the job name")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobsPublic:
+    """The team's jobs, newest first, filtered by status and/or name."""
+    jobs, total = job_service.list_jobs(
+        session=session, team=auth.team, status=status, name=name, limit=limit, offset=offset
+    )
+    return JobsPublic(data=jobs_public(session, jobs), count=total)
+
+
+@router.get("/{job_id}")
+def get_job(job_id: int, auth: ViewerAuth, session: SessionDep) -> JobPublic:
+    """One job with its progress and latest metrics."""
+    return job_public(session, job_service.get_job(session=session, team=auth.team, job_id=job_id))
+
+
+@router.post("/{job_id}/cancel")
+def cancel_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+    """Cancel a job that has not finished (409 otherwise)."""
+    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
+    since = _last_event_id(session, job.id)
+    job_service.cancel_job(session=session, job=job)
+    return _commit_and_publish(session, redis, job, since)
+
+
+@router.post("/{job_id}/pause")
+def pause_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+    """Pause a running job (409 otherwise); it releases its generation instances."""
+    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
+    since = _last_event_id(session, job.id)
+    job_service.pause_job(session=session, job=job)
+    return _commit_and_publish(session, redis, job, since)
+
+
+@router.post("/{job_id}/resume")
+def resume_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+    """Resume a paused job (409 otherwise; 429 when the team has no free job slot)."""
+    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
+    since = _last_event_id(session, job.id)
+    job_service.resume_job(session=session, team=auth.team, job=job)
+    return _commit_and_publish(session, redis, job, since)
+
+
+@router.post("/{job_id}/scale")
+def scale_job(job_id: int, body: JobScale, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+    """Set the target generation instances and/or autoscaling (403 naming `max_generation_instances`)."""
+    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
+    since = _last_event_id(session, job.id)
+    job_service.scale_job(
+        session=session, team=auth.team, job=job, target_instances=body.target_instances, autoscale=body.autoscale
+    )
+    return _commit_and_publish(session, redis, job, since)

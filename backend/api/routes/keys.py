@@ -1,0 +1,37 @@
+"""API keys of the current team."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from backend.api.deps import AdminAuth, SessionDep, ViewerAuth
+from backend.schemas.auth import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+from backend.schemas.common import Page
+from backend.services import keys as key_service
+
+router = APIRouter(prefix="/keys", tags=["keys"])
+
+
+@router.get("")
+def list_keys(auth: ViewerAuth, session: SessionDep) -> Page[ApiKeyPublic]:
+    """The team's keys (secrets are never shown again)."""
+    keys = [ApiKeyPublic.model_validate(k) for k in key_service.list_keys(session=session, team=auth.team)]
+    return Page(data=keys, count=len(keys))
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_key(body: ApiKeyCreate, auth: AdminAuth, session: SessionDep) -> ApiKeyCreated:
+    """Create a key (admin); the answer holds the secret, shown this once."""
+    key, secret = key_service.create_key(
+        session=session, team=auth.team, creator=auth.user, name=body.name, scopes=body.scopes
+    )
+    session.commit()
+    return ApiKeyCreated(**ApiKeyPublic.model_validate(key).model_dump(), secret=secret)
+
+
+@router.delete("/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke_key(key_id: int, auth: AdminAuth, session: SessionDep) -> Response:
+    """Revoke a key (admin); it is refused from the next request on."""
+    key_service.revoke_key(session=session, team=auth.team, key_id=key_id)
+    session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

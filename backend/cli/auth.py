@@ -1,0 +1,93 @@
+"""`streamrl login | logout | whoami | init-admin`: get a token and keep it in the CLI config."""
+
+from __future__ import annotations
+
+import typer
+
+from backend.cli.common import client, emit_json, globals_of, print_fields
+from backend.cli.config import CLIConfig, config_path, resolve
+from backend.cli.errors import CLIError
+from backend.client import APIError, StreamRLClient
+
+
+def _server(ctx: typer.Context) -> str:
+    return resolve(globals_of(ctx).url, None, CLIConfig.load())[0]
+
+
+def _save_token(url: str, token: str) -> None:
+    config = CLIConfig.load()
+    config.remember(url, token)
+    config.save()
+
+
+def login(
+    ctx: typer.Context,
+    email: str | None = typer.Option(None, "--email", "-e", help="prompted when omitted"),
+    password: str | None = typer.Option(None, "--password", "-p", envvar="STREAMRL_PASSWORD",
+                                        help="prompted (hidden) when omitted"),
+    team_id: int | None = typer.Option(None, "--team-id", help="team to act in (default: your first team)"),
+    api_key: str | None = typer.Option(None, "--api-key", help="store this API key instead of a password login"),
+) -> None:
+    """Log in to the server and remember the token (in ~/.config/streamrl/config.json or $STREAMRL_CONFIG)."""
+    url = _server(ctx)
+    with StreamRLClient(url, api_key) as api:
+        if api_key:
+            me = api.me()  # proves the key works before it is stored
+            token = api_key
+            user, team = me["user"], me["team"]
+        else:
+            email = email or typer.prompt("email")
+            password = password or typer.prompt("password", hide_input=True)
+            answer = api.login(email, password, team_id)
+            token = answer["token"]
+            user, team = answer["user"], answer["team"]
+    _save_token(url, token)
+    typer.echo(f"logged in to {url} as {user.get('email')} (team {team.get('name')!r}, id {team.get('id')})")
+
+
+def logout(ctx: typer.Context) -> None:
+    """Forget the token stored for the server."""
+    url = _server(ctx)
+    config = CLIConfig.load()
+    if config.forget(url):
+        config.save()
+        typer.echo(f"logged out of {url}")
+    else:
+        typer.echo(f"no token stored for {url}")
+
+
+def whoami(ctx: typer.Context) -> None:
+    """Who the current token belongs to, in which team and role."""
+    with client(ctx) as api:
+        me = api.me()
+    if emit_json(ctx, me):
+        return
+    teams = ", ".join(f"{t.get('name')} ({t.get('id')})" for t in me.get("teams", []))
+    print_fields({"server": api.base_url, "email": me["user"].get("email"), "team": me["team"].get("name"),
+                  "team_id": me["team"].get("id"), "role": me.get("role"), "teams": teams})
+
+
+def init_admin(
+    ctx: typer.Context,
+    email: str = typer.Option(..., "--email", "-e", prompt=True),
+    password: str = typer.Option(..., "--password", "-p", envvar="STREAMRL_PASSWORD", prompt=True, hide_input=True,
+                                 confirmation_prompt=True),
+    team: str = typer.Option("default", "--team", help="name of the team to create"),
+) -> None:
+    """Create a user who owns a new team (POST /auth/register), then log in as them."""
+    url = _server(ctx)
+    with StreamRLClient(url) as api:
+        try:
+            api.register(email, password, team)
+        except APIError as exc:
+            raise CLIError(f"could not create {email}: {exc.message}") from None
+        answer = api.login(email, password)
+    _save_token(url, answer["token"])
+    typer.echo(f"created {email}, owner of team {team!r}; logged in to {url} (token saved in {config_path()})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("login")(login)
+    app.command("logout")(logout)
+    app.command("whoami")(whoami)
+    app.command("init-admin")(init_admin)

@@ -1,0 +1,183 @@
+"""`streamrl jobs submit | list | get | cancel | pause | resume | scale | logs | iterations`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from pydantic import ValidationError
+
+from backend.cli.common import client, emit_json, globals_of, print_fields, print_table
+from backend.cli.errors import CLIError, validation_message
+from backend.cli.follow import follow_job, print_all_events
+from backend.schemas.spec import JobSpec
+
+jobs_app = typer.Typer(help="RL jobs of the current team.", no_args_is_help=True)
+
+JOB_COLUMNS = ["id", "name", "status", "target_instances", "running_instances", "progress", "created_at"]
+
+
+def load_spec(path: Path, name: str | None = None) -> dict[str, Any]:
+    """Read a YAML/JSON spec and validate it locally, so a typo is reported before anything is sent."""
+    if not path.is_file():
+        raise CLIError(f"no such file: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise CLIError(f"{path} is not valid YAML/JSON: {exc}".replace("\n", " ")) from None
+    if not isinstance(raw, dict):
+        raise CLIError(f"{path} must hold a mapping of JobSpec fields (see backend/schemas/spec.py)")
+    if name:
+        raw["name"] = name
+    try:
+        JobSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise CLIError(validation_message(exc, f"spec in {path}")) from None
+    return raw
+
+
+def _progress(job: dict[str, Any]) -> str:
+    progress = job.get("progress") or {}
+    if not progress:
+        return "-"
+    return f"{progress.get('iteration', 0)}/{progress.get('total_iterations', '?')}"
+
+
+def _show_job(ctx: typer.Context, job: dict[str, Any], verb: str | None = None) -> None:
+    if emit_json(ctx, job):
+        return
+    if verb:
+        typer.echo(f"job {job.get('id')} {verb}: status {job.get('status')}")
+        return
+    fields = {k: v for k, v in job.items() if k not in ("spec", "latest_metrics", "progress")}
+    fields["progress"] = _progress(job)
+    print_fields(fields)
+    if job.get("latest_metrics"):
+        typer.echo("latest_metrics:")
+        for key, value in sorted(job["latest_metrics"].items()):
+            typer.echo(f"  {key}: {value:.4g}" if isinstance(value, float) else f"  {key}: {value}")
+
+
+@jobs_app.command("submit")
+def submit(
+    ctx: typer.Context,
+    spec_file: Path = typer.Argument(..., help="JobSpec as YAML or JSON"),
+    name: str | None = typer.Option(None, "--name", help="override the spec's name"),
+) -> None:
+    """Submit a job; it starts `queued` and the controller admits it within the team's quotas."""
+    spec = load_spec(spec_file, name)
+    with client(ctx) as api:
+        job = api.submit_job(spec)
+    if not emit_json(ctx, job):
+        typer.echo(f"submitted job {job.get('id')} {job.get('name')!r}: status {job.get('status')}")
+
+
+@jobs_app.command("list")
+def list_jobs(
+    ctx: typer.Context,
+    status: str | None = typer.Option(None, "--status", help="queued|starting|running|paused|succeeded|failed|..."),
+    name: str | None = typer.Option(None, "--name", help="filter by name"),
+    limit: int = typer.Option(50, "--limit", min=1),
+    offset: int = typer.Option(0, "--offset", min=0),
+) -> None:
+    """Jobs of the current team, newest first."""
+    with client(ctx) as api:
+        page = api.list_jobs(status=status, name=name, limit=limit, offset=offset)
+    if emit_json(ctx, page):
+        return
+    rows = [{**job, "progress": _progress(job)} for job in page.get("data", [])]
+    print_table(rows, JOB_COLUMNS, empty="(no jobs)")
+    if page.get("count", 0) > len(rows) + offset:
+        typer.echo(f"... {page['count']} jobs in all (use --offset/--limit)")
+
+
+@jobs_app.command("get")
+def get(ctx: typer.Context, job_id: int, spec: bool = typer.Option(False, "--spec", help="print the spec too")) -> None:
+    """One job: status, instances, progress, latest metrics."""
+    with client(ctx) as api:
+        job = api.get_job(job_id)
+    _show_job(ctx, job)
+    if spec and not globals_of(ctx).as_json:  # --json already printed the whole job, spec included
+        typer.echo("spec:")
+        typer.echo(yaml.safe_dump(job.get("spec"), sort_keys=False).rstrip())
+
+
+@jobs_app.command("cancel")
+def cancel(ctx: typer.Context, job_id: int) -> None:
+    """Cancel a queued, starting, running or paused job."""
+    with client(ctx) as api:
+        _show_job(ctx, api.cancel_job(job_id), "cancel requested")
+
+
+@jobs_app.command("pause")
+def pause(ctx: typer.Context, job_id: int) -> None:
+    """Pause a running job (it keeps its state; resume continues it)."""
+    with client(ctx) as api:
+        _show_job(ctx, api.pause_job(job_id), "pause requested")
+
+
+@jobs_app.command("resume")
+def resume(ctx: typer.Context, job_id: int) -> None:
+    """Resume a paused job."""
+    with client(ctx) as api:
+        _show_job(ctx, api.resume_job(job_id), "resumed")
+
+
+@jobs_app.command("scale")
+def scale(
+    ctx: typer.Context,
+    job_id: int,
+    instances: int | None = typer.Argument(None, min=1, help="target generation instances"),
+    auto: bool | None = typer.Option(None, "--auto/--manual", help="hand scaling to the autoscaler, or take it back"),
+) -> None:
+    """Set a job's target generation instances and/or switch autoscaling."""
+    if instances is None and auto is None:
+        raise CLIError("give a target instance count and/or --auto/--manual")
+    with client(ctx) as api:
+        job = api.scale_job(job_id, instances, autoscale=auto)
+    if not emit_json(ctx, job):
+        mode = "auto" if job.get("autoscale") else "manual"
+        typer.echo(f"job {job.get('id')}: target {job.get('target_instances')} instances "
+                   f"({job.get('running_instances')} running), scaling {mode}")
+
+
+@jobs_app.command("logs")
+def logs(
+    ctx: typer.Context,
+    job_id: int,
+    follow: bool = typer.Option(False, "--follow", "-f", help="keep printing live events until the job ends"),
+    metrics: bool = typer.Option(True, "--metrics/--no-metrics", help="with --follow: print iteration metrics"),
+) -> None:
+    """A job's event log; with --follow, live events (SSE) until it succeeds, fails or is cancelled."""
+    with client(ctx) as api:
+        if globals_of(ctx).as_json:
+            emit_json(ctx, api.job_events(job_id).get("data", []))
+            return
+        if follow:
+            follow_job(api, job_id, show_metrics=metrics)
+        else:
+            print_all_events(api, job_id, after_id=None)
+
+
+@jobs_app.command("iterations")
+def iterations(
+    ctx: typer.Context,
+    job_id: int,
+    keys: str = typer.Option("reward_mean,samples_per_s,iteration_seconds,gen_seconds,train_seconds,instances",
+                             "--keys", help="comma-separated metric keys to show"),
+    limit: int = typer.Option(100, "--limit", min=1),
+) -> None:
+    """Per-iteration metrics of a job."""
+    with client(ctx) as api:
+        page = api.job_iterations(job_id, limit=limit)
+    if emit_json(ctx, page):
+        return
+    columns = ["iteration", *[k.strip() for k in keys.split(",") if k.strip()]]
+    rows = [{"iteration": it.get("iteration"), **(it.get("metrics") or {})} for it in page.get("data", [])]
+    print_table(rows, columns, empty="(no iterations yet)")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(jobs_app, name="jobs")

@@ -1,0 +1,76 @@
+"""The `streamrl` command (Typer). Root options: `--url`, `--token` (env STREAMRL_URL, STREAMRL_TOKEN), `--json`.
+
+Adding commands: write a module that defines `register(app: typer.Typer) -> None` (add a command with
+`app.command("name")(fn)` or a group with `app.add_typer(sub_app, name="group")`) and append its dotted path to
+`COMMAND_MODULES`. A listed module that does not exist yet is skipped, so a path may be listed before its module
+lands; any other import error is raised.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from backend.cli.common import Globals
+from backend.cli.errors import StreamRLGroup
+
+COMMAND_MODULES = [
+    "backend.cli.up",  # up, migrate
+    "backend.cli.auth",  # login, logout, whoami, init-admin
+    "backend.cli.teams",  # team show|quotas|members|add-member|set-role|remove-member
+    "backend.cli.keys",  # keys create|list|revoke
+    "backend.cli.models",  # models register|list
+    "backend.cli.datasets",  # datasets upload|list|rows
+    "backend.cli.jobs",  # jobs submit|list|get|cancel|pause|resume|scale|logs|iterations
+    # other engineers' command modules (skipped until they exist):
+    "backend.cli.controller",  # controller
+    "backend.cli.worker",  # worker --pool generation|training
+    "backend.cli.plan_cmds",  # plan
+    "backend.cli.local",  # make-model, train-local
+    "backend.cli.model_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
+]
+
+app = typer.Typer(
+    cls=StreamRLGroup,
+    name="streamrl",
+    help="StreamRL: self-hosted RL post-training for LLMs (disaggregated stream generation).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    url: str | None = typer.Option(None, "--url", envvar="STREAMRL_URL", help="API server, e.g. http://127.0.0.1:8000"),
+    token: str | None = typer.Option(None, "--token", envvar="STREAMRL_TOKEN", help="session token or API key"),
+    as_json: bool = typer.Option(False, "--json", help="print raw JSON answers"),
+) -> None:
+    ctx.obj = Globals(url=url, token=token, as_json=as_json)
+
+
+def _register_all() -> None:
+    for dotted in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(dotted)
+        except ModuleNotFoundError as exc:
+            if exc.name == dotted:
+                continue  # not written yet
+            raise
+        module.register(app)
+
+
+_register_all()
+
+
+def command_names() -> set[str]:
+    """Top-level command and group names (e.g. `up` asks whether `controller` and `worker` exist)."""
+    names = {info.name or (info.callback.__name__ if info.callback else "") for info in app.registered_commands}
+    names |= {info.name or "" for info in app.registered_groups}
+    return names - {""}
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,67 @@
+"""`streamrl plan`: split devices between generation and training and predict the job's speed (runs locally:
+the planner and simulator are pure Python; `--data-dir` applies the server's device-catalog overrides)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+
+from backend.cli.common import emit_json, print_fields, print_table
+from backend.cli.errors import CLIError
+from backend.planner import catalog_store
+from backend.planner.schemas import PlanRequest
+from backend.planner.service import make_plan
+
+
+def plan(
+    ctx: typer.Context,
+    model_size: str = typer.Option("7B", "--model", help="7B, 14B, 32B, 72B or billions of parameters"),
+    gen_device: str = typer.Option("H800", help="device of cluster 0 (generation; also training with one cluster)"),
+    devices: int = typer.Option(8, "--devices", "-n", help="devices in cluster 0"),
+    train_device: str | None = typer.Option(None, help="second cluster's device: training runs there"),
+    train_devices: int = typer.Option(0, help="devices in the training cluster (with --train-device)"),
+    mode: str = typer.Option("sync", help="colocated | sync | async"),
+    max_tokens: int = typer.Option(20_000, help="longest response"),
+    median: float = typer.Option(2_000.0, help="median response length (lognormal)"),
+    sigma: float = typer.Option(1.0, help="lognormal shape: larger = longer tail"),
+    prompts: int = typer.Option(256, help="prompts per iteration"),
+    group_size: int = typer.Option(8, help="samples per prompt"),
+    algorithm: str = typer.Option("grpo", help="ppo | grpo | rloo | reinforce_pp"),
+    dispatch: str = typer.Option("skew_aware", help="random | skew_aware"),
+    tp: int | None = typer.Option(None, help="tensor parallelism per generation instance (default: fit memory)"),
+    data_dir: Path | None = typer.Option(None, help="server data dir whose device_catalog.json overrides apply"),
+) -> None:
+    """Plan generation/training devices (paper Algorithm 1) and simulate colocated/sync/async on the result."""
+    clusters = [{"device": gen_device, "count": devices}]
+    if train_device:
+        clusters.append({"device": train_device, "count": train_devices})
+    try:
+        request = PlanRequest.model_validate({
+            "model_size": model_size, "clusters": clusters, "mode": mode, "tp": tp, "algorithm": algorithm,
+            "dispatch": dispatch, "prompts_per_iteration": prompts, "group_size": group_size,
+            "lengths": {"max_tokens": max_tokens, "median": median, "sigma": sigma},
+        })
+        result = make_plan(request, catalog_store.load_catalog(data_dir))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise CLIError(f"invalid plan request: {problems}") from None
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    if emit_json(ctx, result.model_dump()):
+        return
+    typer.echo(f"model {result.model['name']} ({result.model['params_b']}B params)")
+    print_fields(result.allocation.model_dump())
+    if result.estimate:
+        typer.echo("Algorithm 1 estimate: " + ", ".join(f"{k} {v:.1f}" for k, v in result.estimate.items()))
+    typer.echo("")
+    print_table([p.model_dump() for p in result.per_mode.values()],
+                ["mode", "iteration_seconds", "gen_seconds", "train_seconds", "samples_per_s",
+                 "throughput_per_cost", "gen_bubble_fraction", "train_bubble_fraction"])
+    typer.echo(f"\npredicted ({result.predicted.mode}): {result.predicted.iteration_seconds:.1f} s/iteration, "
+               f"{result.predicted.samples_per_s:.3g} samples/s; planned in {result.plan_seconds:.2f} s")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

@@ -1,0 +1,88 @@
+"""`streamrl team ...`: the current team, its quotas and members."""
+
+from __future__ import annotations
+
+import typer
+
+from backend.cli.common import client, emit_json, print_fields, print_table
+from backend.cli.errors import CLIError
+
+team_app = typer.Typer(help="The current team: quotas and members.", no_args_is_help=True)
+
+ROLES = ("owner", "admin", "member", "viewer")
+
+
+def _check_role(role: str) -> str:
+    if role not in ROLES:
+        raise CLIError(f"role must be one of {', '.join(ROLES)} (got {role!r})")
+    return role
+
+
+@team_app.command("show")
+def show(ctx: typer.Context) -> None:
+    """The current team and its quotas."""
+    with client(ctx) as api:
+        team = api.current_team()
+    if not emit_json(ctx, team):
+        print_fields({"id": team.get("id"), "name": team.get("name"), **(team.get("quotas") or {})})
+
+
+@team_app.command("quotas")
+def quotas(
+    ctx: typer.Context,
+    max_concurrent_jobs: int | None = typer.Option(None, "--max-concurrent-jobs", min=0),
+    max_generation_instances: int | None = typer.Option(None, "--max-generation-instances", min=0),
+) -> None:
+    """Show the team's quotas, or change them (admin)."""
+    with client(ctx) as api:
+        if max_concurrent_jobs is None and max_generation_instances is None:
+            team = api.current_team()
+        else:
+            team = api.update_quotas(max_concurrent_jobs=max_concurrent_jobs,
+                                     max_generation_instances=max_generation_instances)
+    if not emit_json(ctx, team):
+        print_fields(team.get("quotas") or {})
+
+
+@team_app.command("members")
+def members(ctx: typer.Context) -> None:
+    """Members of the current team and their roles."""
+    with client(ctx) as api:
+        rows = api.list_members()
+    if not emit_json(ctx, rows):
+        print_table(rows, ["user_id", "email", "role"])
+
+
+@team_app.command("add-member")
+def add_member(
+    ctx: typer.Context,
+    email: str,
+    role: str = typer.Option("member", "--role", help="owner|admin|member|viewer"),
+    password: str | None = typer.Option(None, "--password", help="initial password when the user is new"),
+) -> None:
+    """Add a user to the team (admin); creates the user when new."""
+    with client(ctx) as api:
+        member = api.add_member(email, _check_role(role), password)
+    if not emit_json(ctx, member):
+        typer.echo(f"added {member.get('email')} as {member.get('role')} (user id {member.get('user_id')})")
+
+
+@team_app.command("set-role")
+def set_role(ctx: typer.Context, user_id: int, role: str) -> None:
+    """Change a member's role (admin)."""
+    with client(ctx) as api:
+        member = api.update_member(user_id, _check_role(role))
+    if not emit_json(ctx, member):
+        typer.echo(f"{member.get('email')} is now {member.get('role')}")
+
+
+@team_app.command("remove-member")
+def remove_member(ctx: typer.Context, user_id: int) -> None:
+    """Remove a member from the team (admin)."""
+    with client(ctx) as api:
+        api.remove_member(user_id)
+    typer.echo(f"removed user {user_id}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(team_app, name="team")

@@ -1,0 +1,172 @@
+"""`streamrl up`: the whole platform on this machine, one command; `streamrl migrate`: upgrade the database.
+
+`up` starts the embedded Redis (unless STREAMRL_REDIS_URL names a server), runs the migrations, then supervises the
+API (uvicorn) and — when those commands exist — `streamrl controller` and one `streamrl worker --pool generation`
+and `--pool training`, all sharing STREAMRL_DATA_DIR / STREAMRL_DATABASE_URL / STREAMRL_REDIS_URL. On the first run
+it creates an owner account (credentials in <data_dir>/admin.json) and logs the CLI in. Ctrl-C or SIGTERM stops
+everything it started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from backend.cli.bootstrap import bootstrap_admin, wait_for_health
+from backend.cli.errors import CLIError
+from backend.settings import ConfigError, Settings, load_settings
+from backend.supervisor import ChildSpec, Supervisor
+
+API_APP = "backend.main:create_app"  # uvicorn factory
+DEMO_MODULE = "backend.cli.demo"  # hook: `submit_demo(api: StreamRLClient, settings: Settings) -> None`
+
+
+def _settings(data_dir: Path | None) -> Settings:
+    if data_dir is not None:
+        os.environ["STREAMRL_DATA_DIR"] = str(data_dir.expanduser().resolve())
+    try:
+        return load_settings()
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def redact(url: str) -> str:
+    """A database URL without its password, for printing."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # unparsable: print nothing secret
+        return url.split("@")[-1]
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "backend.cli.main", *args]
+
+
+def _child_env(settings: Settings, redis_url: str, api_url: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "STREAMRL_DATA_DIR": str(settings.data_dir),
+        "STREAMRL_DATABASE_URL": settings.database_url,
+        "STREAMRL_REDIS_URL": redis_url,
+        "STREAMRL_ARTIFACT_DIR": str(settings.artifacts),
+        "STREAMRL_URL": api_url,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _runtime_children(env: dict[str, str]) -> list[ChildSpec]:
+    from backend.cli.main import command_names
+
+    names = command_names()
+    children = []
+    if "controller" in names:
+        children.append(ChildSpec("controller", _cli("controller"), env))
+    if "worker" in names:
+        children += [ChildSpec(f"worker-{pool}", _cli("worker", "--pool", pool), env)
+                     for pool in ("generation", "training")]
+    return children
+
+
+def _stop_requested() -> threading.Event:
+    """SIGINT/SIGTERM set the event instead of raising, so shutdown always runs to the end."""
+    stop = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return stop
+
+
+def _run_demo(api_url: str, settings: Settings, token: str | None) -> None:
+    import importlib
+
+    try:
+        demo = importlib.import_module(DEMO_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != DEMO_MODULE:
+            raise
+        typer.echo("--demo: the demo job is not available yet (the RL runtime's demo hook is not installed); "
+                   "the platform runs without it.")
+        return
+    from backend.client import StreamRLClient
+
+    with StreamRLClient(api_url, token) as api:
+        demo.submit_demo(api, settings)
+
+
+def up(
+    host: str = typer.Option("127.0.0.1", "--host", help="interface the API listens on"),
+    port: int = typer.Option(8000, "--port", min=1, max=65535),
+    data_dir: Path | None = typer.Option(None, "--data-dir", help="default: $STREAMRL_DATA_DIR or ./data"),
+    no_workers: bool = typer.Option(False, "--no-workers", help="only the API (and Redis): no controller, workers"),
+    demo: bool = typer.Option(False, "--demo", help="submit a small demo RL job once the platform is up"),
+) -> None:
+    """Run the platform on this machine: embedded Redis + API + controller + workers. Ctrl-C stops everything."""
+    from backend.db.migrate import upgrade_database
+    from backend.embedded_redis import EmbeddedRedis, start_embedded_redis
+
+    settings = _settings(data_dir)
+    stop = _stop_requested()
+    supervisor = Supervisor(echo=lambda line: typer.echo(f"up: {line}"))
+    embedded: EmbeddedRedis | None = None
+    local_host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    api_url = f"http://{local_host}:{port}"
+    try:
+        if settings.redis_url:
+            redis_url = settings.redis_url
+        else:
+            embedded = start_embedded_redis(settings.data_dir)
+            redis_url = embedded.url
+            typer.echo(f"up: embedded redis at {embedded.socket_path} (pid {embedded.pid})")
+        typer.echo(f"up: migrating {redact(settings.database_url)}")
+        upgrade_database(settings.database_url)
+        env = _child_env(settings, redis_url, api_url)
+        api_argv = [sys.executable, "-m", "uvicorn", API_APP, "--factory", "--host", host, "--port", str(port)]
+        supervisor.start(ChildSpec("api", api_argv, env, critical=True))
+        wait_for_health(api_url, stop, alive=lambda: supervisor.is_alive("api"))
+        if stop.is_set():
+            return
+        token = bootstrap_admin(api_url, settings.data_dir)
+        if no_workers:
+            typer.echo("up: --no-workers: controller and workers not started")
+        else:
+            children = _runtime_children(env)
+            for child in children:
+                supervisor.start(child)
+            if not children:
+                typer.echo("up: the controller and workers are not installed yet: jobs will stay queued")
+        if demo:
+            _run_demo(api_url, settings, token)
+        typer.echo(f"up: StreamRL is running: {api_url} (dashboard), {api_url}/docs (REST API). Ctrl-C stops it.")
+        supervisor.wait(stop.is_set)
+    finally:
+        supervisor.stop_all()
+        if embedded is not None:
+            embedded.stop()
+        typer.echo("up: stopped")
+
+
+def migrate(
+    database_url: str | None = typer.Option(None, "--database-url", help="default: STREAMRL_DATABASE_URL / settings"),
+) -> None:
+    """Upgrade the database schema to the newest migration (alembic upgrade head)."""
+    from backend.db.migrate import upgrade_database
+
+    url = database_url or _settings(None).database_url
+    upgrade_database(url)
+    typer.echo(f"database at head: {redact(url)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("up")(up)
+    app.command("migrate")(migrate)

@@ -1,0 +1,222 @@
+"""`StreamRLClient`: a small typed client for every route in docs/api.md (REST v1).
+
+Methods return the decoded JSON body (`dict`), or `None` for 204 answers. A non-2xx answer raises `APIError` with
+the server's detail; an unreachable server raises `ConnectionFailed`. The client is a context manager.
+
+    with StreamRLClient("http://127.0.0.1:8000", token) as api:
+        job = api.submit_job(spec)
+        for ev in api.stream_job(job["id"]):
+            print(ev.event, ev.data)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from backend.client.errors import APIError, ConnectionFailed
+from backend.client.sse import SSEEvent, parse_sse
+
+API_PREFIX = "/api/v1"
+JSON = dict[str, Any]
+
+
+def _drop_none(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+class StreamRLClient:
+    def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+
+    # ---- plumbing -----------------------------------------------------------------------------------------------
+    def __enter__(self) -> StreamRLClient:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def _send(self, method: str, path: str, *, prefix: str = API_PREFIX, **kwargs: Any) -> httpx.Response:
+        url = f"{prefix}{path}"
+        try:
+            response = self._http.request(method, url, headers=self._headers(), **kwargs)
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(self.base_url, str(exc) or type(exc).__name__) from exc
+        _raise_for_status(response, method, url)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self._send(method, path, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    # ---- health ---------------------------------------------------------------------------------------------------
+    def health(self) -> JSON:
+        return self._json("GET", "/health")
+
+    def ready(self) -> JSON:
+        return self._json("GET", "/ready")
+
+    def metrics_text(self) -> str:
+        return self._send("GET", "/metrics", prefix="").text
+
+    # ---- auth -----------------------------------------------------------------------------------------------------
+    def register(self, email: str, password: str, team_name: str) -> JSON:
+        return self._json("POST", "/auth/register", json={"email": email, "password": password, "team_name": team_name})
+
+    def login(self, email: str, password: str, team_id: int | None = None) -> JSON:
+        """Password login; on success the client uses the returned session token from then on."""
+        answer = self._json("POST", "/auth/login", json=_drop_none(
+            {"email": email, "password": password, "team_id": team_id}))
+        self.token = answer["token"]
+        return answer
+
+    def switch_team(self, team_id: int) -> JSON:
+        answer = self._json("POST", "/auth/switch-team", json={"team_id": team_id})
+        self.token = answer.get("token", self.token)
+        return answer
+
+    def me(self) -> JSON:
+        return self._json("GET", "/auth/me")
+
+    # ---- teams, members, quotas -----------------------------------------------------------------------------------
+    def current_team(self) -> JSON:
+        return self._json("GET", "/teams/current")
+
+    def update_quotas(self, *, max_concurrent_jobs: int | None = None,
+                      max_generation_instances: int | None = None) -> JSON:
+        return self._json("PATCH", "/teams/current/quotas", json=_drop_none(
+            {"max_concurrent_jobs": max_concurrent_jobs, "max_generation_instances": max_generation_instances}))
+
+    def list_members(self) -> list[JSON]:
+        return self._json("GET", "/teams/current/members")
+
+    def add_member(self, email: str, role: str, password: str | None = None) -> JSON:
+        return self._json("POST", "/teams/current/members",
+                          json=_drop_none({"email": email, "role": role, "password": password}))
+
+    def update_member(self, user_id: int, role: str) -> JSON:
+        return self._json("PATCH", f"/teams/current/members/{user_id}", json={"role": role})
+
+    def remove_member(self, user_id: int) -> None:
+        self._json("DELETE", f"/teams/current/members/{user_id}")
+
+    # ---- API keys -------------------------------------------------------------------------------------------------
+    def list_keys(self) -> JSON:
+        return self._json("GET", "/keys")
+
+    def create_key(self, name: str, scopes: list[str] | None = None) -> JSON:
+        """The answer's `secret` is shown this once; the server keeps only its hash."""
+        return self._json("POST", "/keys", json=_drop_none({"name": name, "scopes": scopes}))
+
+    def revoke_key(self, key_id: int) -> None:
+        self._json("DELETE", f"/keys/{key_id}")
+
+    # ---- models and datasets --------------------------------------------------------------------------------------
+    def list_models(self) -> JSON:
+        return self._json("GET", "/models")
+
+    def register_model(self, name: str, path: str) -> JSON:
+        return self._json("POST", "/models", json={"name": name, "path": path})
+
+    def list_datasets(self) -> JSON:
+        return self._json("GET", "/datasets")
+
+    def upload_dataset(self, file: str | Path, name: str | None = None) -> JSON:
+        """Upload a JSONL file (one object with a `prompt` per line); `name` defaults to the file's stem."""
+        path = Path(file)
+        with path.open("rb") as fh:
+            return self._json("POST", "/datasets", data={"name": name or path.stem},
+                              files={"file": (path.name, fh, "application/x-ndjson")}, timeout=300.0)
+
+    def dataset_rows(self, dataset_id: int, *, limit: int | None = None, offset: int | None = None) -> JSON:
+        return self._json("GET", f"/datasets/{dataset_id}/rows", params=_drop_none({"limit": limit, "offset": offset}))
+
+    # ---- jobs -----------------------------------------------------------------------------------------------------
+    def submit_job(self, spec: Mapping[str, Any] | BaseModel) -> JSON:
+        body = spec.model_dump(mode="json", exclude_unset=True) if isinstance(spec, BaseModel) else dict(spec)
+        return self._json("POST", "/jobs", json=body)
+
+    def list_jobs(self, *, status: str | None = None, name: str | None = None, limit: int | None = None,
+                  offset: int | None = None) -> JSON:
+        return self._json("GET", "/jobs", params=_drop_none(
+            {"status": status, "name": name, "limit": limit, "offset": offset}))
+
+    def get_job(self, job_id: int) -> JSON:
+        return self._json("GET", f"/jobs/{job_id}")
+
+    def cancel_job(self, job_id: int) -> JSON:
+        return self._json("POST", f"/jobs/{job_id}/cancel")
+
+    def pause_job(self, job_id: int) -> JSON:
+        return self._json("POST", f"/jobs/{job_id}/pause")
+
+    def resume_job(self, job_id: int) -> JSON:
+        return self._json("POST", f"/jobs/{job_id}/resume")
+
+    def scale_job(self, job_id: int, target_instances: int | None = None, *, autoscale: bool | None = None) -> JSON:
+        body = _drop_none({"target_instances": target_instances, "autoscale": autoscale})
+        if not body:
+            raise ValueError("scale_job needs target_instances and/or autoscale")
+        return self._json("POST", f"/jobs/{job_id}/scale", json=body)
+
+    def job_events(self, job_id: int, *, after_id: int | None = None, limit: int | None = None) -> JSON:
+        return self._json("GET", f"/jobs/{job_id}/events", params=_drop_none({"after_id": after_id, "limit": limit}))
+
+    def job_iterations(self, job_id: int, *, after: int | None = None, limit: int | None = None) -> JSON:
+        return self._json("GET", f"/jobs/{job_id}/iterations", params=_drop_none({"after": after, "limit": limit}))
+
+    def job_samples(self, job_id: int, *, iteration: int | None = None, limit: int | None = None) -> JSON:
+        return self._json("GET", f"/jobs/{job_id}/samples",
+                          params=_drop_none({"iteration": iteration, "limit": limit}))
+
+    def job_timeline(self, job_id: int, *, since: float | None = None) -> JSON:
+        return self._json("GET", f"/jobs/{job_id}/timeline", params=_drop_none({"since": since}))
+
+    def job_checkpoints(self, job_id: int) -> JSON:
+        return self._json("GET", f"/jobs/{job_id}/checkpoints")
+
+    def stream_job(self, job_id: int) -> Iterator[SSEEvent]:
+        """Live events of a job (`metrics`, `event`, `status`, `timeline`, `samples`) until the server ends the
+        stream. No read timeout: the generator blocks until the next event; close it to stop listening."""
+        url = f"{API_PREFIX}/jobs/{job_id}/stream"
+        headers = {**self._headers(), "Accept": "text/event-stream"}
+        try:
+            with self._http.stream("GET", url, headers=headers, timeout=httpx.Timeout(30.0, read=None)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _raise_for_status(response, "GET", url)
+                yield from parse_sse(response.iter_lines())
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(self.base_url, str(exc) or type(exc).__name__) from exc
+
+    # ---- planner --------------------------------------------------------------------------------------------------
+    def create_plan(self, request: Mapping[str, Any]) -> JSON:
+        return self._json("POST", "/plans", json=dict(request))
+
+
+def _raise_for_status(response: httpx.Response, method: str, url: str) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text.strip() or response.reason_phrase
+    detail = body.get("detail", body) if isinstance(body, dict) else body
+    raise APIError(response.status_code, detail, method=method, path=url, body=body)

@@ -1,0 +1,1 @@
+"""The controller: reconcile loop (admission, instance targets, liveness, autoscaling). Never imports torch."""

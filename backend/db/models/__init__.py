@@ -1,0 +1,24 @@
+"""All ORM models; importing this package registers every table on `Base.metadata`."""
+
+from backend.db.models.assets import Dataset, Model
+from backend.db.models.fleet import GenerationInstance, Worker
+from backend.db.models.jobs import Checkpoint, Iteration, Job, JobEvent
+from backend.db.models.telemetry import JobSample, TimelineSpan
+from backend.db.models.tenancy import ApiKey, Membership, Team, User
+
+__all__ = [
+    "ApiKey",
+    "Checkpoint",
+    "Dataset",
+    "GenerationInstance",
+    "Iteration",
+    "Job",
+    "JobEvent",
+    "JobSample",
+    "Membership",
+    "Model",
+    "Team",
+    "TimelineSpan",
+    "User",
+    "Worker",
+]

@@ -1,0 +1,67 @@
+"""Jobs and what they record as they run: typed events, per-iteration metrics and checkpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db.base import Base, created_at_column, enum_column
+from backend.db.enums import JobStatus
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_team_id_status", "team_id", "status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    name: Mapped[str] = mapped_column(String(200))
+    spec: Mapped[dict[str, Any]]  # JobSpec.model_dump(mode="json")
+    status: Mapped[JobStatus] = enum_column(JobStatus, index=True)
+    target_instances: Mapped[int]  # desired generation instances; the controller reconciles towards it
+    autoscale: Mapped[bool] = mapped_column(default=False)
+    ptl_profile: Mapped[dict[str, Any] | None]  # per-token latency by batch size, measured by the workers
+    current_iteration: Mapped[int] = mapped_column(default=0)
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = created_at_column()
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+
+
+class JobEvent(Base):
+    """Typed log line of a job (kind e.g. `status`, `scale`, `created`, `worker`, `error`)."""
+
+    __tablename__ = "job_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any] | None]
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class Iteration(Base):
+    __tablename__ = "iterations"
+    __table_args__ = (UniqueConstraint("job_id", "iteration"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    iteration: Mapped[int]
+    metrics: Mapped[dict[str, Any]]  # flat; keys in docs/api.md
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("job_id", "iteration"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    iteration: Mapped[int]
+    path: Mapped[str] = mapped_column(String(1000))
+    created_at: Mapped[datetime] = created_at_column()

@@ -1,0 +1,44 @@
+"""What the dashboard draws: a sample of finished generations and the pipeline timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from backend.db.base import Base, created_at_column
+
+
+class JobSample(Base):
+    __tablename__ = "job_samples"
+    __table_args__ = (
+        UniqueConstraint("job_id", "sample_id"),
+        Index("ix_job_samples_job_id_iteration", "job_id", "iteration"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    iteration: Mapped[int]
+    sample_id: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(Text)
+    response: Mapped[str] = mapped_column(Text)
+    reward: Mapped[float]
+    length: Mapped[int]  # response tokens
+    policy_version: Mapped[int]
+    instance_id: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class TimelineSpan(Base):
+    """One bar of the pipeline chart: `lane` (e.g. `trainer`, `gen-0`) doing `kind` from `start` to `end` (epoch s)."""
+
+    __tablename__ = "timeline_spans"
+    __table_args__ = (Index("ix_timeline_spans_job_id_start", "job_id", "start"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    lane: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(32))  # generating | loading_weights | idle | training | waiting
+    start: Mapped[float]
+    end: Mapped[float]

@@ -1,0 +1,62 @@
+"""Teams, users, their memberships (roles) and API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from backend.db.base import Base, created_at_column, enum_column
+from backend.db.enums import Role
+
+
+class Team(Base):
+    __tablename__ = "teams"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    max_concurrent_jobs: Mapped[int] = mapped_column(default=2)
+    max_generation_instances: Mapped[int] = mapped_column(default=8)
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    password_hash: Mapped[str | None] = mapped_column(String(400))  # None: cannot log in (API keys only)
+    is_active: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = created_at_column()
+
+
+class Membership(Base):
+    __tablename__ = "memberships"
+    __table_args__ = (UniqueConstraint("team_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    role: Mapped[Role] = enum_column(Role)
+    created_at: Mapped[datetime] = created_at_column()
+
+    team: Mapped[Team] = relationship(lazy="joined")
+    user: Mapped[User] = relationship(lazy="joined")
+
+
+class ApiKey(Base):
+    """`srl_<prefix>_<secret>`: the prefix is public and indexed, only a hash of the secret is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    created_by_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(32), unique=True)
+    secret_hash: Mapped[str] = mapped_column(String(128))
+    scopes: Mapped[list[str]]
+    created_at: Mapped[datetime] = created_at_column()
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]

@@ -1,0 +1,89 @@
+"""App factory: `create_app(settings)`; `app` is the default instance (`uvicorn backend.main:app`)."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from sqlalchemy.orm import sessionmaker
+
+from backend.api.errors import install_error_handlers
+from backend.api.metrics import install_metrics
+from backend.api.redis_link import open_redis
+from backend.api.routes import auth, datasets, health, job_data, jobs, keys, models, stream, teams
+from backend.api.static import install_frontend
+from backend.db.migrate import upgrade_database
+from backend.db.session import make_engine
+from backend.settings import Settings, get_settings
+
+API_PREFIX = "/api/v1"
+OPTIONAL_ROUTERS = ("plans",)  # backend/api/routes/<name>.py exporting `router`, included when present
+log = logging.getLogger(__name__)
+
+
+def api_router() -> APIRouter:
+    router = APIRouter(prefix=API_PREFIX)
+    for module in (health, auth, teams, keys, models, datasets, jobs, job_data, stream):
+        router.include_router(module.router)
+    for name in OPTIONAL_ROUTERS:
+        try:
+            module = importlib.import_module(f"backend.api.routes.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"backend.api.routes.{name}":
+                raise
+            continue
+        router.include_router(module.router)
+    return router
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    engine = make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.auto_migrate:
+            upgrade_database(settings.database_url)
+        link = open_redis(settings)
+        app.state.redis, app.state.redis_url = link.client, link.url
+        try:
+            yield
+        finally:
+            link.close()
+            engine.dispose()
+
+    app = FastAPI(
+        title="StreamRL",
+        version="0.1.0",
+        description="Multi-tenant RL post-training for LLMs (StreamRL architecture)",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = sessionmaker(bind=engine, autoflush=False, expire_on_commit=False)
+    app.state.redis, app.state.redis_url = None, None
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
+        )
+    install_error_handlers(app)
+    install_metrics(app, app.state.session_factory)
+    app.include_router(api_router())
+    install_frontend(app)  # last: its catch-all route must not shadow the API
+    return app
+
+
+app: FastAPI  # built lazily by __getattr__ below
+
+
+def __getattr__(name: str) -> FastAPI:
+    """`backend.main.app` is built on first access, so importing this module never reads the environment."""
+    if name == "app":
+        global app
+        app = create_app()
+        return app
+    raise AttributeError(name)

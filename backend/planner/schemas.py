@@ -1,0 +1,133 @@
+"""Request/response schemas of `POST /api/v1/plans`, the device catalog routes and `streamrl plan`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from backend.schemas.spec import Mode
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ClusterSpec(_Strict):
+    device: str = Field("H800", min_length=1, description="a device name from the catalog")
+    count: int = Field(..., ge=1, le=100_000)
+
+
+class LengthSpec(_Strict):
+    kind: Literal["lognormal", "pareto", "empirical"] = "lognormal"
+    max_tokens: int = Field(20_000, ge=1, le=1_000_000)
+    median: float = Field(2_000.0, gt=0)
+    sigma: float = Field(1.0, ge=0, le=5)
+    pareto_alpha: float = Field(1.5, gt=0)
+    pareto_min: float = Field(500.0, gt=0)
+    values: list[float] = Field(default_factory=list, max_length=1_000_000, description="empirical lengths")
+
+    @model_validator(mode="after")
+    def _values_for_empirical(self) -> LengthSpec:
+        if self.kind == "empirical" and not self.values:
+            raise ValueError("kind 'empirical' needs a non-empty `values` list of output lengths")
+        if any(v <= 0 for v in self.values):
+            raise ValueError("`values` must all be positive lengths")
+        return self
+
+
+class PlanRequest(_Strict):
+    """One cluster: generation and training share `clusters[0]`. Two clusters: generation on [0], training on [1]."""
+
+    model_size: str | None = Field("7B", description="7B, 14B, 32B, 72B or a number of billions ('13B')")
+    model_params_b: float | None = Field(None, gt=0, le=2000, description="overrides model_size")
+    clusters: list[ClusterSpec] = Field(default_factory=lambda: [ClusterSpec(count=8)], min_length=1, max_length=2)
+    tp: int | None = Field(None, ge=1, le=64, description="tensor parallelism per generation instance; None: fit")
+    mode: Mode = "sync"
+    lengths: LengthSpec = Field(default_factory=LengthSpec)
+    prompts_per_iteration: int = Field(256, ge=1, le=100_000)
+    group_size: int = Field(8, ge=1, le=1024)
+    prompt_tokens: int = Field(512, ge=0, le=1_000_000)
+    algorithm: Literal["ppo", "grpo", "rloo", "reinforce_pp"] = "grpo"
+    mfu: float = Field(0.4, gt=0, le=1, description="training model-FLOPs utilisation")
+    dispatch: Literal["random", "skew_aware"] = "skew_aware"
+    alpha: float = Field(0.2, gt=0, lt=1)
+    max_batch_size: int | None = Field(None, ge=1, le=65_536, description="sequences per instance; None: KV memory")
+    ptl_profile: list[tuple[int, float]] | None = Field(
+        None, description="measured [batch_size, seconds_per_token] points; replaces the roofline")
+    train_seconds_per_token: float | None = Field(
+        None, gt=0, description="measured training seconds per token on one device; replaces the roofline")
+    iterations: int = Field(3, ge=2, le=50, description="simulated iterations (the first is warm-up)")
+    timeline_lanes: int = Field(8, ge=1, le=256, description="generation lanes kept in the returned timeline")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _model_given(self) -> PlanRequest:
+        if self.model_size is None and self.model_params_b is None:
+            raise ValueError("set model_size or model_params_b")
+        if self.mode == "colocated" and len(self.clusters) == 2:
+            raise ValueError("mode 'colocated' runs on one cluster: give one entry in `clusters`")
+        return self
+
+
+class AllocationPublic(BaseModel):
+    gen_device: str
+    gen_devices: int
+    gen_instances: int
+    tp: int
+    train_device: str
+    train_devices: int
+    freed_devices: int
+    cost_per_hour: float
+
+
+class PredictionPublic(BaseModel):
+    mode: Mode
+    iteration_seconds: float
+    gen_seconds: float
+    train_seconds: float
+    samples_per_s: float
+    tokens_per_s: float
+    throughput_per_cost: float  # samples/s per relative device-hour
+    gen_bubble_fraction: float
+    train_bubble_fraction: float
+
+
+class SpanPublic(BaseModel):
+    lane: str
+    kind: Literal["generating", "loading_weights", "idle", "training", "waiting"]
+    start: float
+    end: float
+
+
+class PlanPublic(BaseModel):
+    model: dict[str, float | int | str]
+    allocation: AllocationPublic
+    estimate: dict[str, float]  # Algorithm 1's profile numbers: gen_seconds, train_seconds, iteration_seconds
+    predicted: PredictionPublic  # the simulated requested mode on the chosen allocation
+    per_mode: dict[str, PredictionPublic]
+    timeline: list[SpanPublic]
+    plan_seconds: float
+
+
+class DevicePublic(BaseModel):
+    name: str
+    bf16_tflops: float
+    mem_bandwidth_tbps: float
+    memory_gb: float
+    cost_per_hour: float
+    interconnect_gbps: float
+    overridden: bool
+
+
+class DevicesPublic(BaseModel):
+    data: list[DevicePublic]
+    count: int
+
+
+class DeviceUpdate(_Strict):
+    bf16_tflops: float = Field(..., gt=0)
+    mem_bandwidth_tbps: float = Field(..., gt=0)
+    memory_gb: float = Field(..., gt=0)
+    cost_per_hour: float = Field(..., gt=0)
+    interconnect_gbps: float = Field(400.0, gt=0)

@@ -1,0 +1,102 @@
+"""Schemas for users, teams, members, sessions and API keys."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from backend.db.enums import Role
+from backend.schemas.common import ORMModel, UtcDatetime
+
+
+class RegisterRequest(BaseModel):
+    email: str = Field(min_length=3, max_length=320)
+    password: str = Field(min_length=8, max_length=200)
+    team_name: str = Field(min_length=1, max_length=200)
+
+
+class LoginRequest(BaseModel):
+    email: str = Field(min_length=3, max_length=320)
+    password: str = Field(min_length=1, max_length=200)
+    team_id: int | None = None
+
+
+class SwitchTeamRequest(BaseModel):
+    team_id: int
+
+
+class UserPublic(ORMModel):
+    id: int
+    email: str
+    created_at: UtcDatetime
+
+
+class Quotas(BaseModel):
+    max_concurrent_jobs: int = Field(ge=0, le=10_000)
+    max_generation_instances: int = Field(ge=0, le=100_000)
+
+
+class QuotasUpdate(BaseModel):
+    max_concurrent_jobs: int | None = Field(None, ge=0, le=10_000)
+    max_generation_instances: int | None = Field(None, ge=0, le=100_000)
+
+
+class TeamPublic(BaseModel):
+    id: int
+    name: str
+    quotas: Quotas
+    role: Role | None = None  # the caller's role in it, where known
+
+
+class RegisterResponse(BaseModel):
+    user: UserPublic
+    team: TeamPublic
+
+
+class SessionResponse(BaseModel):
+    token: str
+    user: UserPublic
+    team: TeamPublic
+    teams: list[TeamPublic]
+
+
+class MeResponse(BaseModel):
+    user: UserPublic
+    team: TeamPublic
+    role: Role
+    teams: list[TeamPublic]
+    auth: str  # "session" | "api_key"
+
+
+class MemberPublic(BaseModel):
+    user_id: int
+    email: str
+    role: Role
+
+
+class MemberCreate(BaseModel):
+    email: str = Field(min_length=3, max_length=320)
+    role: Role = Role.member
+    password: str | None = Field(None, min_length=8, max_length=200)
+
+
+class MemberUpdate(BaseModel):
+    role: Role
+
+
+class ApiKeyCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    scopes: list[str] | None = Field(None, description="subset of read, write, admin (default read+write)")
+
+
+class ApiKeyPublic(ORMModel):
+    id: int
+    name: str
+    prefix: str
+    scopes: list[str]
+    created_at: UtcDatetime
+    last_used_at: UtcDatetime | None
+    revoked_at: UtcDatetime | None
+
+
+class ApiKeyCreated(ApiKeyPublic):
+    secret: str  # the full token `srl_<prefix>_<secret>`; shown once

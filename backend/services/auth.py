@@ -1,0 +1,149 @@
+"""Passwords (scrypt), UI session tokens (HMAC-signed, carry user + team + expiry) and API keys (hashed secrets).
+
+API key format: `srl_<prefix>_<secret>`; `prefix` (12 hex) is public and indexed, only sha256(secret) is stored.
+Every request re-reads the membership (and the key), so removals and revocations take effect at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db.base import utcnow
+from backend.db.enums import Role
+from backend.db.models import ApiKey, Membership, Team, User
+from backend.services.errors import Unauthorized
+
+SESSION_PREFIX = "sess_"
+KEY_PREFIX = "srl_"
+SCOPE_ROLES = {"read": Role.viewer, "write": Role.member, "admin": Role.admin}
+DEFAULT_SCOPES = ["read", "write"]
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+
+
+@dataclass(frozen=True)
+class AuthContext:
+    """Who is calling, for which team, with which effective role."""
+
+    user: User
+    team: Team
+    role: Role
+    api_key: ApiKey | None = None
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, dklen=32, **_SCRYPT)
+    return f"scrypt${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: str, stored: str | None) -> bool:
+    if not stored or not stored.startswith("scrypt$"):
+        return False
+    _, salt_hex, digest_hex = stored.split("$")
+    digest = hashlib.scrypt(password.encode(), salt=bytes.fromhex(salt_hex), dklen=32, **_SCRYPT)
+    return hmac.compare_digest(digest.hex(), digest_hex)
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def issue_session_token(*, user_id: int, team_id: int, secret_key: str, ttl_s: int) -> str:
+    payload = _b64(json.dumps({"u": user_id, "t": team_id, "e": int(time.time()) + ttl_s}).encode())
+    signature = _b64(hmac.new(secret_key.encode(), payload.encode(), hashlib.sha256).digest())
+    return f"{SESSION_PREFIX}{payload}.{signature}"
+
+
+def _decode_session_token(token: str, secret_key: str) -> tuple[int, int]:
+    try:
+        payload, signature = token.removeprefix(SESSION_PREFIX).split(".")
+        expected = _b64(hmac.new(secret_key.encode(), payload.encode(), hashlib.sha256).digest())
+        if not hmac.compare_digest(signature, expected):
+            raise ValueError("bad signature")
+        claims = json.loads(_unb64(payload))
+    except ValueError:
+        raise Unauthorized("invalid session token") from None
+    if claims["e"] < time.time():
+        raise Unauthorized("session expired: log in again")
+    return int(claims["u"]), int(claims["t"])
+
+
+def membership_of(*, session: Session, user_id: int, team_id: int) -> Membership | None:
+    return session.scalar(select(Membership).where(Membership.user_id == user_id, Membership.team_id == team_id))
+
+
+def authenticate_password(*, session: Session, email: str, password: str) -> User:
+    user = session.scalar(select(User).where(User.email == email.strip().lower()))
+    if user is None or not user.is_active or not verify_password(password, user.password_hash):
+        raise Unauthorized("wrong email or password")
+    return user
+
+
+def new_api_key(*, session: Session, team: Team, creator: User, name: str, scopes: list[str]) -> tuple[ApiKey, str]:
+    """Create a key; returns it and the full secret token (shown once, never stored)."""
+    prefix, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
+    key = ApiKey(
+        team_id=team.id,
+        created_by_id=creator.id,
+        name=name,
+        prefix=prefix,
+        secret_hash=hashlib.sha256(secret.encode()).hexdigest(),
+        scopes=sorted(set(scopes)),
+    )
+    session.add(key)
+    session.flush()
+    return key, f"{KEY_PREFIX}{prefix}_{secret}"
+
+
+def _key_role(scopes: list[str]) -> Role:
+    roles = [SCOPE_ROLES[s] for s in scopes if s in SCOPE_ROLES]
+    return max(roles, key=lambda r: r.rank, default=Role.viewer)
+
+
+def _authenticate_api_key(session: Session, token: str) -> AuthContext:
+    prefix, _, secret = token.removeprefix(KEY_PREFIX).partition("_")
+    key = session.scalar(select(ApiKey).where(ApiKey.prefix == prefix))
+    if key is None or not hmac.compare_digest(key.secret_hash, hashlib.sha256(secret.encode()).hexdigest()):
+        raise Unauthorized("invalid API key")
+    if key.revoked_at is not None:
+        raise Unauthorized("API key revoked")
+    membership = membership_of(session=session, user_id=key.created_by_id, team_id=key.team_id)
+    if membership is None or not membership.user.is_active:
+        raise Unauthorized("API key's creator is no longer a member of its team")
+    now = utcnow()
+    if key.last_used_at is None or now - as_utc(key.last_used_at) > timedelta(seconds=30):
+        key.last_used_at = now  # throttled: at most one write per key every 30 s
+    role = min(_key_role(key.scopes), membership.role, key=lambda r: r.rank)
+    return AuthContext(user=membership.user, team=membership.team, role=role, api_key=key)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite returns naive datetimes; they are UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def resolve_token(*, session: Session, token: str, secret_key: str) -> AuthContext:
+    """The caller behind a bearer token (session token or API key); `Unauthorized` otherwise."""
+    if token.startswith(KEY_PREFIX):
+        return _authenticate_api_key(session, token)
+    if not token.startswith(SESSION_PREFIX):
+        raise Unauthorized("unrecognised token: expected a session token or an srl_ API key")
+    user_id, team_id = _decode_session_token(token, secret_key)
+    membership = membership_of(session=session, user_id=user_id, team_id=team_id)
+    if membership is None or not membership.user.is_active:
+        raise Unauthorized("no longer a member of this team: log in again")
+    return AuthContext(user=membership.user, team=membership.team, role=membership.role)

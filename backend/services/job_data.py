@@ -1,0 +1,113 @@
+"""What a running job records (iterations, samples, timeline spans, checkpoints) and the reads the API serves.
+
+Writers are the workers and the controller; every write is idempotent on its natural key so a retried task is safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.db.enums import LIVE_INSTANCE_STATUSES
+from backend.db.models import Checkpoint, GenerationInstance, Iteration, Job, JobEvent, JobSample, TimelineSpan
+
+
+def record_iteration(*, session: Session, job_id: int, iteration: int, metrics: dict[str, Any]) -> Iteration:
+    """Insert or replace the metrics of one iteration; advances `job.current_iteration`."""
+    row = session.scalar(select(Iteration).where(Iteration.job_id == job_id, Iteration.iteration == iteration))
+    if row is None:
+        row = Iteration(job_id=job_id, iteration=iteration, metrics=metrics)
+        session.add(row)
+    else:
+        row.metrics = metrics
+    job = session.get(Job, job_id)
+    if job is not None and iteration > job.current_iteration:
+        job.current_iteration = iteration
+    session.flush()
+    return row
+
+
+def record_samples(*, session: Session, job_id: int, samples: Iterable[dict[str, Any]]) -> int:
+    """Store finished samples for the dashboard (keys: JobSample columns); duplicates by sample_id are skipped."""
+    rows = list(samples)
+    known = set(
+        session.scalars(
+            select(JobSample.sample_id).where(
+                JobSample.job_id == job_id, JobSample.sample_id.in_([r["sample_id"] for r in rows])
+            )
+        )
+    )
+    fresh = [JobSample(job_id=job_id, **r) for r in rows if r["sample_id"] not in known]
+    session.add_all(fresh)
+    session.flush()
+    return len(fresh)
+
+
+def record_spans(*, session: Session, job_id: int, spans: Iterable[dict[str, Any]]) -> None:
+    """Append timeline spans: dicts with lane, kind, start, end (epoch seconds)."""
+    session.add_all(TimelineSpan(job_id=job_id, **span) for span in spans)
+    session.flush()
+
+
+def record_checkpoint(*, session: Session, job_id: int, iteration: int, path: str) -> Checkpoint:
+    row = session.scalar(select(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.iteration == iteration))
+    if row is None:
+        row = Checkpoint(job_id=job_id, iteration=iteration, path=path)
+        session.add(row)
+    row.path = path
+    session.flush()
+    return row
+
+
+def job_summaries(*, session: Session, job_ids: list[int]) -> dict[int, tuple[int, dict[str, Any] | None]]:
+    """job id -> (running generation instances, latest iteration metrics) in two queries."""
+    if not job_ids:
+        return {}
+    live_counts = session.execute(
+        select(GenerationInstance.job_id, func.count())
+        .where(GenerationInstance.job_id.in_(job_ids), GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
+        .group_by(GenerationInstance.job_id)
+    )
+    running: dict[int, int] = {job_id: count for job_id, count in live_counts}
+    newest = (
+        select(Iteration.job_id, func.max(Iteration.iteration).label("last"))
+        .where(Iteration.job_id.in_(job_ids))
+        .group_by(Iteration.job_id)
+        .subquery()
+    )
+    latest_rows = session.execute(
+        select(Iteration.job_id, Iteration.metrics).join(
+            newest, (Iteration.job_id == newest.c.job_id) & (Iteration.iteration == newest.c.last)
+        )
+    )
+    latest: dict[int, dict[str, Any]] = {job_id: metrics for job_id, metrics in latest_rows}
+    return {job_id: (running.get(job_id, 0), latest.get(job_id)) for job_id in job_ids}
+
+
+def list_events(*, session: Session, job_id: int, after_id: int, limit: int) -> list[JobEvent]:
+    query = select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.id > after_id).order_by(JobEvent.id)
+    return list(session.scalars(query.limit(limit)))
+
+
+def list_iterations(*, session: Session, job_id: int, after: int, limit: int) -> list[Iteration]:
+    query = select(Iteration).where(Iteration.job_id == job_id, Iteration.iteration > after)
+    return list(session.scalars(query.order_by(Iteration.iteration).limit(limit)))
+
+
+def list_samples(*, session: Session, job_id: int, iteration: int | None, limit: int) -> list[JobSample]:
+    query = select(JobSample).where(JobSample.job_id == job_id)
+    if iteration is not None:
+        query = query.where(JobSample.iteration == iteration)
+    return list(session.scalars(query.order_by(JobSample.id.desc()).limit(limit)))
+
+
+def list_spans(*, session: Session, job_id: int, since: float, limit: int = 5000) -> list[TimelineSpan]:
+    query = select(TimelineSpan).where(TimelineSpan.job_id == job_id, TimelineSpan.end >= since)
+    return list(session.scalars(query.order_by(TimelineSpan.start).limit(limit)))
+
+
+def list_checkpoints(*, session: Session, job_id: int) -> list[Checkpoint]:
+    return list(session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.iteration)))

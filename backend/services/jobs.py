@@ -1,0 +1,203 @@
+"""Jobs: submission, the enforced state machine, user actions (cancel/pause/resume/scale), quotas and admission.
+
+Desired state lives here (status, target_instances); the controller reconciles the running world towards it.
+Quota rules: `max_concurrent_jobs` caps jobs in ACTIVE_JOB_STATUSES (starting, running; a paused job has released
+its resources); `max_generation_instances` caps the sum of `target_instances` over a team's active jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.db.base import utcnow
+from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, can_transition
+from backend.db.models import Dataset, Job, JobEvent, Team, User
+from backend.schemas.spec import JobSpec
+from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
+from backend.services.job_data import record_iteration  # noqa: F401  (re-exported for writers)
+from backend.services.models import find_model
+
+
+def initial_target_instances(spec: JobSpec) -> int:
+    if spec.generation.instances is not None:
+        return spec.generation.instances
+    return spec.autoscale.min_instances if spec.autoscale.policy == "auto" else 1
+
+
+def _check_instance_quota(team: Team, requested: int, in_use_by_others: int) -> None:
+    limit = team.max_generation_instances
+    if requested > limit or in_use_by_others + requested > limit:
+        raise QuotaExceeded(
+            f"quota max_generation_instances ({limit}) exceeded: {requested} requested, "
+            f"{in_use_by_others} in use by the team's other active jobs",
+            quota="max_generation_instances",
+            limit=limit,
+        )
+
+
+def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Job:
+    """A queued job; refuses unregistered models, other teams' datasets and server paths."""
+    if find_model(session=session, team_id=team.id, name=spec.model) is None:
+        raise InvalidInput(
+            f"model {spec.model!r} is not registered for this team (POST /models)", loc=("body", "model")
+        )
+    if spec.tokenizer is not None and find_model(session=session, team_id=team.id, name=spec.tokenizer) is None:
+        raise InvalidInput(f"tokenizer {spec.tokenizer!r} is not a registered model", loc=("body", "tokenizer"))
+    if spec.dataset.path is not None:
+        raise InvalidInput(
+            "dataset.path is only for train-local; upload the file (POST /datasets)", loc=("body", "dataset", "path")
+        )
+    if (
+        spec.dataset.id is not None
+        and session.scalar(select(Dataset.id).where(Dataset.id == spec.dataset.id, Dataset.team_id == team.id)) is None
+    ):
+        raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
+    target = initial_target_instances(spec)
+    _check_instance_quota(team, target, 0)
+    job = Job(
+        team_id=team.id,
+        created_by_id=user.id,
+        name=spec.name,
+        spec=spec.model_dump(mode="json"),
+        status=JobStatus.queued,
+        target_instances=target,
+        autoscale=spec.autoscale.policy == "auto",
+    )
+    session.add(job)
+    session.flush()
+    record_event(session=session, job_id=job.id, kind="created", message=f"job submitted by {user.email}")
+    return job
+
+
+def get_job(*, session: Session, team: Team, job_id: int) -> Job:
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.team_id == team.id))
+    if job is None:
+        raise not_found("job", job_id)
+    return job
+
+
+def list_jobs(
+    *, session: Session, team: Team, status: JobStatus | None, name: str | None, limit: int, offset: int
+) -> tuple[list[Job], int]:
+    query = select(Job).where(Job.team_id == team.id)
+    if status is not None:
+        query = query.where(Job.status == status)
+    if name:
+        query = query.where(Job.name.contains(name, autoescape=True))
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    return list(session.scalars(query.order_by(Job.id.desc()).limit(limit).offset(offset))), total
+
+
+def record_event(
+    *, session: Session, job_id: int, kind: str, message: str, data: dict[str, Any] | None = None
+) -> JobEvent:
+    event = JobEvent(job_id=job_id, kind=kind, message=message, data=data)
+    session.add(event)
+    session.flush()
+    return event
+
+
+def transition_job(*, session: Session, job: Job, to: JobStatus, error: str | None = None) -> Job:
+    """Move `job` to `to` if the state machine allows it; `InvalidTransition` (409 + current status) otherwise."""
+    current = JobStatus(job.status)
+    if not can_transition(current, to):
+        raise InvalidTransition(f"job {job.id} cannot go from {current} to {to}", current_status=current.value)
+    job.status = to
+    if to == JobStatus.running and job.started_at is None:
+        job.started_at = utcnow()
+    if to in TERMINAL_JOB_STATUSES:
+        job.finished_at = utcnow()
+    if error is not None:
+        job.error = error
+    record_event(
+        session=session,
+        job_id=job.id,
+        kind="status",
+        message=f"{current} -> {to}" + (f": {error}" if error else ""),
+        data={"from": current.value, "to": to.value},
+    )
+    return job
+
+
+def _active_usage(session: Session, team_id: int, exclude_job_id: int | None = None) -> tuple[int, int]:
+    """(active jobs, generation instances they target) of a team, not counting `exclude_job_id`."""
+    query = select(func.count(Job.id), func.coalesce(func.sum(Job.target_instances), 0)).where(
+        Job.team_id == team_id, Job.status.in_(ACTIVE_JOB_STATUSES)
+    )
+    if exclude_job_id is not None:
+        query = query.where(Job.id != exclude_job_id)
+    jobs, instances = session.execute(query).one()
+    return int(jobs), int(instances)
+
+
+def cancel_job(*, session: Session, job: Job) -> Job:
+    return transition_job(session=session, job=job, to=JobStatus.cancelled)
+
+
+def pause_job(*, session: Session, job: Job) -> Job:
+    return transition_job(session=session, job=job, to=JobStatus.paused)
+
+
+def resume_job(*, session: Session, team: Team, job: Job) -> Job:
+    """paused -> running; the job takes its resources back, so both quotas apply (429 when no job slot is free)."""
+    if job.status == JobStatus.paused:
+        active, instances = _active_usage(session, team.id, exclude_job_id=job.id)
+        if active >= team.max_concurrent_jobs:
+            raise QuotaExceeded(
+                f"quota max_concurrent_jobs ({team.max_concurrent_jobs}) reached: {active} jobs active",
+                quota="max_concurrent_jobs",
+                limit=team.max_concurrent_jobs,
+                status_code=429,
+            )
+        _check_instance_quota(team, job.target_instances, instances)
+    return transition_job(session=session, job=job, to=JobStatus.running)
+
+
+def scale_job(*, session: Session, team: Team, job: Job, target_instances: int | None, autoscale: bool | None) -> Job:
+    """Set the desired generation instances and/or the autoscale flag of a non-finished job."""
+    if job.status in TERMINAL_JOB_STATUSES:
+        raise InvalidTransition(f"job {job.id} is {job.status}: it cannot be scaled", current_status=job.status)
+    changes: dict[str, Any] = {}
+    if target_instances is not None:
+        in_use = _active_usage(session, team.id, exclude_job_id=job.id)[1] if job.status in ACTIVE_JOB_STATUSES else 0
+        _check_instance_quota(team, target_instances, in_use)
+        changes["target_instances"] = {"from": job.target_instances, "to": target_instances}
+        job.target_instances = target_instances
+    if autoscale is not None:
+        changes["autoscale"] = {"from": job.autoscale, "to": autoscale}
+        job.autoscale = autoscale
+    if changes:
+        summary = ", ".join(f"{key} {c['from']} -> {c['to']}" for key, c in changes.items())
+        record_event(session=session, job_id=job.id, kind="scale", message=summary, data=changes)
+    session.flush()
+    return job
+
+
+def admit_queued_jobs(*, session: Session) -> list[Job]:
+    """queued -> starting, oldest first, while each team has a free job slot and generation instances to spare.
+
+    Called by the controller (one leader); team rows are locked FOR UPDATE where the database supports it.
+    """
+    admitted: list[Job] = []
+    team_ids = session.scalars(select(Job.team_id).where(Job.status == JobStatus.queued).distinct()).all()
+    for team_id in sorted(team_ids):
+        team = session.scalar(select(Team).where(Team.id == team_id).with_for_update())
+        assert team is not None
+        active, instances = _active_usage(session, team_id)
+        queued: Sequence[Job] = session.scalars(
+            select(Job).where(Job.team_id == team_id, Job.status == JobStatus.queued).order_by(Job.id)
+        ).all()
+        for job in queued:
+            if active >= team.max_concurrent_jobs:
+                break
+            if instances + job.target_instances > team.max_generation_instances:
+                continue  # a smaller job behind it may still fit
+            transition_job(session=session, job=job, to=JobStatus.starting)
+            active, instances = active + 1, instances + job.target_instances
+            admitted.append(job)
+    session.flush()
+    return admitted

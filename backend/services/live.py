@@ -1,0 +1,34 @@
+"""Live job events over Redis pub/sub: channel `streamrl:job:<id>:live`, message JSON `{"type": ..., "data": ...}`.
+
+Types: metrics (iteration metrics), event (JobEvent), status (JobPublic), timeline (spans), samples (SamplePublic
+list). Publishing is best effort: live views are a convenience, the database is the record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Literal
+
+import redis
+
+log = logging.getLogger(__name__)
+LiveType = Literal["metrics", "event", "status", "timeline", "samples"]
+LIVE_TYPES: tuple[str, ...] = ("metrics", "event", "status", "timeline", "samples")
+
+
+def live_channel(job_id: int) -> str:
+    return f"streamrl:job:{job_id}:live"
+
+
+def publish_live(client: redis.Redis | None, job_id: int, type: LiveType, data: Any) -> bool:
+    """Publish one live message; returns False (and logs) when Redis is absent or unreachable."""
+    assert type in LIVE_TYPES, f"unknown live type {type!r}"
+    if client is None:
+        return False
+    try:
+        client.publish(live_channel(job_id), json.dumps({"type": type, "data": data}, default=str))
+    except redis.RedisError as exc:
+        log.warning("live publish for job %s failed: %s", job_id, exc)
+        return False
+    return True

@@ -1,0 +1,122 @@
+"""Teams, members (roles) and quotas."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.db.enums import Role
+from backend.db.models import Membership, Team, User
+from backend.services.auth import hash_password
+from backend.services.errors import Conflict, Forbidden, InvalidInput, not_found
+
+
+def normalize_email(email: str) -> str:
+    email = email.strip().lower()
+    if "@" not in email or len(email) > 320:
+        raise InvalidInput(f"not an email address: {email!r}", loc=("body", "email"))
+    return email
+
+
+def create_team(
+    *, session: Session, name: str, max_concurrent_jobs: int = 2, max_generation_instances: int = 8
+) -> Team:
+    if session.scalar(select(Team.id).where(Team.name == name)) is not None:
+        raise Conflict(f"team name {name!r} is taken")
+    team = Team(name=name, max_concurrent_jobs=max_concurrent_jobs, max_generation_instances=max_generation_instances)
+    session.add(team)
+    session.flush()
+    return team
+
+
+def create_user(*, session: Session, email: str, password: str | None) -> User:
+    email = normalize_email(email)
+    if session.scalar(select(User.id).where(User.email == email)) is not None:
+        raise Conflict(f"email {email} is already registered")
+    user = User(email=email, password_hash=hash_password(password) if password else None)
+    session.add(user)
+    session.flush()
+    return user
+
+
+def register(*, session: Session, email: str, password: str, team_name: str) -> tuple[User, Team]:
+    """Bootstrap: a new user owning a new team."""
+    user = create_user(session=session, email=email, password=password)
+    team = create_team(session=session, name=team_name)
+    session.add(Membership(team_id=team.id, user_id=user.id, role=Role.owner))
+    session.flush()
+    return user, team
+
+
+def teams_of(*, session: Session, user: User) -> list[tuple[Team, Role]]:
+    rows = session.execute(
+        select(Team, Membership.role)
+        .join(Membership, Membership.team_id == Team.id)
+        .where(Membership.user_id == user.id)
+        .order_by(Team.id)
+    )
+    return [(team, role) for team, role in rows]
+
+
+def update_quotas(
+    *, session: Session, team: Team, max_concurrent_jobs: int | None, max_generation_instances: int | None
+) -> Team:
+    if max_concurrent_jobs is not None:
+        team.max_concurrent_jobs = max_concurrent_jobs
+    if max_generation_instances is not None:
+        team.max_generation_instances = max_generation_instances
+    session.flush()
+    return team
+
+
+def list_members(*, session: Session, team: Team) -> list[Membership]:
+    return list(session.scalars(select(Membership).where(Membership.team_id == team.id).order_by(Membership.id)))
+
+
+def get_member(*, session: Session, team: Team, user_id: int) -> Membership:
+    membership = session.scalar(select(Membership).where(Membership.team_id == team.id, Membership.user_id == user_id))
+    if membership is None:
+        raise not_found("member", user_id)
+    return membership
+
+
+def _check_may_grant(actor_role: Role, role: Role) -> None:
+    if role == Role.owner and actor_role != Role.owner:
+        raise Forbidden("only an owner can make someone an owner")
+
+
+def add_member(
+    *, session: Session, team: Team, actor_role: Role, email: str, role: Role, password: str | None
+) -> Membership:
+    """Add a user (created if the email is new) to the team."""
+    _check_may_grant(actor_role, role)
+    user = session.scalar(select(User).where(User.email == normalize_email(email)))
+    if user is None:
+        user = create_user(session=session, email=email, password=password)
+    elif session.scalar(
+        select(func.count()).select_from(Membership).where(Membership.team_id == team.id, Membership.user_id == user.id)
+    ):
+        raise Conflict(f"{user.email} is already a member of this team")
+    membership = Membership(team_id=team.id, user_id=user.id, role=role)
+    session.add(membership)
+    session.flush()
+    session.refresh(membership)
+    return membership
+
+
+def change_role(*, session: Session, team: Team, actor_role: Role, user_id: int, role: Role) -> Membership:
+    membership = get_member(session=session, team=team, user_id=user_id)
+    if membership.role == Role.owner:
+        raise Forbidden("the owner's role cannot be changed")
+    _check_may_grant(actor_role, role)
+    membership.role = role
+    session.flush()
+    return membership
+
+
+def remove_member(*, session: Session, team: Team, user_id: int) -> None:
+    membership = get_member(session=session, team=team, user_id=user_id)
+    if membership.role == Role.owner:
+        raise Forbidden("the owner cannot be removed")
+    session.delete(membership)
+    session.flush()

@@ -1,0 +1,106 @@
+"""Control-plane configuration: environment variables `STREAMRL_*` and an optional `.env` file.
+
+Defaults give the embedded setup (SQLite file + Redis started by the app under `data_dir`). Bad configuration fails
+fast with one message naming every wrong variable (`ConfigError`), never a traceback deep inside a request.
+"""
+
+from __future__ import annotations
+
+import secrets
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres", "postgresql+psycopg")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+class ConfigError(RuntimeError):
+    """Invalid configuration; the message names the offending variables."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="STREAMRL_", env_file=".env", extra="ignore")
+
+    data_dir: Path = Path("./data")
+    database_url: str = Field("", description="default: sqlite:///<data_dir>/streamrl.db")
+    redis_url: str | None = Field(None, description="None: an embedded Redis started under data_dir")
+    artifact_dir: Path | None = Field(None, description="default: <data_dir>/artifacts")
+    secret_key: str = Field("", description="signs session tokens; default: generated once into <data_dir>/secret_key")
+    allowed_model_roots: list[Path] = Field(
+        default_factory=list, description="extra dirs models may be registered from"
+    )
+    max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1)
+    session_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+    auto_migrate: bool = Field(True, description="run `alembic upgrade head` when the app starts")
+    cors_origins: list[str] = Field(default_factory=list)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_scheme(cls, url: str) -> str:
+        if url and url.split(":", 1)[0] not in DATABASE_SCHEMES:
+            raise ValueError(f"must start with one of {', '.join(s + '://' for s in DATABASE_SCHEMES)}")
+        return url
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: str | None) -> str | None:
+        if not url:
+            return None
+        if url.split(":", 1)[0] not in REDIS_SCHEMES:
+            raise ValueError("must be a redis://, rediss:// or unix:// URL (unset: embedded Redis)")
+        return url
+
+    @field_validator("secret_key")
+    @classmethod
+    def _secret_long_enough(cls, key: str) -> str:
+        if key and len(key) < 16:
+            raise ValueError("must be at least 16 characters")
+        return key
+
+    @model_validator(mode="after")
+    def _derive_paths(self) -> Settings:
+        self.data_dir = self.data_dir.expanduser().resolve()
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.data_dir / 'streamrl.db'}"
+        self.artifact_dir = (self.artifact_dir or self.data_dir / "artifacts").expanduser().resolve()
+        self.allowed_model_roots = [root.expanduser().resolve() for root in self.allowed_model_roots]
+        if not self.secret_key:
+            self.secret_key = _persistent_secret(self.data_dir / "secret_key")
+        return self
+
+    @property
+    def artifacts(self) -> Path:
+        """`artifact_dir`, never None after validation."""
+        assert self.artifact_dir is not None
+        return self.artifact_dir
+
+
+def _persistent_secret(path: Path) -> str:
+    """A random key kept in `path`, so sessions survive restarts of the embedded setup."""
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(32)
+    path.write_text(key)
+    path.chmod(0o600)
+    return key
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from env/.env plus `overrides`; raises `ConfigError` with one readable message."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"STREAMRL_{'.'.join(str(p) for p in err['loc']).upper() or 'SETTINGS'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid configuration: {problems}") from None
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return load_settings()

@@ -1,0 +1,130 @@
+"""Supervise the child processes of `streamrl up` (API, controller, workers) on one machine.
+
+Invariants:
+- every child runs in its own session (process group), so a terminal's Ctrl-C reaches only the supervisor, which then
+  stops the children in reverse start order (SIGTERM to the whole group, SIGKILL after a grace period) — grandchildren
+  such as Celery's pool processes go with their parent;
+- on Linux a child also gets SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is orphaned;
+- a child that exits on its own is restarted with exponential backoff; one that fails `max_restarts` times within
+  `restart_window_s` is given up on, which is fatal when the child is `critical` (e.g. the API).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+_PR_SET_PDEATHSIG = 1
+
+
+class SupervisorError(RuntimeError):
+    """A critical child keeps failing."""
+
+
+@dataclass
+class ChildSpec:
+    name: str
+    argv: Sequence[str]
+    env: dict[str, str] | None = None
+    critical: bool = False
+
+
+@dataclass
+class _Child:
+    spec: ChildSpec
+    process: subprocess.Popen[bytes]
+    failures: list[float] = field(default_factory=list)  # monotonic times of unexpected exits
+    restart_at: float | None = None  # when a crashed child is due to start again
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class Supervisor:
+    def __init__(self, *, echo: Callable[[str], None] = print, max_restarts: int = 5,
+                 restart_window_s: float = 120.0) -> None:
+        self.echo = echo
+        self.max_restarts = max_restarts
+        self.restart_window_s = restart_window_s
+        self._children: list[_Child] = []
+
+    # ---- starting ---------------------------------------------------------------------------------------------------
+    def _spawn(self, spec: ChildSpec) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(list(spec.argv), env=spec.env, start_new_session=True, preexec_fn=_die_with_parent)
+
+    def start(self, spec: ChildSpec) -> subprocess.Popen[bytes]:
+        process = self._spawn(spec)
+        self._children.append(_Child(spec, process))
+        self.echo(f"started {spec.name} (pid {process.pid})")
+        return process
+
+    def pids(self) -> dict[str, int]:
+        return {c.spec.name: c.process.pid for c in self._children if c.process.poll() is None}
+
+    def is_alive(self, name: str) -> bool:
+        return any(c.spec.name == name and c.process.poll() is None for c in self._children)
+
+    # ---- watching ---------------------------------------------------------------------------------------------------
+    def poll(self) -> None:
+        """Restart children that exited; raise `SupervisorError` when a critical one fails too often."""
+        now = time.monotonic()
+        for child in self._children:
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    child.process = self._spawn(child.spec)
+                    child.restart_at = None
+                    self.echo(f"restarted {child.spec.name} (pid {child.process.pid})")
+                continue
+            code = child.process.poll()
+            if code is None:
+                continue
+            child.failures = [t for t in child.failures if now - t < self.restart_window_s] + [now]
+            if len(child.failures) > self.max_restarts:
+                message = f"{child.spec.name} exited {len(child.failures)} times within {self.restart_window_s:.0f}s"
+                if child.spec.critical:
+                    raise SupervisorError(f"{message} (last exit status {code}); giving up")
+                self.echo(f"{message}; not restarting it")
+                child.restart_at = float("inf")
+                continue
+            delay = min(2.0 ** (len(child.failures) - 1), 30.0)
+            self.echo(f"{child.spec.name} exited with status {code}; restarting in {delay:.0f}s")
+            child.restart_at = now + delay
+
+    def wait(self, should_stop: Callable[[], bool], interval_s: float = 0.5) -> None:
+        """Watch the children until `should_stop()` is true (or a critical child gives up)."""
+        while not should_stop():
+            self.poll()
+            time.sleep(interval_s)
+
+    # ---- stopping ---------------------------------------------------------------------------------------------------
+    def stop_all(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM every child's process group (newest first), wait up to `timeout_s`, then SIGKILL what is left."""
+        live = [c for c in reversed(self._children) if c.process.poll() is None]
+        for child in live:
+            self.echo(f"stopping {child.spec.name} (pid {child.process.pid})")
+            _signal_group(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for child in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        for child in self._children:
+            # Also the group of an already-exited leader: its grandchildren may linger.
+            _signal_group(child.process.pid, signal.SIGKILL)
+            if child.process.poll() is None:
+                child.process.wait()
+        self._children.clear()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)

@@ -1,0 +1,74 @@
+/** Routes and the signed-in shell (navigation, team switcher). Hash routing: the API serves one index.html. */
+import { HashRouter, Navigate, NavLink, Route, Routes } from "react-router";
+import { JobDetailPage } from "./pages/JobDetail";
+import { JobsPage } from "./pages/Jobs";
+import { PlannerPage } from "./pages/Planner";
+import { SignInPage } from "./pages/SignIn";
+import { SubmitJobPage } from "./pages/SubmitJob";
+import { TeamPage } from "./pages/Team";
+import { SessionProvider, useSession } from "./session";
+
+function TeamSwitcher() {
+  const { me, switchTeam } = useSession();
+  if (!me) return null;
+  return (
+    <select
+      className="team-switcher"
+      aria-label="team"
+      value={me.team.id}
+      onChange={(e) => void switchTeam(Number(e.target.value))}
+    >
+      {me.teams.map((team) => (
+        <option key={team.id} value={team.id}>
+          {team.name}
+        </option>
+      ))}
+    </select>
+  );
+}
+
+function Shell() {
+  const { me, loading, signOut } = useSession();
+  if (loading) return <div className="splash">Loading…</div>;
+  if (!me) return <SignInPage />;
+  return (
+    <div className="shell">
+      <nav className="topbar">
+        <span className="brand">StreamRL</span>
+        <NavLink to="/jobs">Jobs</NavLink>
+        <NavLink to="/submit">Submit job</NavLink>
+        <NavLink to="/planner">Planner</NavLink>
+        <NavLink to="/team">Team</NavLink>
+        <span className="spacer" />
+        <TeamSwitcher />
+        <span className="whoami" data-testid="whoami">
+          {me.user.email} · {me.role}
+        </span>
+        <button className="link" onClick={signOut}>
+          Sign out
+        </button>
+      </nav>
+      <main className="content" key={me.team.id /* a team switch remounts every page */}>
+        <Routes>
+          <Route path="/" element={<Navigate to="/jobs" replace />} />
+          <Route path="/jobs" element={<JobsPage />} />
+          <Route path="/jobs/:jobId" element={<JobDetailPage />} />
+          <Route path="/submit" element={<SubmitJobPage />} />
+          <Route path="/planner" element={<PlannerPage />} />
+          <Route path="/team" element={<TeamPage />} />
+          <Route path="*" element={<Navigate to="/jobs" replace />} />
+        </Routes>
+      </main>
+    </div>
+  );
+}
+
+export function App() {
+  return (
+    <SessionProvider>
+      <HashRouter>
+        <Shell />
+      </HashRouter>
+    </SessionProvider>
+  );
+}

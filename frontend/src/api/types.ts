@@ -1,0 +1,25 @@
+/** Names for the generated OpenAPI schemas the pages use (all types come from `schema.d.ts`). */
+import type { components } from "./schema";
+
+type Schemas = components["schemas"];
+
+export type Me = Schemas["MeResponse"];
+export type Team = Schemas["TeamPublic"];
+export type Job = Schemas["JobPublic"];
+export type JobSpec = Schemas["JobSpec"];
+export type JobStatus = Job["status"];
+export type JobEvent = Schemas["JobEventPublic"];
+export type Iteration = Schemas["IterationPublic"];
+export type SampleRow = Schemas["SamplePublic"];
+export type TimelineSpan = Schemas["SpanPublic"];
+export type Dataset = Schemas["DatasetPublic"];
+export type Model = Schemas["ModelPublic"];
+export type ApiKey = Schemas["ApiKeyPublic"];
+export type Member = Schemas["MemberPublic"];
+
+export const JOB_STATUSES: readonly JobStatus[] = ["queued", "starting", "running", "paused", "succeeded", "failed", "cancelled"];
+
+/** `JobPublic.spec` is an open dict in the schema; it holds a validated JobSpec. */
+export function jobSpec(job: Job): JobSpec {
+  return job.spec as unknown as JobSpec;
+}

@@ -1,0 +1,32 @@
+/** Response-length histogram: regular bins vs the long tail (top alpha share), with p50 / p99 and their skew. */
+import { useMemo } from "react";
+import { lengthHistogram } from "../lib/histogram";
+import { BarChart } from "./BarChart";
+
+const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toFixed(digits) : "–");
+
+export function LengthHistogram({ lengths, alpha = 0.2 }: { lengths: number[]; alpha?: number }) {
+  const hist = useMemo(() => lengthHistogram(lengths, 24, alpha), [lengths, alpha]);
+  const categories = useMemo(() => hist.bins.map((b) => `${b.lo}`), [hist]);
+  const series = useMemo(
+    () => [
+      { label: "regular", color: "#60a5fa", values: hist.bins.map((b) => (b.tail ? null : b.count)) },
+      { label: `long tail (top ${Math.round(alpha * 100)}%)`, color: "#f97316", values: hist.bins.map((b) => (b.tail ? b.count : null)) },
+    ],
+    [hist, alpha],
+  );
+  if (lengths.length === 0) return <div className="empty-chart">no samples yet</div>;
+  return (
+    <div>
+      <div className="stat-row" data-testid="length-stats">
+        <span>p50 <b>{fmt(hist.p50)}</b></span>
+        <span>p90 <b>{fmt(hist.p90)}</b></span>
+        <span>p99 <b>{fmt(hist.p99)}</b></span>
+        <span>max <b>{fmt(hist.max)}</b></span>
+        <span className={hist.skew >= 3 ? "warn" : ""}>p99/p50 skew <b>{fmt(hist.skew, 2)}×</b></span>
+        <span>tail ≥ <b>{fmt(hist.tailThreshold)}</b> tokens ({hist.tailCount} of {lengths.length})</span>
+      </div>
+      <BarChart categories={categories} series={series} xLabel="response length (tokens)" yLabel="samples" height={180} />
+    </div>
+  );
+}

@@ -1,0 +1,56 @@
+/** Live line chart of a few metrics over iterations (uPlot); series share the x axis (iteration). */
+import { useMemo } from "react";
+import type uPlot from "uplot";
+import type { SeriesPoint } from "../lib/sparkline";
+import { UPlotChart } from "./UPlotChart";
+
+export interface LineSeries {
+  label: string;
+  color: string;
+  points: SeriesPoint[];
+  axis?: "left" | "right";
+}
+
+/** Align several sparse series on the union of their x values (uPlot wants one x array; gaps are null). */
+export function alignSeries(series: readonly LineSeries[]): uPlot.AlignedData {
+  const xs = [...new Set(series.flatMap((s) => s.points.map((p) => p.x)))].sort((a, b) => a - b);
+  const columns = series.map((s) => {
+    const byX = new Map(s.points.map((p) => [p.x, p.y]));
+    return xs.map((x) => byX.get(x) ?? null);
+  });
+  return [xs, ...columns];
+}
+
+export function LineChart({ series, height = 180, xLabel = "iteration" }: { series: LineSeries[]; height?: number; xLabel?: string }) {
+  const data = useMemo(() => alignSeries(series), [series]);
+  const hasRight = series.some((s) => s.axis === "right");
+  const key = series.map((s) => `${s.label}:${s.axis ?? "left"}`).join("|") + height;
+  const options = useMemo<Omit<uPlot.Options, "width">>(
+    () => ({
+      height,
+      scales: { x: { time: false } },
+      legend: { live: true },
+      cursor: { drag: { x: false, y: false } },
+      axes: [
+        { label: xLabel, stroke: "#64748b", grid: { stroke: "#eef2f7" } },
+        { stroke: "#64748b", grid: { stroke: "#eef2f7" }, size: 56 },
+        ...(hasRight ? [{ side: 1, scale: "right", stroke: "#64748b", grid: { show: false }, size: 56 }] : []),
+      ],
+      series: [
+        { label: xLabel },
+        ...series.map((s) => ({
+          label: s.label,
+          stroke: s.color,
+          width: 2,
+          spanGaps: true,
+          scale: s.axis === "right" ? "right" : "y",
+          points: { show: false },
+        })),
+      ],
+    }),
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- keyed by labels/axes
+    [key],
+  );
+  if (data[0].length === 0) return <div className="empty-chart">waiting for the first iteration…</div>;
+  return <UPlotChart options={options} optionsKey={key} data={data} />;
+}

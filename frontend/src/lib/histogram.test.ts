@@ -1,0 +1,48 @@
+import { describe, expect, it } from "vitest";
+import { binEdges, lengthHistogram } from "./histogram";
+import { percentile } from "./stats";
+
+describe("percentile", () => {
+  it("uses nearest rank", () => {
+    expect(percentile([5, 1, 3, 2, 4], 50)).toBe(3);
+    expect(percentile([1, 2, 3, 4], 100)).toBe(4);
+    expect(percentile([7], 99)).toBe(7);
+    expect(percentile([], 50)).toBeNaN();
+  });
+});
+
+describe("lengthHistogram", () => {
+  it("counts every length exactly once", () => {
+    const lengths = [0, 1, 2, 3, 10, 11, 50, 99, 100];
+    const h = lengthHistogram(lengths, 10);
+    expect(h.bins.reduce((sum, b) => sum + b.count, 0)).toBe(lengths.length);
+    expect(h.bins[0].lo).toBe(0);
+    expect(h.bins[h.bins.length - 1].hi).toBeGreaterThan(100);
+  });
+
+  it("uses integer-width bins and never more bins than distinct lengths allow", () => {
+    expect(binEdges(9, 10)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(lengthHistogram([0, 1, 2], 24).bins).toHaveLength(3);
+  });
+
+  it("marks the long tail as the top alpha share and reports p99/p50 skew", () => {
+    // 80 short responses (length 10) and 20 long ones (length 200): the top 20% is exactly the long group.
+    const lengths = [...Array(80).fill(10), ...Array(20).fill(200)];
+    const h = lengthHistogram(lengths, 20, 0.2);
+    expect(h.p50).toBe(10);
+    expect(h.p99).toBe(200);
+    expect(h.skew).toBe(20);
+    expect(h.tailCount).toBe(20);
+    const tailBins = h.bins.filter((b) => b.tail);
+    expect(tailBins.length).toBeGreaterThan(0);
+    expect(tailBins.every((b) => b.lo >= h.tailThreshold)).toBe(true);
+    const shortBin = h.bins.find((b) => b.lo <= 10 && 10 < b.hi);
+    expect(shortBin?.tail).toBe(false);
+    expect(shortBin?.count).toBe(80);
+  });
+
+  it("is empty for no samples and rejects a zero bin count", () => {
+    expect(lengthHistogram([]).bins).toEqual([]);
+    expect(() => lengthHistogram([1], 0)).toThrow(/binCount/);
+  });
+});

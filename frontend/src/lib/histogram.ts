@@ -1,0 +1,61 @@
+/** Response-length histogram with the long tail marked (the StreamRL skewness view). */
+import { percentile } from "./stats";
+
+export interface HistogramBin {
+  lo: number; // inclusive
+  hi: number; // exclusive, except the last bin which includes max
+  count: number;
+  tail: boolean; // every length in this bin is >= the tail threshold
+}
+
+export interface LengthHistogram {
+  bins: HistogramBin[];
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  skew: number; // p99 / p50, the job's long-tail skew
+  tailThreshold: number; // lengths >= this are the long tail (top `alpha` share)
+  tailCount: number;
+}
+
+/** Bin edges of `count` equal-width integer-friendly bins covering [0, max]. */
+export function binEdges(max: number, count: number): number[] {
+  const width = Math.max(1, Math.ceil((max + 1) / count));
+  return Array.from({ length: count + 1 }, (_, i) => i * width);
+}
+
+/** Smallest length among the longest `alpha` share (the dispatcher's definition of the long tail). */
+export function tailStart(lengths: readonly number[], alpha: number): number {
+  const sorted = [...lengths].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((1 - alpha) * sorted.length))];
+}
+
+/**
+ * Histogram of response lengths. The long tail is the top `alpha` share (the dispatcher's alpha, default 0.2),
+ * so the threshold is `tailStart`; a bin is marked tail when its lower edge reaches the threshold.
+ */
+export function lengthHistogram(lengths: readonly number[], binCount = 24, alpha = 0.2): LengthHistogram {
+  if (binCount < 1) throw new Error(`binCount must be >= 1, got ${binCount}`);
+  if (lengths.length === 0) {
+    return { bins: [], p50: NaN, p90: NaN, p99: NaN, max: NaN, skew: NaN, tailThreshold: NaN, tailCount: 0 };
+  }
+  const max = Math.max(...lengths);
+  const edges = binEdges(max, Math.min(binCount, max + 1));
+  const width = edges[1] - edges[0];
+  const counts = new Array<number>(edges.length - 1).fill(0);
+  for (const length of lengths) counts[Math.min(counts.length - 1, Math.floor(length / width))] += 1;
+  const tailThreshold = tailStart(lengths, alpha);
+  const p50 = percentile(lengths, 50);
+  const p99 = percentile(lengths, 99);
+  return {
+    bins: counts.map((count, i) => ({ lo: edges[i], hi: edges[i + 1], count, tail: edges[i] >= tailThreshold })),
+    p50,
+    p90: percentile(lengths, 90),
+    p99,
+    max,
+    skew: p50 > 0 ? p99 / p50 : NaN,
+    tailThreshold,
+    tailCount: lengths.filter((length) => length >= tailThreshold).length,
+  };
+}

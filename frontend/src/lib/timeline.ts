@@ -1,0 +1,89 @@
+/** Pipeline timeline (Gantt) layout: spans -> ordered lanes of clipped, normalised segments + busy shares. */
+
+export type SpanKind = "generating" | "loading_weights" | "idle" | "training" | "waiting";
+
+export interface Span {
+  lane: string; // "trainer" or a generation instance id
+  kind: string;
+  start: number | string; // epoch seconds or ISO time
+  end: number | string | null; // null: still open
+}
+
+export interface Segment {
+  kind: string;
+  start: number; // epoch seconds, clipped to the window
+  end: number;
+  x: number; // left edge as a share of the window, [0, 1]
+  w: number; // width as a share of the window, (0, 1]
+}
+
+export interface Lane {
+  lane: string;
+  segments: Segment[];
+  busy: number; // share of the lane's covered time spent generating/training ([0, 1]; NaN when nothing covered)
+}
+
+export interface TimelineLayout {
+  start: number;
+  end: number;
+  lanes: Lane[];
+}
+
+const BUSY_KINDS = new Set(["generating", "training"]);
+
+/** Seconds since the epoch from a number (already seconds) or an ISO string. */
+export function toSeconds(value: number | string): number {
+  if (typeof value === "number") return value;
+  const ms = Date.parse(value);
+  if (Number.isNaN(ms)) throw new Error(`not a time: ${value}`);
+  return ms / 1000;
+}
+
+/** Trainer lanes first, then instances in natural order ("gen-2" before "gen-10"). */
+export function compareLanes(a: string, b: string): number {
+  const trainer = (lane: string) => (lane.startsWith("trainer") ? 0 : 1);
+  return trainer(a) - trainer(b) || a.localeCompare(b, undefined, { numeric: true });
+}
+
+/**
+ * Lay out spans in the window [start, end] (default: the spans' own extent; open spans end at `now`).
+ * Spans outside the window are dropped, the rest clipped; each lane's segments are sorted by start.
+ */
+export function layoutTimeline(
+  spans: readonly Span[],
+  now: number,
+  window?: { start: number; end: number },
+): TimelineLayout {
+  const parsed = spans.map((span) => ({
+    lane: span.lane,
+    kind: span.kind,
+    start: toSeconds(span.start),
+    end: span.end === null ? now : toSeconds(span.end),
+  }));
+  const start = window?.start ?? Math.min(...parsed.map((s) => s.start));
+  const end = window?.end ?? Math.max(...parsed.map((s) => s.end));
+  if (parsed.length === 0 || !(end > start)) return { start: start || now, end: end || now, lanes: [] };
+  const byLane = new Map<string, Segment[]>();
+  for (const span of parsed) {
+    const s = Math.max(span.start, start);
+    const e = Math.min(span.end, end);
+    if (!(e > s)) continue;
+    const segments = byLane.get(span.lane) ?? [];
+    segments.push({ kind: span.kind, start: s, end: e, x: (s - start) / (end - start), w: (e - s) / (end - start) });
+    byLane.set(span.lane, segments);
+  }
+  const lanes = [...byLane.entries()]
+    .sort(([a], [b]) => compareLanes(a, b))
+    .map(([lane, segments]) => {
+      segments.sort((a, b) => a.start - b.start);
+      const covered = segments.reduce((sum, seg) => sum + (seg.end - seg.start), 0);
+      const busy = segments.filter((seg) => BUSY_KINDS.has(seg.kind)).reduce((sum, seg) => sum + (seg.end - seg.start), 0);
+      return { lane, segments, busy: covered > 0 ? busy / covered : NaN };
+    });
+  return { start, end, lanes };
+}
+
+/** Keep only spans that end after `since` (bounds memory for a live timeline); open spans are always kept. */
+export function pruneSpans<T extends Span>(spans: readonly T[], since: number): T[] {
+  return spans.filter((span) => span.end === null || toSeconds(span.end) >= since);
+}

@@ -1,0 +1,117 @@
+/**
+ * Everything the job page shows, kept live: REST snapshot first, then the job's SSE stream appends
+ * (`metrics`, `event`, `status`, `timeline`, `samples`). The stream reconnects by itself; on reconnect the
+ * snapshot is reloaded so nothing published while disconnected is missed (appends are idempotent by key).
+ */
+import { useCallback, useEffect, useRef, useState } from "react";
+import { api, ApiError, authHeaders, jobStreamUrl, unwrap } from "../api/client";
+import type { Iteration, Job, JobEvent, SampleRow, TimelineSpan } from "../api/types";
+import { mergeByKey, payloadItems } from "./live";
+import { openEventStream } from "./sse";
+import { pruneSpans, toSeconds } from "./timeline";
+
+const MAX_ITERATIONS = 2000;
+const MAX_EVENTS = 500;
+const MAX_SAMPLES = 1000;
+const SPAN_HISTORY_S = 600;
+const TERMINAL = ["succeeded", "failed", "cancelled"];
+
+export interface JobLive {
+  job: Job | null;
+  iterations: Iteration[];
+  events: JobEvent[];
+  spans: TimelineSpan[];
+  samples: SampleRow[];
+  connected: boolean;
+  error: unknown;
+  setJob: (job: Job) => void;
+  reloadJob: () => Promise<void>;
+}
+
+const spanKey = (s: TimelineSpan) => `${s.lane}|${s.kind}|${s.start}`;
+
+export function useJobLive(jobId: number): JobLive {
+  const [job, setJob] = useState<Job | null>(null);
+  const [iterations, setIterations] = useState<Iteration[]>([]);
+  const [events, setEvents] = useState<JobEvent[]>([]);
+  const [spans, setSpans] = useState<TimelineSpan[]>([]);
+  const [samples, setSamples] = useState<SampleRow[]>([]);
+  const [connected, setConnected] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const alive = useRef(true);
+
+  const reloadJob = useCallback(async () => {
+    const fresh = await unwrap(api.GET("/api/v1/jobs/{job_id}", { params: { path: { job_id: jobId } } }));
+    if (alive.current) setJob(fresh);
+  }, [jobId]);
+
+  const loadSnapshot = useCallback(async () => {
+    const path = { job_id: jobId };
+    const [its, evs, tl, sms] = await Promise.all([
+      unwrap(api.GET("/api/v1/jobs/{job_id}/iterations", { params: { path, query: { limit: MAX_ITERATIONS } } })),
+      unwrap(api.GET("/api/v1/jobs/{job_id}/events", { params: { path, query: { limit: MAX_EVENTS } } })),
+      unwrap(api.GET("/api/v1/jobs/{job_id}/timeline", { params: { path } })),
+      unwrap(api.GET("/api/v1/jobs/{job_id}/samples", { params: { path, query: { limit: 500 } } })),
+    ]);
+    if (!alive.current) return;
+    setIterations((cur) => mergeByKey(cur, its.data, (it) => it.iteration, MAX_ITERATIONS).sort((a, b) => a.iteration - b.iteration));
+    setEvents((cur) => mergeByKey(cur, evs.data, (ev) => ev.id, MAX_EVENTS).sort((a, b) => a.id - b.id));
+    setSpans((cur) => mergeByKey(cur, tl.spans, spanKey, 20_000));
+    setSamples((cur) => mergeByKey(cur, sms.data, (s) => s.sample_id, MAX_SAMPLES));
+  }, [jobId]);
+
+  useEffect(() => {
+    alive.current = true;
+    setJob(null);
+    setIterations([]);
+    setEvents([]);
+    setSpans([]);
+    setSamples([]);
+    Promise.all([reloadJob(), loadSnapshot()]).catch(setError);
+
+    const handlers: Record<string, (data: unknown) => void> = {
+      status: (data) => {
+        const fresh = data as Job;
+        if (alive.current) setJob(fresh);
+        if (TERMINAL.includes(fresh.status)) stream.close(); // the server ends the stream after a terminal status
+      },
+      metrics: (data) => {
+        const items = payloadItems<Iteration>(data);
+        setIterations((cur) => mergeByKey(cur, items, (it) => it.iteration, MAX_ITERATIONS).sort((a, b) => a.iteration - b.iteration));
+        reloadJob().catch(setError); // progress and latest_metrics
+      },
+      event: (data) => {
+        const items = payloadItems<JobEvent>(data);
+        setEvents((cur) => mergeByKey(cur, items, (ev) => ev.id, MAX_EVENTS).sort((a, b) => a.id - b.id));
+        reloadJob().catch(setError); // scaling events change the job row
+      },
+      timeline: (data) => {
+        const items = payloadItems<TimelineSpan>(data, "spans");
+        setSpans((cur) => {
+          const merged = mergeByKey(cur, items, spanKey, 20_000);
+          const latest = merged.reduce((m, s) => Math.max(m, toSeconds(s.end ?? s.start)), 0);
+          return pruneSpans(merged, latest - SPAN_HISTORY_S);
+        });
+      },
+      samples: (data) => {
+        const items = payloadItems<SampleRow>(data);
+        setSamples((cur) => mergeByKey(cur, items, (s) => s.sample_id, MAX_SAMPLES));
+      },
+    };
+    const stream = openEventStream(jobStreamUrl(jobId), authHeaders, {
+      onOpen: () => {
+        setConnected(true);
+        loadSnapshot().catch(setError); // subscribed now: catch up on anything published before (idempotent merge)
+      },
+      onDisconnect: () => setConnected(false),
+      onRefused: (status, body) => setError(new ApiError(status, body)),
+      onMessage: (message) => handlers[message.event]?.(JSON.parse(message.data)),
+    });
+    return () => {
+      alive.current = false;
+      stream.close();
+    };
+  }, [jobId, reloadJob, loadSnapshot]);
+
+  return { job, iterations, events, spans, samples, connected, error, setJob, reloadJob };
+}

@@ -1,0 +1,149 @@
+/** One job, live over SSE: throughput, reward/KL, long-tail lengths, staleness, pipeline timeline, scaling, samples. */
+import { useEffect, useMemo, useState } from "react";
+import { Link, useParams } from "react-router";
+import { api, unwrap } from "../api/client";
+import { LengthHistogram } from "../components/LengthHistogram";
+import { LineChart, type LineSeries } from "../components/LineChart";
+import { PipelineTimeline } from "../components/PipelineTimeline";
+import { Card, ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } from "../components/ui";
+import { jobSpec } from "../api/types";
+import { metricSeries } from "../lib/sparkline";
+import { useJobLive } from "../lib/useJobLive";
+import { useSession } from "../session";
+import { EventsLog } from "./EventsLog";
+import { SampleBrowser } from "./SampleBrowser";
+import { ScalingPanel } from "./ScalingPanel";
+
+const COLORS = { blue: "#2563eb", green: "#059669", orange: "#ea580c", purple: "#7c3aed", grey: "#64748b", red: "#dc2626" };
+
+type Action = "pause" | "resume" | "cancel";
+const ACTIONS: Record<Action, string[]> = {
+  pause: ["running"],
+  resume: ["paused"],
+  cancel: ["queued", "starting", "running", "paused"],
+};
+
+export function JobDetailPage() {
+  const jobId = Number(useParams().jobId);
+  const live = useJobLive(jobId);
+  const { canWrite } = useSession();
+  const [actionError, setActionError] = useState<unknown>(null);
+  const [now, setNow] = useState(() => Date.now() / 1000);
+
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now() / 1000), 1000);
+    return () => clearInterval(timer);
+  }, []);
+
+  const series = useMemo(() => {
+    const s = (key: string, label: string, color: string, axis?: "left" | "right"): LineSeries => ({
+      label,
+      color,
+      axis,
+      points: metricSeries(live.iterations, key),
+    });
+    return {
+      throughput: [s("samples_per_s", "samples/s", COLORS.blue), s("tokens_per_s", "tokens/s", COLORS.green, "right")],
+      reward: [s("reward_mean", "reward", COLORS.green), s("kl", "KL", COLORS.purple, "right")],
+      staleness: [s("staleness_mean", "mean staleness", COLORS.orange), s("stale_dropped", "stale dropped", COLORS.red, "right")],
+      time: [
+        s("gen_seconds", "generation s", COLORS.blue),
+        s("train_seconds", "training s", COLORS.green),
+        s("trainer_idle_seconds", "trainer idle s", COLORS.grey),
+        s("weight_sync_seconds", "weight sync s", COLORS.orange),
+      ],
+      skew: [s("skew_p99_p50", "p99/p50 skew", COLORS.orange), s("len_p99", "p99 length", COLORS.purple, "right")],
+    };
+  }, [live.iterations]);
+
+  const lengths = useMemo(() => live.samples.map((s) => s.length), [live.samples]);
+  const job = live.job;
+  if (!job) {
+    return live.error ? <ErrorBanner error={live.error} /> : <div className="splash">Loading job…</div>;
+  }
+  const latest = (job.latest_metrics ?? {}) as Record<string, unknown>;
+  const spec = jobSpec(job);
+  const alpha = spec.dispatch?.alpha ?? 0.2;
+
+  const act = async (action: Action) => {
+    setActionError(null);
+    try {
+      const path = { params: { path: { job_id: job.id } } };
+      const fresh =
+        action === "pause"
+          ? await unwrap(api.POST("/api/v1/jobs/{job_id}/pause", path))
+          : action === "resume"
+            ? await unwrap(api.POST("/api/v1/jobs/{job_id}/resume", path))
+            : await unwrap(api.POST("/api/v1/jobs/{job_id}/cancel", path));
+      live.setJob(fresh);
+    } catch (err) {
+      setActionError(err);
+    }
+  };
+
+  return (
+    <div className="job-detail">
+      <div className="page-head">
+        <div>
+          <Link to="/jobs" className="muted">← Jobs</Link>
+          <h2>
+            {job.name} <span className="muted">#{job.id}</span> <StatusBadge status={job.status} />
+            <span className={`live-dot ${live.connected ? "on" : ""}`} title={live.connected ? "live" : "reconnecting"} />
+          </h2>
+          <div className="muted">
+            {spec.model} · {spec.algorithm?.name} · {spec.mode} mode · dispatch {spec.dispatch?.policy} · created {formatTime(job.created_at)}
+          </div>
+        </div>
+        <div className="actions">
+          <Progress value={job.progress?.iteration ?? 0} total={job.progress?.total_iterations ?? 0} />
+          {canWrite
+            ? (Object.keys(ACTIONS) as Action[]).map((action) => (
+                <button key={action} className={action === "cancel" ? "danger" : ""} disabled={!ACTIONS[action].includes(job.status)} onClick={() => void act(action)}>
+                  {action[0].toUpperCase() + action.slice(1)}
+                </button>
+              ))
+            : null}
+        </div>
+      </div>
+      <ErrorBanner error={actionError} />
+      {job.error ? <div className="banner banner-error">Job failed: {job.error}</div> : null}
+
+      <div className="kpis" data-testid="kpis">
+        <Kpi label="samples/s" value={formatNumber(latest.samples_per_s, 1)} />
+        <Kpi label="tokens/s" value={formatNumber(latest.tokens_per_s, 0)} />
+        <Kpi label="reward" value={formatNumber(latest.reward_mean, 3)} />
+        <Kpi label="KL" value={formatNumber(latest.kl, 4)} />
+        <Kpi label="p99/p50 skew" value={formatNumber(latest.skew_p99_p50, 2)} />
+        <Kpi label="staleness" value={formatNumber(latest.staleness_mean, 2)} />
+        <Kpi label="instances" value={`${job.running_instances ?? 0} / ${job.target_instances ?? 0}`} />
+        <Kpi label="iteration" value={`${job.progress?.iteration ?? 0}`} />
+      </div>
+
+      <div className="grid">
+        <Card title="Throughput"><LineChart series={series.throughput} /></Card>
+        <Card title="Reward and KL"><LineChart series={series.reward} /></Card>
+        <Card title="Response lengths (long tail)">
+          <LengthHistogram lengths={lengths} alpha={alpha} />
+        </Card>
+        <Card title="Skew over iterations"><LineChart series={series.skew} /></Card>
+        <Card title="Pipeline timeline" className="wide">
+          <PipelineTimeline spans={live.spans} now={now} />
+        </Card>
+        <Card title="Iteration time breakdown"><LineChart series={series.time} /></Card>
+        <Card title="Staleness"><LineChart series={series.staleness} /></Card>
+        <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
+        <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
+        <Card title="Samples" className="wide"><SampleBrowser samples={live.samples} /></Card>
+      </div>
+    </div>
+  );
+}
+
+function Kpi({ label, value }: { label: string; value: string }) {
+  return (
+    <div className="kpi" data-testid={`kpi-${label}`}>
+      <span className="kpi-value">{value}</span>
+      <span className="kpi-label">{label}</span>
+    </div>
+  );
+}

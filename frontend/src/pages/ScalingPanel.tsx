@@ -1,0 +1,62 @@
+/** Current vs target generation instances, +/− and the autoscale toggle, with the scaling events and their reasons. */
+import { useState } from "react";
+import { api, unwrap } from "../api/client";
+import type { Job, JobEvent } from "../api/types";
+import { Card, ErrorBanner, formatTime } from "../components/ui";
+
+const TERMINAL = ["succeeded", "failed", "cancelled"];
+
+export function ScalingPanel({ job, events, canWrite, onChange }: { job: Job; events: JobEvent[]; canWrite: boolean; onChange: (job: Job) => void }) {
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const scalingEvents = events.filter((e) => e.kind.includes("scal")).slice(-20).reverse();
+  const editable = canWrite && !TERMINAL.includes(job.status);
+
+  const scale = async (body: { target_instances?: number; autoscale?: boolean }) => {
+    setBusy(true);
+    setError(null);
+    try {
+      onChange(await unwrap(api.POST("/api/v1/jobs/{job_id}/scale", { params: { path: { job_id: job.id } }, body })));
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <Card title="Scaling" className="scaling">
+      <div className="scaling-row">
+        <div className="kpi">
+          <span className="kpi-value" data-testid="running-instances">{job.running_instances ?? 0}</span>
+          <span className="kpi-label">running</span>
+        </div>
+        <div className="stepper">
+          <button aria-label="scale down" disabled={!editable || busy || job.autoscale || job.target_instances <= 1} onClick={() => void scale({ target_instances: job.target_instances - 1 })}>
+            −
+          </button>
+          <div className="kpi">
+            <span className="kpi-value" data-testid="target-instances">{job.target_instances}</span>
+            <span className="kpi-label">target</span>
+          </div>
+          <button aria-label="scale up" disabled={!editable || busy || job.autoscale} onClick={() => void scale({ target_instances: job.target_instances + 1 })}>
+            +
+          </button>
+        </div>
+        <label className="toggle">
+          <input type="checkbox" aria-label="autoscale" checked={job.autoscale} disabled={!editable || busy} onChange={(e) => void scale({ autoscale: e.target.checked })} />
+          autoscale
+        </label>
+      </div>
+      <ErrorBanner error={error} />
+      <ul className="scaling-events" data-testid="scaling-events">
+        {scalingEvents.length === 0 ? <li className="muted">no scaling events yet</li> : null}
+        {scalingEvents.map((e) => (
+          <li key={e.id}>
+            <span className="muted">{formatTime(e.created_at)}</span> {e.message}
+          </li>
+        ))}
+      </ul>
+    </Card>
+  );
+}

@@ -1,0 +1,293 @@
+/**
+ * Submit a job: model from the registered models, dataset (pick, or upload JSONL with line errors shown), reward,
+ * algorithm, mode and resources with the planner's suggestion; 422 errors appear next to the fields they name.
+ */
+import { useEffect, useState, type FormEvent } from "react";
+import { useNavigate } from "react-router";
+import { api, ApiError, unwrap } from "../api/client";
+import type { Dataset, Model } from "../api/types";
+import { ErrorBanner, Field } from "../components/ui";
+import { PlanSuggestion } from "./PlanSuggestion";
+import { DatasetUpload } from "./DatasetUpload";
+
+/** The form's values, flat; `toSpec` nests them into a JobSpec. Keys are the JobSpec's dotted field paths. */
+export const DEFAULT_FORM = {
+  name: "grpo-run",
+  model: "",
+  "dataset.source": "uploaded" as "uploaded" | "builtin",
+  "dataset.id": "",
+  "dataset.builtin": "arithmetic",
+  "dataset.num_prompts": "256",
+  "reward.type": "exact_match",
+  "algorithm.name": "grpo",
+  "algorithm.group_size": "8",
+  "algorithm.kl_coef": "0",
+  mode: "sync",
+  max_staleness: "1",
+  "generation.engine": "hf",
+  "generation.instances": "2",
+  "generation.batch_size": "32",
+  "generation.max_tokens": "64",
+  "generation.temperature": "1.0",
+  "training.devices": "1",
+  "training.iterations": "20",
+  "training.prompts_per_iteration": "16",
+  "training.lr": "0.0001",
+  "dispatch.policy": "skew_aware",
+  "autoscale.policy": "manual",
+  "autoscale.min_instances": "1",
+  "autoscale.max_instances": "4",
+};
+export type JobForm = typeof DEFAULT_FORM;
+
+const num = (value: string) => (value.trim() === "" ? undefined : Number(value));
+
+/** Nest the flat form into a JobSpec body (numbers parsed; the API validates and names any bad field). */
+export function toSpec(form: JobForm): Record<string, unknown> {
+  const dataset =
+    form["dataset.source"] === "builtin"
+      ? { builtin: form["dataset.builtin"], num_prompts: num(form["dataset.num_prompts"]) }
+      : { id: num(form["dataset.id"]) ?? null };
+  return {
+    name: form.name,
+    model: form.model,
+    dataset,
+    reward: { type: form["reward.type"] },
+    algorithm: { name: form["algorithm.name"], group_size: num(form["algorithm.group_size"]), kl_coef: num(form["algorithm.kl_coef"]) },
+    mode: form.mode,
+    max_staleness: num(form.max_staleness),
+    generation: {
+      engine: form["generation.engine"],
+      instances: num(form["generation.instances"]) ?? null,
+      batch_size: num(form["generation.batch_size"]),
+      max_tokens: num(form["generation.max_tokens"]),
+      temperature: num(form["generation.temperature"]),
+    },
+    training: {
+      devices: num(form["training.devices"]),
+      iterations: num(form["training.iterations"]),
+      prompts_per_iteration: num(form["training.prompts_per_iteration"]),
+      lr: num(form["training.lr"]),
+    },
+    dispatch: { policy: form["dispatch.policy"] },
+    autoscale: {
+      policy: form["autoscale.policy"],
+      min_instances: num(form["autoscale.min_instances"]),
+      max_instances: num(form["autoscale.max_instances"]),
+    },
+  };
+}
+
+export function SubmitJobPage() {
+  const navigate = useNavigate();
+  const [form, setForm] = useState<JobForm>(DEFAULT_FORM);
+  const [models, setModels] = useState<Model[]>([]);
+  const [datasets, setDatasets] = useState<Dataset[]>([]);
+  const [fields, setFields] = useState<Record<string, string>>({});
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  const set = (key: keyof JobForm) => (e: { target: { value: string } }) => setForm((f) => ({ ...f, [key]: e.target.value }));
+  const err = (...keys: string[]) => keys.map((k) => fields[k]).filter(Boolean).join("; ") || undefined;
+
+  useEffect(() => {
+    unwrap(api.GET("/api/v1/models"))
+      .then((page) => {
+        setModels(page.data);
+        if (page.data.length > 0) setForm((f) => (f.model ? f : { ...f, model: page.data[0].name }));
+      })
+      .catch(setError);
+    unwrap(api.GET("/api/v1/datasets"))
+      .then((page) => setDatasets(page.data))
+      .catch(setError);
+  }, []);
+
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(null);
+    setFields({});
+    try {
+      // The body is built from the form; the API validates it against JobSpec and answers 422 naming the fields.
+      const job = await unwrap(api.POST("/api/v1/jobs", { body: toSpec(form) as never }));
+      navigate(`/jobs/${job.id}`);
+    } catch (caught) {
+      if (caught instanceof ApiError && Object.keys(caught.fields).length > 0) {
+        setFields(caught.fields);
+        setError(new Error("The job spec has errors: see the marked fields."));
+      } else setError(caught);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const onUploaded = (dataset: Dataset) => {
+    setDatasets((list) => [dataset, ...list.filter((d) => d.id !== dataset.id)]);
+    setForm((f) => ({ ...f, "dataset.source": "uploaded", "dataset.id": String(dataset.id) }));
+  };
+
+  return (
+    <div>
+      <div className="page-head">
+        <h2>Submit job</h2>
+      </div>
+      <ErrorBanner error={error} />
+      {fields[""] ? <div className="banner banner-error">{fields[""]}</div> : null}
+      <form className="submit-grid" onSubmit={submit} noValidate>
+        <section className="card">
+          <h3>Job</h3>
+          <Field label="Name" error={err("name")}>
+            <input name="name" value={form.name} onChange={set("name")} />
+          </Field>
+          <Field label="Model" error={err("model")} hint={models.length === 0 ? "no models registered in this team yet" : undefined}>
+            <select name="model" value={form.model} onChange={set("model")}>
+              {models.length === 0 ? <option value="">—</option> : null}
+              {models.map((m) => (
+                <option key={m.id} value={m.name}>{m.name}</option>
+              ))}
+            </select>
+          </Field>
+          <Field label="Prompts" error={err("dataset", "dataset.id", "dataset.builtin", "dataset.num_prompts")}>
+            <select name="dataset_source" value={form["dataset.source"]} onChange={set("dataset.source")}>
+              <option value="uploaded">uploaded dataset</option>
+              <option value="builtin">built-in task</option>
+            </select>
+          </Field>
+          {form["dataset.source"] === "uploaded" ? (
+            <>
+              <Field label="Dataset" error={err("dataset.id")}>
+                <select name="dataset" value={form["dataset.id"]} onChange={set("dataset.id")}>
+                  <option value="">— choose —</option>
+                  {datasets.map((d) => (
+                    <option key={d.id} value={d.id}>{d.name} ({d.row_count} rows)</option>
+                  ))}
+                </select>
+              </Field>
+              <DatasetUpload onUploaded={onUploaded} />
+            </>
+          ) : (
+            <div className="row">
+              <Field label="Task" error={err("dataset.builtin")}>
+                <select name="builtin" value={form["dataset.builtin"]} onChange={set("dataset.builtin")}>
+                  <option value="arithmetic">arithmetic</option>
+                  <option value="long_tail">long_tail</option>
+                </select>
+              </Field>
+              <Field label="Prompts" error={err("dataset.num_prompts")}>
+                <input name="num_prompts" inputMode="numeric" value={form["dataset.num_prompts"]} onChange={set("dataset.num_prompts")} />
+              </Field>
+            </div>
+          )}
+          <Field label="Reward" error={err("reward", "reward.type")} hint="built-in reward name, e.g. exact_match">
+            <input name="reward" list="rewards" value={form["reward.type"]} onChange={set("reward.type")} />
+            <datalist id="rewards">
+              <option value="exact_match" />
+              <option value="length_penalty" />
+              <option value="format" />
+            </datalist>
+          </Field>
+        </section>
+
+        <section className="card">
+          <h3>Algorithm</h3>
+          <div className="row">
+            <Field label="Algorithm" error={err("algorithm.name")}>
+              <select name="algorithm" value={form["algorithm.name"]} onChange={set("algorithm.name")}>
+                <option value="grpo">GRPO</option>
+                <option value="ppo">PPO</option>
+                <option value="rloo">RLOO</option>
+                <option value="reinforce_pp">REINFORCE++</option>
+              </select>
+            </Field>
+            <Field label="Group size" error={err("algorithm.group_size")}>
+              <input name="group_size" inputMode="numeric" value={form["algorithm.group_size"]} onChange={set("algorithm.group_size")} />
+            </Field>
+            <Field label="KL coef" error={err("algorithm.kl_coef")}>
+              <input name="kl_coef" inputMode="decimal" value={form["algorithm.kl_coef"]} onChange={set("algorithm.kl_coef")} />
+            </Field>
+          </div>
+          <div className="row">
+            <Field label="Mode" error={err("mode")}>
+              <select name="mode" value={form.mode} onChange={set("mode")}>
+                <option value="sync">sync (dynamic-batch pipelining)</option>
+                <option value="async">async (1-step off-policy)</option>
+                <option value="colocated">colocated (baseline)</option>
+              </select>
+            </Field>
+            <Field label="Max staleness" error={err("max_staleness")}>
+              <input name="max_staleness" inputMode="numeric" value={form.max_staleness} onChange={set("max_staleness")} disabled={form.mode !== "async"} />
+            </Field>
+            <Field label="Dispatch" error={err("dispatch.policy")}>
+              <select name="dispatch" value={form["dispatch.policy"]} onChange={set("dispatch.policy")}>
+                <option value="skew_aware">skew-aware</option>
+                <option value="random">random</option>
+                <option value="round_robin">round robin</option>
+              </select>
+            </Field>
+          </div>
+          <div className="row">
+            <Field label="Iterations" error={err("training.iterations")}>
+              <input name="iterations" inputMode="numeric" value={form["training.iterations"]} onChange={set("training.iterations")} />
+            </Field>
+            <Field label="Prompts / iteration" error={err("training.prompts_per_iteration")}>
+              <input name="prompts_per_iteration" inputMode="numeric" value={form["training.prompts_per_iteration"]} onChange={set("training.prompts_per_iteration")} />
+            </Field>
+            <Field label="Learning rate" error={err("training.lr")}>
+              <input name="lr" inputMode="decimal" value={form["training.lr"]} onChange={set("training.lr")} />
+            </Field>
+          </div>
+          <div className="row">
+            <Field label="Max tokens" error={err("generation.max_tokens")}>
+              <input name="max_tokens" inputMode="numeric" value={form["generation.max_tokens"]} onChange={set("generation.max_tokens")} />
+            </Field>
+            <Field label="Temperature" error={err("generation.temperature")}>
+              <input name="temperature" inputMode="decimal" value={form["generation.temperature"]} onChange={set("generation.temperature")} />
+            </Field>
+            <Field label="Engine" error={err("generation.engine")}>
+              <select name="engine" value={form["generation.engine"]} onChange={set("generation.engine")}>
+                <option value="hf">transformers</option>
+                <option value="vllm">vLLM</option>
+              </select>
+            </Field>
+          </div>
+        </section>
+
+        <section className="card">
+          <h3>Resources</h3>
+          <div className="row">
+            <Field label="Generation instances" error={err("generation.instances")}>
+              <input name="instances" inputMode="numeric" value={form["generation.instances"]} onChange={set("generation.instances")} />
+            </Field>
+            <Field label="Batch size / instance" error={err("generation.batch_size")}>
+              <input name="batch_size" inputMode="numeric" value={form["generation.batch_size"]} onChange={set("generation.batch_size")} />
+            </Field>
+            <Field label="Training devices" error={err("training.devices")}>
+              <input name="devices" inputMode="numeric" value={form["training.devices"]} onChange={set("training.devices")} />
+            </Field>
+          </div>
+          <div className="row">
+            <Field label="Autoscale" error={err("autoscale.policy", "autoscale")}>
+              <select name="autoscale" value={form["autoscale.policy"]} onChange={set("autoscale.policy")}>
+                <option value="manual">manual</option>
+                <option value="auto">auto</option>
+              </select>
+            </Field>
+            <Field label="Min instances" error={err("autoscale.min_instances")}>
+              <input name="min_instances" inputMode="numeric" value={form["autoscale.min_instances"]} onChange={set("autoscale.min_instances")} />
+            </Field>
+            <Field label="Max instances" error={err("autoscale.max_instances")}>
+              <input name="max_instances" inputMode="numeric" value={form["autoscale.max_instances"]} onChange={set("autoscale.max_instances")} />
+            </Field>
+          </div>
+          <PlanSuggestion form={form} onApply={(patch) => setForm((f) => ({ ...f, ...patch }))} />
+        </section>
+
+        <div className="form-actions">
+          <button type="submit" className="primary" disabled={busy}>
+            {busy ? "Submitting…" : "Submit job"}
+          </button>
+        </div>
+      </form>
+    </div>
+  );
+}

@@ -1,0 +1,140 @@
+"""A real API server for the CLI tests: uvicorn in a subprocess on a free port, a fresh Postgres database and an
+embedded Redis (a real redis-server on a private socket, so live channels never mix with other tests')."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+from typer.testing import CliRunner
+
+from backend.cli.main import app
+from backend.embedded_redis import start_embedded_redis
+
+PG_ADMIN_URL = os.environ.get("STREAMRL_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def cli_pg_url() -> Iterator[str]:
+    """A fresh, empty Postgres database for this test session (dropped afterwards)."""
+    name = f"streamrl_cli_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"no Postgres at {PG_ADMIN_URL}: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclass
+class Server:
+    url: str
+    model_root: Path
+
+    def model_dir(self, name: str) -> Path:
+        """A directory the server accepts as a model (under the allow-listed root, with a config.json)."""
+        path = self.model_root / name
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+        return path
+
+
+@pytest.fixture(scope="session")
+def api_server(cli_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data_dir = tmp_path_factory.mktemp("api-data")
+    model_root = tmp_path_factory.mktemp("model-root")
+    redis_server = start_embedded_redis(data_dir)
+    port = free_port()
+    env = {
+        **os.environ,
+        "STREAMRL_DATA_DIR": str(data_dir),
+        "STREAMRL_DATABASE_URL": cli_pg_url,
+        "STREAMRL_REDIS_URL": redis_server.url,
+        "STREAMRL_ALLOWED_MODEL_ROOTS": json.dumps([str(model_root)]),
+        "STREAMRL_MAX_UPLOAD_BYTES": str(64 * 1024),
+    }
+    log = (data_dir / "api.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "backend.main:create_app", "--factory", "--port", str(port),
+         "--log-level", "warning"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"API did not start:\n{(data_dir / 'api.log').read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield Server(url=url, model_root=model_root)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        redis_server.stop()
+
+
+Invoke = Callable[..., "CliResult"]
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> object:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def cli(api_server: Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Invoke:
+    """Run `streamrl ARGS...` in-process against the test server, with a private config file."""
+    monkeypatch.setenv("STREAMRL_CONFIG", str(tmp_path / "cli-config.json"))
+    monkeypatch.setenv("STREAMRL_URL", api_server.url)
+    monkeypatch.delenv("STREAMRL_TOKEN", raising=False)
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> CliResult:
+        result = runner.invoke(app, list(args), input=input)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return CliResult(result.exit_code, result.stdout, result.stderr)
+
+    return invoke
+
+
+@pytest.fixture
+def owner(cli: Invoke) -> str:
+    """A fresh user owning a fresh team; the CLI is logged in as them. Returns the email."""
+    email = f"owner-{uuid.uuid4().hex[:8]}@example.com"
+    result = cli("init-admin", "--email", email, "--password", "pw-12345678", "--team", f"team-{email[6:14]}")
+    assert result.exit_code == 0, result.stderr
+    return email

@@ -1,0 +1,188 @@
+"""The CLI against a real API server (uvicorn subprocess, Postgres): every command group end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.client import StreamRLClient
+from backend.cli.config import CLIConfig
+
+from .conftest import Invoke, Server
+
+pytestmark = pytest.mark.integration
+
+
+def _token(server: Server) -> str:
+    token = CLIConfig.load().tokens.get(server.url)
+    assert token
+    return token
+
+
+def _write_spec(path: Path, model: str, dataset_id: int, **extra: Any) -> Path:
+    spec = {"name": "cli-test", "model": model, "dataset": {"id": dataset_id}, "generation": {"instances": 1}, **extra}
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _job_setup(cli: Invoke, api_server: Server, tmp_path: Path) -> int:
+    """Register a model, upload a dataset, submit a job; returns the job id."""
+    model = f"tiny-{uuid.uuid4().hex[:6]}"
+    assert cli("models", "register", model, str(api_server.model_dir(model))).exit_code == 0
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))
+    uploaded = cli("--json", "datasets", "upload", str(data), "--name", "arith")
+    assert uploaded.exit_code == 0, uploaded.stderr
+    dataset = uploaded.json()
+    assert isinstance(dataset, dict) and dataset["row_count"] == 5
+    submitted = cli("--json", "jobs", "submit", str(_write_spec(tmp_path / "spec.json", model, dataset["id"])))
+    assert submitted.exit_code == 0, submitted.stderr
+    job = submitted.json()
+    assert isinstance(job, dict) and job["status"] == "queued"
+    return int(job["id"])
+
+
+def test_init_admin_login_whoami_logout(cli: Invoke, owner: str, api_server: Server) -> None:
+    who = cli("whoami")
+    assert who.exit_code == 0 and owner in who.stdout and "owner" in who.stdout
+    assert cli("logout").exit_code == 0
+    assert "not logged in" in cli("whoami").stderr
+    bad = cli("login", "--email", owner, "--password", "wrong-password")
+    assert bad.exit_code == 1 and bad.stderr.startswith("error: 401") and "Traceback" not in bad.stderr
+    good = cli("login", "--email", owner, input="pw-12345678\n")  # password prompted
+    assert good.exit_code == 0, good.stderr
+    assert f"logged in to {api_server.url} as {owner}" in good.stdout
+    again = cli("init-admin", "--email", owner, "--password", "pw-12345678")
+    assert again.exit_code == 1 and again.stderr.startswith(f"error: could not create {owner}: ")
+
+
+def test_datasets_and_models(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"prompt": "1+1=", "answer": "2"}\n{"prompt": "2+2=", "answer": "4"}\n')
+    up = cli("datasets", "upload", str(good), "--name", "tiny-set")
+    assert up.exit_code == 0 and "2 rows" in up.stdout
+    listed = cli("datasets", "list")
+    assert "tiny-set" in listed.stdout
+    dataset_id = listed.stdout.splitlines()[1].split()[0]
+    rows = cli("datasets", "rows", dataset_id, "--limit", "1")
+    assert json.loads(rows.stdout.strip())["prompt"] == "1+1="
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"prompt": "ok"}\nnot json\n')
+    refused = cli("datasets", "upload", str(bad))
+    assert refused.exit_code == 1 and refused.stderr.startswith("error: 422") and "3" in refused.stderr
+    big = tmp_path / "big.jsonl"
+    big.write_text(json.dumps({"prompt": "x" * 70_000}) + "\n")
+    too_big = cli("datasets", "upload", str(big))
+    assert too_big.exit_code == 1 and too_big.stderr.startswith("error: 413")
+    assert cli("datasets", "upload", str(tmp_path / "missing.jsonl")).stderr.startswith("error: no such file")
+
+    model_dir = api_server.model_dir("tiny-llama")
+    assert cli("models", "register", "tiny-llama", str(model_dir)).exit_code == 0
+    assert "tiny-llama" in cli("models", "list").stdout
+    outside = cli("models", "register", "evil", "/etc")
+    assert outside.exit_code == 1 and "outside the allowed model roots" in outside.stderr
+
+
+def test_job_lifecycle(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
+    job_id = _job_setup(cli, api_server, tmp_path)
+    assert f"{job_id}" in cli("jobs", "list", "--status", "queued").stdout
+    got = cli("jobs", "get", str(job_id), "--spec")
+    assert got.exit_code == 0 and "status" in got.stdout and "queued" in got.stdout and "spec:" in got.stdout
+
+    paused = cli("jobs", "pause", str(job_id))  # queued -> paused is not a valid transition
+    assert paused.exit_code == 1 and paused.stderr.startswith("error: 409")
+    scaled = cli("jobs", "scale", str(job_id), "2", "--auto")
+    assert scaled.exit_code == 0 and "target 2 instances" in scaled.stdout and "scaling auto" in scaled.stdout
+    assert cli("team", "quotas", "--max-generation-instances", "2").exit_code == 0
+    over = cli("jobs", "scale", str(job_id), "3")
+    assert over.exit_code == 1 and over.stderr.startswith("error: 403") and "max_generation_instances" in over.stderr
+
+    cancelled = cli("jobs", "cancel", str(job_id))
+    assert cancelled.exit_code == 0 and "cancelled" in cancelled.stdout
+    logs = cli("jobs", "logs", str(job_id))
+    assert "[created]" in logs.stdout and "[scale]" in logs.stdout and "queued -> cancelled" in logs.stdout
+    follow = cli("jobs", "logs", str(job_id), "--follow")  # already final: prints the log and the outcome
+    assert follow.exit_code == 1 and follow.stdout.strip().endswith(f"job {job_id} cancelled")
+    assert cli("jobs", "get", "999999").stderr.startswith("error: 404")
+
+
+def test_logs_follow_streams_until_the_job_ends(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
+    job_id = _job_setup(cli, api_server, tmp_path)
+    env = {**os.environ, "STREAMRL_TOKEN": _token(api_server)}
+    follower = subprocess.Popen([sys.executable, "-m", "backend.cli.main", "jobs", "logs", str(job_id), "--follow"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(follower.stdout or []), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30
+        while "status: queued\n" not in lines:  # the stream's first event: it is subscribed now
+            assert follower.poll() is None and time.monotonic() < deadline, (lines, follower.stderr)
+            time.sleep(0.05)
+        with StreamRLClient(api_server.url, _token(api_server)) as api:
+            api.scale_job(job_id, 1)
+            api.cancel_job(job_id)
+        follower.wait(timeout=30)
+        reader.join(timeout=10)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+    out = "".join(lines)
+    assert follower.returncode == 1, (out, follower.stderr.read() if follower.stderr else "")
+    assert "status: cancelled" in out
+    assert "[scale]" in out and "queued -> cancelled" in out
+    assert out.count("[created]") == 1  # caught up once, never printed twice
+    assert out.strip().endswith(f"job {job_id} cancelled")
+
+
+def test_keys_and_revocation(cli: Invoke, owner: str, api_server: Server) -> None:
+    created = cli("--json", "keys", "create", "ci-bot")
+    assert created.exit_code == 0, created.stderr
+    key = created.json()
+    assert isinstance(key, dict) and key["secret"]
+    with_key = cli("--token", key["secret"], "jobs", "list")
+    assert with_key.exit_code == 0
+    listed = cli("keys", "list")
+    assert "ci-bot" in listed.stdout and key["secret"] not in listed.stdout
+    assert cli("keys", "revoke", str(key["id"])).exit_code == 0
+    refused = cli("--token", key["secret"], "jobs", "list")
+    assert refused.exit_code == 1 and refused.stderr.startswith("error: 401") and "streamrl login" in refused.stderr
+
+
+def test_team_members_and_other_teams_objects(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
+    job_id = _job_setup(cli, api_server, tmp_path)
+    viewer = f"viewer-{uuid.uuid4().hex[:6]}@example.com"
+    added = cli("team", "add-member", viewer, "--role", "viewer", "--password", "pw-viewer-1")
+    assert added.exit_code == 0, added.stderr
+    assert viewer in cli("team", "members").stdout
+    assert "max_concurrent_jobs" in cli("team", "show").stdout
+
+    assert cli("login", "--email", viewer, "--password", "pw-viewer-1").exit_code == 0
+    assert cli("jobs", "get", str(job_id)).exit_code == 0  # viewers read
+    denied = cli("jobs", "cancel", str(job_id))
+    assert denied.exit_code == 1 and denied.stderr.startswith("error: 403")
+
+    stranger = f"stranger-{uuid.uuid4().hex[:6]}@example.com"
+    assert cli("init-admin", "--email", stranger, "--password", "pw-12345678", "--team", "other").exit_code == 0
+    hidden = cli("jobs", "get", str(job_id))
+    assert hidden.exit_code == 1 and hidden.stderr.startswith("error: 404")
+
+
+def test_api_key_login_is_verified_before_saving(cli: Invoke, owner: str, api_server: Server) -> None:
+    key = cli("--json", "keys", "create", "laptop").json()
+    assert isinstance(key, dict)
+    assert cli("logout").exit_code == 0
+    assert cli("login", "--api-key", key["secret"]).exit_code == 0
+    assert cli("whoami").exit_code == 0
+    bogus = cli("login", "--api-key", "srl_nope_nope")
+    assert bogus.exit_code == 1 and bogus.stderr.startswith("error: 401")

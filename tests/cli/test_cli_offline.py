@@ -1,0 +1,103 @@
+"""CLI behaviour that needs no server: config file, local spec validation, one-line errors, the command registry."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from backend.cli.config import CLIConfig, resolve
+from backend.cli.main import COMMAND_MODULES, app, command_names
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "config.json"
+    monkeypatch.setenv("STREAMRL_CONFIG", str(path))
+    for var in ("STREAMRL_URL", "STREAMRL_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_config_is_private_and_tokens_are_per_server(_isolated_config: Path) -> None:
+    config = CLIConfig()
+    config.remember("http://a:8000", "token-a")
+    config.save()
+    assert stat.S_IMODE(_isolated_config.stat().st_mode) == 0o600
+    loaded = CLIConfig.load()
+    assert resolve(None, None, loaded) == ("http://a:8000", "token-a")
+    assert resolve("http://b:9000/", None, loaded) == ("http://b:9000", None)  # a's token never goes to b
+    assert resolve(None, "explicit", loaded) == ("http://a:8000", "explicit")
+
+
+def test_corrupt_config_is_one_clear_line(_isolated_config: Path) -> None:
+    _isolated_config.write_text("{not json")
+    result = runner.invoke(app, ["jobs", "list"])
+    assert result.exit_code == 1
+    assert "is not valid JSON" in result.stderr and "Traceback" not in result.output
+
+
+def test_not_logged_in() -> None:
+    result = runner.invoke(app, ["jobs", "list"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: not logged in to http://127.0.0.1:8000: run `streamrl login`, or pass --token / set STREAMRL_TOKEN")
+
+
+def test_bad_spec_is_refused_locally_naming_the_field(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: tiny\ndataset: {builtin: arithmetic}\ngeneration: {batch_size: 0, tempature: 1}\n")
+    result = runner.invoke(app, ["--token", "t", "jobs", "submit", str(spec)])
+    assert result.exit_code == 1
+    line = result.stderr.strip()
+    assert line.startswith(f"error: invalid spec in {spec}: ")
+    assert "generation.batch_size: Input should be greater than or equal to 1" in line
+    assert "generation.tempature: Extra inputs are not permitted" in line
+    assert "\n" not in line
+
+
+def test_bad_yaml_and_missing_file(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: [unclosed\n")
+    result = runner.invoke(app, ["--token", "t", "jobs", "submit", str(spec)])
+    assert result.exit_code == 1 and "is not valid YAML/JSON" in result.stderr
+    result = runner.invoke(app, ["--token", "t", "jobs", "submit", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 1 and "no such file" in result.stderr
+
+
+def test_scale_needs_a_target() -> None:
+    result = runner.invoke(app, ["--token", "t", "jobs", "scale", "3"])
+    assert result.exit_code == 1
+    assert "give a target instance count and/or --auto/--manual" in result.stderr
+
+
+def test_unreachable_server_via_real_entry_point() -> None:
+    """The installed `streamrl` script: one line on stderr, exit 1, no traceback."""
+    url = f"http://127.0.0.1:{_free_port()}"
+    env = {**os.environ, "STREAMRL_URL": url, "STREAMRL_TOKEN": "t"}
+    proc = subprocess.run([sys.executable, "-m", "backend.cli.main", "jobs", "list"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: cannot reach the StreamRL API at {url}")
+
+
+def test_registry_lists_core_commands() -> None:
+    assert {"up", "migrate", "login", "init-admin", "jobs", "keys", "datasets", "models", "team"} <= command_names()
+    assert len(COMMAND_MODULES) == len(set(COMMAND_MODULES))

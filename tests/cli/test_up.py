@@ -1,0 +1,139 @@
+"""`streamrl up` on a fresh data dir (embedded SQLite + embedded Redis): serves, bootstraps, stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from backend.client import StreamRLClient
+
+from .conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def _start_up(data_dir: Path, port: int, config: Path, *extra: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("STREAMRL_DATABASE_URL", "STREAMRL_REDIS_URL")}
+    env.update(STREAMRL_CONFIG=str(config), STREAMRL_DATA_DIR=str(data_dir))
+    return subprocess.Popen(
+        [sys.executable, "-m", "backend.cli.main", "up", "--no-workers", "--port", str(port), *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _wait_healthy(proc: subprocess.Popen[str], url: str) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0]
+        try:
+            if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("streamrl up did not serve /api/v1/health in time")
+
+
+def _wait_bootstrapped(config: Path, url: str) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if config.exists() and url in json.loads(config.read_text()).get("tokens", {}):
+            return str(json.loads(config.read_text())["tokens"][url])
+        time.sleep(0.1)
+    raise AssertionError("the CLI was not logged in by the first-run bootstrap")
+
+
+def _family(proc: subprocess.Popen[str], data_dir: Path) -> list[psutil.Process]:
+    """`up`'s descendants plus the embedded redis-server (which daemonizes, so it is not a descendant)."""
+    redis_pid = int((data_dir / "redis" / "server.pid").read_text())
+    return [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(redis_pid)]
+
+
+def _all_gone(processes: list[psutil.Process]) -> bool:
+    def gone(p: psutil.Process) -> bool:
+        try:
+            return p.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    return all(gone(p) for p in processes)
+
+
+def _stop(proc: subprocess.Popen[str], sig: signal.Signals) -> str:
+    proc.send_signal(sig)
+    try:
+        out, _ = proc.communicate(timeout=40)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return out
+
+
+def test_up_serves_health_and_stops_on_sigint(tmp_path: Path) -> None:
+    data_dir, config, port = tmp_path / "data", tmp_path / "config.json", free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _start_up(data_dir, port, config)
+    try:
+        _wait_healthy(proc, url)
+        token = _wait_bootstrapped(config, url)
+        family = _family(proc, data_dir)
+        assert len(family) >= 2  # the API and redis-server at least
+        assert httpx.get(f"{url}/api/v1/ready", timeout=5).json() == {"database": "ok", "redis": "ok"}
+        with StreamRLClient(url, token) as api:
+            assert api.me()["role"] == "owner"
+        creds = json.loads((data_dir / "admin.json").read_text())
+        assert oct((data_dir / "admin.json").stat().st_mode & 0o777) == "0o600"
+        assert (data_dir / "streamrl.db").exists()
+    finally:
+        out = _stop(proc, signal.SIGINT)
+    assert proc.returncode == 0, out
+    assert "up: stopped" in out and creds["password"] in out and "Traceback" not in out
+    deadline = time.monotonic() + 10
+    while not _all_gone(family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _all_gone(family), [p.pid for p in family]
+
+
+def test_restart_reuses_the_owner_and_stops_on_sigterm(tmp_path: Path) -> None:
+    data_dir, config, port = tmp_path / "data", tmp_path / "config.json", free_port()
+    url = f"http://127.0.0.1:{port}"
+    for attempt in range(2):
+        config.unlink(missing_ok=True)
+        proc = _start_up(data_dir, port, config)
+        try:
+            _wait_healthy(proc, url)
+            _wait_bootstrapped(config, url)
+            family = _family(proc, data_dir)
+        finally:
+            out = _stop(proc, signal.SIGTERM)
+        assert proc.returncode == 0, out
+        assert ("created the owner account" in out) == (attempt == 0), out
+        assert ("CLI logged in as admin@streamrl.local" in out) == (attempt == 1), out
+        deadline = time.monotonic() + 10
+        while not _all_gone(family) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _all_gone(family)
+
+
+def test_api_that_cannot_start_is_one_error_and_cleans_up(tmp_path: Path) -> None:
+    data_dir, config = tmp_path / "data", tmp_path / "config.json"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        proc = _start_up(data_dir, busy.getsockname()[1], config)
+        out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 1, out
+    assert "error: the API process exited during start-up" in out and "Traceback" not in out.split("up: stopped")[-1]
+    redis_pid = int((data_dir / "redis" / "server.pid").read_text()) if (data_dir / "redis" / "server.pid").exists() \
+        else None
+    assert redis_pid is None or not psutil.pid_exists(redis_pid) or \
+        psutil.Process(redis_pid).status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,194 @@
+"""Shared fixtures: real Postgres / SQLite databases migrated with Alembic, real Redis, the API on TestClient, and
+factories for teams, users and auth headers.
+
+- `pg_url`: a fresh Postgres database for this test session (server from STREAMRL_TEST_DATABASE_URL, default
+  postgres@127.0.0.1:5432), migrated to head, dropped at the end.
+- `sqlite_url`: a migrated SQLite file.
+- `redis_url`: real Redis (STREAMRL_TEST_REDIS_URL, default 127.0.0.1:6379) on a db number reserved for this session
+  (a lock key in db 0), flushed before and after.
+- `pg_backend` / `sqlite_backend`: a `Backend` (engine + settings + factories + `client()`); `app_client`,
+  `make_team`, `make_user`, `auth_headers` are the Postgres backend's.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
+
+from backend.db.enums import Role
+from backend.db.migrate import upgrade_database
+from backend.db.models import Membership, Team, User
+from backend.db.session import make_engine, normalize_database_url, session_scope
+from backend.main import create_app
+from backend.services.auth import hash_password, issue_session_token
+from backend.settings import Settings
+
+PG_SERVER_URL = os.environ.get("STREAMRL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+REDIS_SERVER_URL = os.environ.get("STREAMRL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+TEST_SECRET = "test-secret-key-0123456789abcdef"
+DEFAULT_PASSWORD = "correct-horse-battery"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    server = make_url(normalize_database_url(PG_SERVER_URL))
+    name = f"streamrl_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except Exception as exc:
+        pytest.fail(f"Postgres at {server.render_as_string(hide_password=True)} is not usable: {exc}")
+    url = server.set(database=name).render_as_string(hide_password=False)
+    upgrade_database(url)
+    yield url
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'streamrl.db'}"
+    upgrade_database(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A Redis db number no concurrent test session uses (lock key in db 0, expires after 2 h)."""
+    base = redis.Redis.from_url(REDIS_SERVER_URL)
+    try:
+        base.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"Redis at {REDIS_SERVER_URL} is not usable: {exc}")
+    for db in range(1, 16):
+        lock = f"streamrl:test:db-lock:{db}"
+        if base.set(lock, os.getpid(), nx=True, ex=7200):
+            break
+    else:
+        pytest.fail("all Redis test dbs 1-15 are locked by other test sessions")
+    url = urlunsplit(urlsplit(REDIS_SERVER_URL)._replace(path=f"/{db}"))
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()
+    base.delete(lock)
+    base.close()
+
+
+@dataclass
+class Backend:
+    """One database + settings, with factories that write through real sessions."""
+
+    url: str
+    engine: Engine
+    settings: Settings
+
+    def session(self) -> AbstractContextManager[Session]:
+        return session_scope(self.engine)
+
+    def make_team(self, name: str | None = None, *, max_concurrent_jobs: int = 2, max_generation_instances: int = 8) -> Team:
+        with self.session() as session:
+            team = Team(
+                name=name or f"team-{uuid.uuid4().hex[:10]}",
+                max_concurrent_jobs=max_concurrent_jobs,
+                max_generation_instances=max_generation_instances,
+            )
+            session.add(team)
+        return team
+
+    def make_user(
+        self, team: Team | None = None, role: Role | str = Role.member, *, email: str | None = None,
+        password: str | None = None,
+    ) -> User:
+        """A user (password optional: hashing is slow), member of `team` with `role` when given."""
+        with self.session() as session:
+            user = User(
+                email=email or f"user-{uuid.uuid4().hex[:10]}@example.com",
+                password_hash=hash_password(password) if password else None,
+            )
+            session.add(user)
+            session.flush()
+            if team is not None:
+                session.add(Membership(team_id=team.id, user_id=user.id, role=Role(role)))
+        return user
+
+    def add_membership(self, team: Team, user: User, role: Role | str) -> None:
+        with self.session() as session:
+            session.add(Membership(team_id=team.id, user_id=user.id, role=Role(role)))
+
+    def auth_headers(self, user: User, team: Team | None = None) -> dict[str, str]:
+        """A session token for `user` in `team` (default: their first team)."""
+        team_id = team.id if team is not None else None
+        if team_id is None:
+            with self.session() as session:
+                team_id = session.scalar(
+                    select(Membership.team_id).where(Membership.user_id == user.id).order_by(Membership.id)
+                )
+            assert team_id is not None, f"{user.email} belongs to no team"
+        token = issue_session_token(user_id=user.id, team_id=team_id, secret_key=TEST_SECRET, ttl_s=3600)
+        return {"Authorization": f"Bearer {token}"}
+
+    @contextmanager
+    def client(self, **overrides: Any) -> Iterator[TestClient]:
+        """The API on this database (lifespan run), with optional settings overrides."""
+        settings = self.settings.model_copy(update=overrides)
+        with TestClient(create_app(settings)) as client:
+            yield client
+
+
+def _backend(url: str, redis_url: str, data_dir: Path) -> Backend:
+    settings = Settings(
+        database_url=url, redis_url=redis_url, data_dir=data_dir, secret_key=TEST_SECRET, auto_migrate=False,
+    )
+    return Backend(url=url, engine=make_engine(url), settings=settings)
+
+
+@pytest.fixture(scope="session")
+def pg_backend(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    backend = _backend(pg_url, redis_url, tmp_path_factory.mktemp("pg-data"))
+    yield backend
+    backend.engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def sqlite_backend(sqlite_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    backend = _backend(sqlite_url, redis_url, tmp_path_factory.mktemp("sqlite-data"))
+    yield backend
+    backend.engine.dispose()
+
+
+@pytest.fixture
+def app_client(pg_backend: Backend) -> Iterator[TestClient]:
+    with pg_backend.client() as client:
+        yield client
+
+
+@pytest.fixture
+def make_team(pg_backend: Backend) -> Any:
+    return pg_backend.make_team
+
+
+@pytest.fixture
+def make_user(pg_backend: Backend) -> Any:
+    return pg_backend.make_user
+
+
+@pytest.fixture
+def auth_headers(pg_backend: Backend) -> Any:
+    return pg_backend.auth_headers

@@ -1,0 +1,132 @@
+"""Browser tests: a real API server (uvicorn subprocess, real Postgres and Redis) serving the built dashboard,
+driven by Debian's chromium through Playwright. Screenshots go to test-artifacts/e2e/.
+
+Needs: frontend/dist (scripts/setup.sh builds it), /usr/bin/chromium (`apt-get install -y chromium`), and the
+Postgres database / Redis db of tests/conftest.py (`pg_url`, `redis_url`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from e2e_support import ARTIFACTS, REPO, Api, Server
+
+CHROMIUM = os.environ.get("STREAMRL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+API_FACTORIES = ("backend.main:create_app", "backend.api.app:create_app")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _app_factory() -> str:
+    for factory in API_FACTORIES:
+        module = factory.split(":")[0]
+        if (REPO / (module.replace(".", "/") + ".py")).exists():
+            return factory
+    raise RuntimeError(f"no API app factory found (looked for {', '.join(API_FACTORIES)})")
+
+
+@pytest.fixture(scope="session")
+def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """uvicorn running the API (and the built dashboard at `/`) on a free port; a tiny model under the artifact dir."""
+    if not (REPO / "frontend" / "dist" / "index.html").exists():
+        pytest.fail("frontend/dist is missing: run scripts/setup.sh or (cd frontend && npm run build)")
+    from workers.models.tiny import build_tiny_model
+
+    data_dir = tmp_path_factory.mktemp("e2e-data")
+    artifacts = data_dir / "artifacts"
+    tiny = build_tiny_model("tiny-1m", artifacts / "models" / "tiny-1m")
+    port = _free_port()
+    env = {
+        **os.environ,
+        "STREAMRL_DATA_DIR": str(data_dir),
+        "STREAMRL_ARTIFACT_DIR": str(artifacts),
+        "STREAMRL_DATABASE_URL": pg_url,
+        "STREAMRL_REDIS_URL": redis_url,
+        "STREAMRL_SECRET_KEY": "e2e-secret-key-0123456789",
+        "OMP_NUM_THREADS": "1",
+    }
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = (ARTIFACTS / "api-server.log").open("wb")
+    argv = [sys.executable, "-m", "uvicorn", "--factory", _app_factory(), "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"API server exited with {process.returncode}; see {ARTIFACTS / 'api-server.log'}")
+            try:
+                if httpx.get(f"{url}/api/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("API server did not become healthy within 60 s")
+            time.sleep(0.3)
+        yield Server(url=url, data_dir=data_dir, env=env, tiny_model_dir=tiny)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (never `playwright install`)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """A fresh browser context (no shared localStorage) with a 1440x1000 viewport."""
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    context.set_default_timeout(15_000)
+    tab = context.new_page()
+    console_errors: list[str] = []
+    tab.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def make_api(api_server: Server):  # type: ignore[no-untyped-def]
+    clients: list[Api] = []
+
+    def make() -> Api:
+        clients.append(Api(api_server.url))
+        return clients[-1]
+
+    yield make
+    for client in clients:
+        client.http.close()

@@ -1,0 +1,52 @@
+"""Helpers of the browser tests (imported by conftest.py and the tests): server handle, screenshots, REST setup."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts" / "e2e"
+
+
+@dataclass
+class Server:
+    url: str
+    data_dir: Path
+    env: dict[str, str]
+    tiny_model_dir: Path
+
+
+def shot(page, name: str) -> None:  # type: ignore[no-untyped-def]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+class Api:
+    """A thin REST helper for test setup (what a CLI/SDK user would do), authenticated as one user."""
+
+    def __init__(self, base_url: str) -> None:
+        self.http = httpx.Client(base_url=f"{base_url}/api/v1", timeout=30)
+
+    def register(self, email: str, password: str, team_name: str) -> dict:
+        answer = self.http.post("/auth/register", json={"email": email, "password": password, "team_name": team_name})
+        assert answer.status_code == 201, answer.text
+        return self.login(email, password)
+
+    def login(self, email: str, password: str) -> dict:
+        login = self.http.post("/auth/login", json={"email": email, "password": password})
+        assert login.status_code == 200, login.text
+        self.http.headers["Authorization"] = f"Bearer {login.json()['token']}"
+        return login.json()
+
+    def post(self, path: str, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+        answer = self.http.post(path, **kwargs)
+        assert answer.status_code < 300, f"{path}: {answer.status_code} {answer.text}"
+        return answer.json()
+
+    def get(self, path: str, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+        answer = self.http.get(path, **kwargs)
+        assert answer.status_code == 200, f"{path}: {answer.status_code} {answer.text}"
+        return answer.json()

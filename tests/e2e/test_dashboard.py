@@ -1,0 +1,101 @@
+"""The dashboard in a real browser against a real API: sign up, upload a dataset (and see a bad file's line error),
+submit a job on the tiny model (and see a 422 next to its field), open the job, scale it, cancel it; a second team's
+user sees none of it. Screenshots: test-artifacts/e2e/."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from e2e_support import Server, shot
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "correct-horse-battery"
+GOOD_JSONL = b"".join(b'{"prompt": "%d+%d=", "answer": "%d"}\n' % (a, b, a + b) for a, b in [(1, 1), (2, 3), (4, 4)])
+BAD_JSONL = b'{"prompt": "1+1=", "answer": "2"}\nthis is not json\n'
+
+
+def sign_up(page: Page, server: Server, email: str, team: str) -> None:
+    page.goto(f"{server.url}/")
+    page.get_by_role("button", name=re.compile("Create an account")).click()
+    page.locator("input[name=email]").fill(email)
+    page.locator("input[name=password]").fill(PASSWORD)
+    page.locator("input[name=team_name]").fill(team)
+    page.get_by_role("button", name="Create account").click()
+    expect(page.get_by_test_id("whoami")).to_contain_text(email)
+
+
+def upload(page: Page, name: str, content: bytes) -> None:
+    page.locator("input[name=dataset_file]").set_input_files(
+        files=[{"name": name, "mimeType": "application/jsonl", "buffer": content}]
+    )
+    page.get_by_role("button", name="Upload").click()
+
+
+def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]
+    tag = uuid.uuid4().hex[:8]
+    alice = f"alice-{tag}@example.com"
+    sign_up(page, api_server, alice, f"team-a-{tag}")
+    shot(page, "01-jobs-empty")
+
+    # The tiny model is registered over REST (as `streamrl models add` would); the form offers registered models.
+    api = make_api()
+    api.login(alice, PASSWORD)
+    api.post("/models", json={"name": "tiny-1m", "path": str(api_server.tiny_model_dir)})
+
+    page.get_by_role("link", name="Submit job").click()
+    expect(page.locator("select[name=model]")).to_have_value("tiny-1m")
+
+    upload(page, "bad.jsonl", BAD_JSONL)
+    upload_error = page.locator(".upload .field-error")
+    expect(upload_error).to_contain_text("line 2")
+    shot(page, "02-dataset-line-error")
+
+    upload(page, "arith.jsonl", GOOD_JSONL)
+    expect(page.locator(".upload .field-hint")).to_contain_text("3 rows")
+    expect(page.locator("select[name=dataset] option:checked")).to_contain_text("arith")
+
+    # A bad value comes back as a 422 whose message lands next to the field it names.
+    page.locator("input[name=batch_size]").fill("0")
+    page.locator("input[name=iterations]").fill("3")
+    page.get_by_role("button", name="Submit job").click()
+    batch_field = page.locator(".field", has=page.locator("input[name=batch_size]"))
+    expect(batch_field.locator(".field-error")).to_contain_text("greater than or equal to 1")
+    shot(page, "03-submit-field-error")
+
+    page.locator("input[name=batch_size]").fill("8")
+    page.get_by_role("button", name="Submit job").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+    job_id = int(page.url.rsplit("/", 1)[1])
+    expect(page.get_by_role("heading", name=re.compile("grpo-run"))).to_be_visible()
+    expect(page.get_by_test_id("target-instances")).to_have_text("2")
+    shot(page, "04-job-detail")
+
+    page.get_by_role("button", name="scale up").click()
+    expect(page.get_by_test_id("target-instances")).to_have_text("3")
+    assert api.get(f"/jobs/{job_id}")["target_instances"] == 3
+
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_test_id("status").first).to_have_text("cancelled")
+    expect(page.get_by_role("button", name="scale up")).to_be_disabled()
+    shot(page, "05-job-cancelled")
+
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    expect(page.get_by_test_id("jobs-table")).to_contain_text("grpo-run")
+
+    # A second team's user sees none of it: not in the list, not by URL, not over REST.
+    page.get_by_role("button", name="Sign out").click()
+    bob = f"bob-{tag}@example.com"
+    sign_up(page, api_server, bob, f"team-b-{tag}")
+    expect(page.get_by_test_id("jobs-table").locator("tbody tr")).to_have_count(0)
+    page.get_by_role("link", name="Submit job").click()
+    expect(page.locator("select[name=dataset] option")).to_have_count(1)  # only the placeholder
+    page.goto(f"{api_server.url}/#/jobs/{job_id}")
+    expect(page.get_by_role("alert")).to_contain_text(re.compile("not found", re.I))
+    shot(page, "06-other-team-not-found")
+    other = make_api()
+    other.login(bob, PASSWORD)
+    assert other.http.get(f"/jobs/{job_id}").status_code == 404

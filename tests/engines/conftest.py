@@ -1,0 +1,34 @@
+"""Fixtures: a tiny model whose logits are sharpened (greedy decisions far from ties) and whose EOS never wins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from workers.models import build_tiny_model
+
+torch.set_num_threads(1)
+
+def sharpen(model_dir: Path, *, scale: float = 8.0) -> Path:
+    """Scale the output layer (peaked distributions) and zero the EOS row (outputs run to max_tokens)."""
+    path = model_dir / "model.safetensors"
+    state = load_file(path)
+    head = state["lm_head.weight"] * scale
+    head[2] = 0.0  # <eos>
+    state["lm_head.weight"] = head
+    save_file(state, str(path), metadata={"format": "pt"})
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sharpen(build_tiny_model("tiny-1m", tmp_path_factory.mktemp("tiny") / "m", seed=1))
+
+
+@pytest.fixture(scope="session")
+def other_weights_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Same architecture, different weights (a 'new policy version')."""
+    return sharpen(build_tiny_model("tiny-1m", tmp_path_factory.mktemp("tiny2") / "m", seed=2))

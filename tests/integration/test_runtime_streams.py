@@ -1,0 +1,70 @@
+"""PromptQueue / SampleStream on a real Redis: ack after use, reclaim from dead consumers, idempotent ids."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from workers.sample import Sample
+from workers.stream import PromptQueue, PromptRequest, SampleStream
+
+
+def _request(i: int) -> PromptRequest:
+    return PromptRequest(sample_id=f"s{i}", group_id=f"g{i // 2}", prompt_id=f"p{i // 2}", iteration=0,
+                         prompt_ids=[1, 2, 3])
+
+
+def _sample(job_id: int, sid: str) -> Sample:
+    return Sample(job_id=job_id, prompt_id="p", group_id="g", sample_id=sid, policy_version=0, prompt_ids=[1],
+                  response_ids=[2, 3], behaviour_logprobs=[-0.1, -0.2], finish_reason="stop")
+
+
+def test_prompt_queue_acks_and_reclaims_from_dead_consumer(redis_client: redis.Redis, job_id: int) -> None:
+    queue = PromptQueue(redis_client, job_id, "inst-0", reclaim_after_s=0.2)
+    queue.put(_request(i) for i in range(4))
+    first = queue.read("dead", count=3)
+    assert [r.sample_id for _, r in first] == ["s0", "s1", "s2"]
+    queue.ack([first[0][0]])  # the dead consumer finished s0 only
+    assert queue.backlog() == 3
+    fresh = queue.read("alive", count=10)
+    assert [r.sample_id for _, r in fresh] == ["s3"]  # s1, s2 are still pending on "dead", not yet idle enough
+    queue.ack([fresh[0][0]])
+    time.sleep(0.3)
+    reclaimed = queue.read("alive", count=10)
+    assert sorted(r.sample_id for _, r in reclaimed) == ["s1", "s2"]
+    queue.ack([e for e, _ in reclaimed])
+    assert queue.backlog() == 0
+
+
+def test_prompt_queue_drain_returns_unfinished(redis_client: redis.Redis, job_id: int) -> None:
+    queue = PromptQueue(redis_client, job_id, "inst-1")
+    queue.put(_request(i) for i in range(3))
+    got = queue.read("c", count=1)
+    queue.ack([got[0][0]])
+    assert sorted(r.sample_id for r in queue.drain()) == ["s1", "s2"]
+    assert queue.backlog() == 0
+
+
+def test_sample_stream_is_idempotent_by_sample_id(redis_client: redis.Redis, job_id: int) -> None:
+    stream = SampleStream(redis_client, job_id, reclaim_after_s=0.2)
+    assert stream.publish(_sample(job_id, "a"))
+    assert not stream.publish(_sample(job_id, "a"))  # a reclaimed request regenerated: not streamed twice
+    assert stream.publish(_sample(job_id, "b"))
+    got = stream.read("trainer-dead", count=10)
+    assert [s.sample_id for _, s in got] == ["a", "b"]
+    time.sleep(0.3)  # the trainer died before using them: a restarted one reclaims both
+    again = stream.read("trainer-new", count=10, block_ms=10)
+    assert [s.sample_id for _, s in again] == ["a", "b"]
+    stream.commit([(e, s.sample_id) for e, s in again])
+    assert stream.is_consumed("a") and stream.consumed_count() == 2
+    assert stream.read("trainer-new", count=10, block_ms=10) == []
+
+
+def test_forget_produced_allows_regeneration(redis_client: redis.Redis, job_id: int) -> None:
+    stream = SampleStream(redis_client, job_id)
+    assert stream.publish(_sample(job_id, "x"))
+    [(entry, _)] = stream.read("t", count=1)
+    stream.discard([entry])  # over-stale: dropped
+    stream.forget_produced(["x"])
+    assert stream.publish(_sample(job_id, "x"))

@@ -1,0 +1,61 @@
+"""The Celery application: broker = the platform's Redis, three queues routed by task-name prefix.
+
+`generation.*` -> queue `generation` (one process per accelerator), `training.*` -> `training` (job drivers),
+`control.*` -> `control`. Tasks are long-running (a whole job or instance), so a worker takes one at a time
+(prefetch 1) and acknowledges only when the task ended (acks_late); a lost task is restarted by the controller, which
+owns desired state, so the broker's redelivery timeout is long and tasks are idempotent on their ids.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from celery import Celery
+
+from backend.settings import get_settings
+
+TASK_ROUTES = {
+    "generation.*": {"queue": "generation"},
+    "training.*": {"queue": "training"},
+    "control.*": {"queue": "control"},
+}
+
+
+def platform_redis_url() -> str:
+    """The Redis every runtime part talks to: settings.redis_url, or the embedded server's socket under data_dir."""
+    settings = get_settings()
+    if settings.redis_url:
+        return settings.redis_url
+    socket = Path(settings.data_dir) / "redis" / "redis.sock"
+    return f"unix://{socket}"
+
+
+def celery_broker_url(redis_url: str) -> str:
+    """Celery (kombu) spells a unix-socket Redis `redis+socket://PATH`; redis-py spells it `unix://PATH`."""
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url.removeprefix("unix://")
+    return redis_url
+
+
+def make_celery(redis_url: str | None = None) -> Celery:
+    broker = celery_broker_url(redis_url or platform_redis_url())
+    app = Celery("streamrl", broker=broker, include=["workers.celery_tasks"])
+    app.conf.update(
+        task_routes=TASK_ROUTES,
+        task_default_queue="control",
+        task_acks_late=True,
+        task_reject_on_worker_lost=False,  # the controller restarts lost work; redelivery would double-start it
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={"visibility_timeout": int(os.environ.get("STREAMRL_VISIBILITY_TIMEOUT_S", 86400))},
+        worker_hijack_root_logger=False,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+    )
+    return app
+
+
+app = make_celery()

@@ -1,0 +1,61 @@
+"""Per-token-latency profiling: PTL(BS) of a real engine, measured with a few probe batches (DESIGN §2.3).
+
+Engines with a `profile_ptl(batch_sizes, tokens=...)` method (HFEngine) are asked directly (EOS ignored, exact token
+counts); any other `GenerationEngine` is timed through `generate_stream` (seconds / longest response).
+The profile is plain data: `ptl_to_json` / `ptl_from_json` store it with the job; `refresh_ptl` folds live timings in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from workers.dispatch.split import PTLProfile
+from workers.generation.engine import GenerationEngine, GenerationRequest, SamplingParams
+
+
+def ptl_from_timings(timings: Mapping[int, float]) -> PTLProfile:
+    return PTLProfile(tuple(sorted((int(bs), float(s)) for bs, s in timings.items())))
+
+
+def ptl_to_json(profile: PTLProfile) -> list[list[float]]:
+    return [[bs, s] for bs, s in profile.points]
+
+
+def ptl_from_json(data: Sequence[Sequence[float]]) -> PTLProfile:
+    return PTLProfile(tuple((int(bs), float(s)) for bs, s in data))
+
+
+def measure_ptl(engine: GenerationEngine, batch_sizes: Iterable[int], *, tokens: int = 32, prompt_len: int = 8,
+                repeats: int = 1) -> PTLProfile:
+    """Profile `engine` at each batch size; the best of `repeats` runs (least disturbed by other load) is kept."""
+    sizes = sorted({int(bs) for bs in batch_sizes})
+    if not sizes or sizes[0] < 1:
+        raise ValueError(f"batch sizes must be >= 1, got {sizes}")
+    best: dict[int, float] = {}
+    for _ in range(max(1, repeats)):
+        profile_fn = getattr(engine, "profile_ptl", None)
+        timings = profile_fn(sizes, tokens=tokens, prompt_len=prompt_len) if callable(profile_fn) \
+            else _time_stream(engine, sizes, tokens, prompt_len)
+        for bs, s in timings.items():
+            best[bs] = min(best.get(bs, float("inf")), s)
+    return ptl_from_timings(best)
+
+
+def _time_stream(engine: GenerationEngine, sizes: list[int], tokens: int, prompt_len: int) -> dict[int, float]:
+    result = {}
+    for bs in sizes:
+        sampling = SamplingParams(temperature=0.0, max_tokens=tokens)
+        requests = [GenerationRequest(f"ptl-{bs}-{i}", [1] * prompt_len, sampling) for i in range(bs)]
+        start = time.perf_counter()
+        longest = max(len(r.response_ids) for r in engine.generate_stream(requests))
+        result[bs] = (time.perf_counter() - start) / max(1, longest)
+    return result
+
+
+def refresh_ptl(profile: PTLProfile, batch_size: int, seconds_per_token: float, weight: float = 0.2) -> PTLProfile:
+    """Blend a live timing at `batch_size` into the profile (exponential moving average; new point if absent)."""
+    points = dict(profile.points)
+    old = points.get(batch_size)
+    points[batch_size] = seconds_per_token if old is None else (1 - weight) * old + weight * seconds_per_token
+    return ptl_from_timings(points)

@@ -1,0 +1,124 @@
+"""`HFEngine`: transformers generation with continuous batching (CPU or GPU).
+
+    engine = setup_engine("hf", model_dir=path, max_batch_size=32, device="cpu")
+    for result in engine.generate_stream(requests):   # requests consumed lazily, in the order given
+        ...                                          # results arrive in finish order
+
+At most `max_batch_size` sequences are in flight; a sequence that finishes (EOS, stop string, max_tokens) is yielded
+at once and its slot refilled from the request iterator (see hf_batch.py for the KV-cache layout). Logprobs are the
+behaviour logprobs defined in sampling.py. `generate_padded` is the plain `model.generate` baseline on padded batches.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
+from workers.generation.engines.hf_batch import ContinuousBatcher
+
+
+def load_safetensors_dir(source: str | Path) -> dict[str, torch.Tensor]:
+    """All tensors of a HF-format directory (model.safetensors or sharded model-*.safetensors)."""
+    files = sorted(Path(source).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors files in {source}")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(f))
+    return state
+
+
+class HFEngine(GenerationEngine):
+    def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
+                 dtype: str = "float32", seed: int = 0) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1 (got {max_batch_size})")
+        self.max_batch_size = max_batch_size
+        self.device = torch.device(device)
+        self.dtype = getattr(torch, dtype)
+        self.seed_rng = random.Random(seed)
+        self.model: torch.nn.Module | None = None
+        self.tokenizer = None
+        self.eos_ids: set[int] = set()
+        if model_dir is not None:
+            self.load(model_dir)
+
+    def load(self, model_dir: str | Path) -> None:
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype).to(self.device).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        self.eos_ids = set(eos) if isinstance(eos, list) else ({eos} if eos is not None else set())
+        self.version = 0
+
+    def update_weights(self, version: int, source: str | Path) -> None:
+        model = self._require_model()
+        state = load_safetensors_dir(source)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+        if unexpected or set(missing) - tied:
+            raise ValueError(f"weights in {source} do not match the model: missing={sorted(set(missing) - tied)} "
+                             f"unexpected={sorted(unexpected)}")
+        self.version = version
+
+    def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
+        yield from self._batcher().run(requests)
+
+    def encode(self, text: str) -> list[int]:
+        assert self.tokenizer is not None, "call load() first"
+        return list(self.tokenizer(text)["input_ids"])
+
+    def profile_ptl(self, batch_sizes: Iterable[int], tokens: int = 32, prompt_len: int = 8) -> dict[int, float]:
+        """Per-token latency (seconds per decode step) at each batch size: B identical requests, EOS ignored."""
+        model = self._require_model()
+        result: dict[int, float] = {}
+        for bs in batch_sizes:
+            sampling = SamplingParams(temperature=0, max_tokens=tokens)
+            reqs = [GenerationRequest(f"ptl-{i}", [1] * prompt_len, sampling) for i in range(bs)]
+            batcher = ContinuousBatcher(model, self.tokenizer, max_batch_size=bs, eos_ids=self.eos_ids,
+                                        seed_rng=self.seed_rng, ignore_eos=True)
+            t0 = time.perf_counter()
+            list(batcher.run(reqs))
+            result[bs] = (time.perf_counter() - t0) / tokens
+        return result
+
+    @torch.no_grad()
+    def generate_padded(self, prompts: list[list[int]], sampling: SamplingParams, batch_size: int) -> list[list[int]]:
+        """Baseline: plain `model.generate` on left-padded static batches; returns response ids cut after EOS."""
+        model = self._require_model()
+        pad = int(self.tokenizer.pad_token_id or 0)  # type: ignore[union-attr]
+        outputs: list[list[int]] = []
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        for at in range(0, len(prompts), batch_size):
+            chunk = prompts[at : at + batch_size]
+            width = max(len(p) for p in chunk)
+            ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=self.device)  # (B, P)
+            mask = (torch.arange(width, device=self.device)[None, :] >= (width - torch.tensor(
+                [len(p) for p in chunk], device=self.device))[:, None]).long()  # (B, P)
+            kwargs = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p} \
+                if sampling.temperature > 0 else {"do_sample": False}
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_tokens,
+                                 pad_token_id=pad, eos_token_id=sorted(self.eos_ids) or None,
+                                 stop_strings=list(sampling.stop) or None, tokenizer=self.tokenizer, **kwargs)
+            for row in out[:, width:].tolist():
+                cut = next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
+                outputs.append(row[:cut])
+        return outputs
+
+    def _batcher(self) -> ContinuousBatcher:
+        return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
+                                 eos_ids=self.eos_ids, seed_rng=self.seed_rng)
+
+    def _require_model(self) -> torch.nn.Module:
+        if self.model is None:
+            raise RuntimeError("HFEngine: call load(model_dir) first")
+        return self.model

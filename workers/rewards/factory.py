@@ -1,0 +1,81 @@
+"""`build_reward(spec)`: a `RewardSpec` (backend/schemas/spec.py) becomes a callable `Reward`.
+
+Built-ins run in-process; `composite` is the weighted sum of its components (each component's `weight`; component
+names are their types, suffixed `#2`, `#3`... when repeated); `python` runs user code in a sandbox worker.
+A component that errors makes the composite's outcome an error too (value 0.0), naming the component.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from backend.schemas.spec import RewardSpec
+from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
+from workers.rewards.builtins import bind_builtin
+from workers.rewards.sandbox import PythonReward
+
+
+class BuiltinReward(Reward):
+    def __init__(self, name: str, fn: Callable[[str, str, Mapping[str, Any]], float]):
+        self.name, self.fn = name, fn
+
+    def score(self, prompt: str, response: str, meta: Mapping[str, Any] | None = None) -> RewardOutcome:
+        try:
+            return outcome_from_result(self.fn(prompt, response, meta or {}))
+        except (KeyError, ValueError, TypeError, RewardResultError) as exc:
+            return RewardOutcome.failed(f"reward {self.name!r}: {exc.args[0] if exc.args else exc}")
+
+
+class CompositeReward(Reward):
+    name = "composite"
+
+    def __init__(self, parts: list[tuple[str, float, Reward]]):
+        assert parts, "a composite needs at least one component"
+        self.parts = parts
+
+    def score(self, prompt: str, response: str, meta: Mapping[str, Any] | None = None) -> RewardOutcome:
+        outcomes = [(name, weight, part.score(prompt, response, meta)) for name, weight, part in self.parts]
+        return self._combine(outcomes)
+
+    def score_many(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> list[RewardOutcome]:
+        batch = list(items)
+        per_part = [(name, weight, part.score_many(batch)) for name, weight, part in self.parts]
+        return [self._combine([(name, w, outs[i]) for name, w, outs in per_part]) for i in range(len(batch))]
+
+    @staticmethod
+    def _combine(outcomes: list[tuple[str, float, RewardOutcome]]) -> RewardOutcome:
+        errors = [f"{name}: {out.error}" for name, _, out in outcomes if out.error is not None]
+        if errors:
+            return RewardOutcome.failed("; ".join(errors))
+        components = {name: out.value for name, _, out in outcomes}
+        return RewardOutcome(value=sum(w * out.value for _, w, out in outcomes), components=components)
+
+    def close(self) -> None:
+        for _, _, part in self.parts:
+            part.close()
+
+
+def build_reward(spec: RewardSpec | Mapping[str, Any]) -> Reward:
+    """Build a reward; raises ValueError naming the bad type or param (a user error, reported at submit time)."""
+    if not isinstance(spec, RewardSpec):
+        spec = RewardSpec.model_validate(spec)
+    if spec.type == "python":
+        assert spec.code is not None  # RewardSpec's validator guarantees it
+        allowed = {"timeout_s", "memory_mb"}
+        unknown = sorted(set(spec.params) - allowed)
+        if unknown:
+            raise ValueError(f"reward 'python': unknown params {unknown}; allowed: {sorted(allowed)}")
+        return PythonReward(spec.code, timeout_s=float(spec.params.get("timeout_s", 2.0)),
+                            memory_mb=int(spec.params.get("memory_mb", 256)))
+    if spec.type == "composite":
+        if spec.params:
+            raise ValueError("reward 'composite' takes no params; put them on its components")
+        parts: list[tuple[str, float, Reward]] = []
+        seen: dict[str, int] = {}
+        for child in spec.components:
+            seen[child.type] = seen.get(child.type, 0) + 1
+            name = child.type if seen[child.type] == 1 else f"{child.type}#{seen[child.type]}"
+            parts.append((name, child.weight, build_reward(child)))
+        return CompositeReward(parts)
+    return BuiltinReward(spec.type, bind_builtin(spec.type, spec.params))

@@ -1,0 +1,81 @@
+"""The runtime's calls into the other parts (engines, rewards, datasets, dispatch), in one place.
+
+Each function builds one part for a job from its spec; errors that are the user's (unknown reward, unreadable
+dataset) are re-raised as `JobSetupError` with a message naming what to fix.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from backend.db import Dataset, Job
+from backend.db.session import session_scope
+from backend.schemas.spec import JobSpec
+from workers.datasets import load_dataset
+from workers.dispatch.split import PTLProfile
+from workers.generation.engine import GenerationEngine
+from workers.generation.engines import setup_engine
+from workers.rewards import Reward, build_reward
+from workers.runtime.context import JobContext, JobSetupError
+from workers.stream import keys
+
+log = logging.getLogger(__name__)
+PTL_TOKENS = 16
+
+
+def make_engine(spec: JobSpec, model_dir: Path) -> GenerationEngine:
+    kwargs: dict[str, Any] = {"model_dir": model_dir, "max_batch_size": spec.generation.batch_size}
+    if spec.generation.engine == "hf":
+        kwargs["seed"] = spec.seed
+    return setup_engine(spec.generation.engine, **kwargs)
+
+
+def make_reward(spec: JobSpec) -> Reward:
+    try:
+        return build_reward(spec.reward)
+    except ValueError as err:
+        raise JobSetupError(f"reward: {err}") from err
+
+
+def load_rows(ctx: JobContext, split: str = "train") -> list[dict[str, Any]]:
+    """The job's prompt rows; an uploaded dataset is read from the file the control plane stored."""
+    dataset = ctx.spec.dataset
+    try:
+        if dataset.id is not None:
+            with session_scope() as session:
+                row = session.get(Dataset, dataset.id)
+                if row is None or row.team_id != ctx.team_id:
+                    raise JobSetupError(f"dataset {dataset.id} not found in this team")
+                path = row.storage_path
+            dataset = dataset.model_copy(update={"id": None, "path": path})
+        rows = load_dataset(dataset, split=split, seed=ctx.spec.seed)
+    except (ValueError, OSError) as err:
+        raise JobSetupError(f"dataset: {err}") from err
+    if split == "train" and not rows:
+        raise JobSetupError("dataset: no training prompts")
+    return rows
+
+
+def profile_ptl_once(ctx: JobContext, engine: GenerationEngine) -> None:
+    """The first instance of a job measures PTL(BS) for skew-aware dispatch and stores it on the job."""
+    profile = getattr(engine, "profile_ptl", None)
+    if profile is None or not ctx.redis.set(f"{keys.prefix(ctx.job_id)}:ptl_lock", 1, nx=True, ex=3600):
+        return
+    top = ctx.spec.generation.batch_size
+    sizes = sorted({1, max(1, top // 4), max(1, top // 2), top})
+    measured: dict[int, float] = profile(sizes, tokens=PTL_TOKENS)
+    with session_scope() as session:
+        job = session.get(Job, ctx.job_id)
+        if job is not None:
+            job.ptl_profile = {"points": [[int(bs), float(s)] for bs, s in sorted(measured.items())]}
+
+
+def load_ptl(job_id: int) -> PTLProfile | None:
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        raw = job.ptl_profile if job is not None else None
+    if not raw or not raw.get("points"):
+        return None
+    return PTLProfile(tuple((int(bs), float(s)) for bs, s in raw["points"]))

@@ -1,0 +1,58 @@
+"""Redis key names of one job's runtime state. Every key is prefixed by the job id so jobs never collide."""
+
+from __future__ import annotations
+
+
+def prefix(job_id: int) -> str:
+    return f"streamrl:job:{job_id}"
+
+
+def prompt_stream(job_id: int, instance_id: str) -> str:
+    """Requests dispatched to one generation instance (one entry = one sample to generate)."""
+    return f"{prefix(job_id)}:prompts:{instance_id}"
+
+
+def sample_stream(job_id: int) -> str:
+    """Finished samples of every instance, consumed by the job driver."""
+    return f"{prefix(job_id)}:samples"
+
+
+def consumed_set(job_id: int) -> str:
+    """Sample ids the trainer has used: consumption is idempotent on this set."""
+    return f"{prefix(job_id)}:consumed"
+
+
+def produced_set(job_id: int) -> str:
+    """Sample ids some instance has already streamed: a duplicate request is acked without regenerating."""
+    return f"{prefix(job_id)}:produced"
+
+
+def weights_latest(job_id: int) -> str:
+    return f"{prefix(job_id)}:weights:latest"
+
+
+def weights_channel(job_id: int) -> str:
+    return f"{prefix(job_id)}:weights:announce"
+
+
+def instance_stop(job_id: int, instance_id: str) -> str:
+    """Set by the controller (or the driver at the end of a job): the instance finishes its current work and exits."""
+    return f"{prefix(job_id)}:stop:{instance_id}"
+
+
+def instance_heartbeat(job_id: int, instance_id: str) -> str:
+    return f"{prefix(job_id)}:heartbeat:{instance_id}"
+
+
+def job_done(job_id: int) -> str:
+    """Set by the driver when the job ended (any terminal status): every instance exits."""
+    return f"{prefix(job_id)}:done"
+
+
+def colocated_turn(job_id: int) -> str:
+    """Colocated mode: 'generate' or 'train', whose turn it is on the shared pool."""
+    return f"{prefix(job_id)}:colocated:turn"
+
+
+def all_keys_pattern(job_id: int) -> str:
+    return f"{prefix(job_id)}:*"

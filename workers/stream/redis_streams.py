@@ -1,0 +1,181 @@
+"""`PromptQueue` and `SampleStream`: Redis Streams with consumer groups (DESIGN §4, §6).
+
+Delivery is at-least-once, consumption idempotent:
+- an entry is acknowledged (XACK, then XDEL so the stream holds only unfinished work) only after it was used;
+- entries a consumer read but never acknowledged are reclaimed with XAUTOCLAIM once idle for `reclaim_after_s`
+  (the consumer died: a restarted instance or driver picks them up);
+- sample ids are unique; the trainer records used ids in a Redis set, and producers skip ids already streamed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from workers.sample import Sample
+from workers.stream import keys
+
+PROMPT_GROUP = "generators"
+SAMPLE_GROUP = "trainer"
+
+# KEYS[1] produced set, KEYS[2] sample stream; ARGV[1] sample id, ARGV[2] payload. XADD only for a new sample id.
+_PUBLISH_ONCE = """
+if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
+  return redis.call('XADD', KEYS[2], '*', 'data', ARGV[2])
+end
+return false
+"""
+
+
+@dataclass
+class PromptRequest:
+    """One sample to generate: the dispatcher writes these to an instance's prompt stream."""
+
+    sample_id: str
+    group_id: str
+    prompt_id: str
+    iteration: int
+    prompt_ids: list[int]
+    prompt_text: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    predicted_len: float = 0.0  # the instance serves longest-predicted first
+    min_version: int = 0  # the instance loads weights at least this new before generating it
+    seed: int | None = None
+    queued_at: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> PromptRequest:
+        return cls(**json.loads(raw))
+
+
+def _ensure_group(client: redis.Redis, stream: str, group: str) -> None:
+    try:
+        client.xgroup_create(stream, group, id="0", mkstream=True)
+    except redis.ResponseError as err:
+        if "BUSYGROUP" not in str(err):
+            raise
+
+
+def _read(
+    client: redis.Redis, stream: str, group: str, consumer: str, count: int, block_ms: int, reclaim_after_s: float
+) -> list[tuple[str, bytes]]:
+    """Reclaimed entries of dead consumers first, then new ones (blocking up to `block_ms` when none)."""
+    claimed: Any = client.xautoclaim(stream, group, consumer, min_idle_time=int(reclaim_after_s * 1000), count=count)
+    entries = [(entry_id, fields) for entry_id, fields in claimed[1] if fields]
+    if len(entries) < count:
+        got: Any = client.xreadgroup(group, consumer, {stream: ">"}, count=count - len(entries), block=block_ms or None)
+        for _stream, items in got or []:
+            entries.extend(items)
+    return [(_s(entry_id), fields[b"data"]) for entry_id, fields in entries]
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class PromptQueue:
+    """The prompt stream of one generation instance of one job."""
+
+    def __init__(self, client: redis.Redis, job_id: int, instance_id: str, reclaim_after_s: float = 30.0):
+        self.client, self.job_id, self.instance_id = client, job_id, instance_id
+        self.stream = keys.prompt_stream(job_id, instance_id)
+        self.reclaim_after_s = reclaim_after_s
+        _ensure_group(client, self.stream, PROMPT_GROUP)
+
+    def put(self, requests: Iterable[PromptRequest]) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        n = 0
+        for request in requests:
+            request.queued_at = request.queued_at or time.time()
+            pipe.xadd(self.stream, {"data": request.to_json()})
+            n += 1
+        pipe.execute()
+        return n
+
+    def read(self, consumer: str, count: int, block_ms: int = 0) -> list[tuple[str, PromptRequest]]:
+        raw = _read(self.client, self.stream, PROMPT_GROUP, consumer, count, block_ms, self.reclaim_after_s)
+        return [(entry_id, PromptRequest.from_json(data)) for entry_id, data in raw]
+
+    def ack(self, entry_ids: list[str]) -> None:
+        if entry_ids:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xack(self.stream, PROMPT_GROUP, *entry_ids)
+            pipe.xdel(self.stream, *entry_ids)
+            pipe.execute()
+
+    def backlog(self) -> int:
+        """Requests not yet finished (queued or in flight): acknowledged entries are deleted."""
+        return int(self.client.xlen(self.stream))
+
+    def drain(self) -> list[PromptRequest]:
+        """Remove and return every unfinished request (the instance is gone; the driver re-dispatches them)."""
+        entries: Any = self.client.xrange(self.stream, "-", "+")
+        self.client.delete(self.stream)
+        return [PromptRequest.from_json(fields[b"data"]) for _id, fields in entries]
+
+
+class SampleStream:
+    """The finished-sample stream of one job: every instance produces, the job driver consumes."""
+
+    def __init__(self, client: redis.Redis, job_id: int, reclaim_after_s: float = 60.0):
+        self.client, self.job_id = client, job_id
+        self.stream = keys.sample_stream(job_id)
+        self.reclaim_after_s = reclaim_after_s
+        self._publish = client.register_script(_PUBLISH_ONCE)
+        _ensure_group(client, self.stream, SAMPLE_GROUP)
+
+    def already_produced(self, sample_id: str) -> bool:
+        return bool(self.client.sismember(keys.produced_set(self.job_id), sample_id))
+
+    def publish(self, sample: Sample) -> bool:
+        """XADD `sample` unless its id was streamed before; True when added."""
+        added = self._publish(keys=[keys.produced_set(self.job_id), self.stream], args=[sample.sample_id,
+                                                                                         sample.to_json()])
+        return added is not None
+
+    def read(self, consumer: str, count: int, block_ms: int = 0) -> list[tuple[str, Sample]]:
+        raw = _read(self.client, self.stream, SAMPLE_GROUP, consumer, count, block_ms, self.reclaim_after_s)
+        return [(entry_id, Sample.from_json(data)) for entry_id, data in raw]
+
+    def is_consumed(self, sample_id: str) -> bool:
+        return bool(self.client.sismember(keys.consumed_set(self.job_id), sample_id))
+
+    def commit(self, entries: list[tuple[str, str]]) -> None:
+        """Mark (entry id, sample id) pairs used: record the ids, then acknowledge and delete the entries."""
+        if not entries:
+            return
+        pipe = self.client.pipeline(transaction=True)
+        pipe.sadd(keys.consumed_set(self.job_id), *[sample_id for _e, sample_id in entries])
+        pipe.xack(self.stream, SAMPLE_GROUP, *[entry_id for entry_id, _s in entries])
+        pipe.xdel(self.stream, *[entry_id for entry_id, _s in entries])
+        pipe.execute()
+
+    def discard(self, entry_ids: list[str]) -> None:
+        """Acknowledge entries that will never be used (duplicates, over-stale samples)."""
+        if entry_ids:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xack(self.stream, SAMPLE_GROUP, *entry_ids)
+            pipe.xdel(self.stream, *entry_ids)
+            pipe.execute()
+
+    def forget_produced(self, sample_ids: list[str]) -> None:
+        """Allow ids to be produced again (a dropped over-stale sample is regenerated under the same id)."""
+        if sample_ids:
+            self.client.srem(keys.produced_set(self.job_id), *sample_ids)
+
+    def consumed_count(self) -> int:
+        return int(self.client.scard(keys.consumed_set(self.job_id)))
+
+
+def clear_job(client: redis.Redis, job_id: int) -> int:
+    """Delete every runtime key of a job (after it ended or before a fresh start)."""
+    found = list(client.scan_iter(match=keys.all_keys_pattern(job_id), count=500))
+    return int(client.delete(*found)) if found else 0

@@ -1,0 +1,90 @@
+"""From `Sample`s to padded tensors, and from a causal-LM forward pass to response-aligned logprobs/entropy/values.
+
+Layout: every sequence is [prompt, response] right-padded to L (B, L). Response token t of row b sits at
+position p = prompt_len_b + t and is predicted by the logits at p - 1; `gather_positions` (B, T) holds those p - 1,
+so every per-token tensor the losses see is response-aligned (B, T), left-aligned, padded with mask 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from workers.sample import Sample
+
+
+@dataclass
+class TokenBatch:
+    input_ids: Tensor  # (B, L) prompt + response, right-padded with pad_id
+    attention_mask: Tensor  # (B, L) 1 on real tokens
+    gather_positions: Tensor  # (B, T) position of the logits predicting response token t
+    response_ids: Tensor  # (B, T) response tokens, padded with 0
+    mask: Tensor  # (B, T) float, 1.0 on real response tokens
+    behaviour_logprobs: Tensor  # (B, T)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.mask.sum())
+
+    def to(self, device: torch.device | str) -> TokenBatch:
+        return TokenBatch(*(getattr(self, name).to(device) for name in self.__dataclass_fields__))
+
+
+def collate(samples: list[Sample], pad_id: int) -> TokenBatch:
+    assert samples, "collate needs at least one sample"
+    seq_len = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+    resp_len = max(max(len(s.response_ids) for s in samples), 1)
+    batch = len(samples)
+    input_ids = torch.full((batch, seq_len), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((batch, seq_len), dtype=torch.long)
+    gather_positions = torch.zeros((batch, resp_len), dtype=torch.long)
+    response_ids = torch.zeros((batch, resp_len), dtype=torch.long)
+    mask = torch.zeros((batch, resp_len))
+    behaviour = torch.zeros((batch, resp_len))
+    for row, sample in enumerate(samples):
+        assert sample.prompt_ids, f"sample {sample.sample_id} has an empty prompt"
+        tokens = sample.prompt_ids + sample.response_ids
+        n_prompt, n_resp = len(sample.prompt_ids), len(sample.response_ids)
+        input_ids[row, : len(tokens)] = torch.tensor(tokens)
+        attention_mask[row, : len(tokens)] = 1
+        gather_positions[row, :n_resp] = torch.arange(n_prompt - 1, n_prompt - 1 + n_resp)
+        response_ids[row, :n_resp] = torch.tensor(sample.response_ids, dtype=torch.long)
+        mask[row, :n_resp] = 1.0
+        behaviour[row, :n_resp] = torch.tensor(sample.behaviour_logprobs, dtype=torch.float32)
+    return TokenBatch(input_ids, attention_mask, gather_positions, response_ids, mask, behaviour)
+
+
+@dataclass
+class PolicyOutputs:
+    logprobs: Tensor  # (B, T)
+    entropy: Tensor  # (B, T)
+    values: Tensor | None  # (B, T) when a value head is given
+
+
+def gather_rows(hidden: Tensor, positions: Tensor) -> Tensor:
+    """hidden (B, L, D), positions (B, T) -> (B, T, D)."""
+    return hidden.gather(1, positions[:, :, None].expand(-1, -1, hidden.shape[-1]))
+
+
+def policy_forward(
+    model: nn.Module, batch: TokenBatch, temperature: float, value_head: nn.Module | None = None
+) -> PolicyOutputs:
+    """Logprobs of the response tokens under softmax(logits / temperature) -- the distribution the engine sampled
+    from (temperature 0 means greedy; scored at temperature 1) -- plus entropy and, optionally, values."""
+    out = model(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=value_head is not None
+    )
+    logits = gather_rows(out.logits, batch.gather_positions).float()  # (B, T, V)
+    if temperature > 0:
+        logits = logits / temperature
+    log_probs = F.log_softmax(logits, dim=-1)  # (B, T, V)
+    logprobs = log_probs.gather(-1, batch.response_ids[:, :, None]).squeeze(-1) * batch.mask  # (B, T)
+    entropy = -(log_probs.exp() * log_probs).sum(-1) * batch.mask  # (B, T)
+    values = None
+    if value_head is not None:
+        hidden = gather_rows(out.hidden_states[-1], batch.gather_positions)  # (B, T, D)
+        values = value_head(hidden.float()).squeeze(-1) * batch.mask  # (B, T)
+    return PolicyOutputs(logprobs, entropy, values)

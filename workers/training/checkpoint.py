@@ -1,0 +1,79 @@
+"""Checkpoint files: a Hugging Face model directory plus the trainer's resumable state.
+
+Layout of a checkpoint directory (written to `<dir>.tmp` then renamed, so a crash never leaves half a checkpoint):
+    config.json, model.safetensors, generation_config.json   policy weights (`AutoModelForCausalLM.from_pretrained`)
+    tokenizer.json, tokenizer_config.json, ...                the tokenizer
+    value_head.safetensors                                    PPO only
+    trainer_state.pt                                          optimizer, scheduler, RNG states, iteration, version
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+TRAINER_STATE = "trainer_state.pt"
+VALUE_HEAD = "value_head.safetensors"
+
+
+def capture_rng() -> dict[str, Any]:
+    """RNG states as tensors/lists so `torch.load(weights_only=True)` can read them back."""
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [np_kind, torch.from_numpy(np.asarray(np_keys, dtype=np.int64)), np_pos, np_has_gauss, np_gauss],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np_kind, np_keys, np_pos, np_has_gauss, np_gauss = state["numpy"]
+    np.random.set_state((np_kind, np_keys.numpy().astype(np.uint32), np_pos, np_has_gauss, np_gauss))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def staging_dir(final: Path) -> Path:
+    """A fresh `<final>.tmp` directory to write into before `publish_dir`."""
+    staging = final.with_name(final.name + ".tmp")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def publish_dir(staging: Path, final: Path) -> None:
+    """Replace `final` by `staging` (rename; the old checkpoint is removed first if present)."""
+    if final.exists():
+        shutil.rmtree(final)
+    staging.rename(final)
+
+
+def save_trainer_state(directory: Path, state: dict[str, Any]) -> None:
+    torch.save(state, directory / TRAINER_STATE)
+
+
+def load_trainer_state(directory: Path) -> dict[str, Any]:
+    path = directory / TRAINER_STATE
+    if not path.exists():
+        raise FileNotFoundError(f"{directory} is not a trainer checkpoint (no {TRAINER_STATE})")
+    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    return state
+
+
+def prune_checkpoints(root: Path, keep: int, prefix: str = "iter_") -> None:
+    """Keep the `keep` newest `<root>/<prefix>NNNNNN` checkpoints, delete older ones."""
+    found = sorted(p for p in root.glob(f"{prefix}*") if p.is_dir() and not p.name.endswith(".tmp"))
+    for old in found[:-keep] if keep > 0 else found:
+        shutil.rmtree(old)

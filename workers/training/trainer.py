@@ -1,0 +1,216 @@
+"""`Trainer`: the policy (+ value head, + frozen reference), AdamW and the two-phase step the runtime drives.
+
+    trainer = Trainer(model_dir, spec, device="cpu")
+    trainer.micro_step(samples)        # as streamed samples arrive: forward, loss, backward (grads accumulate)
+    trainer.micro_step(more_samples)
+    trainer.optimizer_step()           # once per iteration: normalise, clip, AdamW, version += 1
+    trainer.export_weights(dir)        # HF directory the engines load (`update_weights(version, dir)`)
+
+Gradient accumulation is exact token-level aggregation over the whole iteration, whatever the micro-batch split:
+each micro-step backpropagates (token-mean loss x its token count) and `optimizer_step` divides the accumulated
+gradients by the iteration's total token count before clipping. So the runtime may cut micro-batches wherever the
+stream allows and still get the gradient of one big batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from backend.schemas.spec import JobSpec
+from workers.sample import Sample
+from workers.training import checkpoint as ckpt
+from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
+from workers.training.batch import collate, policy_forward
+
+# metrics averaged over tokens across the micro-steps of one iteration
+TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight")
+
+
+def load_policy(model_dir: str | Path, device: torch.device) -> Any:
+    """A HF causal LM in float32 on `device` (typed Any: transformers' own annotations confuse mypy)."""
+    model: Any = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    return model.to(device)
+
+
+class Trainer:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        spec: JobSpec,
+        device: str | torch.device = "cpu",
+        *,
+        use_trainer_old_logprobs: bool = False,
+    ) -> None:
+        """`use_trainer_old_logprobs`: ratio against the trainer's own logprobs with a truncated IS weight against
+        the behaviour logprobs (see `algorithms.base`); default: ratio directly against the behaviour logprobs."""
+        self.spec = spec
+        self.device = torch.device(device)
+        self.model_dir = Path(model_dir)
+        self.algorithm = setup_algorithm(spec.algorithm)
+        self.use_trainer_old_logprobs = use_trainer_old_logprobs
+        torch.manual_seed(spec.seed)
+        self.model = load_policy(model_dir, self.device).train()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.pad_id = self._pad_id()
+        self.reference: Any = None
+        if self.algorithm.needs_reference:
+            self.reference = load_policy(model_dir, self.device).eval().requires_grad_(False)
+        self.value_head: nn.Linear | None = None
+        if self.algorithm.uses_value_head:
+            self.value_head = self._make_value_head(self.model_dir)
+        training = spec.training
+        self.optimizer = torch.optim.AdamW(self.parameters(), lr=training.lr, weight_decay=training.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: 1.0)  # constant lr
+        self.iteration = 0  # optimizer steps taken
+        self.version = 0  # weights version: the initial weights are 0, +1 per optimizer step
+        self._reset_accumulation()
+
+    # -- the step ---------------------------------------------------------------------------------------------------
+    def micro_step(self, samples: list[Sample], advantages: Sequence[float] | None = None) -> Metrics:
+        """Forward + backward of one micro-batch; gradients accumulate until `optimizer_step`.
+
+        `advantages`: one per sample; None computes them with the algorithm, so `samples` must then hold complete
+        groups (every sample of each group_id in it)."""
+        if advantages is None:
+            advantages = self.algorithm.batch_advantages(samples)
+        assert len(advantages) == len(samples), "one advantage per sample"
+        batch = collate(samples, self.pad_id).to(self.device)
+        outputs = policy_forward(self.model, batch, self.spec.generation.temperature, self.value_head)
+        ref_logprobs = None
+        if self.reference is not None:
+            with torch.no_grad():
+                ref_logprobs = policy_forward(self.reference, batch, self.spec.generation.temperature).logprobs
+        inputs = LossInputs(
+            logprobs=outputs.logprobs,
+            behaviour_logprobs=batch.behaviour_logprobs,
+            mask=batch.mask,
+            scores=torch.tensor(list(advantages), dtype=torch.float32, device=self.device),
+            old_logprobs=outputs.logprobs.detach() if self.use_trainer_old_logprobs else None,
+            ref_logprobs=ref_logprobs,
+            entropy=outputs.entropy if self.spec.algorithm.entropy_coef > 0 else outputs.entropy.detach(),
+            values=outputs.values,
+            old_values=outputs.values.detach() if outputs.values is not None else None,
+        )
+        loss, metrics = self.algorithm.loss(self.algorithm.prepare(inputs))
+        tokens = batch.num_tokens
+        if tokens > 0:
+            (loss * tokens).backward()  # sum over tokens; `optimizer_step` divides by the iteration's total
+        self._tokens += tokens
+        self._samples += len(samples)
+        for name in TOKEN_WEIGHTED:
+            if name in metrics:
+                self._weighted[name] = self._weighted.get(name, 0.0) + metrics[name] * tokens
+        return {**metrics, "tokens": float(tokens), "samples": float(len(samples))}
+
+    def optimizer_step(self) -> Metrics:
+        """Normalise accumulated gradients to a token-level mean, clip, AdamW step; returns the iteration's metrics."""
+        lr = float(self.scheduler.get_last_lr()[0])
+        grad_norm = 0.0
+        if self._tokens > 0:
+            for param in self.parameters():
+                if param.grad is not None:
+                    param.grad.div_(self._tokens)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.parameters(), self.spec.training.grad_clip))
+            self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.iteration += 1
+        self.version += 1
+        metrics = {name: total / max(self._tokens, 1) for name, total in self._weighted.items()}
+        metrics.update(grad_norm=grad_norm, lr=lr, tokens=float(self._tokens), samples=float(self._samples))
+        self._reset_accumulation()
+        return metrics
+
+    def train_iteration(self, samples: list[Sample], advantages: Sequence[float] | None = None) -> Metrics:
+        """One iteration on a whole batch of complete groups: micro-steps of `micro_batch_size`, then one step."""
+        if advantages is None:
+            advantages = self.algorithm.batch_advantages(samples)
+        size = self.spec.training.micro_batch_size
+        by_length = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
+        for start in range(0, len(by_length), size):
+            chunk = by_length[start : start + size]
+            self.micro_step([samples[i] for i in chunk], [advantages[i] for i in chunk])
+        return self.optimizer_step()
+
+    # -- weights out ------------------------------------------------------------------------------------------------
+    def state_dict_for_sync(self) -> dict[str, torch.Tensor]:
+        """Policy weights under their HF names, detached CPU copies (safe to ship while training continues)."""
+        return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
+
+    def export_weights(self, directory: str | Path) -> Path:
+        """Write the policy as a HF model directory (config + safetensors + tokenizer) for `update_weights`."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(path)
+        self.tokenizer.save_pretrained(path)
+        return path
+
+    # -- checkpoints ------------------------------------------------------------------------------------------------
+    def save_checkpoint(self, directory: str | Path, iteration: int | None = None) -> Path:
+        final = Path(directory)
+        staging = ckpt.staging_dir(final)
+        self.export_weights(staging)
+        if self.value_head is not None:
+            save_file({k: v.detach().cpu() for k, v in self.value_head.state_dict().items()}, staging / ckpt.VALUE_HEAD)
+        state = {
+            "iteration": self.iteration if iteration is None else iteration,
+            "version": self.version,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": ckpt.capture_rng(),
+            "algorithm": self.spec.algorithm.name,
+        }
+        ckpt.save_trainer_state(staging, state)
+        ckpt.publish_dir(staging, final)
+        return final
+
+    def load_checkpoint(self, directory: str | Path) -> int:
+        """Restore policy, value head, optimizer, scheduler and RNG state; returns the checkpoint's iteration."""
+        path = Path(directory)
+        state = ckpt.load_trainer_state(path)
+        if state["algorithm"] != self.spec.algorithm.name:
+            raise ValueError(
+                f"checkpoint {path} was written by {state['algorithm']!r}, not {self.spec.algorithm.name!r}"
+            )
+        self.model.load_state_dict(load_policy(path, torch.device("cpu")).state_dict())
+        if self.value_head is not None:
+            self.value_head.load_state_dict(load_file(str(path / ckpt.VALUE_HEAD)))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        ckpt.restore_rng(state["rng"])
+        self.iteration, self.version = int(state["iteration"]), int(state["version"])
+        self._reset_accumulation()
+        return self.iteration
+
+    # -- internals --------------------------------------------------------------------------------------------------
+    def parameters(self) -> list[nn.Parameter]:
+        params = list(self.model.parameters())
+        if self.value_head is not None:
+            params += list(self.value_head.parameters())
+        return params
+
+    def _make_value_head(self, model_dir: Path) -> nn.Linear:
+        head = nn.Linear(self.model.config.hidden_size, 1).to(self.device)
+        nn.init.zeros_(head.weight)
+        nn.init.zeros_(head.bias)
+        if (model_dir / ckpt.VALUE_HEAD).exists():
+            head.load_state_dict(load_file(str(model_dir / ckpt.VALUE_HEAD)))
+        return head
+
+    def _pad_id(self) -> int:
+        for candidate in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
+            if candidate is not None:
+                return int(candidate)
+        return 0
+
+    def _reset_accumulation(self) -> None:
+        self._tokens = 0
+        self._samples = 0
+        self._weighted: dict[str, float] = {}

@@ -1,0 +1,56 @@
+"""`WeightTransport`: how the trainer's new weights reach every generation instance (DESIGN §2.6, §6).
+
+Every publish and fetch is timed; `timings` keeps (kind, version, seconds) so the runtime reports weight-sync cost
+as a fraction of iteration time.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class SyncTiming:
+    kind: str  # "publish" | "fetch"
+    version: int
+    seconds: float
+
+
+@dataclass
+class _Timings:
+    entries: list[SyncTiming] = field(default_factory=list)
+
+    @property
+    def last_seconds(self) -> float:
+        return self.entries[-1].seconds if self.entries else 0.0
+
+
+class WeightTransport(ABC):
+    """Moves versioned state dicts from the trainer (publisher) to generation instances (fetchers)."""
+
+    def __init__(self) -> None:
+        self.timings = _Timings()
+
+    @abstractmethod
+    def publish(self, version: int, state_dict: dict[str, torch.Tensor]) -> float:
+        """Make `version` available to every fetcher; returns the seconds it took."""
+
+    @abstractmethod
+    def fetch(self, version: int) -> dict[str, torch.Tensor]:
+        """The state dict of `version` (blocks until it is available)."""
+
+    @abstractmethod
+    def latest_version(self) -> int:
+        """The newest published version (0 = the initial weights)."""
+
+    @contextmanager
+    def _timed(self, kind: str, version: int) -> Iterator[None]:
+        start = time.perf_counter()
+        yield
+        self.timings.entries.append(SyncTiming(kind, version, time.perf_counter() - start))

@@ -1,0 +1,106 @@
+"""Shared-store weight transport: versioned directories of HF safetensors on a filesystem every worker can reach.
+
+Layout: `<root>/v000007/` holds `model.safetensors` plus the base model's config/tokenizer files, so each version is
+a loadable HF model directory (engines take `update_weights(version, path(version))`). Publication is atomic: files
+are written to a temp directory in `root`, then renamed; a Redis key holds the latest version and a pub/sub channel
+announces each new one. Old versions beyond `keep` are pruned (never the latest).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import redis
+import torch
+from safetensors.torch import load_file, save_file
+
+from workers.stream import keys
+from workers.weightsync.base import WeightTransport
+
+WEIGHTS_FILE = "model.safetensors"
+_TEMPLATE_SUFFIXES = (".json", ".txt", ".model")
+
+
+def _detached(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Contiguous CPU tensors with no shared storage (tied embeddings would make save_file refuse)."""
+    seen: set[int] = set()
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in state_dict.items():
+        t = tensor.detach().to("cpu").contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        out[name] = t.clone() if ptr in seen else t
+        seen.add(ptr)
+    return out
+
+
+class SharedStoreTransport(WeightTransport):
+    def __init__(self, root: str | Path, client: redis.Redis, job_id: int, template_dir: str | Path | None = None,
+                 keep: int = 4):
+        super().__init__()
+        self.root, self.client, self.job_id, self.keep = Path(root), client, job_id, keep
+        self.template_dir = Path(template_dir) if template_dir else None
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, version: int) -> Path:
+        return self.root / f"v{version:06d}"
+
+    def publish(self, version: int, state_dict: dict[str, torch.Tensor]) -> float:
+        with self._timed("publish", version):
+            tmp = self.root / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+            tmp.mkdir()
+            save_file(_detached(state_dict), str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+            self._copy_template(tmp)
+            self._install(tmp, version)
+        return self.timings.last_seconds
+
+    def publish_dir(self, version: int, source: str | Path) -> float:
+        """Publish an already exported HF directory (copied, then atomically renamed into place)."""
+        with self._timed("publish", version):
+            tmp = self.root / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+            shutil.copytree(source, tmp)
+            self._install(tmp, version)
+        return self.timings.last_seconds
+
+    def _copy_template(self, target: Path) -> None:
+        if self.template_dir is None:
+            return
+        for item in self.template_dir.iterdir():
+            if item.is_file() and item.suffix in _TEMPLATE_SUFFIXES:
+                shutil.copy2(item, target / item.name)
+
+    def _install(self, tmp: Path, version: int) -> None:
+        final = self.path(version)
+        if final.exists():  # a retried publish of the same version: the newer files win
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        self.client.set(keys.weights_latest(self.job_id), version)
+        self.client.publish(keys.weights_channel(self.job_id), version)
+        self._prune(version)
+
+    def _prune(self, latest: int) -> None:
+        versions = sorted(int(p.name[1:]) for p in self.root.glob("v[0-9]*"))
+        for old in versions[: max(0, len(versions) - self.keep)]:
+            if old != latest:
+                shutil.rmtree(self.path(old), ignore_errors=True)
+
+    def latest_version(self) -> int:
+        raw = self.client.get(keys.weights_latest(self.job_id))
+        return int(raw) if raw is not None else 0
+
+    def wait_for(self, version: int, timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
+        """Block until `version` (or a newer one) is published."""
+        deadline = time.monotonic() + timeout_s
+        while self.latest_version() < version:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"weights version {version} of job {self.job_id} not published in {timeout_s}s")
+            time.sleep(poll_s)
+
+    def fetch(self, version: int) -> dict[str, torch.Tensor]:
+        with self._timed("fetch", version):
+            self.wait_for(version)
+            state = load_file(str(self.path(version) / WEIGHTS_FILE))
+        return state
