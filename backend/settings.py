@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1)
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     auto_migrate: bool = Field(True, description="run `alembic upgrade head` when the app starts")
+    allow_registration: bool = Field(True, description="POST /auth/register may create new teams")
     cors_origins: list[str] = Field(default_factory=list)
 
     @field_validator("database_url")

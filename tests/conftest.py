@@ -102,7 +102,9 @@ class Backend:
     def session(self) -> AbstractContextManager[Session]:
         return session_scope(self.engine)
 
-    def make_team(self, name: str | None = None, *, max_concurrent_jobs: int = 2, max_generation_instances: int = 8) -> Team:
+    def make_team(
+        self, name: str | None = None, *, max_concurrent_jobs: int = 2, max_generation_instances: int = 8
+    ) -> Team:
         with self.session() as session:
             team = Team(
                 name=name or f"team-{uuid.uuid4().hex[:10]}",
@@ -113,7 +115,11 @@ class Backend:
         return team
 
     def make_user(
-        self, team: Team | None = None, role: Role | str = Role.member, *, email: str | None = None,
+        self,
+        team: Team | None = None,
+        role: Role | str = Role.member,
+        *,
+        email: str | None = None,
         password: str | None = None,
     ) -> User:
         """A user (password optional: hashing is slow), member of `team` with `role` when given."""
@@ -154,7 +160,11 @@ class Backend:
 
 def _backend(url: str, redis_url: str, data_dir: Path) -> Backend:
     settings = Settings(
-        database_url=url, redis_url=redis_url, data_dir=data_dir, secret_key=TEST_SECRET, auto_migrate=False,
+        database_url=url,
+        redis_url=redis_url,
+        data_dir=data_dir,
+        secret_key=TEST_SECRET,
+        auto_migrate=False,
     )
     return Backend(url=url, engine=make_engine(url), settings=settings)
 

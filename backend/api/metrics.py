@@ -12,8 +12,8 @@ from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 
-from backend.db.enums import JobStatus
-from backend.db.models import Job
+from backend.db.enums import InstanceStatus, JobStatus
+from backend.db.models import GenerationInstance, Job
 
 
 class JobStatusCollector(Collector):
@@ -21,12 +21,30 @@ class JobStatusCollector(Collector):
         self.session_factory = session_factory
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        gauge = GaugeMetricFamily("streamrl_jobs", "Jobs by status", labels=["status"])
+        jobs = GaugeMetricFamily("streamrl_jobs", "Jobs by status", labels=["status"])
+        instances = GaugeMetricFamily(
+            "streamrl_generation_instances", "Generation instances by status", labels=["status"]
+        )
+        by_instance_status = select(GenerationInstance.status, func.count()).group_by(GenerationInstance.status)
         with self.session_factory() as session:
-            counts = {status: n for status, n in session.execute(select(Job.status, func.count()).group_by(Job.status))}
+            job_counts = {s: n for s, n in session.execute(select(Job.status, func.count()).group_by(Job.status))}
+            instance_counts = {s: n for s, n in session.execute(by_instance_status)}
         for status in JobStatus:
-            gauge.add_metric([status.value], counts.get(status, 0))
-        yield gauge
+            jobs.add_metric([status.value], job_counts.get(status, 0))
+        for instance_status in InstanceStatus:
+            instances.add_metric([instance_status.value], instance_counts.get(instance_status, 0))
+        yield jobs
+        yield instances
+
+
+def route_template(request: Request, api_prefix: str = "/api/v1") -> str:
+    """The matched route's path template (FastAPI nests included routers: their route paths lack the API prefix)."""
+    template = getattr(request.scope.get("route"), "path", None)
+    if template is None:
+        return "unmatched"
+    if request.url.path.startswith(api_prefix + "/") and not template.startswith(api_prefix):
+        template = api_prefix + template
+    return str(template)
 
 
 def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
@@ -40,8 +58,7 @@ def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
     async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
         response = await call_next(request)
-        route = request.scope.get("route")
-        template = getattr(route, "path", "unmatched")
+        template = route_template(request)
         latency.labels(request.method, template).observe(time.perf_counter() - started)
         requests.labels(request.method, template, str(response.status_code)).inc()
         return response

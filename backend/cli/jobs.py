@@ -19,8 +19,27 @@ jobs_app = typer.Typer(help="RL jobs of the current team.", no_args_is_help=True
 JOB_COLUMNS = ["id", "name", "status", "target_instances", "running_instances", "progress", "created_at"]
 
 
-def load_spec(path: Path, name: str | None = None) -> dict[str, Any]:
-    """Read a YAML/JSON spec and validate it locally, so a typo is reported before anything is sent."""
+def apply_override(spec: dict[str, Any], assignment: str) -> None:
+    """`generation.instances=4` sets spec["generation"]["instances"] = 4 (the value is parsed as YAML)."""
+    key, sep, value = assignment.partition("=")
+    if not sep or not key.strip():
+        raise CLIError(f"--set wants KEY=VALUE with a dotted key, e.g. generation.instances=4 (got {assignment!r})")
+    *parents, leaf = key.strip().split(".")
+    node = spec
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise CLIError(f"--set {key}: {part!r} is not a mapping in the spec")
+        node = child
+    try:
+        node[leaf] = yaml.safe_load(value)
+    except yaml.YAMLError:
+        node[leaf] = value
+
+
+def load_spec(path: Path, name: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Read a YAML/JSON spec, apply `--set` overrides and validate it locally, so a typo is reported before anything
+    is sent."""
     if not path.is_file():
         raise CLIError(f"no such file: {path}")
     try:
@@ -29,6 +48,8 @@ def load_spec(path: Path, name: str | None = None) -> dict[str, Any]:
         raise CLIError(f"{path} is not valid YAML/JSON: {exc}".replace("\n", " ")) from None
     if not isinstance(raw, dict):
         raise CLIError(f"{path} must hold a mapping of JobSpec fields (see backend/schemas/spec.py)")
+    for assignment in overrides or []:
+        apply_override(raw, assignment)
     if name:
         raw["name"] = name
     try:
@@ -65,9 +86,10 @@ def submit(
     ctx: typer.Context,
     spec_file: Path = typer.Argument(..., help="JobSpec as YAML or JSON"),
     name: str | None = typer.Option(None, "--name", help="override the spec's name"),
+    overrides: list[str] | None = typer.Option(None, "--set", help="KEY=VALUE, repeatable: generation.instances=4"),
 ) -> None:
     """Submit a job; it starts `queued` and the controller admits it within the team's quotas."""
-    spec = load_spec(spec_file, name)
+    spec = load_spec(spec_file, name, overrides)
     with client(ctx) as api:
         job = api.submit_job(spec)
     if not emit_json(ctx, job):

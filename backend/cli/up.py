@@ -20,6 +20,7 @@ import typer
 
 from backend.cli.bootstrap import bootstrap_admin, wait_for_health
 from backend.cli.errors import CLIError
+from backend.cli.preflight import check_port_free, lock_data_dir
 from backend.settings import ConfigError, Settings, load_settings
 from backend.supervisor import ChildSpec, Supervisor
 
@@ -98,10 +99,14 @@ def _run_demo(api_url: str, settings: Settings, token: str | None) -> None:
         typer.echo("--demo: the demo job is not available yet (the RL runtime's demo hook is not installed); "
                    "the platform runs without it.")
         return
+    from backend.cli.errors import translate
     from backend.client import StreamRLClient
 
-    with StreamRLClient(api_url, token) as api:
-        demo.submit_demo(api, settings)
+    try:
+        with StreamRLClient(api_url, token) as api:
+            demo.submit_demo(api, settings)
+    except Exception as exc:  # the platform stays up; the user sees why the demo did not start
+        typer.echo(f"up: --demo failed: {translate(exc).message}", err=True)
 
 
 def up(
@@ -116,6 +121,8 @@ def up(
     from backend.embedded_redis import EmbeddedRedis, start_embedded_redis
 
     settings = _settings(data_dir)
+    check_port_free(host, port)
+    lock = lock_data_dir(settings.data_dir)
     stop = _stop_requested()
     supervisor = Supervisor(echo=lambda line: typer.echo(f"up: {line}"))
     embedded: EmbeddedRedis | None = None
@@ -153,6 +160,7 @@ def up(
         supervisor.stop_all()
         if embedded is not None:
             embedded.stop()
+        lock.close()
         typer.echo("up: stopped")
 
 

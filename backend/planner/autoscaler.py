@@ -70,7 +70,6 @@ def decide(
     hysteresis: int = 3,
     threshold_s: float = 0.0,
     max_step: int = 4,
-    ptl: object | None = None,  # reserved: a PTL profile may refine the per-instance saving later
 ) -> ScaleDecision:
     """What the instance count should be after the latest iteration in `history` (oldest first)."""
     if hysteresis < 1 or max_step < 1:

@@ -45,7 +45,7 @@ class LengthDistribution:
         values = tuple(float(x) for x in lengths)
         if not values:
             raise ValueError("empirical lengths need a non-empty list of positive values")
-        return cls(kind="empirical", values=values, max_tokens=max_tokens or int(max(values)), **kw)  # type: ignore[arg-type]
+        return cls(kind="empirical", values=values, max_tokens=max_tokens or int(max(values)), **kw)
 
     def base_lengths(self, n_prompts: int, rng: np.random.Generator) -> np.ndarray:
         """(n_prompts,) per-prompt base lengths."""

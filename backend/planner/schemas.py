@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from backend.schemas.spec import Mode
 
+MAX_PLAN_PROMPTS = 4096  # the simulator dispatches prompts one by one: keeps a plan within seconds
+MAX_PLAN_SAMPLES = 131_072
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -15,7 +18,7 @@ class _Strict(BaseModel):
 
 class ClusterSpec(_Strict):
     device: str = Field("H800", min_length=1, description="a device name from the catalog")
-    count: int = Field(..., ge=1, le=100_000)
+    count: int = Field(..., ge=1, le=16_384)
 
 
 class LengthSpec(_Strict):
@@ -45,7 +48,7 @@ class PlanRequest(_Strict):
     tp: int | None = Field(None, ge=1, le=64, description="tensor parallelism per generation instance; None: fit")
     mode: Mode = "sync"
     lengths: LengthSpec = Field(default_factory=LengthSpec)
-    prompts_per_iteration: int = Field(256, ge=1, le=100_000)
+    prompts_per_iteration: int = Field(256, ge=1, le=MAX_PLAN_PROMPTS)
     group_size: int = Field(8, ge=1, le=1024)
     prompt_tokens: int = Field(512, ge=0, le=1_000_000)
     algorithm: Literal["ppo", "grpo", "rloo", "reinforce_pp"] = "grpo"
@@ -65,6 +68,9 @@ class PlanRequest(_Strict):
     def _model_given(self) -> PlanRequest:
         if self.model_size is None and self.model_params_b is None:
             raise ValueError("set model_size or model_params_b")
+        if self.prompts_per_iteration * self.group_size > MAX_PLAN_SAMPLES:
+            raise ValueError(f"prompts_per_iteration * group_size must be <= {MAX_PLAN_SAMPLES} samples per "
+                             f"iteration for planning, got {self.prompts_per_iteration * self.group_size}")
         if self.mode == "colocated" and len(self.clusters) == 2:
             raise ValueError("mode 'colocated' runs on one cluster: give one entry in `clusters`")
         return self

@@ -9,6 +9,7 @@ takes PTL(BS) seconds; a finished sequence's slot is refilled from the instance'
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +19,7 @@ from backend.planner.lengths import GroupLengths
 from workers.dispatch.split import PTLProfile, random_split, skew_aware_split
 
 Dispatch = Literal["random", "skew_aware"]
+DISPATCH_SHARD_INSTANCES = 64
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,35 @@ def per_prompt_profile(ptl: PTLProfile, group_size: int) -> PTLProfile:
                       ((1, ptl(group_size)),))
 
 
+def _dispatch(
+    groups: GroupLengths, n_busy: int, ptl: PTLProfile, *, prompt_cap: int, dispatch: Dispatch, alpha: float,
+    recent_lengths: np.ndarray, seed: int,
+) -> list[tuple[int, list[int], int, bool]]:
+    """(instance, prompt indices in admission order, batch size in prompts, long_tail) per busy instance.
+
+    Above DISPATCH_SHARD_INSTANCES instances the prompts and instances are cut into random shards dispatched
+    independently (a hierarchical dispatcher), keeping the cost linear in the number of prompts.
+    """
+    n_prompts, group_size = groups.lengths.shape
+    shards = math.ceil(n_busy / DISPATCH_SHARD_INSTANCES)
+    order = np.random.default_rng(seed).permutation(n_prompts) if shards > 1 else np.arange(n_prompts)
+    out = []
+    for prompts, instances in zip(np.array_split(order, shards), np.array_split(np.arange(n_busy), shards),
+                                  strict=True):
+        if dispatch == "skew_aware":
+            plan = skew_aware_split(
+                groups.predicted[prompts].tolist(), len(instances), per_prompt_profile(ptl, group_size),
+                recent_lengths=recent_lengths.tolist(), alpha=alpha, max_batch_size=prompt_cap,
+            )
+        elif dispatch == "random":
+            plan = random_split(len(prompts), len(instances), seed=seed, max_batch_size=prompt_cap)
+        else:
+            raise ValueError(f"unknown dispatch {dispatch!r}: use 'random' or 'skew_aware'")
+        out.extend((int(instances[a.instance]), [int(prompts[i]) for i in a.prompt_indices], a.batch_size,
+                    a.long_tail) for a in plan.assignments)
+    return out
+
+
 def simulate_generation(
     groups: GroupLengths,
     n_instances: int,
@@ -73,21 +104,16 @@ def simulate_generation(
 ) -> list[InstanceRun]:
     """One iteration's generation on `n_instances` instances; `max_batch_size` counts sequences."""
     n_prompts, group_size = groups.lengths.shape
-    prompt_cap = max(1, max_batch_size // group_size)
-    if dispatch == "skew_aware":
-        plan = skew_aware_split(
-            groups.predicted.tolist(), n_instances, per_prompt_profile(ptl, group_size),
-            recent_lengths=recent_lengths.tolist(), alpha=alpha, max_batch_size=prompt_cap,
-        )
-    elif dispatch == "random":
-        plan = random_split(n_prompts, n_instances, seed=seed, max_batch_size=prompt_cap)
-    else:
-        raise ValueError(f"unknown dispatch {dispatch!r}: use 'random' or 'skew_aware'")
+    busy_instances = max(1, min(n_instances, n_prompts))  # instances beyond one prompt each stay idle
+    assignments = _dispatch(groups, busy_instances, ptl, prompt_cap=max(1, max_batch_size // group_size),
+                            dispatch=dispatch, alpha=alpha, recent_lengths=recent_lengths, seed=seed)
     runs = []
-    for a in plan.assignments:
-        prompts = np.asarray(a.prompt_indices, dtype=np.int64)
+    for instance, prompt_indices, batch_size, long_tail in assignments:
+        prompts = np.asarray(prompt_indices, dtype=np.int64)
         sample_ids = (prompts[:, None] * group_size + np.arange(group_size)[None, :]).reshape(-1)  # (M*G,)
         lengths = groups.lengths.reshape(-1)[sample_ids]
-        finish = run_instance(lengths, max(1, a.batch_size) * group_size, ptl)
-        runs.append(InstanceRun(a.instance, sample_ids, finish, float(finish.max(initial=0.0)), a.long_tail))
+        finish = run_instance(lengths, max(1, batch_size) * group_size, ptl)
+        runs.append(InstanceRun(instance, sample_ids, finish, float(finish.max(initial=0.0)), long_tail))
+    empty = np.zeros(0, dtype=np.int64)
+    runs.extend(InstanceRun(i, empty, np.zeros(0), 0.0, False) for i in range(busy_instances, n_instances))
     return runs

@@ -253,7 +253,7 @@ def simulate(cfg: SimConfig) -> SimResult:
         recent = groups.flat
         if cfg.elastic and cfg.mode != "colocated":
             history.append(IterationRecord(gen_seconds=makespan, train_seconds=busy, instances=instances))
-            decision = decide(history, ptl=None, current=instances,
+            decision = decide(history, current=instances,
                               bounds=ScalingBounds(min_instances=1, max_instances=max_instances),
                               last_change_at=None, cooldown_s=0.0, now=train_end, hysteresis=1)
             instances = decision.target

@@ -46,6 +46,9 @@ def hash_password(password: str) -> str:
     return f"scrypt${salt.hex()}${digest.hex()}"
 
 
+_DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+
+
 def verify_password(password: str, stored: str | None) -> bool:
     if not stored or not stored.startswith("scrypt$"):
         return False
@@ -88,7 +91,8 @@ def membership_of(*, session: Session, user_id: int, team_id: int) -> Membership
 
 def authenticate_password(*, session: Session, email: str, password: str) -> User:
     user = session.scalar(select(User).where(User.email == email.strip().lower()))
-    if user is None or not user.is_active or not verify_password(password, user.password_hash):
+    stored = user.password_hash if user is not None else _DUMMY_HASH  # same work whether or not the email exists
+    if not verify_password(password, stored) or user is None or not user.is_active:
         raise Unauthorized("wrong email or password")
     return user
 

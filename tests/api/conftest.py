@@ -46,7 +46,7 @@ class TeamWorld:
     def submit(self, client: TestClient, role: Role | str = Role.member, **spec: Any) -> dict[str, Any]:
         response = client.post("/api/v1/jobs", json=job_spec(**spec), headers=self.headers(role))
         assert response.status_code == 201, response.text
-        return response.json()  # type: ignore[no-any-return]
+        return response.json()
 
 
 def make_world(backend: Any, **quotas: int) -> TeamWorld:

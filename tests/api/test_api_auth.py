@@ -78,7 +78,9 @@ def test_read_only_key_cannot_submit_and_key_role_is_capped_by_creator(app_clien
     created = app_client.post(f"{API}/keys", json={"name": "ro", "scopes": ["read"]}, headers=world.headers("admin"))
     bearer = {"Authorization": f"Bearer {created.json()['secret']}"}
     assert app_client.get(f"{API}/jobs", headers=bearer).status_code == 200
-    refused = app_client.post(f"{API}/jobs", json={"model": "tiny", "dataset": {"builtin": "arithmetic"}}, headers=bearer)
+    refused = app_client.post(
+        f"{API}/jobs", json={"model": "tiny", "dataset": {"builtin": "arithmetic"}}, headers=bearer
+    )
     assert refused.status_code == 403 and "member" in refused.json()["detail"]
     bad_scope = app_client.post(f"{API}/keys", json={"name": "x", "scopes": ["root"]}, headers=world.headers("admin"))
     assert bad_scope.status_code == 422 and bad_scope.json()["detail"][0]["loc"] == ["body", "scopes"]

@@ -18,7 +18,10 @@ def _counts(backend: Any, team: Any) -> tuple[int, int]:
     with backend.session() as session:
         jobs = session.scalar(select(func.count()).select_from(Job).where(Job.team_id == team.id))
         events = session.scalar(
-            select(func.count()).select_from(JobEvent).join(Job, Job.id == JobEvent.job_id).where(Job.team_id == team.id)
+            select(func.count())
+            .select_from(JobEvent)
+            .join(Job, Job.id == JobEvent.job_id)
+            .where(Job.team_id == team.id)
         )
     return jobs, events
 
@@ -89,8 +92,9 @@ def test_scale_within_and_beyond_the_instance_quota(app_client: TestClient, pg_b
     first, second = world.submit(app_client, generation={"instances": 3}), world.submit(app_client)
     with pg_backend.session() as session:
         admit_queued_jobs(session=session)
-    ok = app_client.post(f"{API}/jobs/{second['id']}/scale", json={"target_instances": 1, "autoscale": True},
-                         headers=member)
+    ok = app_client.post(
+        f"{API}/jobs/{second['id']}/scale", json={"target_instances": 1, "autoscale": True}, headers=member
+    )
     assert ok.status_code == 200 and ok.json()["autoscale"] is True
     before = _counts(pg_backend, world.team)
     over = app_client.post(f"{API}/jobs/{second['id']}/scale", json={"target_instances": 2}, headers=member)
@@ -98,8 +102,11 @@ def test_scale_within_and_beyond_the_instance_quota(app_client: TestClient, pg_b
     assert over.json()["quota"] == "max_generation_instances" and "max_generation_instances" in over.json()["detail"]
     assert _counts(pg_backend, world.team) == before
     assert app_client.get(f"{API}/jobs/{first['id']}", headers=member).json()["target_instances"] == 3
-    too_big = app_client.post(f"{API}/jobs", json={"model": "tiny", "dataset": {"builtin": "arithmetic"},
-                                                   "generation": {"instances": 5}}, headers=member)
+    too_big = app_client.post(
+        f"{API}/jobs",
+        json={"model": "tiny", "dataset": {"builtin": "arithmetic"}, "generation": {"instances": 5}},
+        headers=member,
+    )
     assert too_big.status_code == 403 and too_big.json()["quota"] == "max_generation_instances"
     assert _counts(pg_backend, world.team) == before
     nonsense = app_client.post(f"{API}/jobs/{second['id']}/scale", json={"target_instances": 0}, headers=member)
@@ -123,6 +130,7 @@ def test_concurrent_jobs_quota_queues_admission_and_refuses_resume_with_429(
     _set_status(pg_backend, second["id"], JobStatus.running)
     refused = app_client.post(f"{API}/jobs/{first['id']}/resume", headers=member)
     assert refused.status_code == 429 and refused.json()["quota"] == "max_concurrent_jobs"
+    assert "max_concurrent_jobs" in refused.json()["detail"] and refused.headers["Retry-After"]
     assert app_client.get(f"{API}/jobs/{first['id']}", headers=member).json()["status"] == "paused"
 
 

@@ -41,8 +41,9 @@ def test_another_teams_objects_answer_404(app_client: TestClient, world: Any, ot
         ("patch", f"/teams/current/members/{member_id}"),
         ("delete", f"/teams/current/members/{member_id}"),
     ]:
-        body = {"json": {"role": "viewer"}} if method == "patch" else {}
-        response = app_client.request(method, API + path, headers=outsider_admin if "member" in path else outsider, **body)
+        body = {"role": "viewer"} if method == "patch" else None
+        headers = outsider_admin if "member" in path else outsider
+        response = app_client.request(method, API + path, headers=headers, json=body)
         assert response.status_code == 404, (method, path, response.status_code, response.text)
     scaled = app_client.post(f"{API}/jobs/{job['id']}/scale", json={"target_instances": 1}, headers=outsider)
     assert scaled.status_code == 404
@@ -86,7 +87,10 @@ def test_viewer_reads_but_cannot_act_on_jobs(app_client: TestClient, world: Any)
     assert app_client.get(f"{API}/jobs/{job['id']}/events", headers=viewer).status_code == 200
     for action in ("cancel", "pause", "resume"):
         assert app_client.post(f"{API}/jobs/{job['id']}/{action}", headers=viewer).status_code == 403
-    assert app_client.post(f"{API}/jobs/{job['id']}/scale", json={"target_instances": 2}, headers=viewer).status_code == 403
+    assert (
+        app_client.post(f"{API}/jobs/{job['id']}/scale", json={"target_instances": 2}, headers=viewer).status_code
+        == 403
+    )
     assert _upload(app_client, viewer).status_code == 403
     assert app_client.get(f"{API}/jobs/{job['id']}", headers=viewer).json()["status"] == "queued"
 
@@ -97,16 +101,21 @@ def test_member_management_rules(app_client: TestClient, world: Any) -> None:
         f"{API}/teams/current/members", json={"email": "Fresh.Person@example.com", "role": "member"}, headers=admin
     )
     assert added.status_code == 201 and added.json()["email"] == "fresh.person@example.com"
-    assert app_client.post(
-        f"{API}/teams/current/members", json={"email": "fresh.person@example.com"}, headers=admin
-    ).status_code == 409
+    assert (
+        app_client.post(
+            f"{API}/teams/current/members", json={"email": "fresh.person@example.com"}, headers=admin
+        ).status_code
+        == 409
+    )
     owner_id = world.users[Role.owner].id
     assert app_client.delete(f"{API}/teams/current/members/{owner_id}", headers=admin).status_code == 403
-    promote = app_client.patch(f"{API}/teams/current/members/{added.json()['user_id']}", json={"role": "owner"},
-                               headers=admin)
+    promote = app_client.patch(
+        f"{API}/teams/current/members/{added.json()['user_id']}", json={"role": "owner"}, headers=admin
+    )
     assert promote.status_code == 403 and "owner" in promote.json()["detail"]
-    by_owner = app_client.patch(f"{API}/teams/current/members/{added.json()['user_id']}", json={"role": "admin"},
-                                headers=owner)
+    by_owner = app_client.patch(
+        f"{API}/teams/current/members/{added.json()['user_id']}", json={"role": "admin"}, headers=owner
+    )
     assert by_owner.status_code == 200 and by_owner.json()["role"] == "admin"
     members = app_client.get(f"{API}/teams/current/members", headers=world.headers("viewer")).json()
     assert {m["role"] for m in members} == {"owner", "admin", "member", "viewer"}

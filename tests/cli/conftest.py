@@ -1,5 +1,6 @@
-"""A real API server for the CLI tests: uvicorn in a subprocess on a free port, a fresh Postgres database and an
-embedded Redis (a real redis-server on a private socket, so live channels never mix with other tests')."""
+"""A real API server for the CLI tests: uvicorn in a subprocess on a free port, on the session's Postgres database
+(`pg_url` from tests/conftest.py) and an embedded Redis (a real redis-server on a private socket, so live channels
+never mix with other tests')."""
 
 from __future__ import annotations
 
@@ -15,14 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 from typer.testing import CliRunner
 
 from backend.cli.main import app
 from backend.embedded_redis import start_embedded_redis
-
-PG_ADMIN_URL = os.environ.get("STREAMRL_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 def free_port() -> int:
@@ -31,25 +29,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def cli_pg_url() -> Iterator[str]:
-    """A fresh, empty Postgres database for this test session (dropped afterwards)."""
-    name = f"streamrl_cli_{uuid.uuid4().hex[:10]}"
-    try:
-        admin = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no Postgres at {PG_ADMIN_URL}: {exc}")
-    with admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 @dataclass
 class Server:
     url: str
     model_root: Path
+    database_url: str
+    redis_url: str
 
     def model_dir(self, name: str) -> Path:
         """A directory the server accepts as a model (under the allow-listed root, with a config.json)."""
@@ -60,7 +45,7 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def api_server(cli_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def api_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data_dir = tmp_path_factory.mktemp("api-data")
     model_root = tmp_path_factory.mktemp("model-root")
     redis_server = start_embedded_redis(data_dir)
@@ -68,7 +53,7 @@ def api_server(cli_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
     env = {
         **os.environ,
         "STREAMRL_DATA_DIR": str(data_dir),
-        "STREAMRL_DATABASE_URL": cli_pg_url,
+        "STREAMRL_DATABASE_URL": pg_url,
         "STREAMRL_REDIS_URL": redis_server.url,
         "STREAMRL_ALLOWED_MODEL_ROOTS": json.dumps([str(model_root)]),
         "STREAMRL_MAX_UPLOAD_BYTES": str(64 * 1024),
@@ -89,7 +74,7 @@ def api_server(cli_pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"API did not start:\n{(data_dir / 'api.log').read_text()[-3000:]}")
             time.sleep(0.2)
-        yield Server(url=url, model_root=model_root)
+        yield Server(url=url, model_root=model_root, database_url=pg_url, redis_url=redis_server.url)
     finally:
         proc.terminate()
         try:

@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
-from backend.client import StreamRLClient
 from backend.cli.config import CLIConfig
+from backend.client import StreamRLClient
+from backend.db.session import make_engine, session_scope
+from backend.services.job_data import record_iteration
+from backend.services.live import publish_live
 
 from .conftest import Invoke, Server
 
@@ -129,6 +133,9 @@ def test_logs_follow_streams_until_the_job_ends(cli: Invoke, owner: str, api_ser
         while "status: queued\n" not in lines:  # the stream's first event: it is subscribed now
             assert follower.poll() is None and time.monotonic() < deadline, (lines, follower.stderr)
             time.sleep(0.05)
+        live = redis.Redis.from_url(api_server.redis_url)
+        publish_live(live, job_id, "metrics", {"iteration": 1, "metrics": {"reward_mean": 0.25, "instances": 1}})
+        live.close()
         with StreamRLClient(api_server.url, _token(api_server)) as api:
             api.scale_job(job_id, 1)
             api.cancel_job(job_id)
@@ -141,6 +148,7 @@ def test_logs_follow_streams_until_the_job_ends(cli: Invoke, owner: str, api_ser
     assert follower.returncode == 1, (out, follower.stderr.read() if follower.stderr else "")
     assert "status: cancelled" in out
     assert "[scale]" in out and "queued -> cancelled" in out
+    assert "iteration 1: reward_mean=0.25 instances=1" in out
     assert out.count("[created]") == 1  # caught up once, never printed twice
     assert out.strip().endswith(f"job {job_id} cancelled")
 
@@ -186,3 +194,22 @@ def test_api_key_login_is_verified_before_saving(cli: Invoke, owner: str, api_se
     assert cli("whoami").exit_code == 0
     bogus = cli("login", "--api-key", "srl_nope_nope")
     assert bogus.exit_code == 1 and bogus.stderr.startswith("error: 401")
+
+
+def test_iterations_and_progress(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
+    job_id = _job_setup(cli, api_server, tmp_path)
+    engine = make_engine(api_server.database_url)
+    with session_scope(engine) as session:  # what the training driver writes each iteration
+        for it in (1, 2):
+            record_iteration(session=session, job_id=job_id, iteration=it,
+                             metrics={"reward_mean": 0.1 * it, "samples_per_s": 50.0, "instances": 1})
+    engine.dispose()
+    table = cli("jobs", "iterations", str(job_id), "--keys", "reward_mean,samples_per_s,kl")
+    assert table.exit_code == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["ITERATION", "REWARD_MEAN", "SAMPLES_PER_S", "KL"]
+    assert lines[2].split() == ["2", "0.2", "50", "-"]
+    raw = cli("--json", "jobs", "iterations", str(job_id)).json()
+    assert isinstance(raw, dict) and raw["count"] == 2
+    got = cli("jobs", "get", str(job_id))
+    assert "progress" in got.stdout and "2/20" in got.stdout

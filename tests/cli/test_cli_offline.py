@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.cli.config import CLIConfig, resolve
+from backend.cli.jobs import load_spec
 from backend.cli.main import COMMAND_MODULES, app, command_names
 
 runner = CliRunner()
@@ -101,3 +102,15 @@ def test_unreachable_server_via_real_entry_point() -> None:
 def test_registry_lists_core_commands() -> None:
     assert {"up", "migrate", "login", "init-admin", "jobs", "keys", "datasets", "models", "team"} <= command_names()
     assert len(COMMAND_MODULES) == len(set(COMMAND_MODULES))
+
+
+def test_set_overrides_are_applied_and_validated(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: tiny\ndataset: {builtin: arithmetic}\n")
+    loaded = load_spec(spec, "renamed", ["generation.instances=3", "mode=async", "dispatch.policy=skew_aware"])
+    assert loaded["generation"] == {"instances": 3}
+    assert (loaded["mode"], loaded["name"], loaded["dispatch"]["policy"]) == ("async", "renamed", "skew_aware")
+    result = runner.invoke(app, ["--token", "t", "jobs", "submit", str(spec), "--set", "mode=turbo"])
+    assert result.exit_code == 1 and "mode: Input should be 'colocated', 'sync' or 'async'" in result.stderr
+    result = runner.invoke(app, ["--token", "t", "jobs", "submit", str(spec), "--set", "generation"])
+    assert result.exit_code == 1 and "--set wants KEY=VALUE" in result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from backend.client import APIError, ConnectionFailed, StreamRLClient, parse_sse
 
 
-def _client(handler, token: str | None = "tok") -> StreamRLClient:  # type: ignore[no-untyped-def]
+def _client(handler: Callable[[httpx.Request], httpx.Response], token: str | None = "tok") -> StreamRLClient:
     return StreamRLClient("http://api.test", token, transport=httpx.MockTransport(handler))
 
 
@@ -74,7 +75,7 @@ def test_query_params_drop_none_and_204_is_none() -> None:
 
     api = _client(handler)
     api.list_jobs(status="queued")
-    assert api.revoke_key(4) is None
+    api.revoke_key(4)  # 204: no body, no error
     assert urls == ["http://api.test/api/v1/jobs?status=queued", "http://api.test/api/v1/keys/4"]
 
 

@@ -18,7 +18,7 @@ LIFECYCLE = [JobStatus.starting, JobStatus.running, JobStatus.paused, JobStatus.
 def test_transition_table_matches_the_documented_lifecycle() -> None:
     for current, to in zip([JobStatus.queued, *LIFECYCLE], LIFECYCLE, strict=False):
         assert can_transition(current, to), (current, to)
-    assert TERMINAL_JOB_STATUSES == {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled}
+    assert {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled} == TERMINAL_JOB_STATUSES
     for status in (JobStatus.queued, JobStatus.starting, JobStatus.running, JobStatus.paused):
         assert can_transition(status, JobStatus.cancelled)
     assert not can_transition(JobStatus.queued, JobStatus.running)
@@ -28,7 +28,9 @@ def test_transition_table_matches_the_documented_lifecycle() -> None:
 
 def _job(backend: Any, team: Any, *, status: JobStatus = JobStatus.queued, target: int = 1) -> Job:
     with backend.session() as session:
-        job = Job(team_id=team.id, name="j", spec={"training": {"iterations": 3}}, status=status, target_instances=target)
+        job = Job(
+            team_id=team.id, name="j", spec={"training": {"iterations": 3}}, status=status, target_instances=target
+        )
         session.add(job)
     return job
 
@@ -43,8 +45,13 @@ def test_transitions_stamp_times_and_record_events(pg_backend: Any) -> None:
         assert job.started_at is not None and job.finished_at is not None
     with pg_backend.session() as session:
         kinds = session.scalars(select(JobEvent.message).where(JobEvent.job_id == job.id).order_by(JobEvent.id)).all()
-    assert kinds == ["queued -> starting", "starting -> running", "running -> paused", "paused -> running",
-                     "running -> succeeded"]
+    assert kinds == [
+        "queued -> starting",
+        "starting -> running",
+        "running -> paused",
+        "paused -> running",
+        "running -> succeeded",
+    ]
 
 
 def test_invalid_transition_raises_with_current_status_and_changes_nothing(pg_backend: Any) -> None:
@@ -69,8 +76,12 @@ def test_admission_respects_both_quotas_oldest_first(pg_backend: Any) -> None:
     assert [j.id for j in admitted if j.team_id == team.id] == [first.id, small.id]
     with pg_backend.session() as session:
         statuses = {j.id: j.status for j in session.scalars(select(Job).where(Job.team_id == team.id))}
-    assert statuses == {first.id: JobStatus.starting, too_big_now.id: JobStatus.queued,
-                        small.id: JobStatus.starting, waiting.id: JobStatus.queued}
+    assert statuses == {
+        first.id: JobStatus.starting,
+        too_big_now.id: JobStatus.queued,
+        small.id: JobStatus.starting,
+        waiting.id: JobStatus.queued,
+    }
 
 
 def test_record_iteration_is_idempotent_and_advances_progress(pg_backend: Any) -> None:

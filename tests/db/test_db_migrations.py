@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -13,8 +15,21 @@ from backend.db.migrate import alembic_config, upgrade_database
 from backend.db.session import make_engine
 
 EXPECTED_TABLES = {
-    "teams", "users", "memberships", "api_keys", "datasets", "models", "jobs", "job_events", "iterations",
-    "job_samples", "timeline_spans", "checkpoints", "workers", "generation_instances", "alembic_version",
+    "teams",
+    "users",
+    "memberships",
+    "api_keys",
+    "datasets",
+    "models",
+    "jobs",
+    "job_events",
+    "iterations",
+    "job_samples",
+    "timeline_spans",
+    "checkpoints",
+    "workers",
+    "generation_instances",
+    "alembic_version",
 }
 
 
@@ -40,7 +55,7 @@ def test_models_and_migrations_agree(db: str, pg_url: str, sqlite_url: str) -> N
     assert _diff(pg_url if db == "postgres" else sqlite_url) == []
 
 
-def test_downgrade_to_base_and_upgrade_again_on_sqlite(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_downgrade_to_base_and_upgrade_again_on_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'roundtrip.db'}"
     upgrade_database(url)
     command.downgrade(alembic_config(url), "base")

@@ -32,7 +32,7 @@ def upload(page: Page, name: str, content: bytes) -> None:
     page.locator("input[name=dataset_file]").set_input_files(
         files=[{"name": name, "mimeType": "application/jsonl", "buffer": content}]
     )
-    page.get_by_role("button", name="Upload").click()
+    page.get_by_role("button", name="Upload", exact=True).click()
 
 
 def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]

@@ -5,8 +5,9 @@ Pure Python (no torch): the planner/simulator in the control plane imports it.
 `skew_aware_split` sorts prompts by predicted output length, treats the top `alpha` as the long tail, and enumerates
 how many instances (N_long) serve the tail exclusively. An instance holding M prompts runs at batch size
 BS = min(max_batch_size, M) and is estimated to take PTL(BS) * L * ceil(M / BS), with L the group's length estimate
-(P90 of recent lengths for the tail, P50 for the rest). N_long = 0 (every instance mixed) is a candidate too: a mixed
-instance's first wave is held by its tail prompts, so it takes PTL(BS) * (L_long + L_regular * (ceil(M / BS) - 1)).
+(P90 of recent lengths for the tail, P50 for the rest). N_long = 0 (every instance mixed) is a candidate too: an
+instance holding t tail prompts among its M has L_avg = (t * L_long + (M - t) * L_regular) / M and cannot finish
+before its longest prompt, so it takes PTL(BS) * max(L_long, L_avg * ceil(M / BS)) (the same formula when t = 0 or M).
 The split with the lowest estimated makespan wins; a split with more long-tail instances must beat the best one with
 fewer by MIN_GAIN (the estimate is coarse, so near-ties go to fewer long-tail instances).
 
@@ -92,22 +93,23 @@ def _check_common(n_prompts: int, n_instances: int, max_batch_size: int) -> None
         raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
 
 
-def _instance_latency(ptl: PTLProfile, m: int, max_batch_size: int, first_wave_len: float, later_len: float) -> float:
-    """PTL(BS) * (first wave length + later waves' length): the Algorithm-2 latency of one instance with m prompts."""
+def _instance_latency(ptl: PTLProfile, m: int, t: int, max_batch_size: int, l_long: float, l_reg: float) -> float:
+    """Algorithm-2 latency of one instance with m prompts, t of them long-tail."""
     if m == 0:
         return 0.0
     bs = min(max_batch_size, m)
-    waves = math.ceil(m / bs)
-    return ptl(bs) * (first_wave_len + later_len * (waves - 1))
+    l_avg = (t * l_long + (m - t) * l_reg) / m
+    return ptl(bs) * max(l_long if t else l_reg, l_avg * math.ceil(m / bs))
 
 
 def _spread(order: Sequence[int], weights: Sequence[float], n_bins: int) -> list[list[int]]:
-    """Spread `order` (longest first) over n_bins: equal counts (+-1), greedy least-predicted-load within that cap."""
-    cap = math.ceil(len(order) / n_bins) if order else 0
+    """Spread `order` (longest first) over n_bins: equal counts (+-1), greedy least-predicted-load within that."""
+    base, extra = divmod(len(order), n_bins)  # `extra` bins get base + 1 items, the others base
     bins: list[list[int]] = [[] for _ in range(n_bins)]
     loads = [0.0] * n_bins
     for idx in order:
-        open_bins = [b for b in range(n_bins) if len(bins[b]) < cap]
+        n_big = sum(len(b) > base for b in bins)
+        open_bins = [b for b in range(n_bins) if len(bins[b]) < base or (len(bins[b]) == base and n_big < extra)]
         target = min(open_bins, key=lambda b: (loads[b], len(bins[b]), b))
         bins[target].append(idx)
         loads[target] += max(weights[idx], 0.0)
@@ -141,41 +143,43 @@ def skew_aware_split(
     has_tail = n_tail >= 1 and l_long > l_reg * (1 + 1e-9)  # equal lengths: no tail to isolate
     tail_worth_it = has_tail and n_instances >= 2
 
-    # candidate N_long = 0: every instance mixed, the tail holding each instance's first wave
-    m_mixed = math.ceil(n / n_instances)
-    first = l_long if has_tail else l_reg
-    best_n_long, best_makespan = 0, _instance_latency(ptl, m_mixed, max_batch_size, first, l_reg)
+    if not has_tail:
+        n_tail, l_long = 0, l_reg
+    # candidate N_long = 0: every instance mixed, holding its share of the tail
+    m_mixed, t_mixed = math.ceil(n / n_instances), math.ceil(n_tail / n_instances)
+    best_n_long = 0
+    best_makespan = _instance_latency(ptl, m_mixed, t_mixed, max_batch_size, l_long, l_reg)
     if tail_worth_it:
-        n_regular_prompts = n - n_tail
         for n_long in range(1, n_instances):
             m_long = math.ceil(n_tail / n_long)
-            m_reg = math.ceil(n_regular_prompts / (n_instances - n_long))
+            m_reg = math.ceil((n - n_tail) / (n_instances - n_long))
             makespan = max(
-                _instance_latency(ptl, m_long, max_batch_size, l_long, l_long),
-                _instance_latency(ptl, m_reg, max_batch_size, l_reg, l_reg),
+                _instance_latency(ptl, m_long, m_long, max_batch_size, l_long, l_reg),
+                _instance_latency(ptl, m_reg, 0, max_batch_size, l_long, l_reg),
             )
             if makespan < best_makespan * (1 - MIN_GAIN):
                 best_n_long, best_makespan = n_long, makespan
 
     if best_n_long == 0:
-        groups = [(list(range(n_instances)), order, False, first, l_reg)]
+        groups = [(list(range(n_instances)), order, False)]
     else:
         groups = [
-            (list(range(best_n_long)), order[:n_tail], True, l_long, l_long),
-            (list(range(best_n_long, n_instances)), order[n_tail:], False, l_reg, l_reg),
+            (list(range(best_n_long)), order[:n_tail], True),
+            (list(range(best_n_long, n_instances)), order[n_tail:], False),
         ]
+    tail = set(order[:n_tail])
     assignments: list[InstanceAssignment] = []
-    for instances, members, is_long, first_len, later_len in groups:
+    for instances, members, is_long in groups:
         for inst, bin_ in zip(instances, _spread(members, pred, len(instances)), strict=True):
             bin_.sort(key=lambda i: (-pred[i], i))  # LPT inside the instance
-            m = len(bin_)
+            m, t = len(bin_), sum(i in tail for i in bin_)
             assignments.append(
                 InstanceAssignment(
                     instance=inst,
                     prompt_indices=bin_,
                     batch_size=min(max_batch_size, m),
                     long_tail=is_long,
-                    est_latency=_instance_latency(ptl, m, max_batch_size, first_len, later_len),
+                    est_latency=_instance_latency(ptl, m, t, max_batch_size, l_long, l_reg),
                 )
             )
     return SplitPlan(

@@ -14,6 +14,7 @@ from backend.db import Dataset, Job
 from backend.db.session import session_scope
 from backend.schemas.spec import JobSpec
 from workers.datasets import load_dataset
+from workers.dispatch.ptl import measure_ptl, ptl_from_json, ptl_to_json
 from workers.dispatch.split import PTLProfile
 from workers.generation.engine import GenerationEngine
 from workers.generation.engines import setup_engine
@@ -60,16 +61,15 @@ def load_rows(ctx: JobContext, split: str = "train") -> list[dict[str, Any]]:
 
 def profile_ptl_once(ctx: JobContext, engine: GenerationEngine) -> None:
     """The first instance of a job measures PTL(BS) for skew-aware dispatch and stores it on the job."""
-    profile = getattr(engine, "profile_ptl", None)
-    if profile is None or not ctx.redis.set(f"{keys.prefix(ctx.job_id)}:ptl_lock", 1, nx=True, ex=3600):
+    if not ctx.redis.set(f"{keys.prefix(ctx.job_id)}:ptl_lock", 1, nx=True, ex=3600):
         return
     top = ctx.spec.generation.batch_size
     sizes = sorted({1, max(1, top // 4), max(1, top // 2), top})
-    measured: dict[int, float] = profile(sizes, tokens=PTL_TOKENS)
+    profile = measure_ptl(engine, sizes, tokens=PTL_TOKENS)
     with session_scope() as session:
         job = session.get(Job, ctx.job_id)
         if job is not None:
-            job.ptl_profile = {"points": [[int(bs), float(s)] for bs, s in sorted(measured.items())]}
+            job.ptl_profile = {"points": ptl_to_json(profile)}
 
 
 def load_ptl(job_id: int) -> PTLProfile | None:
@@ -78,4 +78,4 @@ def load_ptl(job_id: int) -> PTLProfile | None:
         raw = job.ptl_profile if job is not None else None
     if not raw or not raw.get("points"):
         return None
-    return PTLProfile(tuple((int(bs), float(s)) for bs, s in raw["points"]))
+    return ptl_from_json(raw["points"])

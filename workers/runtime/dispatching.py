@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Sequence
 from typing import Any
 
 import redis
 
 from backend.schemas.spec import JobSpec
-from workers.dispatch.split import PTLProfile, SplitPlan, random_split, round_robin_split, skew_aware_split
-from workers.runtime.ranking import setup_ranker
+from workers.dispatch.policies import setup_dispatch
+from workers.dispatch.split import PTLProfile, SplitPlan
+from workers.runtime.ranking import RuntimeRanker
 from workers.stream import PromptQueue, PromptRequest
 
 FLAT_PTL = PTLProfile(((1, 1.0),))
@@ -37,7 +37,7 @@ class PromptDispatcher:
         self.client, self.job_id, self.spec, self.rows = client, job_id, spec, rows
         self.encode = encode  # str -> list[int]
         self.group_size = spec.algorithm.group_size
-        self.ranker = setup_ranker(spec)
+        self.ranker = RuntimeRanker()
         self.touched: set[str] = set()  # instances that ever received requests
         self.last_plan: SplitPlan | None = None
         self._token_cache: dict[str, list[int]] = {}
@@ -77,23 +77,18 @@ class PromptDispatcher:
         return groups
 
     # -- where they go -------------------------------------------------------------------------------------------------
-    def plan(self, groups: Sequence[list[PromptRequest]], n_instances: int, iteration: int,
-             ptl: PTLProfile | None) -> SplitPlan:
-        per_prompt_batch = max(1, self.spec.generation.batch_size // self.group_size)
-        policy, n = self.spec.dispatch.policy, len(groups)
-        if policy == "skew_aware":
-            predicted = [g[0].predicted_len for g in groups]
-            return skew_aware_split(predicted, n_instances, _per_prompt(ptl, self.group_size),
-                                    recent_lengths=self.ranker.recent_lengths(), alpha=self.spec.dispatch.alpha,
-                                    max_batch_size=per_prompt_batch)
-        if policy == "round_robin":
-            return round_robin_split(n, n_instances, max_batch_size=per_prompt_batch)
-        return random_split(n, n_instances, seed=self.spec.seed * 7919 + iteration, max_batch_size=per_prompt_batch)
+    def plan(self, iteration: int, n_instances: int, ptl: PTLProfile | None) -> SplitPlan:
+        """The dispatch policy's split of this iteration's prompts (units: prompts, each `group_size` sequences)."""
+        policy = setup_dispatch(self.spec.dispatch.policy, n_instances=n_instances,
+                                max_batch_size=max(1, self.spec.generation.batch_size // self.group_size),
+                                alpha=self.spec.dispatch.alpha, ptl=_per_prompt(ptl, self.group_size),
+                                ranker=self.ranker.ranker, seed=self.spec.seed)
+        return policy.split(self.rows_for(iteration), iteration=iteration)
 
     def dispatch(self, iteration: int, instances: list[str], min_version: int, ptl: PTLProfile | None) -> int:
         assert instances, "dispatch needs at least one instance"
         groups = self.requests_for(iteration, min_version)
-        self.last_plan = plan = self.plan(groups, len(instances), iteration, ptl)
+        self.last_plan = plan = self.plan(iteration, len(instances), ptl)
         for assignment in plan.assignments:
             instance = instances[assignment.instance]
             requests = [r for index in assignment.prompt_indices for r in groups[index]]

@@ -20,17 +20,6 @@ def length_metrics(lengths: Sequence[int]) -> dict[str, float]:
             "skew_p99_p50": p99 / max(p50, 1.0)}
 
 
-def tail_fraction(dispatched_at: float, finish_times: Sequence[float]) -> float:
-    """Share of the generation window spent after 90% of the samples had finished (the long tail)."""
-    if not finish_times:
-        return 0.0
-    ordered = sorted(finish_times)
-    end = ordered[-1]
-    t90 = ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
-    window = end - dispatched_at
-    return max(0.0, (end - t90) / window) if window > 0 else 0.0
-
-
 def sample_metrics(samples: Sequence[Sample], train_version: int) -> dict[str, float]:
     """Reward, lengths and staleness of the samples of one iteration trained at weights `train_version`."""
     if not samples:

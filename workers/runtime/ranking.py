@@ -1,62 +1,30 @@
-"""The driver's output-length ranker: predicts each prompt's response length, refit on what instances produced.
+"""The driver's output-length ranker: the dispatch part's `LengthRanker`, fed with what the instances produced.
 
-Uses the dispatch part's `LengthRanker` when it is installed; until then `HistoryRanker` (mean of the prompt's
-earlier response lengths, the recent overall mean for unseen prompts). Both expose predict / observe /
-recent_lengths, plus `recall` of the true longest prompts (the paper's metric).
+`RuntimeRanker` adapts it to the driver's units (dataset rows in, `Sample`s observed once per iteration, then a
+refit), so the dispatcher and metrics share one ranker across iterations.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-
-from backend.schemas.spec import JobSpec
+from workers.dispatch.ranker import LengthRanker, setup_ranker
 from workers.sample import Sample
 
-RECENT = 2048
 
-
-class Ranker(Protocol):
-    def predict(self, rows: Sequence[dict[str, Any]]) -> list[float]: ...
-
-    def observe(self, samples: Sequence[Sample]) -> None: ...
-
-    def recent_lengths(self) -> list[float]: ...
-
-
-class HistoryRanker:
-    def __init__(self) -> None:
-        self.by_prompt: dict[str, tuple[float, int]] = {}  # prompt_id -> (mean length, count)
-        self.recent: deque[float] = deque(maxlen=RECENT)
+class RuntimeRanker:
+    def __init__(self, ranker: LengthRanker | None = None):
+        self.ranker = ranker or setup_ranker("features")
 
     def predict(self, rows: Sequence[dict[str, Any]]) -> list[float]:
-        default = float(np.mean(self.recent)) if self.recent else 0.0
-        return [self.by_prompt.get(str(r["prompt_id"]), (default + len(str(r["prompt"])) * 1e-3, 0))[0]
-                for r in rows]
+        return self.ranker.predict([str(r["prompt_id"]) for r in rows], [str(r["prompt"]) for r in rows])
 
     def observe(self, samples: Sequence[Sample]) -> None:
-        for s in samples:
-            mean, count = self.by_prompt.get(s.prompt_id, (0.0, 0))
-            self.by_prompt[s.prompt_id] = ((mean * count + len(s.response_ids)) / (count + 1), count + 1)
-            self.recent.append(float(len(s.response_ids)))
+        """One iteration's samples: every response length, then one refit."""
+        self.ranker.observe_many([s.prompt_id for s in samples], [s.prompt_text for s in samples],
+                                 [len(s.response_ids) for s in samples])
+        self.ranker.refit()
 
     def recent_lengths(self) -> list[float]:
-        return list(self.recent)
-
-
-def setup_ranker(spec: JobSpec) -> Ranker:
-    return HistoryRanker()
-
-
-def recall_top(predicted: Sequence[float], actual: Sequence[float], share: float) -> float:
-    """Of the true longest `share` of prompts, the fraction the prediction also put in its longest `share`."""
-    n = len(actual)
-    k = max(1, int(round(share * n)))
-    if n == 0:
-        return 0.0
-    true_top = set(sorted(range(n), key=lambda i: -actual[i])[:k])
-    pred_top = set(sorted(range(n), key=lambda i: -predicted[i])[:k])
-    return len(true_top & pred_top) / k
+        return self.ranker.recent_lengths()

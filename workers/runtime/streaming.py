@@ -21,13 +21,13 @@ from backend.db import GenerationInstance
 from backend.db.enums import LIVE_INSTANCE_STATUSES
 from backend.db.session import session_scope
 from backend.services.jobs import record_event
+from workers.dispatch.metrics import recall_top, tail_fraction
 from workers.runtime import components
 from workers.runtime.collector import Held, SampleCollector
 from workers.runtime.context import JobContext, JobSetupError
 from workers.runtime.driver import Driver
 from workers.runtime.instance import gen_stats_key
-from workers.runtime.metrics import tail_fraction, trainer_metrics
-from workers.runtime.ranking import recall_top
+from workers.runtime.metrics import trainer_metrics
 from workers.stream import PromptRequest, SampleStream
 
 MAINTAIN_EVERY_S = 1.0

@@ -45,8 +45,10 @@ def _session_response(session: Session, settings: Settings, user: User, team_id:
 
 
 @router.post("/register", status_code=status.HTTP_201_CREATED)
-def register(body: RegisterRequest, session: SessionDep) -> RegisterResponse:
-    """Create a user owning a new team."""
+def register(body: RegisterRequest, session: SessionDep, settings: SettingsDep) -> RegisterResponse:
+    """Create a user owning a new team (unless the operator turned registration off)."""
+    if not settings.allow_registration:
+        raise Forbidden("registration is disabled on this server: ask a team admin to add you")
     user, team = team_service.register(
         session=session, email=body.email, password=body.password, team_name=body.team_name
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request, UploadFile, status
@@ -45,7 +46,11 @@ def upload_dataset(
     dataset = dataset_service.create_dataset(
         session=session, team=auth.team, user=auth.user, name=name, content=content, artifact_dir=settings.artifacts
     )
-    session.commit()
+    try:
+        session.commit()
+    except BaseException:
+        Path(dataset.storage_path).unlink(missing_ok=True)  # no file without its row
+        raise
     return DatasetPublic.model_validate(dataset)
 
 

@@ -26,7 +26,7 @@ async def create_plan(body: PlanRequest, auth: ViewerAuth, settings: SettingsDep
 
 
 def _public(spec: DeviceSpec, overridden: set[str]) -> DevicePublic:
-    return DevicePublic(**spec.to_dict(), overridden=spec.name in overridden)  # type: ignore[arg-type]
+    return DevicePublic(**spec.to_dict(), overridden=spec.name in overridden)
 
 
 @router.get("/devices")

@@ -480,6 +480,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/plans": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create Plan
+         * @description Split devices between generation and training and predict iteration time, throughput and the timeline.
+         */
+        post: operations["create_plan_api_v1_plans_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/plans/devices": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Devices
+         * @description The device catalog: defaults updated by admin overrides.
+         */
+        get: operations["list_devices_api_v1_plans_devices_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/plans/devices/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Put Device
+         * @description Override a device's figures or add a device (admin).
+         */
+        put: operations["put_device_api_v1_plans_devices__name__put"];
+        post?: never;
+        /**
+         * Delete Device
+         * @description Drop an override: a default device reverts to its defaults, an added device disappears (admin).
+         */
+        delete: operations["delete_device_api_v1_plans_devices__name__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/ready": {
         parameters: {
             query?: never;
@@ -598,54 +662,73 @@ export interface components {
              * Clip Eps
              * @default 0.2
              */
-            clip_eps: number;
+            clip_eps?: number;
             /**
              * Entropy Coef
              * @default 0
              */
-            entropy_coef: number;
+            entropy_coef?: number;
             /**
              * Gamma
              * @description PPO/GAE discount
              * @default 1
              */
-            gamma: number;
+            gamma?: number;
             /**
              * Group Size
              * @description samples per prompt
              * @default 8
              */
-            group_size: number;
+            group_size?: number;
             /**
              * Is Cap
              * @description truncation of the importance ratio vs behaviour logprobs
              * @default 2
              */
-            is_cap: number;
+            is_cap?: number;
             /**
              * Kl Coef
              * @description k3 KL to the frozen reference policy
              * @default 0
              */
-            kl_coef: number;
+            kl_coef?: number;
             /**
              * Lam
              * @description GAE lambda
              * @default 0.95
              */
-            lam: number;
+            lam?: number;
             /**
              * Name
              * @default grpo
              * @enum {string}
              */
-            name: "grpo" | "ppo" | "rloo" | "reinforce_pp";
+            name?: "grpo" | "ppo" | "rloo" | "reinforce_pp";
             /**
              * Vf Coef
              * @description PPO value-loss weight
              * @default 0.5
              */
-            vf_coef: number;
+            vf_coef?: number;
+        };
+        /** AllocationPublic */
+        AllocationPublic: {
+            /** Cost Per Hour */
+            cost_per_hour: number;
+            /** Freed Devices */
+            freed_devices: number;
+            /** Gen Device */
+            gen_device: string;
+            /** Gen Devices */
+            gen_devices: number;
+            /** Gen Instances */
+            gen_instances: number;
+            /** Tp */
+            tp: number;
+            /** Train Device */
+            train_device: string;
+            /** Train Devices */
+            train_devices: number;
         };
         /** ApiKeyCreate */
         ApiKeyCreate: {
@@ -705,23 +788,23 @@ export interface components {
              * Cooldown S
              * @default 30
              */
-            cooldown_s: number;
+            cooldown_s?: number;
             /**
              * Max Instances
              * @default 4
              */
-            max_instances: number;
+            max_instances?: number;
             /**
              * Min Instances
              * @default 1
              */
-            min_instances: number;
+            min_instances?: number;
             /**
              * Policy
              * @default manual
              * @enum {string}
              */
-            policy: "manual" | "auto";
+            policy?: "manual" | "auto";
         };
         /** Body_upload_dataset_api_v1_datasets_post */
         Body_upload_dataset_api_v1_datasets_post: {
@@ -749,12 +832,23 @@ export interface components {
              * @description checkpoint every N iterations
              * @default 10
              */
-            interval: number;
+            interval?: number;
             /**
              * Keep
              * @default 3
              */
-            keep: number;
+            keep?: number;
+        };
+        /** ClusterSpec */
+        ClusterSpec: {
+            /** Count */
+            count: number;
+            /**
+             * Device
+             * @description a device name from the catalog
+             * @default H800
+             */
+            device?: string;
         };
         /** DatasetPublic */
         DatasetPublic: {
@@ -791,7 +885,7 @@ export interface components {
              * @description held-out prompts for evaluation
              * @default 64
              */
-            eval_prompts: number;
+            eval_prompts?: number;
             /**
              * Id
              * @description id of a dataset uploaded to the control plane
@@ -802,12 +896,52 @@ export interface components {
              * @description prompts to generate for a built-in task
              * @default 256
              */
-            num_prompts: number;
+            num_prompts?: number;
             /**
              * Path
              * @description local JSONL file (train-local only)
              */
             path?: string | null;
+        };
+        /** DevicePublic */
+        DevicePublic: {
+            /** Bf16 Tflops */
+            bf16_tflops: number;
+            /** Cost Per Hour */
+            cost_per_hour: number;
+            /** Interconnect Gbps */
+            interconnect_gbps: number;
+            /** Mem Bandwidth Tbps */
+            mem_bandwidth_tbps: number;
+            /** Memory Gb */
+            memory_gb: number;
+            /** Name */
+            name: string;
+            /** Overridden */
+            overridden: boolean;
+        };
+        /** DeviceUpdate */
+        DeviceUpdate: {
+            /** Bf16 Tflops */
+            bf16_tflops: number;
+            /** Cost Per Hour */
+            cost_per_hour: number;
+            /**
+             * Interconnect Gbps
+             * @default 400
+             */
+            interconnect_gbps?: number;
+            /** Mem Bandwidth Tbps */
+            mem_bandwidth_tbps: number;
+            /** Memory Gb */
+            memory_gb: number;
+        };
+        /** DevicesPublic */
+        DevicesPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["DevicePublic"][];
         };
         /** DispatchSpec */
         DispatchSpec: {
@@ -816,13 +950,13 @@ export interface components {
              * @description share of prompts treated as long-tail
              * @default 0.2
              */
-            alpha: number;
+            alpha?: number;
             /**
              * Policy
              * @default random
              * @enum {string}
              */
-            policy: "random" | "round_robin" | "skew_aware";
+            policy?: "random" | "round_robin" | "skew_aware";
         };
         /** GenerationSpec */
         GenerationSpec: {
@@ -831,13 +965,13 @@ export interface components {
              * @description max concurrent sequences per instance
              * @default 32
              */
-            batch_size: number;
+            batch_size?: number;
             /**
              * Engine
              * @default hf
              * @enum {string}
              */
-            engine: "hf" | "vllm";
+            engine?: "hf" | "vllm";
             /**
              * Instances
              * @description None: use the planner's suggestion
@@ -847,19 +981,19 @@ export interface components {
              * Max Tokens
              * @default 64
              */
-            max_tokens: number;
+            max_tokens?: number;
             /** Stop */
             stop?: string[];
             /**
              * Temperature
              * @default 1
              */
-            temperature: number;
+            temperature?: number;
             /**
              * Top P
              * @default 1
              */
-            top_p: number;
+            top_p?: number;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
@@ -963,13 +1097,13 @@ export interface components {
              * @description async: max policy versions a sample may lag
              * @default 1
              */
-            max_staleness: number;
+            max_staleness?: number;
             /**
              * Mode
              * @default sync
              * @enum {string}
              */
-            mode: "colocated" | "sync" | "async";
+            mode?: "colocated" | "sync" | "async";
             /**
              * Model
              * @description registered model name (or path for train-local)
@@ -979,13 +1113,13 @@ export interface components {
              * Name
              * @default job
              */
-            name: string;
+            name?: string;
             reward?: components["schemas"]["RewardSpec"];
             /**
              * Seed
              * @default 0
              */
-            seed: number;
+            seed?: number;
             /**
              * Tokenizer
              * @description defaults to the model's own tokenizer
@@ -998,6 +1132,45 @@ export interface components {
          * @enum {string}
          */
         JobStatus: "queued" | "starting" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        /** LengthSpec */
+        LengthSpec: {
+            /**
+             * Kind
+             * @default lognormal
+             * @enum {string}
+             */
+            kind?: "lognormal" | "pareto" | "empirical";
+            /**
+             * Max Tokens
+             * @default 20000
+             */
+            max_tokens?: number;
+            /**
+             * Median
+             * @default 2000
+             */
+            median?: number;
+            /**
+             * Pareto Alpha
+             * @default 1.5
+             */
+            pareto_alpha?: number;
+            /**
+             * Pareto Min
+             * @default 500
+             */
+            pareto_min?: number;
+            /**
+             * Sigma
+             * @default 1
+             */
+            sigma?: number;
+            /**
+             * Values
+             * @description empirical lengths
+             */
+            values?: number[];
+        };
         /** LoginRequest */
         LoginRequest: {
             /** Email */
@@ -1024,7 +1197,7 @@ export interface components {
             /** Password */
             password?: string | null;
             /** @default member */
-            role: components["schemas"]["Role"];
+            role?: components["schemas"]["Role"];
         };
         /** MemberPublic */
         MemberPublic: {
@@ -1124,6 +1297,155 @@ export interface components {
                 [key: string]: unknown;
             }[];
         };
+        /** PlanPublic */
+        PlanPublic: {
+            allocation: components["schemas"]["AllocationPublic"];
+            /** Estimate */
+            estimate: {
+                [key: string]: number;
+            };
+            /** Model */
+            model: {
+                [key: string]: number | string;
+            };
+            /** Per Mode */
+            per_mode: {
+                [key: string]: components["schemas"]["PredictionPublic"];
+            };
+            /** Plan Seconds */
+            plan_seconds: number;
+            predicted: components["schemas"]["PredictionPublic"];
+            /** Timeline */
+            timeline: components["schemas"]["backend__planner__schemas__SpanPublic"][];
+        };
+        /**
+         * PlanRequest
+         * @description One cluster: generation and training share `clusters[0]`. Two clusters: generation on [0], training on [1].
+         */
+        PlanRequest: {
+            /**
+             * Algorithm
+             * @default grpo
+             * @enum {string}
+             */
+            algorithm?: "ppo" | "grpo" | "rloo" | "reinforce_pp";
+            /**
+             * Alpha
+             * @default 0.2
+             */
+            alpha?: number;
+            /** Clusters */
+            clusters?: components["schemas"]["ClusterSpec"][];
+            /**
+             * Dispatch
+             * @default skew_aware
+             * @enum {string}
+             */
+            dispatch?: "random" | "skew_aware";
+            /**
+             * Group Size
+             * @default 8
+             */
+            group_size?: number;
+            /**
+             * Iterations
+             * @description simulated iterations (the first is warm-up)
+             * @default 3
+             */
+            iterations?: number;
+            lengths?: components["schemas"]["LengthSpec"];
+            /**
+             * Max Batch Size
+             * @description sequences per instance; None: KV memory
+             */
+            max_batch_size?: number | null;
+            /**
+             * Mfu
+             * @description training model-FLOPs utilisation
+             * @default 0.4
+             */
+            mfu?: number;
+            /**
+             * Mode
+             * @default sync
+             * @enum {string}
+             */
+            mode?: "colocated" | "sync" | "async";
+            /**
+             * Model Params B
+             * @description overrides model_size
+             */
+            model_params_b?: number | null;
+            /**
+             * Model Size
+             * @description 7B, 14B, 32B, 72B or a number of billions ('13B')
+             * @default 7B
+             */
+            model_size?: string | null;
+            /**
+             * Prompt Tokens
+             * @default 512
+             */
+            prompt_tokens?: number;
+            /**
+             * Prompts Per Iteration
+             * @default 256
+             */
+            prompts_per_iteration?: number;
+            /**
+             * Ptl Profile
+             * @description measured [batch_size, seconds_per_token] points; replaces the roofline
+             */
+            ptl_profile?: [
+                number,
+                number
+            ][] | null;
+            /**
+             * Seed
+             * @default 0
+             */
+            seed?: number;
+            /**
+             * Timeline Lanes
+             * @description generation lanes kept in the returned timeline
+             * @default 8
+             */
+            timeline_lanes?: number;
+            /**
+             * Tp
+             * @description tensor parallelism per generation instance; None: fit
+             */
+            tp?: number | null;
+            /**
+             * Train Seconds Per Token
+             * @description measured training seconds per token on one device; replaces the roofline
+             */
+            train_seconds_per_token?: number | null;
+        };
+        /** PredictionPublic */
+        PredictionPublic: {
+            /** Gen Bubble Fraction */
+            gen_bubble_fraction: number;
+            /** Gen Seconds */
+            gen_seconds: number;
+            /** Iteration Seconds */
+            iteration_seconds: number;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "colocated" | "sync" | "async";
+            /** Samples Per S */
+            samples_per_s: number;
+            /** Throughput Per Cost */
+            throughput_per_cost: number;
+            /** Tokens Per S */
+            tokens_per_s: number;
+            /** Train Bubble Fraction */
+            train_bubble_fraction: number;
+            /** Train Seconds */
+            train_seconds: number;
+        };
         /** Progress */
         Progress: {
             /** Iteration */
@@ -1179,12 +1501,12 @@ export interface components {
              * @description built-in name, 'composite' or 'python'
              * @default exact_match
              */
-            type: string;
+            type?: string;
             /**
              * Weight
              * @default 1
              */
-            weight: number;
+            weight?: number;
         };
         /**
          * Role
@@ -1219,17 +1541,6 @@ export interface components {
             token: string;
             user: components["schemas"]["UserPublic"];
         };
-        /** SpanPublic */
-        SpanPublic: {
-            /** End */
-            end: number;
-            /** Kind */
-            kind: string;
-            /** Lane */
-            lane: string;
-            /** Start */
-            start: number;
-        };
         /** SwitchTeamRequest */
         SwitchTeamRequest: {
             /** Team Id */
@@ -1247,7 +1558,7 @@ export interface components {
         /** TimelinePublic */
         TimelinePublic: {
             /** Spans */
-            spans: components["schemas"]["SpanPublic"][];
+            spans: components["schemas"]["backend__schemas__jobs__SpanPublic"][];
         };
         /** TrainingSpec */
         TrainingSpec: {
@@ -1255,45 +1566,45 @@ export interface components {
              * Devices
              * @default 1
              */
-            devices: number;
+            devices?: number;
             /**
              * Grad Clip
              * @default 1
              */
-            grad_clip: number;
+            grad_clip?: number;
             /**
              * Iterations
              * @description optimiser steps (one per iteration)
              * @default 20
              */
-            iterations: number;
+            iterations?: number;
             /**
              * Lr
              * @default 0.0001
              */
-            lr: number;
+            lr?: number;
             /**
              * Micro Batch Size
              * @description samples per micro-step (gradient accumulation)
              * @default 16
              */
-            micro_batch_size: number;
+            micro_batch_size?: number;
             /**
              * Prompts Per Iteration
              * @default 16
              */
-            prompts_per_iteration: number;
+            prompts_per_iteration?: number;
             /**
              * Weight Decay
              * @default 0
              */
-            weight_decay: number;
+            weight_decay?: number;
             /**
              * Weight Sync
              * @default shared_store
              * @enum {string}
              */
-            weight_sync: "shared_store" | "broadcast";
+            weight_sync?: "shared_store" | "broadcast";
         };
         /** UserPublic */
         UserPublic: {
@@ -1319,6 +1630,31 @@ export interface components {
             msg: string;
             /** Error Type */
             type: string;
+        };
+        /** SpanPublic */
+        backend__planner__schemas__SpanPublic: {
+            /** End */
+            end: number;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "generating" | "loading_weights" | "idle" | "training" | "waiting";
+            /** Lane */
+            lane: string;
+            /** Start */
+            start: number;
+        };
+        /** SpanPublic */
+        backend__schemas__jobs__SpanPublic: {
+            /** End */
+            end: number;
+            /** Kind */
+            kind: string;
+            /** Lane */
+            lane: string;
+            /** Start */
+            start: number;
         };
     };
     responses: never;
@@ -2147,6 +2483,123 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ModelPublic"];
                 };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    create_plan_api_v1_plans_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlanRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlanPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_devices_api_v1_plans_devices_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DevicesPublic"];
+                };
+            };
+        };
+    };
+    put_device_api_v1_plans_devices__name__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeviceUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DevicePublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    delete_device_api_v1_plans_devices__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Validation Error */
             422: {

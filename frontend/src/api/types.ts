@@ -11,11 +11,15 @@ export type JobStatus = Job["status"];
 export type JobEvent = Schemas["JobEventPublic"];
 export type Iteration = Schemas["IterationPublic"];
 export type SampleRow = Schemas["SamplePublic"];
-export type TimelineSpan = Schemas["SpanPublic"];
+export type TimelineSpan = Schemas["TimelinePublic"]["spans"][number]; // by path: two schemas are named SpanPublic
 export type Dataset = Schemas["DatasetPublic"];
 export type Model = Schemas["ModelPublic"];
 export type ApiKey = Schemas["ApiKeyPublic"];
 export type Member = Schemas["MemberPublic"];
+export type PlanRequest = Schemas["PlanRequest"];
+export type Plan = Schemas["PlanPublic"];
+export type Prediction = Schemas["PredictionPublic"];
+export type Device = Schemas["DevicePublic"];
 
 export const JOB_STATUSES: readonly JobStatus[] = ["queued", "starting", "running", "paused", "succeeded", "failed", "cancelled"];
 

@@ -1,6 +1,6 @@
 /**
- * Categorical bar chart (uPlot bars). Series are drawn centred on each category, so several series are meant to
- * partition the categories (a null where another series has the bar), e.g. regular vs long-tail histogram bins.
+ * Categorical bar chart (uPlot bars). Series are drawn centred on each category in order, each over the previous,
+ * e.g. a histogram's totals with its long-tail share on top.
  */
 import { useMemo } from "react";
 import uPlot from "uplot";
@@ -35,6 +35,7 @@ export function BarChart({ categories, series, height = 200, xLabel = "", yLabel
         y: { range: (_u: uPlot, _min: number, max: number): uPlot.Range.MinMax => [0, max > 0 ? max * 1.1 : 1] },
       },
       cursor: { drag: { x: false, y: false } },
+      legend: { live: false },
       axes: [
         {
           label: xLabel,

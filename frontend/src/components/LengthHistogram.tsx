@@ -10,8 +10,9 @@ export function LengthHistogram({ lengths, alpha = 0.2 }: { lengths: number[]; a
   const categories = useMemo(() => hist.bins.map((b) => `${b.lo}`), [hist]);
   const series = useMemo(
     () => [
-      { label: "regular", color: "#60a5fa", values: hist.bins.map((b) => (b.tail ? null : b.count)) },
-      { label: `long tail (top ${Math.round(alpha * 100)}%)`, color: "#f97316", values: hist.bins.map((b) => (b.tail ? b.count : null)) },
+      // Drawn in order: all samples, then the tail share of each bin over it (orange from the baseline).
+      { label: "all samples", color: "#60a5fa", values: hist.bins.map((b) => b.count) },
+      { label: `long tail (top ${Math.round(alpha * 100)}%)`, color: "#f97316", values: hist.bins.map((b) => (b.tail ? b.tailCount : null)) },
     ],
     [hist, alpha],
   );

@@ -29,7 +29,7 @@ export function LineChart({ series, height = 180, xLabel = "iteration" }: { seri
     () => ({
       height,
       scales: { x: { time: false } },
-      legend: { live: true },
+      legend: { live: false },
       cursor: { drag: { x: false, y: false } },
       axes: [
         { label: xLabel, stroke: "#64748b", grid: { stroke: "#eef2f7" } },

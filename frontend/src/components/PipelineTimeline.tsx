@@ -17,7 +17,8 @@ export function PipelineTimeline({ spans, now, windowSeconds = 120 }: { spans: S
   const layout = useMemo(() => {
     const latest = spans.reduce((max, s) => Math.max(max, s.end === null ? now : typeof s.end === "number" ? s.end : Date.parse(s.end) / 1000), 0);
     const end = Math.max(latest, Math.min(now, latest + 5)); // follow the data, not a clock that may differ from the server's
-    return layoutTimeline(spans, now, { start: end - windowSeconds, end });
+    const earliest = spans.reduce((min, s) => Math.min(min, typeof s.start === "number" ? s.start : Date.parse(s.start) / 1000), end);
+    return layoutTimeline(spans, now, { start: Math.max(end - windowSeconds, earliest), end });
   }, [spans, now, windowSeconds]);
   if (layout.lanes.length === 0) return <div className="empty-chart">no pipeline activity yet</div>;
   return (
@@ -41,7 +42,7 @@ export function PipelineTimeline({ spans, now, windowSeconds = 120 }: { spans: S
       <div className="lane lane-axis">
         <span className="lane-label" />
         <div className="lane-track-axis">
-          <span>−{windowSeconds}s</span>
+          <span>−{Math.round(layout.end - layout.start)}s</span>
           <span>latest</span>
         </div>
         <span className="lane-busy" />

@@ -35,10 +35,21 @@ describe("lengthHistogram", () => {
     expect(h.tailCount).toBe(20);
     const tailBins = h.bins.filter((b) => b.tail);
     expect(tailBins.length).toBeGreaterThan(0);
-    expect(tailBins.every((b) => b.lo >= h.tailThreshold)).toBe(true);
+    expect(tailBins.every((b) => b.hi > h.tailThreshold)).toBe(true);
+    expect(h.bins.reduce((sum, b) => sum + b.tailCount, 0)).toBe(20);
     const shortBin = h.bins.find((b) => b.lo <= 10 && 10 < b.hi);
     expect(shortBin?.tail).toBe(false);
     expect(shortBin?.count).toBe(80);
+  });
+
+  it("counts the tail inside a bin that straddles the threshold", () => {
+    // Lengths 0..99 in 10 bins of 10; alpha 0.25 -> the tail starts at 75, in the middle of bin [70, 80).
+    const h = lengthHistogram(Array.from({ length: 100 }, (_, i) => i), 10, 0.25);
+    expect(h.tailThreshold).toBe(75);
+    const straddling = h.bins[7];
+    expect([straddling.lo, straddling.count, straddling.tailCount]).toEqual([70, 10, 5]);
+    expect(h.bins[6].tail).toBe(false);
+    expect(h.bins.slice(8).every((b) => b.tailCount === b.count)).toBe(true);
   });
 
   it("is empty for no samples and rejects a zero bin count", () => {

@@ -4,8 +4,9 @@ import { percentile } from "./stats";
 export interface HistogramBin {
   lo: number; // inclusive
   hi: number; // exclusive, except the last bin which includes max
-  count: number;
-  tail: boolean; // every length in this bin is >= the tail threshold
+  count: number; // all lengths in the bin
+  tailCount: number; // those >= the tail threshold (a bin may straddle it)
+  tail: boolean; // tailCount > 0
 }
 
 export interface LengthHistogram {
@@ -33,7 +34,7 @@ export function tailStart(lengths: readonly number[], alpha: number): number {
 
 /**
  * Histogram of response lengths. The long tail is the top `alpha` share (the dispatcher's alpha, default 0.2),
- * so the threshold is `tailStart`; a bin is marked tail when its lower edge reaches the threshold.
+ * so the threshold is `tailStart`; each bin counts its tail lengths separately (a bin may straddle the threshold).
  */
 export function lengthHistogram(lengths: readonly number[], binCount = 24, alpha = 0.2): LengthHistogram {
   if (binCount < 1) throw new Error(`binCount must be >= 1, got ${binCount}`);
@@ -43,13 +44,18 @@ export function lengthHistogram(lengths: readonly number[], binCount = 24, alpha
   const max = Math.max(...lengths);
   const edges = binEdges(max, Math.min(binCount, max + 1));
   const width = edges[1] - edges[0];
-  const counts = new Array<number>(edges.length - 1).fill(0);
-  for (const length of lengths) counts[Math.min(counts.length - 1, Math.floor(length / width))] += 1;
   const tailThreshold = tailStart(lengths, alpha);
+  const counts = new Array<number>(edges.length - 1).fill(0);
+  const tailCounts = new Array<number>(edges.length - 1).fill(0);
+  for (const length of lengths) {
+    const bin = Math.min(counts.length - 1, Math.floor(length / width));
+    counts[bin] += 1;
+    if (length >= tailThreshold) tailCounts[bin] += 1;
+  }
   const p50 = percentile(lengths, 50);
   const p99 = percentile(lengths, 99);
   return {
-    bins: counts.map((count, i) => ({ lo: edges[i], hi: edges[i + 1], count, tail: edges[i] >= tailThreshold })),
+    bins: counts.map((count, i) => ({ lo: edges[i], hi: edges[i + 1], count, tailCount: tailCounts[i], tail: tailCounts[i] > 0 })),
     p50,
     p90: percentile(lengths, 90),
     p99,

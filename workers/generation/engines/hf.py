@@ -37,13 +37,14 @@ def load_safetensors_dir(source: str | Path) -> dict[str, torch.Tensor]:
 
 class HFEngine(GenerationEngine):
     def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
-                 dtype: str = "float32", seed: int = 0) -> None:
+                 dtype: str = "float32", seed: int = 0, ignore_eos: bool = False) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 (got {max_batch_size})")
         self.max_batch_size = max_batch_size
         self.device = torch.device(device)
         self.dtype = getattr(torch, dtype)
         self.seed_rng = random.Random(seed)
+        self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens
         self.model: torch.nn.Module | None = None
         self.tokenizer = None
         self.eos_ids: set[int] = set()
@@ -107,16 +108,17 @@ class HFEngine(GenerationEngine):
             kwargs = {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p} \
                 if sampling.temperature > 0 else {"do_sample": False}
             out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=sampling.max_tokens,
-                                 pad_token_id=pad, eos_token_id=sorted(self.eos_ids) or None,
+                                 pad_token_id=pad, eos_token_id=None if self.ignore_eos else sorted(self.eos_ids),
                                  stop_strings=list(sampling.stop) or None, tokenizer=self.tokenizer, **kwargs)
+            eos = set() if self.ignore_eos else self.eos_ids
             for row in out[:, width:].tolist():
-                cut = next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), len(row))
+                cut = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
                 outputs.append(row[:cut])
         return outputs
 
     def _batcher(self) -> ContinuousBatcher:
         return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
-                                 eos_ids=self.eos_ids, seed_rng=self.seed_rng)
+                                 eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos)
 
     def _require_model(self) -> torch.nn.Module:
         if self.model is None:

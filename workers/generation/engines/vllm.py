@@ -33,11 +33,12 @@ def _configure_env(kv_cache_gb: int) -> None:
 class VLLMEngine(GenerationEngine):
     def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
                  dtype: str = "float32", seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
-                 **llm_kwargs: Any) -> None:
+                 ignore_eos: bool = False, **llm_kwargs: Any) -> None:
         self.max_batch_size = max_batch_size
         self.device, self.dtype, self.seed = device, dtype, seed
         self.max_model_len, self.kv_cache_gb = max_model_len, kv_cache_gb
         self.llm_kwargs = llm_kwargs
+        self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens
         self.llm: Any = None
         if model_dir is not None:
             self.load(model_dir)
@@ -75,7 +76,7 @@ class VLLMEngine(GenerationEngine):
                 if item.request_id in in_flight:
                     raise ValueError(f"request id {item.request_id!r} is already in flight")
                 engine.add_request(item.request_id, {"prompt_token_ids": list(item.prompt_ids)},
-                                   self._sampling(item.sampling))
+                                   self._sampling(item.sampling, self.ignore_eos))
                 in_flight[item.request_id] = (item, time.time())
             if not in_flight:
                 if exhausted:
@@ -89,11 +90,11 @@ class VLLMEngine(GenerationEngine):
                     yield self._result(request, started, output)
 
     @staticmethod
-    def _sampling(params: SamplingParams) -> Any:
+    def _sampling(params: SamplingParams, ignore_eos: bool) -> Any:
         from vllm import SamplingParams as VSamplingParams
 
         return VSamplingParams(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
-                               stop=list(params.stop) or None, seed=params.seed, logprobs=0)
+                               stop=list(params.stop) or None, seed=params.seed, logprobs=0, ignore_eos=ignore_eos)
 
     @staticmethod
     def _result(request: GenerationRequest, started: float, output: Any) -> GenerationResult:

@@ -1,0 +1,69 @@
+"""Team page (members, API key created once then revoked, quotas) and the planner what-if page, in a browser."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+from e2e_support import Server, shot
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.e2e
+
+PASSWORD = "correct-horse-battery"
+
+
+def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:
+    page.goto(f"{server.url}/")
+    page.evaluate("token => localStorage.setItem('streamrl.token', token)", token)
+    page.goto(f"{server.url}/#{route}")
+    page.reload()
+
+
+def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]
+    tag = uuid.uuid4().hex[:8]
+    api = make_api()
+    session = api.register(f"dana-{tag}@example.com", PASSWORD, f"team-keys-{tag}")
+    open_signed_in(page, api_server, session["token"], "/team")
+
+    page.get_by_placeholder("key name").fill("ci")
+    page.get_by_role("button", name="Create key").click()
+    secret = page.get_by_test_id("new-key-secret").locator("code")
+    expect(secret).to_have_text(re.compile(r"^srl_"))
+    token = secret.inner_text()
+    assert make_api().http.get("/jobs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    page.get_by_role("button", name="done").click()
+    expect(page.get_by_test_id("new-key-secret")).to_have_count(0)  # shown once
+    page.get_by_test_id("keys").get_by_role("button", name="revoke").click()
+    expect(page.get_by_test_id("keys").locator("tr.revoked")).to_have_count(1)
+    assert make_api().http.get("/jobs", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+
+    page.get_by_placeholder("email").fill(f"erin-{tag}@example.com")
+    page.get_by_placeholder("password (new users)").fill(PASSWORD)
+    page.get_by_role("button", name="Add member").click()
+    expect(page.get_by_test_id("members")).to_contain_text(f"erin-{tag}@example.com")
+
+    page.locator("input[name=max_concurrent_jobs]").fill("5")
+    page.get_by_role("button", name="Save quotas").click()
+    expect(page.locator("input[name=max_concurrent_jobs]")).to_have_value("5")
+    assert api.get("/teams/current")["quotas"]["max_concurrent_jobs"] == 5
+    shot(page, "20-team")
+
+
+def test_planner_what_if(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]
+    tag = uuid.uuid4().hex[:8]
+    session = make_api().register(f"finn-{tag}@example.com", PASSWORD, f"team-plan-{tag}")
+    open_signed_in(page, api_server, session["token"], "/planner")
+    page.locator("input[name=count]").fill("16")
+    page.get_by_role("button", name="Plan").click()
+    plan = page.get_by_test_id("plan")
+    expect(plan).to_contain_text("Recommended split")
+    expect(plan.locator("tr.recommended")).to_contain_text("sync")
+    expect(plan.locator(".uplot")).to_have_count(3)
+    expect(plan.get_by_test_id("timeline").locator(".lane").first).to_be_visible()
+    shot(page, "30-planner")
+
+    page.locator("input[name=count]").fill("0")
+    page.get_by_role("button", name="Plan").click()
+    expect(page.locator(".field", has=page.locator("input[name=count]")).locator(".field-error")).to_be_visible()

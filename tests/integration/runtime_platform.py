@@ -1,0 +1,180 @@
+"""A whole platform for integration tests: real Postgres + Redis, Celery worker PROCESSES for the generation and
+training pools, and the controller's reconcile loop (a thread of the test process, same code as `streamrl controller`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+from sqlalchemy import select
+
+from backend.controller.liveness import Timeouts
+from backend.controller.reconcile import CeleryTaskSender, reconcile_once
+from backend.db import GenerationInstance, Iteration, Job, JobStatus, Model, Team, User
+from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
+from backend.schemas.spec import JobSpec
+from backend.services.jobs import create_job, scale_job
+from workers.stream import keys
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_TIMEOUTS = Timeouts(instance_heartbeat_s=6.0, instance_start_s=180.0, driver_start_s=180.0,
+                         driver_heartbeat_ttl_s=60.0)
+
+
+def base_spec(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": "it", "model": "tiny", "mode": "sync", "seed": 0,
+        "dataset": {"builtin": "arithmetic", "num_prompts": 16, "eval_prompts": 0},
+        "reward": {"type": "exact_match"},
+        "algorithm": {"name": "grpo", "group_size": 4},
+        "generation": {"instances": 2, "batch_size": 16, "max_tokens": 8, "temperature": 1.0},
+        "training": {"iterations": 3, "prompts_per_iteration": 4, "micro_batch_size": 8, "lr": 1e-3},
+        "checkpoint": {"interval": 100},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    return spec
+
+
+@dataclass
+class Platform:
+    backend: Any  # tests/conftest.py Backend
+    redis_url: str
+    env: dict[str, str]
+    team: Any
+    user: Any
+    client: redis.Redis
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    controller_errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    @contextmanager
+    def start(cls, backend: Any, redis_url: str, model_dir: Path) -> Iterator[Platform]:
+        team = backend.make_team(max_concurrent_jobs=4, max_generation_instances=8)
+        user = backend.make_user(team)
+        with backend.session() as session:
+            session.add(Model(team_id=team.id, name="tiny", path=str(model_dir), created_by_id=user.id))
+        data_dir = Path(backend.settings.data_dir)
+        env = {**os.environ, "STREAMRL_DATABASE_URL": backend.url, "STREAMRL_REDIS_URL": redis_url,
+               "STREAMRL_DATA_DIR": str(data_dir), "STREAMRL_SECRET_KEY": backend.settings.secret_key,
+               "STREAMRL_AUTO_MIGRATE": "false", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+        platform = cls(backend=backend, redis_url=redis_url, env=env, team=team, user=user,
+                       client=redis.Redis.from_url(redis_url))
+        platform.start_worker("generation", concurrency=3)
+        platform.start_worker("training", concurrency=2)
+        thread = threading.Thread(target=platform._control_loop, daemon=True)
+        thread.start()
+        try:
+            yield platform
+        finally:
+            platform._stop.set()
+            thread.join(timeout=10)
+            for name in list(platform.workers):
+                platform.stop_worker(name)
+            platform.client.close()
+
+    # -- processes ----------------------------------------------------------------------------------------------------
+    def start_worker(self, pool: str, concurrency: int) -> None:
+        log = open(Path(self.env["STREAMRL_DATA_DIR"]) / f"worker-{pool}.log", "ab")  # noqa: SIM115
+        self.workers[pool] = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker", "-Q", pool,
+             "--concurrency", str(concurrency), "--pool", "prefork", "-n", f"{pool}-{os.getpid()}@%h",
+             "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop_worker(self, pool: str) -> None:
+        proc = self.workers.pop(pool)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+    def _control_loop(self) -> None:
+        sender = CeleryTaskSender(self.redis_url)
+        while not self._stop.wait(0.5):
+            try:
+                reconcile_once(sender=sender, client=self.client, timeouts=TEST_TIMEOUTS, engine=self.backend.engine)
+            except Exception as exc:  # surfaced by the tests' assertions
+                self.controller_errors.append(repr(exc))
+
+    # -- jobs ---------------------------------------------------------------------------------------------------------
+    def submit(self, **overrides: Any) -> int:
+        spec = JobSpec.model_validate(base_spec(**overrides))
+        with self.backend.session() as session:
+            team, user = session.get(Team, self.team.id), session.get(User, self.user.id)
+            return int(create_job(session=session, team=team, user=user, spec=spec).id)
+
+    def job(self, job_id: int) -> Job:
+        with self.backend.session() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            return job
+
+    def wait_status(self, job_id: int, statuses: set[JobStatus], timeout_s: float) -> Job:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            job = self.job(job_id)
+            if job.status in statuses:
+                return job
+            if job.status in TERMINAL_JOB_STATUSES:
+                raise AssertionError(f"job {job_id} ended {job.status}: {job.error}\n{self.logs_tail()}")
+            time.sleep(0.5)
+        raise AssertionError(f"job {job_id} still {self.job(job_id).status} after {timeout_s}s; controller errors "
+                             f"{self.controller_errors[-3:]}\n{self.logs_tail()}")
+
+    def wait_done(self, job_id: int, timeout_s: float = 300) -> Job:
+        job = self.wait_status(job_id, {JobStatus.succeeded}, timeout_s)
+        return job
+
+    def iterations(self, job_id: int) -> list[dict[str, Any]]:
+        with self.backend.session() as session:
+            return [dict(m) for m in session.scalars(select(Iteration.metrics).where(Iteration.job_id == job_id)
+                                                       .order_by(Iteration.iteration))]
+
+    def live_instances(self, job_id: int, running_only: bool = False) -> list[str]:
+        statuses = ["running"] if running_only else list(LIVE_INSTANCE_STATUSES)
+        with self.backend.session() as session:
+            return list(session.scalars(select(GenerationInstance.instance_id).where(
+                GenerationInstance.job_id == job_id, GenerationInstance.status.in_(statuses))
+                .order_by(GenerationInstance.id)))
+
+    def scale(self, job_id: int, target: int) -> None:
+        with self.backend.session() as session:
+            job = session.get(Job, job_id)
+            scale_job(session=session, team=session.get(Team, self.team.id), job=job, target_instances=target,
+                      autoscale=False)
+
+    def instance_info(self, job_id: int, instance_id: str) -> dict[str, Any] | None:
+        raw = self.client.get(keys.instance_heartbeat(job_id, instance_id))
+        return json.loads(raw) if raw else None
+
+    def consumed(self, job_id: int) -> set[str]:
+        return {m.decode() for m in self.client.smembers(keys.consumed_set(job_id))}  # type: ignore[union-attr]
+
+    def logs_tail(self, chars: int = 3000) -> str:
+        out = []
+        for pool in ("generation", "training"):
+            path = Path(self.env["STREAMRL_DATA_DIR"]) / f"worker-{pool}.log"
+            if path.exists():
+                out.append(f"--- {pool} ---\n" + path.read_text(errors="replace")[-chars:])
+        return "\n".join(out)

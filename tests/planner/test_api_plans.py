@@ -1,0 +1,54 @@
+"""`POST /api/v1/plans` and the device catalog routes on the real app (Postgres, Redis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def headers(pg_backend: Any) -> dict[str, dict[str, str]]:
+    team = pg_backend.make_team()
+    return {role: pg_backend.auth_headers(pg_backend.make_user(team, role), team) for role in ("viewer", "admin")}
+
+
+def test_post_plan(app_client: TestClient, headers: dict[str, dict[str, str]]) -> None:
+    body = {"model_size": "7B", "clusters": [{"device": "H800", "count": 8}], "prompts_per_iteration": 32,
+            "group_size": 4, "mode": "async", "lengths": {"max_tokens": 4000, "median": 600, "sigma": 1.0}}
+    r = app_client.post("/api/v1/plans", json=body, headers=headers["viewer"])
+    assert r.status_code == 200, r.text
+    plan = r.json()
+    assert plan["allocation"]["gen_devices"] + plan["allocation"]["train_devices"] == 8
+    assert plan["predicted"]["mode"] == "async" and set(plan["per_mode"]) == {"colocated", "sync", "async"}
+    span = plan["timeline"][0]
+    assert set(span) == {"lane", "kind", "start", "end"}
+
+
+def test_plan_errors_are_422_naming_the_problem(app_client: TestClient, headers: dict[str, dict[str, str]]) -> None:
+    r = app_client.post("/api/v1/plans", json={"clusters": [{"device": "B300", "count": 8}]},
+                        headers=headers["viewer"])
+    assert r.status_code == 422 and "unknown device 'B300'" in r.json()["detail"][0]["msg"]
+    r = app_client.post("/api/v1/plans", json={"mode": "fast"}, headers=headers["viewer"])
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "mode"
+    assert app_client.post("/api/v1/plans", json={}).status_code == 401
+
+
+def test_device_catalog_admin_overrides(app_client: TestClient, headers: dict[str, dict[str, str]]) -> None:
+    r = app_client.get("/api/v1/plans/devices", headers=headers["viewer"])
+    assert r.status_code == 200 and {d["name"] for d in r.json()["data"]} >= {"H800", "H20", "CPU"}
+    update = {"bf16_tflops": 1300, "mem_bandwidth_tbps": 5.3, "memory_gb": 192, "cost_per_hour": 1.1}
+    assert app_client.put("/api/v1/plans/devices/MI300X", json=update, headers=headers["viewer"]).status_code == 403
+    r = app_client.put("/api/v1/plans/devices/MI300X", json=update, headers=headers["admin"])
+    assert r.status_code == 200 and r.json()["overridden"] is True
+    r = app_client.post("/api/v1/plans", json={"clusters": [{"device": "mi300x", "count": 4}],
+                                               "prompts_per_iteration": 16, "group_size": 2},
+                        headers=headers["viewer"])
+    assert r.status_code == 200 and r.json()["allocation"]["gen_device"] == "MI300X"
+    bad = app_client.put("/api/v1/plans/devices/X", json={**update, "memory_gb": 0}, headers=headers["admin"])
+    assert bad.status_code == 422
+    assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["admin"]).status_code == 204
+    assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["admin"]).status_code == 404

@@ -1,0 +1,29 @@
+"""`streamrl plan` runs the planner locally and prints the allocation and per-mode predictions."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from backend.cli.main import app
+
+runner = CliRunner()
+ARGS = ["plan", "--model", "7B", "-n", "8", "--prompts", "32", "--group-size", "4", "--max-tokens", "4000",
+        "--median", "600"]
+
+
+def test_plan_prints_allocation_and_modes() -> None:
+    result = runner.invoke(app, ARGS)
+    assert result.exit_code == 0, result.output
+    assert "gen_devices" in result.output and "colocated" in result.output and "async" in result.output
+
+
+def test_plan_json_and_errors() -> None:
+    result = runner.invoke(app, ["--json", *ARGS, "--mode", "async"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["predicted"]["mode"] == "async"
+    bad = runner.invoke(app, ["plan", "--gen-device", "B300"])
+    assert bad.exit_code != 0 and "unknown device 'B300'" in bad.output
+    bad_mode = runner.invoke(app, ["plan", "--mode", "fast"])
+    assert bad_mode.exit_code != 0 and "mode" in bad_mode.output

@@ -1,0 +1,67 @@
+"""make_plan end to end (no server) and the device-catalog overrides file."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.planner import catalog_store
+from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
+from backend.planner.schemas import PlanRequest
+from backend.planner.service import make_plan
+
+
+def test_one_cluster_plan_has_every_mode_and_a_timeline() -> None:
+    plan = make_plan(PlanRequest(model_size="7B", clusters=[{"device": "H800", "count": 8}],
+                                 prompts_per_iteration=32, group_size=4))
+    a = plan.allocation
+    assert a.gen_devices + a.train_devices == 8 and a.gen_instances == a.gen_devices // a.tp
+    assert set(plan.per_mode) == {"colocated", "sync", "async"}
+    assert plan.predicted.mode == "sync" and plan.predicted.samples_per_s > 0
+    assert plan.predicted.throughput_per_cost == pytest.approx(plan.predicted.samples_per_s / 8)
+    assert plan.timeline and {s.lane for s in plan.timeline} >= {"train", "gen-0"}
+
+
+def test_two_clusters_free_devices_and_report_cost() -> None:
+    plan = make_plan(PlanRequest(model_size="14B", mode="async", prompts_per_iteration=64,
+                                 clusters=[{"device": "H20", "count": 16}, {"device": "H800", "count": 16}]))
+    a = plan.allocation
+    assert a.gen_device == "H20" and a.train_device == "H800"
+    assert a.gen_devices + a.train_devices + a.freed_devices == 32
+    assert a.cost_per_hour == pytest.approx(a.gen_devices * 0.45 + a.train_devices * 1.0)
+    assert set(plan.per_mode) == {"sync", "async"}
+
+
+def test_planner_for_512_devices_is_fast() -> None:
+    started = time.perf_counter()
+    make_plan(PlanRequest(model_size="72B", clusters=[{"device": "H800", "count": 512}], iterations=2))
+    assert time.perf_counter() - started < 10  # bench/planner.py reports the figure; target < 1 s unloaded
+
+
+def test_bad_inputs_name_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match=r"clusters\[0\].device: unknown device 'B300'"):
+        make_plan(PlanRequest(clusters=[{"device": "B300", "count": 8}]))
+    with pytest.raises(ValueError, match="cannot hold one 8-way"):
+        make_plan(PlanRequest(model_size="72B", clusters=[{"device": "H800", "count": 4}]))
+    with pytest.raises(ValueError, match="do not fit"):
+        make_plan(PlanRequest(model_size="72B", tp=1, clusters=[{"device": "H800", "count": 4}]))
+
+
+def test_measured_profiles_are_used() -> None:
+    plan = make_plan(PlanRequest(prompts_per_iteration=16, group_size=2, ptl_profile=[(1, 0.5), (64, 0.5)],
+                                 train_seconds_per_token=1e-9, lengths={"max_tokens": 100, "median": 50}))
+    assert plan.predicted.gen_seconds > 20  # >= 50 tokens at 0.5 s per token
+
+
+def test_catalog_overrides_round_trip(tmp_path: Path) -> None:
+    assert catalog_store.load_catalog(tmp_path) == DEFAULT_DEVICES
+    cheap = DeviceSpec("H800", bf16_tflops=989, mem_bandwidth_tbps=3.35, memory_gb=80, cost_per_hour=0.5)
+    catalog_store.save_override(tmp_path, cheap)
+    catalog_store.save_override(tmp_path, DeviceSpec("MI300X", 1300, 5.3, 192, 1.1))
+    catalog = catalog_store.load_catalog(tmp_path)
+    assert catalog["H800"].cost_per_hour == 0.5 and "MI300X" in catalog
+    assert catalog_store.delete_override(tmp_path, "H800")
+    assert not catalog_store.delete_override(tmp_path, "H800")
+    assert catalog_store.load_catalog(tmp_path)["H800"] == DEFAULT_DEVICES["H800"]
