@@ -2,8 +2,9 @@
 
 Invariants:
 - every child runs in its own session (process group), so a terminal's Ctrl-C reaches only the supervisor, which then
-  stops the children in reverse start order (SIGTERM to the whole group, SIGKILL after a grace period) — grandchildren
-  such as Celery's pool processes go with their parent;
+  stops the children in reverse start order: the child's `stop_signal` to the child alone (it shuts its own workers
+  down, e.g. Celery's cold shutdown on SIGQUIT), then SIGKILL to its whole group once it exited or the grace period
+  ran out — so grandchildren such as Celery's pool processes never outlive it;
 - on Linux a child also gets SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is orphaned;
 - a child that exits on its own is restarted with exponential backoff; one that fails `max_restarts` times within
   `restart_window_s` is given up on, which is fatal when the child is `critical` (e.g. the API).
@@ -34,6 +35,7 @@ class ChildSpec:
     argv: Sequence[str]
     env: dict[str, str] | None = None
     critical: bool = False
+    stop_signal: signal.Signals = signal.SIGTERM
 
 
 @dataclass
@@ -119,17 +121,18 @@ class Supervisor:
 
     # ---- stopping ---------------------------------------------------------------------------------------------------
     def stop_all(self, timeout_s: float = 15.0) -> None:
-        """SIGTERM every child's process group (newest first), wait up to `timeout_s`, then SIGKILL what is left."""
+        """Send each child its stop signal (newest first), wait up to `timeout_s`, then SIGKILL every child's group."""
         live = [c for c in reversed(self._children) if c.process.poll() is None]
         for child in live:
             self.echo(f"stopping {child.spec.name} (pid {child.process.pid})")
-            _signal_group(child.process.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                child.process.send_signal(child.spec.stop_signal)
         deadline = time.monotonic() + timeout_s
         for child in live:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
         for child in self._children:
-            # Also the group of an already-exited leader: its grandchildren may linger.
+            # Also the group of a leader that exited: its grandchildren may linger.
             _signal_group(child.process.pid, signal.SIGKILL)
             if child.process.poll() is None:
                 child.process.wait()

@@ -6,7 +6,7 @@ produces the same useful tokens and the comparison is pure scheduling: padded ba
 finishes (the skew bubble), continuous batching refills a slot the moment a sequence finishes.
 tokens/s = useful tokens / wall seconds (after one warm-up pass on a few requests).
 
-    python bench/engine.py [--requests 256] [--batch 64] [--preset tiny-1m] [--threads 2] [--no-vllm]
+    python bench/engine.py [--requests 256] [--batch 64] [--preset tiny-1m] [--threads 1] [--no-vllm]
 Final line: RESULT hf_cb_tok_s=.. padded_tok_s=.. cb_over_padded=.. [vllm_tok_s=.. vllm_over_padded=..]
 """
 
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--preset", default="tiny-1m")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-vllm", action="store_true")
     args = parser.parse_args()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import torch
+from transformers.utils import logging as hf_logging
 
 from backend.schemas.spec import JobSpec
 from workers.datasets import generate_rows
@@ -28,9 +29,9 @@ from workers.training.sft import sft_warm_start
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny-1m")
-    parser.add_argument("--digits", type=int, default=2, help="arithmetic operand digits")
+    parser.add_argument("--digits", type=int, default=1, help="arithmetic operand digits")
     parser.add_argument("--ops", default="+")
-    parser.add_argument("--sft-steps", type=int, default=150)
+    parser.add_argument("--sft-steps", type=int, default=60)
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--iterations", type=int, default=40)
     parser.add_argument("--prompts", type=int, default=16, help="prompts per RL iteration")
@@ -50,6 +51,7 @@ def parse_args() -> argparse.Namespace:
 def run(args: argparse.Namespace, work: Path) -> None:
     started = time.perf_counter()
     torch.set_num_threads(args.threads)
+    hf_logging.disable_progress_bar()
     base = build_tiny_model(args.preset, work / "base", seed=args.seed)
     from transformers import AutoModelForCausalLM
 

@@ -24,8 +24,7 @@ COMMAND_MODULES = [
     "backend.cli.datasets",  # datasets upload|list|rows
     "backend.cli.jobs",  # jobs submit|list|get|cancel|pause|resume|scale|logs|iterations
     # other engineers' command modules (skipped until they exist):
-    "backend.cli.controller",  # controller
-    "backend.cli.worker",  # worker --pool generation|training
+    "backend.cli.runtime_cmds",  # worker --pool generation|training|control, controller (+ the `up --demo` hook)
     "backend.cli.plan_cmds",  # plan
     "backend.cli.local",  # make-model, train-local
     "backend.cli.model_cmds",  # make-model, make-dataset (tiny local models, built-in task files)

@@ -31,6 +31,8 @@ def plan(
     algorithm: str = typer.Option("grpo", help="ppo | grpo | rloo | reinforce_pp"),
     dispatch: str = typer.Option("skew_aware", help="random | skew_aware"),
     tp: int | None = typer.Option(None, help="tensor parallelism per generation instance (default: fit memory)"),
+    elastic: bool = typer.Option(False, help="simulate the autoscaler resizing generation"),
+    length_growth: float = typer.Option(0.0, help="response-length growth per iteration (0.1 = +10%)"),
     data_dir: Path | None = typer.Option(None, help="server data dir whose device_catalog.json overrides apply"),
 ) -> None:
     """Plan generation/training devices (paper Algorithm 1) and simulate colocated/sync/async on the result."""
@@ -40,7 +42,8 @@ def plan(
     try:
         request = PlanRequest.model_validate({
             "model_size": model_size, "clusters": clusters, "mode": mode, "tp": tp, "algorithm": algorithm,
-            "dispatch": dispatch, "prompts_per_iteration": prompts, "group_size": group_size,
+            "dispatch": dispatch, "prompts_per_iteration": prompts, "group_size": group_size, "elastic": elastic,
+            "length_growth": length_growth,
             "lengths": {"max_tokens": max_tokens, "median": median, "sigma": sigma},
         })
         result = make_plan(request, catalog_store.load_catalog(data_dir))

@@ -25,7 +25,7 @@ from backend.settings import ConfigError, Settings, load_settings
 from backend.supervisor import ChildSpec, Supervisor
 
 API_APP = "backend.main:create_app"  # uvicorn factory
-DEMO_MODULE = "backend.cli.demo"  # hook: `submit_demo(api: StreamRLClient, settings: Settings) -> None`
+DEMO_MODULE = "backend.cli.runtime_cmds"  # hook: `submit_demo(api: StreamRLClient, settings: Settings) -> None`
 
 
 def _settings(data_dir: Path | None) -> Settings:
@@ -71,7 +71,9 @@ def _runtime_children(env: dict[str, str]) -> list[ChildSpec]:
     if "controller" in names:
         children.append(ChildSpec("controller", _cli("controller"), env))
     if "worker" in names:
-        children += [ChildSpec(f"worker-{pool}", _cli("worker", "--pool", pool), env)
+        # SIGQUIT: Celery's cold shutdown (running tasks are re-queued; the controller owns desired state). SIGTERM
+        # would wait for tasks that last as long as a job.
+        children += [ChildSpec(f"worker-{pool}", _cli("worker", "--pool", pool), env, stop_signal=signal.SIGQUIT)
                      for pool in ("generation", "training")]
     return children
 

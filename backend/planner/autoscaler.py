@@ -36,8 +36,10 @@ class ScalingBounds:
 
     @property
     def upper(self) -> int:
+        """min(max_instances, quota), but never below min_instances: the autoscaler never starves a running job
+        (admission control, not the autoscaler, keeps a team within its quota)."""
         upper = self.max_instances if self.quota is None else min(self.max_instances, self.quota)
-        return max(upper, 0)
+        return max(upper, self.min_instances)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def _bounded(current: int, bounds: ScalingBounds) -> ScaleDecision | None:
         limit = "team quota" if bounds.quota is not None and bounds.quota < bounds.max_instances else "max_instances"
         return ScaleDecision(bounds.upper, f"{current} instances exceed {limit} ({bounds.upper})",
                              {"instances": current, "upper": bounds.upper}, "down")
-    if current < bounds.min_instances and bounds.min_instances <= bounds.upper:
+    if current < bounds.min_instances:
         return ScaleDecision(bounds.min_instances, f"{current} instances below min_instances "
                              f"({bounds.min_instances})", {"instances": current}, "up")
     return None

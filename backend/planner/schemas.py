@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from backend.schemas.spec import Mode
 
 MAX_PLAN_PROMPTS = 4096  # the simulator dispatches prompts one by one: keeps a plan within seconds
-MAX_PLAN_SAMPLES = 131_072
+MAX_PLAN_SAMPLES = 65_536
 
 
 class _Strict(BaseModel):
@@ -60,6 +60,10 @@ class PlanRequest(_Strict):
         None, description="measured [batch_size, seconds_per_token] points; replaces the roofline")
     train_seconds_per_token: float | None = Field(
         None, gt=0, description="measured training seconds per token on one device; replaces the roofline")
+    elastic: bool = Field(False, description="simulate the autoscaler adding/removing generation instances")
+    length_growth: float = Field(0.0, ge=-0.5, le=1.0, description="response-length growth per iteration")
+    from_job_id: int | None = Field(
+        None, description="API only: use this job's recorded response lengths as an empirical distribution")
     iterations: int = Field(3, ge=2, le=50, description="simulated iterations (the first is warm-up)")
     timeline_lanes: int = Field(8, ge=1, le=256, description="generation lanes kept in the returned timeline")
     seed: int = 0

@@ -46,7 +46,7 @@ def _prediction(result: SimResult, cost_per_hour: float) -> PredictionPublic:
 
 
 def _keep_lane(lane: str, lanes: int) -> bool:
-    return lane == "train" or (lane.startswith("gen-") and int(lane[4:]) < lanes)
+    return lane == "trainer" or (lane.startswith("gen-") and int(lane[4:]) < lanes)
 
 
 def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) -> PlanPublic:
@@ -67,6 +67,7 @@ def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) ->
         lengths=_lengths(req), mode="sync", prompts_per_iteration=req.prompts_per_iteration,
         group_size=req.group_size, prompt_tokens=req.prompt_tokens, dispatch=req.dispatch, alpha=req.alpha,
         max_batch_size=req.max_batch_size, algorithm=req.algorithm, mfu=req.mfu, iterations=req.iterations,
+        elastic=req.elastic, length_growth=req.length_growth,
         ptl=PTLProfile(tuple(req.ptl_profile)) if req.ptl_profile else None,
         train=TrainCost(req.train_seconds_per_token) if req.train_seconds_per_token else None, seed=req.seed,
     )
@@ -85,8 +86,9 @@ def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) ->
         per_mode["colocated"] = _prediction(results["colocated"], n_gen_pool * gen_dev.cost_per_hour)
     if alloc is not None:
         for mode in ("sync", "async"):
+            spare = n_gen_pool // tp if two else alloc.gen_instances  # one cluster: growing would take trainers
             results[mode] = simulate(replace(base, mode=mode, gen_devices=alloc.gen_devices,
-                                             train_devices=alloc.train_devices))
+                                             train_devices=alloc.train_devices, elastic_max_instances=spare))
             per_mode[mode] = _prediction(results[mode], alloc.cost_per_hour)
     chosen = results[req.mode]
     if req.mode == "colocated" or alloc is None:

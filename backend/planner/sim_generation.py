@@ -31,14 +31,22 @@ class InstanceRun:
     long_tail: bool
 
 
-def run_instance(lengths: np.ndarray, batch_cap: int, ptl: PTLProfile) -> np.ndarray:
-    """Finish offsets (seconds) of sequences with output `lengths`, admitted in order, `batch_cap` at a time."""
+def step_costs(ptl: PTLProfile, max_batch: int) -> np.ndarray:
+    """(max_batch + 1,) seconds per decode step indexed by the number of running sequences (index 0 unused)."""
+    return np.array([0.0] + [ptl(bs) for bs in range(1, max_batch + 1)])
+
+
+def run_instance(lengths: np.ndarray, batch_cap: int, ptl: PTLProfile | np.ndarray) -> np.ndarray:
+    """Finish offsets (seconds) of sequences with output `lengths`, admitted in order, `batch_cap` at a time.
+
+    `ptl` is a profile or a precomputed `step_costs` table covering batch_cap."""
     n = len(lengths)
     finish = np.zeros(n)
     if n == 0:
         return finish
     cap = max(1, min(batch_cap, n))
-    step_cost = np.array([0.0] + [ptl(bs) for bs in range(1, cap + 1)])  # (cap+1,) seconds per decode step
+    step_cost = ptl if isinstance(ptl, np.ndarray) else step_costs(ptl, cap)
+    assert len(step_cost) > cap, "step cost table shorter than the batch cap"
     running: list[tuple[int, int]] = []  # (finish step, index)
     step, clock, nxt = 0, 0.0, 0
     while nxt < n and len(running) < cap:
@@ -74,7 +82,7 @@ def _dispatch(
     n_prompts, group_size = groups.lengths.shape
     shards = math.ceil(n_busy / DISPATCH_SHARD_INSTANCES)
     order = np.random.default_rng(seed).permutation(n_prompts) if shards > 1 else np.arange(n_prompts)
-    out = []
+    out: list[tuple[int, list[int], int, bool]] = []
     for prompts, instances in zip(np.array_split(order, shards), np.array_split(np.arange(n_busy), shards),
                                   strict=True):
         if dispatch == "skew_aware":
@@ -105,14 +113,17 @@ def simulate_generation(
     """One iteration's generation on `n_instances` instances; `max_batch_size` counts sequences."""
     n_prompts, group_size = groups.lengths.shape
     busy_instances = max(1, min(n_instances, n_prompts))  # instances beyond one prompt each stay idle
+    sketch = np.quantile(recent_lengths, np.linspace(0, 1, 1001)) if len(recent_lengths) > 1001 else recent_lengths
     assignments = _dispatch(groups, busy_instances, ptl, prompt_cap=max(1, max_batch_size // group_size),
-                            dispatch=dispatch, alpha=alpha, recent_lengths=recent_lengths, seed=seed)
+                            dispatch=dispatch, alpha=alpha, recent_lengths=sketch, seed=seed)
+    biggest = max((min(max(1, b) * group_size, len(p) * group_size) for _, p, b, _ in assignments), default=1)
+    table = step_costs(ptl, max(1, biggest))
     runs = []
     for instance, prompt_indices, batch_size, long_tail in assignments:
         prompts = np.asarray(prompt_indices, dtype=np.int64)
         sample_ids = (prompts[:, None] * group_size + np.arange(group_size)[None, :]).reshape(-1)  # (M*G,)
         lengths = groups.lengths.reshape(-1)[sample_ids]
-        finish = run_instance(lengths, max(1, batch_size) * group_size, ptl)
+        finish = run_instance(lengths, max(1, batch_size) * group_size, table)
         runs.append(InstanceRun(instance, sample_ids, finish, float(finish.max(initial=0.0)), long_tail))
     empty = np.zeros(0, dtype=np.int64)
     runs.extend(InstanceRun(i, empty, np.zeros(0), 0.0, False) for i in range(busy_instances, n_instances))

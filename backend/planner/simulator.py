@@ -15,6 +15,7 @@ from typing import Literal
 
 import numpy as np
 
+from backend.planner.autoscaler import IterationRecord, ScalingBounds, decide
 from backend.planner.costmodel import (
     KV_MEMORY_FRACTION,
     TrainCost,
@@ -58,6 +59,7 @@ class SimConfig:
     weight_link_gbps: float = 25.0
     elastic: bool = False
     elastic_max_instances: int | None = None
+    length_growth: float = 0.0  # responses grow by this fraction per iteration (RL makes answers longer)
     ptl: PTLProfile | None = None  # measured profile replaces the roofline
     train: TrainCost | None = None  # measured training cost replaces the roofline
     seed: int = 0
@@ -158,16 +160,16 @@ class _Trainer:
     def train(self, ready_times: np.ndarray, tokens: np.ndarray, not_before: float) -> tuple[float, float, float]:
         """Train groups ready at `ready_times` (sorted) with `tokens` each; -> (end, busy, idle inside)."""
         clock = max(self.free_at, not_before)
-        self.timeline.add("train", "waiting", self.free_at, clock)
+        self.timeline.add("trainer", "waiting", self.free_at, clock)
         start, busy = clock, 0.0
         per_step = max(1, self.micro_batch)
         for lo in range(0, len(ready_times), per_step):
             ready = float(ready_times[min(lo + per_step, len(ready_times)) - 1])
             if ready > clock:
-                self.timeline.add("train", "waiting", clock, ready)
+                self.timeline.add("trainer", "waiting", clock, ready)
                 clock = ready
             seconds = self.cost.seconds(float(tokens[lo:lo + per_step].sum()), self.devices)
-            self.timeline.add("train", "training", clock, clock + seconds)
+            self.timeline.add("trainer", "training", clock, clock + seconds)
             clock += seconds
             busy += seconds
         self.free_at = clock
@@ -185,8 +187,6 @@ def _group_ready_times(runs: list[InstanceRun], group_size: int, start: float) -
 
 def simulate(cfg: SimConfig) -> SimResult:
     """Run `cfg.iterations` iterations and return per-iteration stats and the timeline."""
-    from backend.planner.autoscaler import IterationRecord, ScalingBounds, decide  # local: avoids an import cycle
-
     train_dev = cfg.train_device or cfg.gen_device
     context = mean_context(cfg)
     ptl = cfg.ptl or ptl_profile(cfg.model, cfg.gen_device, cfg.tp, context)
@@ -208,6 +208,10 @@ def simulate(cfg: SimConfig) -> SimResult:
     history: list[IterationRecord] = []
     for it in range(cfg.iterations):
         groups: GroupLengths = cfg.lengths.sample_group_lengths(cfg.prompts_per_iteration, cfg.group_size, rng)
+        if cfg.length_growth:
+            scale = (1.0 + cfg.length_growth) ** it
+            groups = GroupLengths(np.clip(np.rint(groups.lengths * scale), 1, cfg.lengths.max_tokens).astype(np.int64),
+                                  groups.predicted * scale)
         # when may generation of iteration `it` start?
         if cfg.mode == "async":
             needed = it - 1 - cfg.max_staleness  # weights of that iteration's optimiser step must exist
@@ -237,7 +241,7 @@ def simulate(cfg: SimConfig) -> SimResult:
             order = np.argsort(ready_raw, kind="stable")
             ready = ready_raw[order]
             not_before = train_ends[-1] if train_ends else 0.0
-        train_end, busy, idle_in = trainer.train(ready, tokens[order], not_before)
+        train_end, busy, _ = trainer.train(ready, tokens[order], not_before)
         if cfg.mode == "colocated":
             for k in range(instances):
                 timeline.add(f"gen-{k}", "training", gen_end + load_s, train_end)

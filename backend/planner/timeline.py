@@ -36,8 +36,8 @@ class TimelineBuilder:
             spans.append(Span(lane, kind, start, end))
 
     def spans(self) -> list[Span]:
-        """All spans, lanes in insertion order ('train' first when present), each lane in time order."""
-        lanes = sorted(self._lanes, key=lambda name: (name != "train", _lane_index(name), name))
+        """All spans, the 'trainer' lane first, then gen-0, gen-1, ..., each lane in time order."""
+        lanes = sorted(self._lanes, key=lambda name: (name != "trainer", _lane_index(name), name))
         return [span for lane in lanes for span in sorted(self._lanes[lane], key=lambda s: s.start)]
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from e2e_support import ARTIFACTS, REPO, Api, Server
+from e2e_support import ARTIFACTS, REPO, Api, MakeApi, Server
+from playwright.sync_api import Browser, Page
 
 CHROMIUM = os.environ.get("STREAMRL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -96,7 +97,7 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (never `playwright install`)")
     from playwright.sync_api import sync_playwright
@@ -108,19 +109,24 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    """A fresh browser context (no shared localStorage) with a 1440x1000 viewport."""
+def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh browser context (no shared localStorage) with a 1440x1000 viewport; console errors are logged to
+    test-artifacts/e2e/console.log (expected ones too, e.g. the 422 and 404 answers the tests provoke)."""
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     context.set_default_timeout(15_000)
     tab = context.new_page()
     console_errors: list[str] = []
     tab.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+    tab.on("pageerror", lambda exc: console_errors.append(f"uncaught: {exc}"))
     yield tab
     context.close()
+    with (ARTIFACTS / "console.log").open("a") as log:
+        log.writelines(f"{request.node.name}: {line}\n" for line in console_errors)
+    assert not [e for e in console_errors if e.startswith("uncaught")], f"uncaught errors in the page: {console_errors}"
 
 
 @pytest.fixture
-def make_api(api_server: Server):  # type: ignore[no-untyped-def]
+def make_api(api_server: Server) -> Iterator[MakeApi]:
     clients: list[Api] = []
 
     def make() -> Api:

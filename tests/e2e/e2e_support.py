@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
+from playwright.sync_api import Page
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "e2e"
@@ -19,7 +22,7 @@ class Server:
     tiny_model_dir: Path
 
 
-def shot(page, name: str) -> None:  # type: ignore[no-untyped-def]
+def shot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
@@ -30,23 +33,26 @@ class Api:
     def __init__(self, base_url: str) -> None:
         self.http = httpx.Client(base_url=f"{base_url}/api/v1", timeout=30)
 
-    def register(self, email: str, password: str, team_name: str) -> dict:
+    def register(self, email: str, password: str, team_name: str) -> dict[str, Any]:
         answer = self.http.post("/auth/register", json={"email": email, "password": password, "team_name": team_name})
         assert answer.status_code == 201, answer.text
         return self.login(email, password)
 
-    def login(self, email: str, password: str) -> dict:
+    def login(self, email: str, password: str) -> dict[str, Any]:
         login = self.http.post("/auth/login", json={"email": email, "password": password})
         assert login.status_code == 200, login.text
         self.http.headers["Authorization"] = f"Bearer {login.json()['token']}"
         return login.json()
 
-    def post(self, path: str, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+    def post(self, path: str, **kwargs: Any) -> dict[str, Any]:
         answer = self.http.post(path, **kwargs)
         assert answer.status_code < 300, f"{path}: {answer.status_code} {answer.text}"
         return answer.json()
 
-    def get(self, path: str, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+    def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
         answer = self.http.get(path, **kwargs)
         assert answer.status_code == 200, f"{path}: {answer.status_code} {answer.text}"
         return answer.json()
+
+
+MakeApi = Callable[[], Api]  # the `make_api` fixture: a fresh, signed-out REST helper

@@ -8,8 +8,8 @@ import re
 import uuid
 
 import pytest
-from e2e_support import Server, shot
-from playwright.sync_api import Page, expect
+from e2e_support import MakeApi, Server, shot
+from playwright.sync_api import FilePayload, Page, expect
 
 pytestmark = pytest.mark.e2e
 
@@ -29,13 +29,12 @@ def sign_up(page: Page, server: Server, email: str, team: str) -> None:
 
 
 def upload(page: Page, name: str, content: bytes) -> None:
-    page.locator("input[name=dataset_file]").set_input_files(
-        files=[{"name": name, "mimeType": "application/jsonl", "buffer": content}]
-    )
+    payload: FilePayload = {"name": name, "mimeType": "application/jsonl", "buffer": content}
+    page.locator("input[name=dataset_file]").set_input_files(files=[payload])
     page.get_by_role("button", name="Upload", exact=True).click()
 
 
-def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]
+def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api: MakeApi) -> None:
     tag = uuid.uuid4().hex[:8]
     alice = f"alice-{tag}@example.com"
     sign_up(page, api_server, alice, f"team-a-{tag}")
@@ -85,6 +84,11 @@ def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api) -
 
     page.get_by_role("link", name="Jobs", exact=True).click()
     expect(page.get_by_test_id("jobs-table")).to_contain_text("grpo-run")
+    page.get_by_label("status filter").select_option("running")
+    expect(page.get_by_test_id("jobs-table").locator("tbody tr")).to_have_count(0)
+    page.get_by_label("status filter").select_option("cancelled")
+    expect(page.get_by_test_id("jobs-table").locator("tbody tr")).to_have_count(1)
+    shot(page, "05b-jobs-filtered")
 
     # A second team's user sees none of it: not in the list, not by URL, not over REST.
     page.get_by_role("button", name="Sign out").click()

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 import redis
-from e2e_support import Server, shot
+from e2e_support import MakeApi, Server, shot
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.e2e
@@ -85,7 +85,7 @@ def feed_iteration(server: Server, job_id: int, i: int, t0: float) -> None:
         client.close()
 
 
-def test_live_charts_update_without_reload(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]
+def test_live_charts_update_without_reload(page: Page, api_server: Server, make_api: MakeApi) -> None:
     tag = uuid.uuid4().hex[:8]
     api = make_api()
     session = api.register(f"carol-{tag}@example.com", PASSWORD, f"team-live-{tag}")

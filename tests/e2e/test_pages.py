@@ -6,7 +6,7 @@ import re
 import uuid
 
 import pytest
-from e2e_support import Server, shot
+from e2e_support import MakeApi, Server, shot
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.e2e
@@ -21,7 +21,7 @@ def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:
     page.reload()
 
 
-def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]
+def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api: MakeApi) -> None:
     tag = uuid.uuid4().hex[:8]
     api = make_api()
     session = api.register(f"dana-{tag}@example.com", PASSWORD, f"team-keys-{tag}")
@@ -46,12 +46,12 @@ def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api)
 
     page.locator("input[name=max_concurrent_jobs]").fill("5")
     page.get_by_role("button", name="Save quotas").click()
-    expect(page.locator("input[name=max_concurrent_jobs]")).to_have_value("5")
+    expect(page.get_by_test_id("quotas")).to_contain_text("saved")
     assert api.get("/teams/current")["quotas"]["max_concurrent_jobs"] == 5
     shot(page, "20-team")
 
 
-def test_planner_what_if(page: Page, api_server: Server, make_api) -> None:  # type: ignore[no-untyped-def]
+def test_planner_what_if(page: Page, api_server: Server, make_api: MakeApi) -> None:
     tag = uuid.uuid4().hex[:8]
     session = make_api().register(f"finn-{tag}@example.com", PASSWORD, f"team-plan-{tag}")
     open_signed_in(page, api_server, session["token"], "/planner")
@@ -67,3 +67,30 @@ def test_planner_what_if(page: Page, api_server: Server, make_api) -> None:  # t
     page.locator("input[name=count]").fill("0")
     page.get_by_role("button", name="Plan").click()
     expect(page.locator(".field", has=page.locator("input[name=count]")).locator(".field-error")).to_be_visible()
+
+
+def test_sign_in_and_switch_team(page: Page, api_server: Server, make_api: MakeApi) -> None:
+    tag = uuid.uuid4().hex[:8]
+    hana = f"hana-{tag}@example.com"
+    make_api().register(hana, PASSWORD, f"home-{tag}")
+    other_owner = make_api()
+    other_owner.register(f"ivan-{tag}@example.com", PASSWORD, f"lab-{tag}")
+    other_owner.post("/teams/current/members", json={"email": hana, "role": "viewer"})
+
+    page.goto(f"{api_server.url}/")
+    page.locator("input[name=email]").fill(hana)
+    page.locator("input[name=password]").fill("wrong-password")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_be_visible()  # a clear error, not a blank page
+    page.locator("input[name=password]").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_test_id("whoami")).to_contain_text(f"{hana} · owner")
+
+    switcher = page.get_by_label("team")
+    expect(switcher.locator("option")).to_have_count(2)
+    switcher.select_option(label=f"lab-{tag}")
+    expect(page.get_by_test_id("whoami")).to_contain_text(f"{hana} · viewer")
+    page.get_by_role("link", name="Team").click()
+    expect(page.get_by_role("heading", name=f"Team lab-{tag}")).to_be_visible()
+    expect(page.get_by_role("button", name="Create key")).to_have_count(0)  # viewers cannot manage keys
+    shot(page, "21-switched-team-viewer")

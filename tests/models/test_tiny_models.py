@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -46,7 +47,7 @@ def test_built_model_loads_offline_and_is_seeded(tmp_path: Path) -> None:
     b = build_tiny_model("tiny-1m", tmp_path / "b", seed=3)
     assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} <= {
         p.name for p in a.iterdir()}
-    model_a = AutoModelForCausalLM.from_pretrained(a, local_files_only=True)
+    model_a: Any = AutoModelForCausalLM.from_pretrained(a, local_files_only=True)
     model_b = AutoModelForCausalLM.from_pretrained(b, local_files_only=True)
     tok = AutoTokenizer.from_pretrained(a, local_files_only=True)
     assert tok.decode(tok("7*8=")["input_ids"], skip_special_tokens=True) == "7*8="

@@ -52,3 +52,36 @@ def test_device_catalog_admin_overrides(app_client: TestClient, headers: dict[st
     assert bad.status_code == 422
     assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["admin"]).status_code == 204
     assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["admin"]).status_code == 404
+
+
+def test_plan_from_a_jobs_recorded_lengths(pg_backend: Any, app_client: TestClient) -> None:
+    import json
+    import uuid
+
+    from backend.db.models import JobSample, Model
+
+    team = pg_backend.make_team()
+    member = pg_backend.auth_headers(pg_backend.make_user(team, "member"), team)
+    model_dir = pg_backend.settings.artifacts / "models" / uuid.uuid4().hex
+    model_dir.mkdir(parents=True)
+    (model_dir / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    with pg_backend.session() as session:
+        session.add(Model(team_id=team.id, name="tiny", path=str(model_dir)))
+    spec = {"name": "lengths", "model": "tiny", "dataset": {"builtin": "arithmetic", "num_prompts": 8}}
+    job = app_client.post("/api/v1/jobs", json=spec, headers=member)
+    assert job.status_code == 201, job.text
+    job_id = job.json()["id"]
+    body = {"from_job_id": job_id, "prompts_per_iteration": 16, "group_size": 2,
+            "clusters": [{"device": "H800", "count": 4}]}
+    empty = app_client.post("/api/v1/plans", json=body, headers=member)
+    assert empty.status_code == 422 and "no recorded samples" in empty.json()["detail"][0]["msg"]
+    with pg_backend.session() as session:
+        for i, length in enumerate([10, 20, 400]):
+            session.add(JobSample(job_id=job_id, iteration=0, sample_id=f"s{i}", prompt="p", response="r",
+                                  reward=0.0, length=length, policy_version=0))
+    r = app_client.post("/api/v1/plans", json=body, headers=member)
+    assert r.status_code == 200, r.text
+    assert r.json()["predicted"]["gen_seconds"] > 0
+    other = pg_backend.make_team()
+    stranger = pg_backend.auth_headers(pg_backend.make_user(other, "member"), other)
+    assert app_client.post("/api/v1/plans", json=body, headers=stranger).status_code == 404

@@ -71,3 +71,9 @@ def test_bounds_and_quota() -> None:
 def test_max_step_limits_jumps() -> None:
     d = decide(records(1000, 10, 1), current=1, bounds=ScalingBounds(1, 64), now=0.0, max_step=2)
     assert d.target == 3
+
+
+def test_quota_never_starves_a_job_below_min_instances() -> None:
+    exhausted = ScalingBounds(min_instances=1, max_instances=8, quota=0)
+    d = decide([], current=3, bounds=exhausted, now=0.0)
+    assert d.target == 1 and d.action == "down"

@@ -10,7 +10,7 @@ import pytest
 from backend.planner.devices import DEFAULT_DEVICES, model_shape
 from backend.planner.lengths import LengthDistribution
 from backend.planner.scenarios import PAPER_ABLATION, allocation_32b_config, run_ablation, run_allocation_shift
-from backend.planner.sim_generation import run_instance
+from backend.planner.sim_generation import Dispatch, run_instance, simulate_generation
 from backend.planner.simulator import SimConfig, simulate
 from workers.dispatch.split import PTLProfile
 
@@ -61,7 +61,7 @@ def test_modes_produce_consistent_stats_and_timeline(mode: str) -> None:
         assert it.gen_end >= it.gen_start and it.train_end >= it.gen_start
         assert it.samples == 64 * 4 and it.iteration_seconds > 0
     lanes = {s.lane for s in result.spans}
-    assert "train" in lanes and "gen-0" in lanes
+    assert "trainer" in lanes and "gen-0" in lanes
     assert {s.kind for s in result.spans} <= {"generating", "loading_weights", "idle", "training", "waiting"}
     for lane in lanes:
         spans = [s for s in result.spans if s.lane == lane]
@@ -109,3 +109,28 @@ def test_config_validation() -> None:
 def test_allocation_config_is_deterministic() -> None:
     cfg = allocation_32b_config()
     assert run_allocation_shift(cfg)[1] == run_allocation_shift(cfg)[1]
+
+
+@pytest.mark.parametrize("dispatch", ["random", "skew_aware"])
+def test_many_instances_dispatch_every_sample_once(dispatch: Dispatch) -> None:
+    lengths = LengthDistribution(max_tokens=2000, median=300, sigma=1.0)
+    groups = lengths.sample_group_lengths(500, 2, np.random.default_rng(1))
+    runs = simulate_generation(groups, 300, PTLProfile(((1, 0.01), (64, 0.02))), max_batch_size=8,
+                               dispatch=dispatch, alpha=0.2, recent_lengths=groups.flat, seed=3)
+    assert sorted(r.instance for r in runs) == list(range(300))
+    ids = np.concatenate([r.sample_ids for r in runs])
+    assert sorted(ids.tolist()) == list(range(1000))
+    idle = simulate_generation(groups, 600, PTLProfile(((1, 0.01),)), max_batch_size=8, dispatch=dispatch,
+                               alpha=0.2, recent_lengths=groups.flat, seed=3)
+    assert len(idle) == 600 and sum(len(r.sample_ids) == 0 for r in idle) == 100  # one prompt per busy instance
+
+
+def test_elastic_follows_growing_responses() -> None:
+    cfg = small_config(gen_devices=2, train_devices=6, iterations=6, length_growth=0.3, elastic=True,
+                       elastic_max_instances=8)
+    grown = simulate(cfg)
+    counts = [it.instances for it in grown.iterations]
+    assert counts[-1] > counts[0]
+    static = simulate(replace(cfg, elastic=False))
+    assert static.iterations[-1].tokens > static.iterations[0].tokens  # responses really grew
+    assert grown.iterations[-1].gen_seconds < static.iterations[-1].gen_seconds

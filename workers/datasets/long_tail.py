@@ -29,6 +29,6 @@ def generate_rows(n: int, seed: int = 0, *, alpha: float = 1.1, k_min: int = 2, 
     for i in range(n):
         k = draw_k(rng, alpha=alpha, k_min=k_min, max_k=max_k)
         pattern = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(1, max_pattern)))
-        rows.append({"prompt": f"rep {k} {pattern}:", "answer": pattern * k, "prompt_id": f"long_tail-{split}-{seed}-{i}",
-                     "task": "long_tail", "k": k, "pattern": pattern})
+        rows.append({"prompt": f"rep {k} {pattern}:", "answer": pattern * k,
+                     "prompt_id": f"long_tail-{split}-{seed}-{i}", "task": "long_tail", "k": k, "pattern": pattern})
     return rows

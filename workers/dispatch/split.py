@@ -19,6 +19,7 @@ in ascending index order (FIFO) for `random` and `round_robin`.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 import random
 from collections.abc import Sequence
@@ -106,13 +107,16 @@ def _spread(order: Sequence[int], weights: Sequence[float], n_bins: int) -> list
     """Spread `order` (longest first) over n_bins: equal counts (+-1), greedy least-predicted-load within that."""
     base, extra = divmod(len(order), n_bins)  # `extra` bins get base + 1 items, the others base
     bins: list[list[int]] = [[] for _ in range(n_bins)]
-    loads = [0.0] * n_bins
+    heap = [(0.0, 0, b) for b in range(n_bins)]  # (load, count, bin); a bin once closed stays closed
+    n_big = 0
     for idx in order:
-        n_big = sum(len(b) > base for b in bins)
-        open_bins = [b for b in range(n_bins) if len(bins[b]) < base or (len(bins[b]) == base and n_big < extra)]
-        target = min(open_bins, key=lambda b: (loads[b], len(bins[b]), b))
-        bins[target].append(idx)
-        loads[target] += max(weights[idx], 0.0)
+        while True:
+            load, count, b = heapq.heappop(heap)
+            if count < base or (count == base and n_big < extra):
+                break
+        bins[b].append(idx)
+        n_big += count == base
+        heapq.heappush(heap, (load + max(weights[idx], 0.0), count + 1, b))
     return bins
 
 

@@ -42,7 +42,7 @@ class IterationRecord:
     def line(self) -> str:
         m = self.metrics
         text = (f"iter {self.iteration:4d} reward={self.reward:.3f} loss={m['loss']:+.4f} kl={m.get('kl', 0.0):.4f} "
-                f"entropy={m.get('entropy', 0.0):.3f} clip={m.get('clip_frac', 0.0):.3f} "
+                f"entropy={m.get('entropy', 0.0):.3f} clip={m.get('clip_frac', 0.0):.3f} ratio={m.get('ratio', 1.0):.3f} "
                 f"grad={m['grad_norm']:.3f} lr={m['lr']:.2e}")
         if self.eval_reward is not None:
             text += f" eval={self.eval_reward:.3f}"

@@ -53,7 +53,7 @@ def tiny_config(preset: str, *, max_position_embeddings: int = 1024) -> LlamaCon
         pad_token_id=vocab["<pad>"],
         bos_token_id=vocab["<bos>"],
         eos_token_id=vocab["<eos>"],
-        torch_dtype="float32",
+        dtype="float32",
     )
 
 

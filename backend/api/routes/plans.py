@@ -4,25 +4,51 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from backend.api.deps import AdminAuth, SettingsDep, ViewerAuth
+from backend.api.deps import AdminAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.db.models import JobSample, Team
 from backend.planner import catalog_store
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
-from backend.planner.schemas import DevicePublic, DevicesPublic, DeviceUpdate, PlanPublic, PlanRequest
+from backend.planner.schemas import (
+    DevicePublic,
+    DevicesPublic,
+    DeviceUpdate,
+    LengthSpec,
+    PlanPublic,
+    PlanRequest,
+)
 from backend.planner.service import make_plan
 from backend.services.errors import InvalidInput, NotFound
+from backend.services.jobs import get_job
+
+MAX_JOB_LENGTHS = 100_000  # most recent recorded samples used as the empirical distribution
 
 router = APIRouter(prefix="/plans", tags=["plans"])
 
 
 @router.post("")
-async def create_plan(body: PlanRequest, auth: ViewerAuth, settings: SettingsDep) -> PlanPublic:
+async def create_plan(body: PlanRequest, auth: ViewerAuth, session: SessionDep, settings: SettingsDep) -> PlanPublic:
     """Split devices between generation and training and predict iteration time, throughput and the timeline."""
     catalog = catalog_store.load_catalog(settings.data_dir)
+    if body.from_job_id is not None:
+        body = body.model_copy(update={"lengths": _job_lengths(session, auth.team, body.from_job_id)})
     try:
         return await run_in_threadpool(make_plan, body, catalog)  # CPU-bound: keep the event loop free
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
+
+
+def _job_lengths(session: Session, team: Team, job_id: int) -> LengthSpec:
+    """The job's recorded response lengths (404 for another team's job; 422 when none are recorded yet)."""
+    job = get_job(session=session, team=team, job_id=job_id)
+    lengths = [float(n) for n in session.scalars(
+        select(JobSample.length).where(JobSample.job_id == job.id).order_by(JobSample.id.desc()).limit(MAX_JOB_LENGTHS)
+    ) if n > 0]
+    if not lengths:
+        raise InvalidInput(f"job {job_id} has no recorded samples yet", loc=("body", "from_job_id"))
+    return LengthSpec(kind="empirical", values=lengths, max_tokens=int(max(lengths)))
 
 
 def _public(spec: DeviceSpec, overridden: set[str]) -> DevicePublic:

@@ -41,7 +41,7 @@ export function toSeconds(value: number | string): number {
 
 /** Trainer lanes first, then instances in natural order ("gen-2" before "gen-10"). */
 export function compareLanes(a: string, b: string): number {
-  const trainer = (lane: string) => (lane.startsWith("trainer") ? 0 : 1);
+  const trainer = (lane: string) => (lane.startsWith("train") ? 0 : 1);
   return trainer(a) - trainer(b) || a.localeCompare(b, undefined, { numeric: true });
 }
 

@@ -19,6 +19,7 @@ export const DEFAULT_FORM = {
   "dataset.builtin": "arithmetic",
   "dataset.num_prompts": "256",
   "reward.type": "exact_match",
+  "reward.code": "def reward(prompt, response, meta):\n    return float(response.strip() == str(meta.get(\"answer\", \"\")))\n",
   "algorithm.name": "grpo",
   "algorithm.group_size": "8",
   "algorithm.kl_coef": "0",
@@ -52,7 +53,7 @@ export function toSpec(form: JobForm): Record<string, unknown> {
     name: form.name,
     model: form.model,
     dataset,
-    reward: { type: form["reward.type"] },
+    reward: form["reward.type"] === "python" ? { type: "python", code: form["reward.code"] } : { type: form["reward.type"] },
     algorithm: { name: form["algorithm.name"], group_size: num(form["algorithm.group_size"]), kl_coef: num(form["algorithm.kl_coef"]) },
     mode: form.mode,
     max_staleness: num(form.max_staleness),
@@ -178,14 +179,19 @@ export function SubmitJobPage() {
               </Field>
             </div>
           )}
-          <Field label="Reward" error={err("reward", "reward.type")} hint="built-in reward name, e.g. exact_match">
+          <Field label="Reward" error={err("reward", "reward.type")} hint="a built-in (exact_match, numeric, format, ...) or python">
             <input name="reward" list="rewards" value={form["reward.type"]} onChange={set("reward.type")} />
             <datalist id="rewards">
-              <option value="exact_match" />
-              <option value="length_penalty" />
-              <option value="format" />
+              {["exact_match", "numeric", "format", "regex", "length_penalty", "python"].map((name) => (
+                <option key={name} value={name} />
+              ))}
             </datalist>
           </Field>
+          {form["reward.type"] === "python" ? (
+            <Field label="Reward code (runs sandboxed)" error={err("reward.code")}>
+              <textarea name="reward_code" className="mono" rows={5} value={form["reward.code"]} onChange={set("reward.code")} />
+            </Field>
+          ) : null}
         </section>
 
         <section className="card">

@@ -14,13 +14,16 @@ export function TeamPage() {
   const members = usePolling(() => unwrap(api.GET("/api/v1/teams/current/members")), [], 0);
   const keys = usePolling(() => unwrap(api.GET("/api/v1/keys")), [], 0);
 
-  const run = async (call: () => Promise<unknown>, after: () => Promise<void>) => {
+  /** Run a change then reload what it changed; errors go to the banner. Resolves to whether it succeeded. */
+  const run = async (call: () => Promise<unknown>, after: () => Promise<void>): Promise<boolean> => {
     setError(null);
     try {
       await call();
       await after();
+      return true;
     } catch (err) {
       setError(err);
+      return false;
     }
   };
 
@@ -195,12 +198,14 @@ interface QuotaValues {
   max_generation_instances: number;
 }
 
-function Quotas({ quotas, isAdmin, onSave }: { quotas: QuotaValues; isAdmin: boolean; onSave: (body: QuotaValues) => Promise<void> }) {
+function Quotas({ quotas, isAdmin, onSave }: { quotas: QuotaValues; isAdmin: boolean; onSave: (body: QuotaValues) => Promise<boolean> }) {
   const [jobs, setJobs] = useState(String(quotas.max_concurrent_jobs));
   const [instances, setInstances] = useState(String(quotas.max_generation_instances));
-  const submit = (e: FormEvent) => {
+  const [saved, setSaved] = useState(false);
+  const submit = async (e: FormEvent) => {
     e.preventDefault();
-    void onSave({ max_concurrent_jobs: Number(jobs), max_generation_instances: Number(instances) });
+    setSaved(false);
+    setSaved(await onSave({ max_concurrent_jobs: Number(jobs), max_generation_instances: Number(instances) }));
   };
   return (
     <form onSubmit={submit} data-testid="quotas">
@@ -210,7 +215,7 @@ function Quotas({ quotas, isAdmin, onSave }: { quotas: QuotaValues; isAdmin: boo
       <Field label="Max generation instances (team total)">
         <input name="max_generation_instances" inputMode="numeric" value={instances} onChange={(e) => setInstances(e.target.value)} disabled={!isAdmin} />
       </Field>
-      {isAdmin ? <button type="submit">Save quotas</button> : null}
+      {isAdmin ? <button type="submit">Save quotas</button> : null} {saved ? <span className="muted">saved</span> : null}
     </form>
   );
 }

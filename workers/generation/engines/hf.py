@@ -15,6 +15,7 @@ import random
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
@@ -45,14 +46,15 @@ class HFEngine(GenerationEngine):
         self.dtype = getattr(torch, dtype)
         self.seed_rng = random.Random(seed)
         self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens
-        self.model: torch.nn.Module | None = None
-        self.tokenizer = None
+        self.model: Any = None  # a transformers causal LM (typed loosely: transformers' stubs are partial)
+        self.tokenizer: Any = None
         self.eos_ids: set[int] = set()
         if model_dir is not None:
             self.load(model_dir)
 
     def load(self, model_dir: str | Path) -> None:
-        self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype).to(self.device).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype)
+        self.model = model.to(self.device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         eos = self.model.generation_config.eos_token_id
         if eos is None:
@@ -95,7 +97,7 @@ class HFEngine(GenerationEngine):
     def generate_padded(self, prompts: list[list[int]], sampling: SamplingParams, batch_size: int) -> list[list[int]]:
         """Baseline: plain `model.generate` on left-padded static batches; returns response ids cut after EOS."""
         model = self._require_model()
-        pad = int(self.tokenizer.pad_token_id or 0)  # type: ignore[union-attr]
+        pad = int(self.tokenizer.pad_token_id or 0)
         outputs: list[list[int]] = []
         if sampling.seed is not None:
             torch.manual_seed(sampling.seed)
@@ -120,7 +122,7 @@ class HFEngine(GenerationEngine):
         return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
                                  eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos)
 
-    def _require_model(self) -> torch.nn.Module:
+    def _require_model(self) -> Any:
         if self.model is None:
             raise RuntimeError("HFEngine: call load(model_dir) first")
         return self.model

@@ -13,13 +13,22 @@ import random
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.generation.engines.sampling import logprob_temperature, request_rng, sample_tokens
+
+
+def kv_layers(cache: DynamicCache) -> list[Any]:
+    """The cache's per-layer (keys, values) holders; the right-aligned layout needs plain full-attention layers."""
+    layers = list(cache.layers)
+    assert all(type(layer) is DynamicLayer for layer in layers), "only full-attention (DynamicLayer) caches"
+    return layers
 
 
 @dataclass
@@ -40,7 +49,7 @@ class ContinuousBatcher:
     has (or sleeps briefly if it has none) and asks again at the next free slot.
     """
 
-    def __init__(self, model, tokenizer, *, max_batch_size: int, eos_ids: set[int], seed_rng: random.Random,
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int, eos_ids: set[int], seed_rng: random.Random,
                  ignore_eos: bool = False) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.max_batch_size = max_batch_size
@@ -98,7 +107,7 @@ class ContinuousBatcher:
                          use_cache=True, logits_to_keep=1)
         now = time.time()
         new_rows = [_Row(request=r, rng=request_rng(r.sampling, self.seed_rng), started_at=now) for r in requests]
-        for layer in cache.layers:  # padded columns hold garbage from fully-masked queries: zero them
+        for layer in kv_layers(cache):  # padded columns hold garbage from fully-masked queries: zero them
             layer.keys = layer.keys.masked_fill(~mask[:, None, :, None], 0.0)
             layer.values = layer.values.masked_fill(~mask[:, None, :, None], 0.0)
         self._splice(cache, starts)
@@ -156,7 +165,7 @@ class ContinuousBatcher:
             self.cache, self.starts = new_cache, new_starts
             return
         width = max(old_width, new_width)
-        for old, new in zip(self.cache.layers, new_cache.layers, strict=True):
+        for old, new in zip(kv_layers(self.cache), kv_layers(new_cache), strict=True):
             old.keys = torch.cat([F.pad(old.keys, (0, 0, width - old_width, 0)),
                                   F.pad(new.keys, (0, 0, width - new_width, 0))])
             old.values = torch.cat([F.pad(old.values, (0, 0, width - old_width, 0)),
@@ -174,7 +183,7 @@ class ContinuousBatcher:
         self.starts, self.last_tokens = self.starts[index], self.last_tokens[index]
         if keep:
             crop = int(self.starts.min())  # leading columns that no remaining row uses
-            for layer in self.cache.layers:
+            for layer in kv_layers(self.cache):
                 layer.keys = layer.keys[index, :, crop:]
                 layer.values = layer.values[index, :, crop:]
             self.starts -= crop

@@ -1,0 +1,112 @@
+"""Runtime commands: `streamrl worker --pool generation|training`, `streamrl controller`; and the `up --demo` job.
+
+    streamrl worker --pool generation [--concurrency 2]   # a Celery worker of one pool (one process per slot)
+    streamrl controller [--interval 1.0] [--once]          # the reconcile loop (one leader)
+
+`submit_demo(api, settings)` is the hook `streamrl up --demo` calls: it builds a tiny model under the artifact dir,
+registers it and submits an async job on the long-tail task whose reward rises within a couple of minutes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+import typer
+
+from backend.cli.errors import CLIError
+
+POOLS = ("generation", "training", "control")
+DEMO_MODEL = "demo-tiny"
+# Dense per-character shaping for `rep K abc:` -> `abcabc...`: lowercase output, the prompt's letters, then the exact
+# string; a tiny random model climbs from ~0.13 to ~0.45 in a few dozen iterations on a laptop CPU.
+DEMO_REWARD = '''
+import difflib
+
+def reward(prompt, response, meta):
+    answer, text = meta["answer"], response.strip()
+    if not text:
+        return 0.0
+    letters = set(meta.get("pattern") or answer)
+    lower = sum(ch.islower() for ch in text) / len(text)
+    on_pattern = sum(ch in letters for ch in text) / len(text)
+    similar = difflib.SequenceMatcher(None, text, answer).ratio()
+    return {"lowercase": 0.4 * lower, "pattern": 0.3 * on_pattern, "similarity": 0.3 * similar}
+'''
+
+
+def demo_spec(model: str = DEMO_MODEL) -> dict[str, Any]:
+    return {
+        "name": "demo-long-tail", "model": model, "mode": "async", "max_staleness": 1, "seed": 0,
+        "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
+        "reward": {"type": "python", "code": DEMO_REWARD},
+        "algorithm": {"name": "grpo", "group_size": 8},
+        "generation": {"instances": 2, "batch_size": 64, "max_tokens": 32},
+        "training": {"iterations": 60, "prompts_per_iteration": 8, "micro_batch_size": 32, "lr": 3e-3},
+        "dispatch": {"policy": "skew_aware"},
+        "checkpoint": {"interval": 20},
+    }
+
+
+def worker(
+    pool: str = typer.Option(..., "--pool", help="generation | training | control"),
+    concurrency: int = typer.Option(2, "--concurrency", "-c", min=1, help="tasks run at once (processes)"),
+    loglevel: str = typer.Option("INFO", "--loglevel"),
+) -> None:
+    """Run a Celery worker for one pool (generation instances, job drivers, or control tasks)."""
+    if pool not in POOLS:
+        raise CLIError(f"--pool must be one of {', '.join(POOLS)} (got {pool!r})")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from workers.celery_app import app
+
+    app.worker_main(["worker", "-Q", pool, "--concurrency", str(concurrency), "--pool", "prefork",
+                     "-n", f"{pool}-{os.getpid()}@{socket.gethostname()}", "--without-gossip", "--without-mingle",
+                     "--loglevel", loglevel])
+
+
+def controller(
+    interval: float = typer.Option(1.0, "--interval", min=0.05, help="seconds between reconcile passes"),
+    once: bool = typer.Option(False, "--once", help="run one pass and exit"),
+) -> None:
+    """Run the reconcile loop: admit jobs, keep each job's generation instances at target, notice dead workers."""
+    from backend.controller.reconcile import CeleryTaskSender, reconcile_once
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s controller %(message)s")
+    log = logging.getLogger("streamrl.controller")
+    sender = CeleryTaskSender()
+    while True:
+        try:
+            report = reconcile_once(sender=sender).as_dict()
+            changes = {k: v for k, v in report.items() if v}
+            if changes:
+                log.info("%s", changes)
+        except Exception as exc:  # a database or Redis hiccup: log and retry at the next pass
+            if once:
+                raise
+            log.warning("reconcile pass failed: %s", exc)
+        if once:
+            return
+        time.sleep(interval)
+
+
+def submit_demo(api: Any, settings: Any) -> None:
+    """`streamrl up --demo`: a tiny model + an async long-tail job; prints where to watch it."""
+    from workers.models import build_tiny_model
+
+    path = settings.artifacts / "models" / DEMO_MODEL
+    if not (path / "config.json").exists():
+        build_tiny_model("tiny-1m", path, seed=0)
+    if not any(m["name"] == DEMO_MODEL for m in api.list_models()["data"]):
+        api.register_model(DEMO_MODEL, str(path))
+    job = api.submit_job(demo_spec())
+    typer.echo(f"demo: submitted job {job['id']} ({job['name']}): async mode, 2 generation instances, long-tail "
+               f"task; watch the reward rise with `streamrl jobs logs {job['id']}` or in the dashboard")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)
+    app.command("controller")(controller)

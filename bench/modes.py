@@ -1,0 +1,194 @@
+"""Colocated vs sync vs async StreamRL on this machine: same model, task, seed and sample budget (DESIGN §2.2).
+
+    python bench/modes.py [--iterations 6 --prompts 8 --group 8 --max-tokens 48 --instances 2 --sft-seconds 45]
+
+Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, Celery worker PROCESSES for the
+generation and training pools, and the controller's reconcile loop. A tiny Llama is SFT-warmed briefly on the
+long_tail task so response lengths are heavy-tailed and follow the prompt. Each configuration trains the same
+`iterations x prompts x group` samples from the same weights:
+  colocated           one process alternates generation and training (the baseline)
+  sync  random|skew   trainer + N instances, dynamic-batch pipelining, on-policy
+  async random|skew   generation runs one step ahead on the previous weights (max_staleness 1)
+samples/s = samples / wall time of iterations 2..N (iteration 1 carries engine start-up). The weight-sync fraction is
+the trainer's publish time (on its critical path) over the iteration time; `load` is the instances' load time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def _configure(data_dir: Path) -> tuple[Any, str]:
+    from backend.embedded_redis import start_embedded_redis
+
+    redis_server = start_embedded_redis(data_dir)
+    os.environ.update({"STREAMRL_DATA_DIR": str(data_dir), "STREAMRL_REDIS_URL": redis_server.url,
+                       "STREAMRL_AUTO_MIGRATE": "false", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+    return redis_server, redis_server.url
+
+
+def _workers(env: dict[str, str], log_dir: Path, instances: int) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for pool, concurrency in (("generation", instances), ("training", 1)):
+        log = open(log_dir / f"worker-{pool}.log", "ab")  # noqa: SIM115
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker", "-Q", pool, "--concurrency",
+             str(concurrency), "--pool", "prefork", "-n", f"{pool}-bench@%h", "--without-gossip", "--without-mingle"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+    return procs
+
+
+def _spec(args: argparse.Namespace, mode: str, policy: str) -> dict[str, Any]:
+    return {
+        "name": f"bench-{mode}-{policy}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
+        "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
+        "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
+        "generation": {"instances": args.instances, "batch_size": 64, "max_tokens": args.max_tokens},
+        "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
+                     "micro_batch_size": 16, "lr": 1e-4},
+        "dispatch": {"policy": policy}, "checkpoint": {"interval": 10_000},
+    }
+
+
+def _run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float) -> list[dict[str, Any]]:
+    from sqlalchemy import select
+
+    from backend.db import Iteration, Job, JobStatus, Team, User
+    from backend.db.session import session_scope
+    from backend.schemas.spec import JobSpec
+    from backend.services.jobs import create_job
+
+    with session_scope() as session:
+        job_id = create_job(session=session, team=session.get(Team, team_id), user=session.get(User, user_id),
+                            spec=JobSpec.model_validate(spec)).id
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        with session_scope() as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            if job.status in (JobStatus.failed, JobStatus.cancelled):
+                raise RuntimeError(f"{spec['name']}: job {job.status}: {job.error}")
+            if job.status == JobStatus.succeeded:
+                return [dict(m) for m in session.scalars(select(Iteration.metrics).where(
+                    Iteration.job_id == job_id).order_by(Iteration.iteration))]
+        time.sleep(0.5)
+    raise RuntimeError(f"{spec['name']}: not done after {timeout_s}s")
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    steady = rows[1:] or rows
+    seconds = sum(r["iteration_seconds"] for r in steady)
+    return {
+        "samples_per_s": sum(r["samples"] for r in steady) / seconds,
+        "iteration_s": seconds / len(steady),
+        "sync_fraction": sum(r["weight_sync_seconds"] for r in steady) / seconds,
+        "load_s": sum(r.get("weight_load_seconds", 0.0) for r in steady) / len(steady),
+        "trainer_idle": sum(r.get("trainer_idle_seconds", 0.0) for r in steady) / seconds,
+        "reward": rows[-1]["reward_mean"], "tail": sum(r.get("tail_fraction", 0.0) for r in steady) / len(steady),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--instances", type=int, default=2)
+    parser.add_argument("--sft-seconds", type=float, default=45.0)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="streamrl-bench-modes-") as tmp:
+        data_dir = Path(tmp)
+        redis_server, redis_url = _configure(data_dir)
+        procs: list[subprocess.Popen[bytes]] = []
+        stop = threading.Event()
+        try:
+            from backend.controller.reconcile import CeleryTaskSender, reconcile_once
+            from backend.db import Model, Team, User
+            from backend.db.migrate import upgrade_database
+            from backend.db.session import session_scope
+            from backend.settings import get_settings
+            from workers.datasets.long_tail import generate_rows
+            from workers.models.tiny import build_tiny_model
+            from workers.training.sft import sft_warm_start
+
+            upgrade_database(get_settings().database_url)
+            base = build_tiny_model("tiny-1m", data_dir / "base", seed=0)
+            rows = generate_rows(512, seed=1, split="train")
+            sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=100_000,
+                                 time_budget_s=args.sft_seconds, seed=0)
+            model_dir = sft.model_dir
+            with session_scope() as session:
+                team = Team(name="bench", max_concurrent_jobs=1, max_generation_instances=16)
+                user = User(email="bench@example.com")
+                session.add_all([team, user])
+                session.flush()
+                session.add(Model(team_id=team.id, name="bench", path=str(model_dir)))
+                team_id, user_id = team.id, user.id
+            procs = _workers(dict(os.environ, PYTHONPATH=str(REPO)), data_dir, args.instances)
+            sender = CeleryTaskSender(redis_url)
+
+            def control() -> None:
+                while not stop.wait(0.5):
+                    try:
+                        reconcile_once(sender=sender)
+                    except Exception as exc:
+                        print(f"controller: {exc}", file=sys.stderr)
+
+            threading.Thread(target=control, daemon=True).start()
+            results: dict[str, dict[str, float]] = {}
+            for mode, policy in (("colocated", "random"), ("sync", "random"), ("sync", "skew_aware"),
+                                 ("async", "random"), ("async", "skew_aware")):
+                key = mode if policy == "random" else f"{mode}+skew"
+                rows = _run_job(team_id, user_id, _spec(args, mode, policy), args.timeout)
+                results[key] = _summary(rows)
+                for i, row in enumerate(rows if args.verbose else []):
+                    print(f"  {key} it{i + 1}: " + " ".join(f"{k}={row.get(k, 0.0):.2f}" for k in (
+                        "iteration_seconds", "gen_seconds", "train_seconds", "trainer_idle_seconds",
+                        "generator_idle_seconds", "weight_sync_seconds", "len_p50", "len_max")))
+                r = results[key]
+                print(f"{key:12s} samples/s={r['samples_per_s']:7.2f} iter={r['iteration_s']:6.2f}s "
+                      f"weight_sync={100 * r['sync_fraction']:5.2f}% load={r['load_s']:.3f}s "
+                      f"trainer_idle={100 * r['trainer_idle']:5.1f}% tail={r['tail']:.2f} reward={r['reward']:.3f}",
+                      flush=True)
+        finally:
+            stop.set()
+            for proc in procs:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, 15)
+            for proc in procs:
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, 9)
+            redis_server.stop()
+
+    col = results["colocated"]["samples_per_s"]
+    print(f"\n{'mode':12s} {'samples/s':>10s} {'x colocated':>12s} {'skew_aware':>11s} {'weight sync %':>14s}")
+    for mode in ("colocated", "sync", "async"):
+        skew = results.get(f"{mode}+skew")
+        skew_text = f"{skew['samples_per_s']:.2f}" if skew else "-"
+        print(f"{mode:12s} {results[mode]['samples_per_s']:10.2f} {results[mode]['samples_per_s'] / col:12.2f} "
+              f"{skew_text:>11s} {100 * results[mode]['sync_fraction']:14.2f}")
+    sync, asyn = results["sync"]["samples_per_s"], results["async"]["samples_per_s"]
+    print(f"RESULT colocated={col:.2f} sync={sync:.2f} async={asyn:.2f} async_over_colocated={asyn / col:.2f} "
+          f"sync_over_colocated={sync / col:.2f} sync_skew={results['sync+skew']['samples_per_s']:.2f} "
+          f"async_skew={results['async+skew']['samples_per_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

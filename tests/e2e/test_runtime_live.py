@@ -1,0 +1,103 @@
+"""A real job on the tiny model, run by the real runtime (controller + generation and training Celery workers),
+watched in the browser: the job page's charts fill in live, without a reload. Starts the runtime the same way
+`streamrl up` does (`streamrl controller`, `streamrl worker --pool generation|training`); skipped until those
+commands exist."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from e2e_support import ARTIFACTS, REPO, MakeApi, Server, shot
+from playwright.sync_api import Page, expect
+
+PASSWORD = "correct-horse-battery"
+
+
+def _runtime_installed() -> bool:
+    from backend.cli.main import command_names
+
+    return {"controller", "worker"} <= command_names()
+
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not _runtime_installed(),
+        reason="the runtime is not installed yet (`streamrl controller` / `streamrl worker` commands missing)",
+    ),
+]
+
+
+@pytest.fixture
+def runtime(api_server: Server) -> Iterator[None]:
+    env = {**api_server.env, "STREAMRL_URL": api_server.url}
+    argvs = {
+        "controller": ["controller"],
+        "worker-generation": ["worker", "--pool", "generation"],
+        "worker-training": ["worker", "--pool", "training"],
+    }
+    processes = []
+    for name, args in argvs.items():
+        log = (ARTIFACTS / f"{name}.log").open("wb")
+        argv = [sys.executable, "-m", "backend.cli.main", *args]
+        processes.append(
+            (
+                subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True),
+                log,
+            )
+        )
+    try:
+        yield
+    finally:
+        for process, _ in reversed(processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)  # the process group: Celery's pool children go too
+        for process, log in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            log.close()
+
+
+def test_real_job_updates_live(page: Page, api_server: Server, make_api: MakeApi, runtime: None) -> None:
+    tag = uuid.uuid4().hex[:8]
+    api = make_api()
+    session = api.register(f"gale-{tag}@example.com", PASSWORD, f"team-runtime-{tag}")
+    api.post("/models", json={"name": "tiny-1m", "path": str(api_server.tiny_model_dir)})
+    job = api.post(
+        "/jobs",
+        json={
+            "name": "runtime-live",
+            "model": "tiny-1m",
+            "dataset": {"builtin": "arithmetic", "num_prompts": 32, "eval_prompts": 0},
+            "algorithm": {"group_size": 2},
+            "generation": {"instances": 1, "batch_size": 8, "max_tokens": 8},
+            "training": {"iterations": 3, "prompts_per_iteration": 4, "micro_batch_size": 8},
+            "checkpoint": {"interval": 100},
+        },
+    )
+    page.goto(f"{api_server.url}/")
+    page.evaluate("token => localStorage.setItem('streamrl.token', token)", session["token"])
+    page.goto(f"{api_server.url}/#/jobs/{job['id']}")
+    page.reload()
+    expect(page.get_by_role("heading", name=re.compile("runtime-live"))).to_be_visible()
+    page.evaluate("() => { window.__noReload = true; }")
+
+    expect(page.get_by_test_id("status").first).to_have_text(re.compile("running|succeeded"), timeout=120_000)
+    expect(page.get_by_test_id("kpi-iteration")).to_contain_text(re.compile("[1-9]"), timeout=180_000)
+    expect(page.get_by_test_id("kpi-samples/s")).not_to_contain_text("–")
+    expect(page.get_by_test_id("samples")).not_to_contain_text(" 0 samples")
+    shot(page, "40-runtime-job-live")
+    expect(page.get_by_test_id("status").first).to_have_text("succeeded", timeout=240_000)
+    assert page.evaluate("() => window.__noReload === true"), "the page reloaded"
+    shot(page, "41-runtime-job-done")

@@ -1,0 +1,71 @@
+"""`vllm` agrees with `hf`: same greedy tokens and logprobs on the same tiny model; in-place weight reload.
+
+Needs vLLM (scripts/install_vllm.sh installs the CPU build); skipped with the reason when it is not importable.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from workers.generation.engine import GenerationRequest, SamplingParams
+from workers.generation.engines import setup_engine
+from workers.generation.engines.hf import HFEngine
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vllm is not installed (run scripts/install_vllm.sh to enable the vllm engine tests)"),
+]
+
+PROMPTS = ["12+35=", "rep 3 ab:", "x", "hello world, this is long", "7*8=", "abc"]
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(model_dir: Path) -> Iterator[Any]:
+    engine = setup_engine("vllm", model_dir=model_dir, max_batch_size=4, max_model_len=256)
+    yield engine
+    del engine
+
+
+def make_requests(hf: HFEngine, sampling: SamplingParams) -> list[GenerationRequest]:
+    return [GenerationRequest(str(i), hf.encode(p), sampling) for i, p in enumerate(PROMPTS)]
+
+
+def test_vllm_greedy_matches_hf(vllm_engine: Any, model_dir: Path) -> None:
+    hf = HFEngine(model_dir, max_batch_size=4)
+    requests = make_requests(hf, SamplingParams(temperature=0, max_tokens=24))
+    expected = {r.request_id: r for r in hf.generate_stream(requests)}
+    got = {r.request_id: r for r in vllm_engine.generate_stream(requests)}
+    assert set(got) == set(expected)
+    for rid, want in expected.items():
+        assert got[rid].response_ids == want.response_ids, rid
+        assert got[rid].text == want.text
+        assert got[rid].finish_reason == want.finish_reason == "length"
+        assert torch.allclose(torch.tensor(got[rid].logprobs), torch.tensor(want.logprobs), atol=1e-3)
+
+
+def test_vllm_streams_in_finish_order_and_reloads_weights(vllm_engine: Any, model_dir: Path,
+                                                          other_weights_dir: Path) -> None:
+    hf = HFEngine(model_dir, max_batch_size=4)
+    lengths = [40, 2, 2, 2, 2, 2]
+    requests = [GenerationRequest(str(i), hf.encode(p), SamplingParams(temperature=0, max_tokens=n))
+                for i, (p, n) in enumerate(zip(PROMPTS, lengths, strict=True))]
+    order = [r.request_id for r in vllm_engine.generate_stream(requests)]
+    assert order[-1] == "0" and sorted(order) == sorted(r.request_id for r in requests)
+
+    greedy = make_requests(hf, SamplingParams(temperature=0, max_tokens=12))
+    before = {r.request_id: r.response_ids for r in vllm_engine.generate_stream(greedy)}
+    vllm_engine.update_weights(1, other_weights_dir)
+    after = {r.request_id: r.response_ids for r in vllm_engine.generate_stream(greedy)}
+    hf.update_weights(1, other_weights_dir)
+    assert after != before
+    assert after == {r.request_id: r.response_ids for r in hf.generate_stream(greedy)}
+    vllm_engine.update_weights(2, model_dir)
+    assert vllm_engine.version == 2
