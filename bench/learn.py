@@ -17,13 +17,14 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
 from backend.schemas.spec import JobSpec
 from workers.datasets import generate_rows
 from workers.local import IterationRecord, train_local
 from workers.models import build_tiny_model, count_parameters
-from workers.training.sft import sft_warm_start
+from workers.training.sft import SFTResult, sft_warm_start
 
 
 def parse_args() -> argparse.Namespace:
@@ -44,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest when shared)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sft-model", type=Path, default=None, help="skip model build + SFT: RL from this model")
     parser.add_argument("--out", type=Path, default=None, help="keep models/checkpoints here (default: a temp dir)")
     return parser.parse_args()
 
@@ -52,14 +54,16 @@ def run(args: argparse.Namespace, work: Path) -> None:
     started = time.perf_counter()
     torch.set_num_threads(args.threads)
     hf_logging.disable_progress_bar()
-    base = build_tiny_model(args.preset, work / "base", seed=args.seed)
-    from transformers import AutoModelForCausalLM
-
-    print(f"model {args.preset}: {count_parameters(AutoModelForCausalLM.from_pretrained(base)) / 1e6:.2f}M parameters")
-    sft_rows = generate_rows("arithmetic", 4000, 1000 + args.seed, digits=args.digits, ops=args.ops)
-    sft = sft_warm_start(base, work / "sft", sft_rows, steps=args.sft_steps, lr=args.sft_lr, batch_size=64,
-                         seed=args.seed, log_every=50)
-    print(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.seconds:.1f}s")
+    if args.sft_model is not None:
+        sft = SFTResult(args.sft_model, 0, float("nan"), 0.0)
+    else:
+        base = build_tiny_model(args.preset, work / "base", seed=args.seed)
+        params = count_parameters(AutoModelForCausalLM.from_pretrained(base))
+        print(f"model {args.preset}: {params / 1e6:.2f}M parameters")
+        sft_rows = generate_rows("arithmetic", 4000, 1000 + args.seed, digits=args.digits, ops=args.ops)
+        sft = sft_warm_start(base, work / "sft", sft_rows, steps=args.sft_steps, lr=args.sft_lr, batch_size=64,
+                             seed=args.seed, log_every=50)
+        print(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.seconds:.1f}s")
     spec = JobSpec.model_validate({
         "name": "bench-learn",
         "model": str(sft.model_dir),

@@ -74,8 +74,8 @@ HEADER = """# JobSpec reference
 
 A job is one YAML/JSON document validated as `backend.schemas.spec.JobSpec` (by `streamrl jobs submit` before it
 sends, and by `POST /api/v1/jobs`). Unknown keys are errors, and every error names the field (`generation.batch_size:
-Input should be greater than or equal to 1`). Only `model` and `dataset` are required. Examples: [examples/](../examples).
-Concepts behind the fields: [user-guide.md](user-guide.md).
+Input should be greater than or equal to 1`). Only `model` and `dataset` are required.
+Examples: [examples/](../examples). Concepts behind the fields: [user-guide.md](user-guide.md).
 """
 
 
@@ -139,8 +139,14 @@ def model_section(model: type[BaseModel], path: str) -> list[str]:
 def builtin_rewards_section() -> str:
     from workers.rewards.builtins import REGISTRY
 
-    lines = ["## Built-in rewards", "", "`reward.type` names one of these (or `composite`, `python`).", "",
-             "| type | params (defaults) | required |", "|---|---|---|"]
+    lines = [
+        "## Built-in rewards",
+        "",
+        "`reward.type` names one of these (or `composite`, `python`).",
+        "",
+        "| type | params (defaults) | required |",
+        "|---|---|---|",
+    ]
     for name, builtin in REGISTRY.items():
         params = ", ".join(f"`{k}={v!r}`" for k, v in builtin.defaults.items()).replace("|", "\\|")
         lines.append(f"| `{name}` | {params} | {', '.join(f'`{r}`' for r in builtin.required)} |")

@@ -16,16 +16,18 @@ from sqlalchemy.orm import Session
 from backend.db.base import utcnow
 from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, can_transition
 from backend.db.models import Dataset, Job, JobEvent, Team, User
+from backend.planner.service import suggest_instances
 from backend.schemas.spec import JobSpec
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
 from backend.services.job_data import record_iteration  # noqa: F401  (re-exported for writers)
 from backend.services.models import find_model
 
 
-def initial_target_instances(spec: JobSpec) -> int:
+def initial_target_instances(spec: JobSpec, max_instances: int) -> int:
+    """The spec's explicit instance count, else the planner's suggestion capped by the team quota."""
     if spec.generation.instances is not None:
         return spec.generation.instances
-    return spec.autoscale.min_instances if spec.autoscale.policy == "auto" else 1
+    return suggest_instances(spec, max_instances)
 
 
 def _check_instance_quota(team: Team, requested: int, in_use_by_others: int) -> None:
@@ -56,7 +58,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Jo
         and session.scalar(select(Dataset.id).where(Dataset.id == spec.dataset.id, Dataset.team_id == team.id)) is None
     ):
         raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
-    target = initial_target_instances(spec)
+    target = initial_target_instances(spec, team.max_generation_instances)
     _check_instance_quota(team, target, 0)
     job = Job(
         team_id=team.id,

@@ -73,7 +73,7 @@ def test_invalid_transitions_give_409_with_the_current_status(app_client: TestCl
     assert scale.status_code == 409 and scale.json()["current_status"] == "cancelled"
     assert _counts(world.backend, world.team) == before
     finished = app_client.get(f"{API}/jobs/{job['id']}", headers=member).json()
-    assert finished["finished_at"] is not None and finished["target_instances"] == 1
+    assert finished["finished_at"] is not None and finished["target_instances"] == job["target_instances"]
 
 
 def test_pause_and_resume_a_running_job(app_client: TestClient, world: Any) -> None:
@@ -89,7 +89,8 @@ def test_pause_and_resume_a_running_job(app_client: TestClient, world: Any) -> N
 def test_scale_within_and_beyond_the_instance_quota(app_client: TestClient, pg_backend: Any, make_world: Any) -> None:
     world = make_world(pg_backend, max_concurrent_jobs=2, max_generation_instances=4)
     member = world.headers("member")
-    first, second = world.submit(app_client, generation={"instances": 3}), world.submit(app_client)
+    first = world.submit(app_client, generation={"instances": 3})
+    second = world.submit(app_client, generation={"instances": 1})
     with pg_backend.session() as session:
         admit_queued_jobs(session=session)
     ok = app_client.post(
@@ -154,3 +155,14 @@ def test_list_filters_pagination_and_recorded_data(app_client: TestClient, world
     iterations = app_client.get(f"{API}/jobs/{other['id']}/iterations", headers=viewer).json()
     assert iterations["data"][0]["metrics"] == {"reward_mean": 0.5}
     assert app_client.get(f"{API}/jobs/999999999", headers=viewer).status_code == 404
+
+
+def test_a_spec_without_instances_gets_the_planners_suggestion_within_quota(
+    app_client: TestClient, pg_backend: Any, make_world: Any
+) -> None:
+    world = make_world(pg_backend, max_concurrent_jobs=2, max_generation_instances=3)
+    # 16 prompts x 8 samples at batch 32 -> 4 full-batch instances, capped by the quota of 3.
+    capped = world.submit(app_client, training={"prompts_per_iteration": 16}, algorithm={"group_size": 8})
+    assert capped["target_instances"] == 3
+    small = world.submit(app_client, training={"prompts_per_iteration": 4}, algorithm={"group_size": 8})
+    assert small["target_instances"] == 1

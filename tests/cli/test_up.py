@@ -23,10 +23,12 @@ pytestmark = pytest.mark.integration
 
 
 def _start_up(data_dir: Path, port: int, config: Path, *extra: str) -> subprocess.Popen[str]:
+    """`streamrl up --port PORT` (with `--no-workers` unless `extra` says `--workers`) in its own session."""
     env = {k: v for k, v in os.environ.items() if k not in ("STREAMRL_DATABASE_URL", "STREAMRL_REDIS_URL")}
     env.update(STREAMRL_CONFIG=str(config), STREAMRL_DATA_DIR=str(data_dir))
+    args = [a for a in extra if a != "--workers"] if "--workers" in extra else ["--no-workers", *extra]
     return subprocess.Popen(
-        [sys.executable, "-m", "backend.cli.main", "up", "--no-workers", "--port", str(port), *extra],
+        [sys.executable, "-m", "backend.cli.main", "up", "--port", str(port), *args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -142,3 +144,28 @@ def test_busy_port_is_refused_before_anything_starts(tmp_path: Path) -> None:
     assert out.strip().splitlines() == [f"error: cannot listen on 127.0.0.1:{port} (Address already in use); "
                                         "is another server using it? pass --port"]
     assert not (data_dir / "redis").exists()
+
+
+@pytest.mark.slow
+def test_up_with_controller_and_workers_stops_cleanly(tmp_path: Path) -> None:
+    data_dir, config, port = tmp_path / "data", tmp_path / "config.json", free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _start_up(data_dir, port, config, "--workers")
+    try:
+        _wait_healthy(proc, url)
+        _wait_bootstrapped(config, url)
+        deadline = time.monotonic() + 120
+        while len(psutil.Process(proc.pid).children()) < 4 and time.monotonic() < deadline:  # api, controller, 2 pools
+            time.sleep(0.2)
+        time.sleep(5.0)  # let the Celery workers finish booting
+        family = _family(proc, data_dir)
+        names = " ".join(" ".join(p.cmdline()) for p in family)
+        assert "controller" in names and "--pool generation" in names and "--pool training" in names
+    finally:
+        out = _stop(proc, signal.SIGINT)
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out, out
+    deadline = time.monotonic() + 10
+    while not _all_gone(family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _all_gone(family)

@@ -99,23 +99,26 @@ def test_live_charts_update_without_reload(page: Page, api_server: Server, make_
             "training": {"iterations": 5},
         },
     )
-    open_signed_in(page, api_server, session["token"], f"/jobs/{job['id']}")
-    expect(page.get_by_role("heading", name=re.compile("live-view"))).to_be_visible()
-    expect(page.locator(".live-dot.on")).to_be_visible()  # SSE connected
-    page.evaluate("() => { window.__noReload = true; }")
-    expect(page.get_by_test_id("kpi-samples/s")).to_contain_text("–")
+    try:
+        open_signed_in(page, api_server, session["token"], f"/jobs/{job['id']}")
+        expect(page.get_by_role("heading", name=re.compile("live-view"))).to_be_visible()
+        expect(page.locator(".live-dot.on")).to_be_visible()  # SSE connected
+        page.evaluate("() => { window.__noReload = true; }")
+        expect(page.get_by_test_id("kpi-samples/s")).to_contain_text("–")
 
-    t0 = time.time() - 30
-    feed_iteration(api_server, job["id"], 1, t0)
-    expect(page.get_by_test_id("kpi-samples/s")).to_contain_text("11.0")
-    expect(page.get_by_test_id("length-stats")).to_contain_text("skew")
-    expect(page.get_by_test_id("timeline").locator(".lane-label", has_text="trainer")).to_be_visible()
-    expect(page.locator(".uplot").first).to_be_visible()
+        t0 = time.time() - 30
+        feed_iteration(api_server, job["id"], 1, t0)
+        expect(page.get_by_test_id("kpi-samples/s")).to_contain_text("11.0")
+        expect(page.get_by_test_id("length-stats")).to_contain_text("skew")
+        expect(page.get_by_test_id("timeline").locator(".lane-label", has_text="trainer")).to_be_visible()
+        expect(page.locator(".uplot").first).to_be_visible()
 
-    feed_iteration(api_server, job["id"], 2, t0)
-    expect(page.get_by_test_id("kpi-samples/s")).to_contain_text("12.0")
-    expect(page.get_by_test_id("kpi-iteration")).to_contain_text("2")
-    expect(page.get_by_test_id("samples")).to_contain_text("20 samples")
-    expect(page.get_by_test_id("length-stats")).to_contain_text("tail")
-    assert page.evaluate("() => window.__noReload === true"), "the page reloaded"
-    shot(page, "10-job-live")
+        feed_iteration(api_server, job["id"], 2, t0)
+        expect(page.get_by_test_id("kpi-samples/s")).to_contain_text("12.0")
+        expect(page.get_by_test_id("kpi-iteration")).to_contain_text("2")
+        expect(page.get_by_test_id("samples")).to_contain_text("20 samples")
+        expect(page.get_by_test_id("length-stats")).to_contain_text("tail")
+        assert page.evaluate("() => window.__noReload === true"), "the page reloaded"
+        shot(page, "10-job-live")
+    finally:  # nothing may run this job later (the runtime test starts a controller on the same database)
+        api.post(f"/jobs/{job['id']}/cancel")

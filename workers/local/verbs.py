@@ -50,11 +50,12 @@ def build_requests(prompts: Iterable[Prompt], iteration: int, group_size: int,
                    sampling: SamplingParams) -> list[GenerationRequest]:
     """`group_size` requests per prompt; `meta` carries what `to_samples` needs to rebuild the group."""
     requests = []
-    for prompt in prompts:
+    for index, prompt in enumerate(prompts):
         group_id = f"{iteration}:{prompt.prompt_id}"
         for k in range(group_size):
-            params = sampling if sampling.seed is None else SamplingParams(
-                sampling.temperature, sampling.top_p, sampling.max_tokens, sampling.stop, sampling.seed + k)
+            params = sampling if sampling.seed is None else SamplingParams(  # one independent seed per request
+                sampling.temperature, sampling.top_p, sampling.max_tokens, sampling.stop,
+                sampling.seed + index * group_size + k)
             meta = {"prompt": prompt, "group_id": group_id, "queued_at": time.time()}
             requests.append(GenerationRequest(f"{group_id}:{k}", prompt.ids, params, meta))
     return requests

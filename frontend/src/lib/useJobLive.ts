@@ -15,6 +15,7 @@ const MAX_EVENTS = 500;
 const MAX_SAMPLES = 1000;
 const SPAN_HISTORY_S = 600;
 const TERMINAL = ["succeeded", "failed", "cancelled"];
+const JOB_POLL_MS = 5000;
 
 export interface JobLive {
   job: Job | null;
@@ -71,9 +72,11 @@ export function useJobLive(jobId: number): JobLive {
 
     const handlers: Record<string, (data: unknown) => void> = {
       status: (data) => {
-        const fresh = data as Job;
-        if (alive.current) setJob(fresh);
-        if (TERMINAL.includes(fresh.status)) stream.close(); // the server ends the stream after a terminal status
+        // A full JobPublic (API) or a partial {id, status, error} (runtime): merge, then refetch the full row.
+        const update = data as Partial<Job>;
+        if (alive.current) setJob((cur) => (cur ? { ...cur, ...update } : "spec" in update ? (update as Job) : cur));
+        if (!("spec" in update)) reloadJob().catch(setError);
+        if (update.status && TERMINAL.includes(update.status)) stream.close(); // the server ends the stream here
       },
       metrics: (data) => {
         const items = payloadItems<Iteration>(data);
@@ -107,8 +110,13 @@ export function useJobLive(jobId: number): JobLive {
       onRefused: (status, body) => setError(new ApiError(status, body)),
       onMessage: (message) => handlers[message.event]?.(JSON.parse(message.data)),
     });
+    // Transitions made by the controller (admission, instance counts) are not all published live: poll the row too.
+    const poll = setInterval(() => {
+      if (!document.hidden) reloadJob().catch(setError);
+    }, JOB_POLL_MS);
     return () => {
       alive.current = false;
+      clearInterval(poll);
       stream.close();
     };
   }, [jobId, reloadJob, loadSnapshot]);
