@@ -120,17 +120,23 @@ class Supervisor:
             time.sleep(interval_s)
 
     # ---- stopping ---------------------------------------------------------------------------------------------------
-    def stop_all(self, timeout_s: float = 15.0) -> None:
-        """Send each child its stop signal (newest first), wait up to `timeout_s`, then SIGKILL every child's group."""
+    def stop_all(self, timeout_s: float = 15.0, resend_s: float = 3.0) -> None:
+        """Send each child its stop signal (newest first) and repeat it every `resend_s` (a child still booting may
+        not handle it yet; a second signal also forces servers that wait on open connections); after `timeout_s`,
+        SIGKILL every child's group."""
         live = [c for c in reversed(self._children) if c.process.poll() is None]
         for child in live:
             self.echo(f"stopping {child.spec.name} (pid {child.process.pid})")
-            with contextlib.suppress(ProcessLookupError):
-                child.process.send_signal(child.spec.stop_signal)
         deadline = time.monotonic() + timeout_s
-        for child in live:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        next_send = 0.0
+        while live and time.monotonic() < deadline:
+            if time.monotonic() >= next_send:
+                for child in live:
+                    with contextlib.suppress(ProcessLookupError):
+                        child.process.send_signal(child.spec.stop_signal)
+                next_send = time.monotonic() + resend_s
+            time.sleep(0.05)
+            live = [c for c in live if c.process.poll() is None]
         for child in self._children:
             # Also the group of a leader that exited: its grandchildren may linger.
             _signal_group(child.process.pid, signal.SIGKILL)

@@ -38,6 +38,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=16, help="prompts per RL iteration")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--warmup", type=int, default=10, help="lr warmup iterations")
     parser.add_argument("--kl-coef", type=float, default=0.0)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-tokens", type=int, default=5)
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
         print(record.line(), flush=True)
 
     result = train_local(spec, work / "rl", eval_every=args.eval_every, on_iteration=show,
-                         dataset_params={"digits": args.digits, "ops": args.ops})
+                         dataset_params={"digits": args.digits, "ops": args.ops}, warmup_steps=args.warmup)
     rl_seconds = time.perf_counter() - rl_started
     print("held-out reward curve (iteration: reward):")
     for iteration, value in result.eval_curve:

@@ -1,14 +1,17 @@
 """Colocated vs sync vs async StreamRL on this machine: same model, task, seed and sample budget (DESIGN §2.2).
 
-    python bench/modes.py [--iterations 6 --prompts 8 --group 8 --max-tokens 48 --instances 2 --sft-seconds 45]
+    python bench/modes.py [--iterations 8 --prompts 8 --group 8 --max-tokens 48 --instances 1 --skew-instances 2]
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, Celery worker PROCESSES for the
 generation and training pools, and the controller's reconcile loop. A tiny Llama is SFT-warmed briefly on the
 long_tail task so response lengths are heavy-tailed and follow the prompt. Each configuration trains the same
 `iterations x prompts x group` samples from the same weights:
-  colocated           one process alternates generation and training (the baseline)
-  sync  random|skew   trainer + N instances, dynamic-batch pipelining, on-policy
-  async random|skew   generation runs one step ahead on the previous weights (max_staleness 1)
+  colocated    one process alternates generation and training (the baseline)
+  sync         trainer + `--instances` instances, dynamic-batch pipelining, on-policy
+  async        generation runs one step ahead on the previous weights (max_staleness 1)
+  sync+skew / async+skew   the same on `--skew-instances` instances with skew_aware dispatch (vs random on as many)
+The headline compares equal generation capacity: one generation process (`--instances 1`) against the colocated
+process; the skew_aware column needs >= 2 instances to have something to split.
 samples/s = samples / wall time of iterations 2..N (iteration 1 carries engine start-up). The weight-sync fraction is
 the trainer's publish time (on its critical path) over the iteration time; `load` is the instances' load time.
 """
@@ -49,12 +52,12 @@ def _workers(env: dict[str, str], log_dir: Path, instances: int) -> list[subproc
     return procs
 
 
-def _spec(args: argparse.Namespace, mode: str, policy: str) -> dict[str, Any]:
+def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> dict[str, Any]:
     return {
-        "name": f"bench-{mode}-{policy}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
+        "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
         "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
-        "generation": {"instances": args.instances, "batch_size": 64, "max_tokens": args.max_tokens},
+        "generation": {"instances": instances, "batch_size": 64, "max_tokens": args.max_tokens},
         "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
                      "micro_batch_size": 16, "lr": 1e-4},
         "dispatch": {"policy": policy}, "checkpoint": {"interval": 10_000},
@@ -101,11 +104,12 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--instances", type=int, default=2)
+    parser.add_argument("--instances", type=int, default=1)
+    parser.add_argument("--skew-instances", type=int, default=2)
     parser.add_argument("--sft-seconds", type=float, default=45.0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
@@ -139,7 +143,7 @@ def main() -> None:
                 session.flush()
                 session.add(Model(team_id=team.id, name="bench", path=str(model_dir)))
                 team_id, user_id = team.id, user.id
-            procs = _workers(dict(os.environ, PYTHONPATH=str(REPO)), data_dir, args.instances)
+            procs = _workers(dict(os.environ, PYTHONPATH=str(REPO)), data_dir, max(args.instances, args.skew_instances))
             sender = CeleryTaskSender(redis_url)
 
             def control() -> None:
@@ -151,10 +155,16 @@ def main() -> None:
 
             threading.Thread(target=control, daemon=True).start()
             results: dict[str, dict[str, float]] = {}
-            for mode, policy in (("colocated", "random"), ("sync", "random"), ("sync", "skew_aware"),
-                                 ("async", "random"), ("async", "skew_aware")):
-                key = mode if policy == "random" else f"{mode}+skew"
-                rows = _run_job(team_id, user_id, _spec(args, mode, policy), args.timeout)
+            n, k = args.instances, args.skew_instances
+            runs = [("colocated", "colocated", "random", 1), ("sync", "sync", "random", n),
+                    ("async", "async", "random", n), ("sync+random", "sync", "random", k),
+                    ("sync+skew", "sync", "skew_aware", k),
+                    ("async+random", "async", "random", k), ("async+skew", "async", "skew_aware", k)]
+            for key, mode, policy, instances in runs:
+                if key.endswith("+random") and instances == n:
+                    results[key] = results[mode]
+                    continue
+                rows = _run_job(team_id, user_id, _spec(args, mode, policy, instances), args.timeout)
                 results[key] = _summary(rows)
                 for i, row in enumerate(rows if args.verbose else []):
                     print(f"  {key} it{i + 1}: " + " ".join(f"{k}={row.get(k, 0.0):.2f}" for k in (
@@ -178,16 +188,22 @@ def main() -> None:
             redis_server.stop()
 
     col = results["colocated"]["samples_per_s"]
-    print(f"\n{'mode':12s} {'samples/s':>10s} {'x colocated':>12s} {'skew_aware':>11s} {'weight sync %':>14s}")
+    at = str(args.skew_instances)
+    print(f"\n{'mode':10s} {'samples/s':>10s} {'x colocated':>12s} {'weight sync %':>14s} "
+          f"{'random@' + at:>10s} {'skew_aware@' + at:>13s} {'skew gain':>10s}")
     for mode in ("colocated", "sync", "async"):
-        skew = results.get(f"{mode}+skew")
-        skew_text = f"{skew['samples_per_s']:.2f}" if skew else "-"
-        print(f"{mode:12s} {results[mode]['samples_per_s']:10.2f} {results[mode]['samples_per_s'] / col:12.2f} "
-              f"{skew_text:>11s} {100 * results[mode]['sync_fraction']:14.2f}")
+        rand, skew = results.get(f"{mode}+random"), results.get(f"{mode}+skew")
+        extra = f"{'-':>10s} {'-':>13s}"
+        if rand and skew:
+            gain = skew["samples_per_s"] / rand["samples_per_s"]
+            extra = f"{rand['samples_per_s']:10.2f} {skew['samples_per_s']:13.2f} {gain:10.2f}"
+        print(f"{mode:10s} {results[mode]['samples_per_s']:10.2f} {results[mode]['samples_per_s'] / col:12.2f} "
+              f"{100 * results[mode]['sync_fraction']:14.2f} {extra}")
     sync, asyn = results["sync"]["samples_per_s"], results["async"]["samples_per_s"]
     print(f"RESULT colocated={col:.2f} sync={sync:.2f} async={asyn:.2f} async_over_colocated={asyn / col:.2f} "
-          f"sync_over_colocated={sync / col:.2f} sync_skew={results['sync+skew']['samples_per_s']:.2f} "
-          f"async_skew={results['async+skew']['samples_per_s']:.2f}")
+          f"sync_over_colocated={sync / col:.2f} skew_aware_sync={results['sync+skew']['samples_per_s']:.2f} "
+          f"skew_aware_async={results['async+skew']['samples_per_s']:.2f} "
+          f"weight_sync_fraction_async={results['async']['sync_fraction']:.4f}")
 
 
 if __name__ == "__main__":

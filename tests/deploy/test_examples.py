@@ -65,3 +65,14 @@ def test_python_reward_example_scores_in_the_sandbox() -> None:
         reward.close()
     assert right.error is None and wrong.error is None, (right.error, wrong.error)
     assert right.value > wrong.value
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
+def test_commands_in_example_comments_are_real(path: Path) -> None:
+    from test_docs import quoted_streamrl_commands
+    from test_manifests import check_streamrl_invocation
+
+    comments = [line.lstrip("#").strip() for line in path.read_text().splitlines() if line.startswith("#")]
+    block = "```bash\n" + "\n".join(c for c in comments if "streamrl " in c) + "\n```"
+    for args in quoted_streamrl_commands(block):
+        check_streamrl_invocation(args)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from deploy_support import (
     DEPLOY,
     env_example_variables,
@@ -170,3 +173,16 @@ def test_k8s_settings_are_real_and_valid(monkeypatch: pytest.MonkeyPatch) -> Non
     unknown = set(values) - settings_env_names() - set(process)
     assert not unknown, f"ConfigMap/Secret set variables nothing reads: {sorted(unknown)}"
     assert_valid_settings(monkeypatch, {k: v for k, v in values.items() if k in settings_env_names()})
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+def test_kustomization_renders_with_kubectl() -> None:
+    """`kubectl kustomize` (offline) accepts the kustomization and sets the namespace and image everywhere."""
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY / "k8s")], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    assert {o["kind"] for o in objects} >= {"Namespace", "Deployment", "Service", "Job", "PersistentVolumeClaim"}
+    assert all(o["metadata"].get("namespace") == "streamrl" for o in objects if o["kind"] != "Namespace")
+    images = {c["image"] for _, spec in pod_specs(objects) for c in spec["containers"]}
+    assert images == {"streamrl:latest"}

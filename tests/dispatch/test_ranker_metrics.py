@@ -3,6 +3,8 @@
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workers.datasets.long_tail import generate_rows
 from workers.dispatch.metrics import length_ratio, recall_top, skew_metrics, tail_fraction
@@ -99,3 +101,18 @@ def test_skew_aware_policy_learns_online():
 def test_setup_dispatch_errors(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
         setup_dispatch(kwargs["policy"], n_instances=2, max_batch_size=4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(lengths=st.lists(st.integers(0, 300), max_size=40), n_instances=st.integers(1, 6), max_bs=st.integers(1, 16),
+       policy=st.sampled_from(["random", "round_robin", "skew_aware"]))
+def test_every_policy_assigns_every_row_exactly_once(lengths, n_instances, max_bs, policy):
+    rows = [{"prompt_id": f"p{i}", "prompt": f"rep {n} a:"} for i, n in enumerate(lengths)]
+    ranker = FeatureRidgeRanker()
+    ranker.observe_many([r["prompt_id"] for r in rows], [r["prompt"] for r in rows], lengths)
+    ranker.refit()
+    dispatch = setup_dispatch(policy, n_instances=n_instances, max_batch_size=max_bs,
+                              ptl=PTLProfile(((1, 0.01), (16, 0.03))), ranker=ranker)
+    per_instance = dispatch.assign(rows)
+    assert len(per_instance) == n_instances
+    assert sorted(r["prompt_id"] for inst in per_instance for r in inst) == sorted(r["prompt_id"] for r in rows)

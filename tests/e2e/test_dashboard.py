@@ -40,10 +40,14 @@ def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api: M
     sign_up(page, api_server, alice, f"team-a-{tag}")
     shot(page, "01-jobs-empty")
 
-    # The tiny model is registered over REST (as `streamrl models add` would); the form offers registered models.
+    # Register the tiny model (Team page); the submit form offers the team's registered models.
+    page.get_by_role("link", name="Team").click()
+    page.get_by_placeholder("model name").fill("tiny-1m")
+    page.get_by_placeholder("path on the server (under the artifact dir)").fill(str(api_server.tiny_model_dir))
+    page.get_by_role("button", name="Register model").click()
+    expect(page.get_by_test_id("models")).to_contain_text("tiny-1m")
     api = make_api()
     api.login(alice, PASSWORD)
-    api.post("/models", json={"name": "tiny-1m", "path": str(api_server.tiny_model_dir)})
 
     page.get_by_role("link", name="Submit job").click()
     expect(page.locator("select[name=model]")).to_have_value("tiny-1m")

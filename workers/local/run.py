@@ -42,8 +42,8 @@ class IterationRecord:
     def line(self) -> str:
         m = self.metrics
         text = (f"iter {self.iteration:4d} reward={self.reward:.3f} loss={m['loss']:+.4f} kl={m.get('kl', 0.0):.4f} "
-                f"entropy={m.get('entropy', 0.0):.3f} clip={m.get('clip_frac', 0.0):.3f} ratio={m.get('ratio', 1.0):.3f} "
-                f"grad={m['grad_norm']:.3f} lr={m['lr']:.2e}")
+                f"entropy={m.get('entropy', 0.0):.3f} clip={m.get('clip_frac', 0.0):.3f} "
+                f"ratio={m.get('ratio', 1.0):.3f} grad={m['grad_norm']:.3f} lr={m['lr']:.2e}")
         if self.eval_reward is not None:
             text += f" eval={self.eval_reward:.3f}"
         return text + " " + " ".join(f"{k}={v:.2f}s" for k, v in self.seconds.items())
@@ -70,11 +70,13 @@ def train_local(
     eval_every: int = 5,
     resume: bool = False,
     dataset_params: dict[str, Any] | None = None,
+    warmup_steps: int = 0,
     on_iteration: Callable[[IterationRecord], Any] | None = None,
 ) -> LocalRunResult:
     """Run `spec.training.iterations` iterations on the model at `spec.model` (a local HF directory).
 
-    `dataset_params` go to the built-in task generator (e.g. arithmetic `digits`, `ops`)."""
+    `dataset_params` go to the built-in task generator (e.g. arithmetic `digits`, `ops`); `warmup_steps`: linear
+    lr warmup of the trainer."""
     started, out = time.perf_counter(), Path(out_dir)
     checkpoints, weights_dir = out / "checkpoints", out / "weights"
     model_dir = Path(spec.model)
@@ -86,7 +88,7 @@ def train_local(
     eval_prompts = verbs.make_prompts(load_dataset(spec.dataset, split="eval", seed=spec.seed, **params), tokenizer)
     if not train_prompts:
         raise ValueError("dataset: no training prompts")
-    trainer = Trainer(model_dir, spec, device)
+    trainer = Trainer(model_dir, spec, device, warmup_steps=warmup_steps)
     engine = setup_engine(spec.generation.engine, model_dir=str(model_dir), max_batch_size=spec.generation.batch_size,
                           device=device, seed=spec.seed)
     reward = build_reward(spec.reward)

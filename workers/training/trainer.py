@@ -47,9 +47,11 @@ class Trainer:
         device: str | torch.device = "cpu",
         *,
         use_trainer_old_logprobs: bool = False,
+        warmup_steps: int = 0,
     ) -> None:
         """`use_trainer_old_logprobs`: ratio against the trainer's own logprobs with a truncated IS weight against
-        the behaviour logprobs (see `algorithms.base`); default: ratio directly against the behaviour logprobs."""
+        the behaviour logprobs (see `algorithms.base`); default: ratio directly against the behaviour logprobs.
+        `warmup_steps`: linear lr warmup over the first optimizer steps, then constant `training.lr`."""
         self.spec = spec
         self.device = torch.device(device)
         self.model_dir = Path(model_dir)
@@ -67,7 +69,9 @@ class Trainer:
             self.value_head = self._make_value_head(self.model_dir)
         training = spec.training
         self.optimizer = torch.optim.AdamW(self.parameters(), lr=training.lr, weight_decay=training.weight_decay)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: 1.0)  # constant lr
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / (warmup_steps + 1))
+        )
         self.iteration = 0  # optimizer steps taken
         self.version = 0  # weights version: the initial weights are 0, +1 per optimizer step
         self._reset_accumulation()

@@ -1,6 +1,7 @@
 /** Live line chart of a few metrics over iterations (uPlot); series share the x axis (iteration). */
 import { useMemo } from "react";
 import type uPlot from "uplot";
+import { alignSeries } from "../lib/align";
 import type { SeriesPoint } from "../lib/sparkline";
 import { UPlotChart } from "./UPlotChart";
 
@@ -9,16 +10,6 @@ export interface LineSeries {
   color: string;
   points: SeriesPoint[];
   axis?: "left" | "right";
-}
-
-/** Align several sparse series on the union of their x values (uPlot wants one x array; gaps are null). */
-export function alignSeries(series: readonly LineSeries[]): uPlot.AlignedData {
-  const xs = [...new Set(series.flatMap((s) => s.points.map((p) => p.x)))].sort((a, b) => a - b);
-  const columns = series.map((s) => {
-    const byX = new Map(s.points.map((p) => [p.x, p.y]));
-    return xs.map((x) => byX.get(x) ?? null);
-  });
-  return [xs, ...columns];
 }
 
 export function LineChart({ series, height = 180, xLabel = "iteration" }: { series: LineSeries[]; height?: number; xLabel?: string }) {

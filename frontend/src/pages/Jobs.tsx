@@ -1,5 +1,5 @@
 /** Jobs of the current team: status, progress, samples/s sparkline, owner; filter by status and name. */
-import { useState } from "react";
+import { useRef, useState } from "react";
 import { Link } from "react-router";
 import { api, unwrap } from "../api/client";
 import { JOB_STATUSES, jobSpec, type Job, type JobStatus } from "../api/types";
@@ -24,12 +24,22 @@ async function throughputTrend(job: Job): Promise<SeriesPoint[]> {
 export function JobsPage() {
   const [status, setStatus] = useState<JobStatus | "">("");
   const [name, setName] = useState("");
+  // Sparkline series by job id, refetched only when the job has finished another iteration.
+  const trendCache = useRef(new Map<number, { iteration: number; points: SeriesPoint[] }>());
+  const trendOf = async (job: Job): Promise<SeriesPoint[]> => {
+    const iteration = job.progress?.iteration ?? 0;
+    const cached = trendCache.current.get(job.id);
+    if (cached && cached.iteration === iteration) return cached.points;
+    const points = await throughputTrend(job).catch(() => cached?.points ?? []);
+    trendCache.current.set(job.id, { iteration, points });
+    return points;
+  };
   const { data, error } = usePolling(
     async () => {
       const page = await unwrap(
         api.GET("/api/v1/jobs", { params: { query: { status: status || undefined, name: name || undefined, limit: 50 } } }),
       );
-      const trends = await Promise.all(page.data.map((job) => throughputTrend(job).catch(() => [])));
+      const trends = await Promise.all(page.data.map(trendOf));
       return { jobs: page.data, count: page.count, trends };
     },
     [status, name],

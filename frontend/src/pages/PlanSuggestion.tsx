@@ -6,7 +6,7 @@ import { useState } from "react";
 import { api, unwrap } from "../api/client";
 import type { Plan, PlanRequest } from "../api/types";
 import { ErrorBanner, formatNumber } from "../components/ui";
-import type { JobForm } from "./SubmitJob";
+import type { JobForm } from "../lib/jobForm";
 
 /** The plan request for a job form: the planner models lengths as lognormal around a quarter of max_tokens. */
 export function planRequestFor(form: JobForm, device: string, devices: number, modelSize: string): PlanRequest {

@@ -4,11 +4,12 @@ import { api, unwrap } from "../api/client";
 import { Card, ErrorBanner, Field, formatTime } from "../components/ui";
 import { usePolling } from "../lib/usePolling";
 import { useSession } from "../session";
+import { ModelsCard } from "./ModelsCard";
 
 const ROLES = ["viewer", "member", "admin", "owner"];
 
 export function TeamPage() {
-  const { me, isAdmin } = useSession();
+  const { me, isAdmin, canWrite } = useSession();
   const [error, setError] = useState<unknown>(null);
   const team = usePolling(() => unwrap(api.GET("/api/v1/teams/current")), [], 0);
   const members = usePolling(() => unwrap(api.GET("/api/v1/teams/current/members")), [], 0);
@@ -84,6 +85,8 @@ export function TeamPage() {
         <Card title="API keys">
           <ApiKeys keys={keys.data?.data ?? []} isAdmin={isAdmin} reload={keys.reload} onError={setError} />
         </Card>
+
+        <ModelsCard canWrite={canWrite} />
 
         <Card title="Quotas">
           {team.data ? (

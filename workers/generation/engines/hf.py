@@ -12,7 +12,6 @@ behaviour logprobs defined in sampling.py. `generate_padded` is the plain `model
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
 from workers.generation.engines.hf_batch import ContinuousBatcher
+from workers.generation.engines.profile import profile_ptl
 
 
 def load_safetensors_dir(source: str | Path) -> dict[str, torch.Tensor]:
@@ -63,6 +63,8 @@ class HFEngine(GenerationEngine):
         self.version = 0
 
     def update_weights(self, version: int, source: str | Path) -> None:
+        """Copy the weights in `source` into the loaded model in place. May be called between results of a running
+        `generate_stream`: sequences still in flight continue on the new weights (their KV cache is kept)."""
         model = self._require_model()
         state = load_safetensors_dir(source)
         missing, unexpected = model.load_state_dict(state, strict=False)
@@ -80,18 +82,8 @@ class HFEngine(GenerationEngine):
         return list(self.tokenizer(text)["input_ids"])
 
     def profile_ptl(self, batch_sizes: Iterable[int], tokens: int = 32, prompt_len: int = 8) -> dict[int, float]:
-        """Per-token latency (seconds per decode step) at each batch size: B identical requests, EOS ignored."""
-        model = self._require_model()
-        result: dict[int, float] = {}
-        for bs in batch_sizes:
-            sampling = SamplingParams(temperature=0, max_tokens=tokens)
-            reqs = [GenerationRequest(f"ptl-{i}", [1] * prompt_len, sampling) for i in range(bs)]
-            batcher = ContinuousBatcher(model, self.tokenizer, max_batch_size=bs, eos_ids=self.eos_ids,
-                                        seed_rng=self.seed_rng, ignore_eos=True)
-            t0 = time.perf_counter()
-            list(batcher.run(reqs))
-            result[bs] = (time.perf_counter() - t0) / tokens
-        return result
+        """Seconds per decode step at each batch size (see engines/profile.py)."""
+        return profile_ptl(self, batch_sizes, tokens=tokens, prompt_len=prompt_len)
 
     @torch.no_grad()
     def generate_padded(self, prompts: list[list[int]], sampling: SamplingParams, batch_size: int) -> list[list[int]]:

@@ -53,6 +53,7 @@ class VLLMEngine(GenerationEngine):
         self.version = 0
 
     def update_weights(self, version: int, source: str | Path) -> None:
+        """`reload_weights` in place on every worker; may be called between results of a running stream."""
         llm = self._require_llm()
         llm.collective_rpc("reload_weights", kwargs={"weights_path": str(source)})
         self.version = version
@@ -108,6 +109,12 @@ class VLLMEngine(GenerationEngine):
             logprobs=logprobs, finish_reason=reason, text=completion.text, started_at=started,
             finished_at=time.time(), meta=dict(request.meta), logprob_temperature=logprob_temperature(request.sampling),
         )
+
+    def profile_ptl(self, batch_sizes: Iterable[int], tokens: int = 32, prompt_len: int = 8) -> dict[int, float]:
+        """Seconds per decode step at each batch size (see engines/profile.py)."""
+        from workers.generation.engines.profile import profile_ptl
+
+        return profile_ptl(self, batch_sizes, tokens=tokens, prompt_len=prompt_len)
 
     def _require_llm(self) -> Any:
         if self.llm is None:

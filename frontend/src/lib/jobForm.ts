@@ -1,0 +1,70 @@
+/** The submit form's state and its translation into a JobSpec request body. */
+
+/** The form's values, flat; `toSpec` nests them into a JobSpec. Keys are the JobSpec's dotted field paths. */
+export const DEFAULT_FORM = {
+  name: "grpo-run",
+  model: "",
+  "dataset.source": "uploaded" as "uploaded" | "builtin",
+  "dataset.id": "",
+  "dataset.builtin": "arithmetic",
+  "dataset.num_prompts": "256",
+  "reward.type": "exact_match",
+  "reward.code": "def reward(prompt, response, meta):\n    return float(response.strip() == str(meta.get(\"answer\", \"\")))\n",
+  "algorithm.name": "grpo",
+  "algorithm.group_size": "8",
+  "algorithm.kl_coef": "0",
+  mode: "sync",
+  max_staleness: "1",
+  "generation.engine": "hf",
+  "generation.instances": "2",
+  "generation.batch_size": "32",
+  "generation.max_tokens": "64",
+  "generation.temperature": "1.0",
+  "training.devices": "1",
+  "training.iterations": "20",
+  "training.prompts_per_iteration": "16",
+  "training.lr": "0.0001",
+  "dispatch.policy": "skew_aware",
+  "autoscale.policy": "manual",
+  "autoscale.min_instances": "1",
+  "autoscale.max_instances": "4",
+};
+export type JobForm = typeof DEFAULT_FORM;
+
+const num = (value: string) => (value.trim() === "" ? undefined : Number(value));
+
+/** Nest the flat form into a JobSpec body (numbers parsed; the API validates and names any bad field). */
+export function toSpec(form: JobForm): Record<string, unknown> {
+  const dataset =
+    form["dataset.source"] === "builtin"
+      ? { builtin: form["dataset.builtin"], num_prompts: num(form["dataset.num_prompts"]) }
+      : { id: num(form["dataset.id"]) ?? null };
+  return {
+    name: form.name,
+    model: form.model,
+    dataset,
+    reward: form["reward.type"] === "python" ? { type: "python", code: form["reward.code"] } : { type: form["reward.type"] },
+    algorithm: { name: form["algorithm.name"], group_size: num(form["algorithm.group_size"]), kl_coef: num(form["algorithm.kl_coef"]) },
+    mode: form.mode,
+    max_staleness: num(form.max_staleness),
+    generation: {
+      engine: form["generation.engine"],
+      instances: num(form["generation.instances"]) ?? null,
+      batch_size: num(form["generation.batch_size"]),
+      max_tokens: num(form["generation.max_tokens"]),
+      temperature: num(form["generation.temperature"]),
+    },
+    training: {
+      devices: num(form["training.devices"]),
+      iterations: num(form["training.iterations"]),
+      prompts_per_iteration: num(form["training.prompts_per_iteration"]),
+      lr: num(form["training.lr"]),
+    },
+    dispatch: { policy: form["dispatch.policy"] },
+    autoscale: {
+      policy: form["autoscale.policy"],
+      min_instances: num(form["autoscale.min_instances"]),
+      max_instances: num(form["autoscale.max_instances"]),
+    },
+  };
+}
