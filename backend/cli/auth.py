@@ -73,9 +73,25 @@ def init_admin(
     password: str = typer.Option(..., "--password", "-p", envvar="STREAMRL_PASSWORD", prompt=True, hide_input=True,
                                  confirmation_prompt=True),
     team: str = typer.Option("default", "--team", help="name of the team to create"),
+    direct: bool = typer.Option(False, "--direct", help="write to the database (STREAMRL_DATABASE_URL) instead of "
+                                "calling the API; works when the server has registration turned off"),
 ) -> None:
-    """Create a user who owns a new team (POST /auth/register), then log in as them."""
+    """Create a user who owns a new team, then log in as them (POST /auth/register, or the database with --direct)."""
     url = _server(ctx)
+    if direct:
+        from backend.cli.bootstrap import create_owner
+        from backend.settings import ConfigError, load_settings
+
+        try:
+            database_url = load_settings().database_url
+        except ConfigError as exc:
+            raise CLIError(str(exc)) from None
+        try:
+            create_owner(database_url, email, password, team)
+        except Exception as exc:  # e.g. Conflict: the e-mail or team name is taken
+            raise CLIError(f"could not create {email}: {exc}") from None
+        typer.echo(f"created {email}, owner of team {team!r}, in the database; log in with `streamrl login`")
+        return
     with StreamRLClient(url) as api:
         try:
             api.register(email, password, team)

@@ -50,29 +50,59 @@ def _write_private(path: Path, data: dict[str, str]) -> None:
         json.dump(data, fh, indent=2)
 
 
-def bootstrap_admin(api_url: str, data_dir: Path) -> str | None:
-    """Log the CLI in as the embedded setup's owner, creating that account on the first run. Returns its token."""
+def count_users(database_url: str) -> int:
+    from sqlalchemy import func, select
+
+    from backend.db.models import User
+    from backend.db.session import make_engine, session_scope
+
+    engine = make_engine(database_url)
+    try:
+        with session_scope(engine) as session:
+            return int(session.scalar(select(func.count(User.id))) or 0)
+    finally:
+        engine.dispose()
+
+
+def create_owner(database_url: str, email: str, password: str, team: str) -> None:
+    """A user owning a new team, written straight to the database (works when the API refuses registration)."""
+    from backend.db.session import make_engine, session_scope
+    from backend.services import teams
+
+    engine = make_engine(database_url)
+    try:
+        with session_scope(engine) as session:
+            teams.register(session=session, email=email, password=password, team_name=team)
+    finally:
+        engine.dispose()
+
+
+def bootstrap_admin(api_url: str, data_dir: Path, database_url: str) -> str | None:
+    """Log the CLI in as the embedded setup's owner; on a database without users, create that owner first.
+
+    Returns the session token, or None when there is nothing to log in with (accounts made some other way)."""
     creds_path = data_dir / CREDENTIALS_FILE
-    with StreamRLClient(api_url) as api:
-        if creds_path.exists():
-            creds = json.loads(creds_path.read_text())
-            try:
-                token = api.login(creds["email"], creds["password"])["token"]
-            except APIError as exc:
-                typer.echo(f"up: could not log in with {creds_path} ({exc.message}); use `streamrl login`")
-                return None
-            _remember(api_url, token)
-            typer.echo(f"up: CLI logged in as {creds['email']} (password in {creds_path})")
-            return str(token)
+    if creds_path.exists():
+        creds = json.loads(creds_path.read_text())
+        created = False
+    elif count_users(database_url) == 0:
         creds = {"email": ADMIN_EMAIL, "password": secrets.token_urlsafe(12), "team": ADMIN_TEAM}
-        try:
-            api.register(creds["email"], creds["password"], creds["team"])
-        except APIError as exc:
-            typer.echo(f"up: no owner account created ({exc.message}); use `streamrl login`")
-            return None
+        create_owner(database_url, creds["email"], creds["password"], creds["team"])
         _write_private(creds_path, creds)
-        token = api.login(creds["email"], creds["password"])["token"]
+        created = True
+    else:
+        typer.echo("up: the database already has accounts: log the CLI in with `streamrl login`")
+        return None
+    with StreamRLClient(api_url) as api:
+        try:
+            token = str(api.login(creds["email"], creds["password"])["token"])
+        except APIError as exc:
+            typer.echo(f"up: could not log in with {creds_path} ({exc.message}); use `streamrl login`")
+            return None
     _remember(api_url, token)
-    typer.echo(f"up: created the owner account  email: {creds['email']}  password: {creds['password']}  "
-               f"(team {creds['team']!r}; saved in {creds_path}; the CLI is logged in)")
-    return str(token)
+    if created:
+        typer.echo(f"up: created the owner account  email: {creds['email']}  password: {creds['password']}  "
+                   f"(team {creds['team']!r}; saved in {creds_path}; the CLI is logged in)")
+    else:
+        typer.echo(f"up: CLI logged in as {creds['email']} (password in {creds_path})")
+    return token

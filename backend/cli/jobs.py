@@ -201,5 +201,35 @@ def iterations(
     print_table(rows, columns, empty="(no iterations yet)")
 
 
+@jobs_app.command("samples")
+def samples(
+    ctx: typer.Context,
+    job_id: int,
+    iteration: int | None = typer.Option(None, "--iteration", help="default: the latest samples"),
+    limit: int = typer.Option(10, "--limit", min=1),
+) -> None:
+    """Generated samples of a job: prompt, response, reward, length, policy version, instance."""
+    with client(ctx) as api:
+        page = api.job_samples(job_id, iteration=iteration, limit=limit)
+    if emit_json(ctx, page):
+        return
+    for sample in page.get("data", []):
+        typer.echo(f"--- {sample.get('sample_id')}  reward={sample.get('reward')}  length={sample.get('length')}  "
+                   f"v{sample.get('policy_version')}  {sample.get('instance_id')}")
+        typer.echo(f"prompt:   {sample.get('prompt')!r}")
+        typer.echo(f"response: {sample.get('response')!r}")
+    if not page.get("data"):
+        typer.echo("(no samples yet)")
+
+
+@jobs_app.command("checkpoints")
+def checkpoints(ctx: typer.Context, job_id: int) -> None:
+    """Checkpoints a job wrote (Hugging Face safetensors directories in the artifact store)."""
+    with client(ctx) as api:
+        page = api.job_checkpoints(job_id)
+    if not emit_json(ctx, page):
+        print_table(page.get("data", []), ["iteration", "path", "created_at"], empty="(no checkpoints yet)")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(jobs_app, name="jobs")

@@ -27,6 +27,20 @@ def show(ctx: typer.Context) -> None:
         print_fields({"id": team.get("id"), "name": team.get("name"), **(team.get("quotas") or {})})
 
 
+@team_app.command("switch")
+def switch(ctx: typer.Context, team_id: int) -> None:
+    """Act in another of your teams from now on (a new session token is saved)."""
+    from backend.cli.config import CLIConfig
+
+    with client(ctx) as api:
+        answer = api.switch_team(team_id)
+    config = CLIConfig.load()
+    config.remember(api.base_url, answer["token"])
+    config.save()
+    if not emit_json(ctx, answer["team"]):
+        typer.echo(f"now acting in team {answer['team'].get('name')!r} (id {team_id})")
+
+
 @team_app.command("quotas")
 def quotas(
     ctx: typer.Context,

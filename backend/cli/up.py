@@ -145,7 +145,7 @@ def up(
         wait_for_health(api_url, stop, alive=lambda: supervisor.is_alive("api"))
         if stop.is_set():
             return
-        token = bootstrap_admin(api_url, settings.data_dir)
+        token = bootstrap_admin(api_url, settings.data_dir, settings.database_url)
         if no_workers:
             typer.echo("up: --no-workers: controller and workers not started")
         else:

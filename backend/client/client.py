@@ -11,7 +11,8 @@ the server's detail; an unreachable server raises `ConnectionFailed`. The client
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -24,6 +25,7 @@ from backend.client.sse import SSEEvent, parse_sse
 
 API_PREFIX = "/api/v1"
 JSON = dict[str, Any]
+TERMINAL_STATUSES = ("succeeded", "failed", "cancelled")
 
 
 def _drop_none(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -175,6 +177,20 @@ class StreamRLClient:
         if not body:
             raise ValueError("scale_job needs target_instances and/or autoscale")
         return self._json("POST", f"/jobs/{job_id}/scale", json=body)
+
+    def wait_for_status(self, job_id: int, statuses: Iterable[str] = TERMINAL_STATUSES, *, timeout_s: float = 600.0,
+                        poll_s: float = 1.0) -> JSON:
+        """Poll until the job's status is one of `statuses`; returns the job. TimeoutError names the last status."""
+        wanted = set(statuses)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.get_job(job_id)
+            if job["status"] in wanted:
+                return job
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"job {job_id} still {job['status']} after {timeout_s:.0f}s "
+                                   f"(waiting for {', '.join(sorted(wanted))})")
+            time.sleep(poll_s)
 
     def job_events(self, job_id: int, *, after_id: int | None = None, limit: int | None = None) -> JSON:
         return self._json("GET", f"/jobs/{job_id}/events", params=_drop_none({"after_id": after_id, "limit": limit}))

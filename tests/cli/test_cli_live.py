@@ -213,3 +213,25 @@ def test_iterations_and_progress(cli: Invoke, owner: str, api_server: Server, tm
     assert isinstance(raw, dict) and raw["count"] == 2
     got = cli("jobs", "get", str(job_id))
     assert "progress" in got.stdout and "2/20" in got.stdout
+
+
+def test_samples_checkpoints_and_team_switch(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
+    job_id = _job_setup(cli, api_server, tmp_path)
+    assert cli("jobs", "samples", str(job_id)).stdout.strip() == "(no samples yet)"
+    assert cli("jobs", "checkpoints", str(job_id)).stdout.strip() == "(no checkpoints yet)"
+    first_team = cli("--json", "whoami").json()
+    assert isinstance(first_team, dict)
+
+    other_owner = f"other-{uuid.uuid4().hex[:6]}@example.com"
+    assert cli("init-admin", "--email", other_owner, "--password", "pw-12345678",
+               "--team", f"other-{uuid.uuid4().hex[:6]}").exit_code == 0
+    assert cli("team", "add-member", owner, "--role", "member").exit_code == 0  # an existing user joins
+    other_team_id = cli("--json", "team", "show").json()["id"]  # type: ignore[index]
+
+    assert cli("login", "--email", owner, "--password", "pw-12345678").exit_code == 0
+    switched = cli("team", "switch", str(other_team_id))
+    assert switched.exit_code == 0 and f"(id {other_team_id})" in switched.stdout
+    me = cli("--json", "whoami").json()
+    assert isinstance(me, dict) and me["team"]["id"] == other_team_id and me["role"] == "member"
+    assert cli("jobs", "get", str(job_id)).stderr.startswith("error: 404")  # the first team's job is not here
+    assert cli("team", "switch", "99999999").stderr.startswith("error: 403")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -114,3 +115,34 @@ def test_set_overrides_are_applied_and_validated(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "mode: Input should be 'colocated', 'sync' or 'async'" in result.stderr
     result = runner.invoke(app, ["--token", "t", "jobs", "submit", str(spec), "--set", "generation"])
     assert result.exit_code == 1 and "--set wants KEY=VALUE" in result.stderr
+
+
+def test_migrate_creates_the_schema(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    result = runner.invoke(app, ["migrate", "--database-url", f"sqlite:///{db}"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"database at head: sqlite:///{db}"
+    with sqlite3.connect(db) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"jobs", "teams", "alembic_version"} <= tables
+
+
+def test_bad_settings_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STREAMRL_DATABASE_URL", "mysql://nope")
+    result = runner.invoke(app, ["migrate"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: invalid configuration: STREAMRL_DATABASE_URL: ")
+
+
+def test_init_admin_direct_writes_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'direct.db'}"
+    monkeypatch.setenv("STREAMRL_DATABASE_URL", url)
+    monkeypatch.setenv("STREAMRL_DATA_DIR", str(tmp_path))
+    assert runner.invoke(app, ["migrate"]).exit_code == 0
+    args = ["init-admin", "--direct", "--email", "ops@example.com", "--password", "pw-12345678", "--team", "ops"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "created ops@example.com, owner of team 'ops', in the database" in first.stdout
+    again = runner.invoke(app, args)
+    assert again.exit_code == 1
+    assert again.stderr.startswith("error: could not create ops@example.com: ") and "already registered" in again.stderr

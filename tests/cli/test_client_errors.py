@@ -114,3 +114,12 @@ def test_parse_sse_plain_text_and_trailing_event() -> None:
     events = list(parse_sse(["data: not json", "", "event: metrics", "data: {\"iteration\": 2}"]))
     assert events[0].event == "message" and events[0].data == "not json"
     assert events[1].event == "metrics" and events[1].data == {"iteration": 2}
+
+
+def test_wait_for_status_polls_until_final_or_times_out() -> None:
+    statuses = iter(["queued", "running", "succeeded"])
+    api = _client(lambda req: httpx.Response(200, json={"id": 1, "status": next(statuses)}))
+    assert api.wait_for_status(1, poll_s=0.0)["status"] == "succeeded"
+    stuck = _client(lambda req: httpx.Response(200, json={"id": 2, "status": "queued"}))
+    with pytest.raises(TimeoutError, match="job 2 still queued after 0s"):
+        stuck.wait_for_status(2, ["running"], timeout_s=0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -186,3 +187,13 @@ def test_kustomization_renders_with_kubectl() -> None:
     assert all(o["metadata"].get("namespace") == "streamrl" for o in objects if o["kind"] != "Namespace")
     images = {c["image"] for _, spec in pod_specs(objects) for c in spec["containers"]}
     assert images == {"streamrl:latest"}
+
+
+def test_compose_interpolates_only_real_settings_or_compose_variables() -> None:
+    """`${VAR}` in compose.yaml: STREAMRL_* names must be settings; the others are documented in env.example."""
+    names = set(re.findall(r"\$\{(\w+)", COMPOSE.read_text()))
+    streamrl = {n for n in names if n.startswith("STREAMRL_")}
+    assert streamrl <= settings_env_names(), f"not settings: {sorted(streamrl - settings_env_names())}"
+    env_example = (DEPLOY / "env.example").read_text()
+    undocumented = [n for n in names - streamrl if not re.search(rf"^# {n}=", env_example, re.M)]
+    assert not undocumented, f"compose variables missing from env.example: {undocumented}"

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from e2e_support import ARTIFACTS, REPO, Api, MakeApi, Server
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 CHROMIUM = os.environ.get("STREAMRL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -30,6 +30,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# The machine is shared and slow at times (password hashing, a busy CPU): wait up to 20 s for the page.
+expect.set_options(timeout=20_000)
 API_FACTORIES = ("backend.main:create_app", "backend.api.app:create_app")
 
 

@@ -80,6 +80,16 @@ def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api: M
     page.get_by_role("button", name="scale up").click()
     expect(page.get_by_test_id("target-instances")).to_have_text("3")
     assert api.get(f"/jobs/{job_id}")["target_instances"] == 3
+    expect(page.get_by_test_id("scaling-events").locator("li")).not_to_have_count(0)  # the change, with its reason
+    expect(page.get_by_test_id("scaling-events")).not_to_contain_text("no scaling events")
+
+    # Beyond the team's quota the API answers 403 naming the quota; the panel shows it.
+    answer = api.http.patch("/teams/current/quotas", json={"max_generation_instances": 3})
+    assert answer.status_code == 200, answer.text
+    page.get_by_role("button", name="scale up").click()
+    expect(page.locator(".scaling").get_by_role("alert")).to_contain_text("max_generation_instances")
+    expect(page.get_by_test_id("target-instances")).to_have_text("3")
+    shot(page, "04b-scaling-quota")
 
     page.get_by_role("button", name="Cancel").click()
     expect(page.get_by_test_id("status").first).to_have_text("cancelled")

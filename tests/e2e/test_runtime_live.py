@@ -99,5 +99,6 @@ def test_real_job_updates_live(page: Page, api_server: Server, make_api: MakeApi
     expect(page.get_by_test_id("samples")).not_to_contain_text(" 0 samples")
     shot(page, "40-runtime-job-live")
     expect(page.get_by_test_id("status").first).to_have_text("succeeded", timeout=240_000)
+    expect(page.get_by_test_id("checkpoints")).to_contain_text("iteration 3")  # the final checkpoint
     assert page.evaluate("() => window.__noReload === true"), "the page reloaded"
     shot(page, "41-runtime-job-done")

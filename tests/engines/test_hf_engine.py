@@ -176,3 +176,19 @@ def test_profile_ptl_and_no_vllm_import(engine: HFEngine) -> None:
     if "vllm" not in sys.modules:  # the hf path alone must never import vllm
         setup_engine("hf")
         assert "vllm" not in sys.modules
+
+
+def test_update_weights_mid_stream_applies_to_later_requests(engine: HFEngine, model_dir: Path,
+                                                             other_weights_dir: Path) -> None:
+    greedy = SamplingParams(temperature=0, max_tokens=6)
+    reqs = requests(engine, [greedy] * 4)
+    engine.update_weights(1, other_weights_dir)
+    new_policy = {r.request_id: r.response_ids for r in engine.generate_stream(reqs)}
+    engine.update_weights(0, model_dir)
+    engine.max_batch_size = 1
+    stream = engine.generate_stream(reqs)
+    first = next(stream)  # request "0" ran entirely on the old weights
+    engine.update_weights(1, other_weights_dir)  # async mode: new version lands while the stream is open
+    rest = {r.request_id: r.response_ids for r in stream}
+    assert first.request_id == "0" and first.response_ids != new_policy["0"]
+    assert rest == {rid: ids for rid, ids in new_policy.items() if rid != "0"}

@@ -158,6 +158,11 @@ class Platform:
                 GenerationInstance.job_id == job_id, GenerationInstance.status.in_(statuses))
                 .order_by(GenerationInstance.id)))
 
+    def statuses(self, job_id: int) -> dict[str, str]:
+        with self.backend.session() as session:
+            rows = session.scalars(select(GenerationInstance).where(GenerationInstance.job_id == job_id))
+            return {r.instance_id: str(r.status) for r in rows}
+
     def scale(self, job_id: int, target: int) -> None:
         with self.backend.session() as session:
             job = session.get(Job, job_id)

@@ -9,6 +9,7 @@ from training_fixtures import make_group, make_spec
 from transformers import AutoModelForCausalLM
 
 from workers.sample import Sample
+from workers.training.batch import collate, policy_forward
 from workers.training.trainer import Trainer
 
 torch.set_num_threads(1)
@@ -105,3 +106,19 @@ def test_export_and_sync_state_dict(tiny_model_dir: Path, tmp_path: Path) -> Non
     assert set(state) == set(reloaded)
     assert all(torch.equal(state[name], reloaded[name]) for name in state)
     assert (exported / "tokenizer.json").exists()
+
+
+def test_a_step_raises_rewarded_and_lowers_unrewarded_logprobs(tiny_model_dir: Path) -> None:
+    group = make_group("g", [1.0, 0.0, 0.0, 0.0], seed=11)
+    trainer = Trainer(tiny_model_dir, make_spec(name="grpo"))
+
+    def sequence_logprobs() -> list[float]:
+        with torch.no_grad():
+            out = policy_forward(trainer.model, collate(group, trainer.pad_id), temperature=1.0)
+        return out.logprobs.sum(1).tolist()
+
+    before = sequence_logprobs()
+    trainer.train_iteration(group)
+    after = sequence_logprobs()
+    assert after[0] > before[0]
+    assert sum(after[1:]) < sum(before[1:])

@@ -28,7 +28,8 @@ def ptl_from_json(data: Sequence[Sequence[float]]) -> PTLProfile:
 
 def measure_ptl(engine: GenerationEngine, batch_sizes: Iterable[int], *, tokens: int = 32, prompt_len: int = 8,
                 repeats: int = 1) -> PTLProfile:
-    """Profile `engine` at each batch size; the best of `repeats` runs (least disturbed by other load) is kept."""
+    """Profile `engine` at each batch size; the best of `repeats` runs (least disturbed by other load) is kept and
+    the profile is made non-decreasing in batch size."""
     sizes = sorted({int(bs) for bs in batch_sizes})
     if not sizes or sizes[0] < 1:
         raise ValueError(f"batch sizes must be >= 1, got {sizes}")
@@ -39,6 +40,9 @@ def measure_ptl(engine: GenerationEngine, batch_sizes: Iterable[int], *, tokens:
             else _time_stream(engine, sizes, tokens, prompt_len)
         for bs, s in timings.items():
             best[bs] = min(best.get(bs, float("inf")), s)
+    # a decode step never gets cheaper with more sequences: a smaller batch measuring slower is noise
+    for small, large in reversed(list(zip(sizes, sizes[1:], strict=False))):
+        best[small] = min(best[small], best[large])
     return ptl_from_timings(best)
 
 

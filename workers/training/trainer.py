@@ -128,6 +128,7 @@ class Trainer:
         self.iteration += 1
         self.version += 1
         metrics = {name: total / max(self._tokens, 1) for name, total in self._weighted.items()}
+        metrics.setdefault("kl", 0.0)  # k3 KL to the reference; 0.0 when no reference is loaded (kl_coef == 0)
         metrics.update(grad_norm=grad_norm, lr=lr, tokens=float(self._tokens), samples=float(self._samples))
         self._reset_accumulation()
         return metrics

@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Register
-         * @description Create a user owning a new team.
+         * @description Create a user owning a new team (unless the operator turned registration off).
          */
         post: operations["register_api_v1_auth_register_post"];
         delete?: never;
@@ -1343,6 +1343,17 @@ export interface components {
              */
             dispatch?: "random" | "skew_aware";
             /**
+             * Elastic
+             * @description simulate the autoscaler adding/removing generation instances
+             * @default false
+             */
+            elastic?: boolean;
+            /**
+             * From Job Id
+             * @description API only: use this job's recorded response lengths as an empirical distribution
+             */
+            from_job_id?: number | null;
+            /**
              * Group Size
              * @default 8
              */
@@ -1353,6 +1364,12 @@ export interface components {
              * @default 3
              */
             iterations?: number;
+            /**
+             * Length Growth
+             * @description response-length growth per iteration
+             * @default 0
+             */
+            length_growth?: number;
             lengths?: components["schemas"]["LengthSpec"];
             /**
              * Max Batch Size

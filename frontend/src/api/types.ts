@@ -1,7 +1,7 @@
 /** Names for the generated OpenAPI schemas the pages use (all types come from `schema.d.ts`). */
 import type { components } from "./schema";
 
-type Schemas = components["schemas"];
+export type Schemas = components["schemas"];
 
 export type Me = Schemas["MeResponse"];
 export type Team = Schemas["TeamPublic"];

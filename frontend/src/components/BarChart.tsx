@@ -57,7 +57,6 @@ export function BarChart({ categories, series, height = 200, xLabel = "", yLabel
         })),
       ],
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps -- identified by key
-  }, [key]);
+  }, [key]); // rebuilt only when categories/series change; new values go through setData
   return <UPlotChart options={options} optionsKey={key} data={data} />;
 }

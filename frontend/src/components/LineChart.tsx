@@ -1,7 +1,7 @@
 /** Live line chart of a few metrics over iterations (uPlot); series share the x axis (iteration). */
 import { useMemo } from "react";
 import type uPlot from "uplot";
-import { alignSeries } from "../lib/align";
+import { alignSeries, paddedRange } from "../lib/align";
 import type { SeriesPoint } from "../lib/sparkline";
 import { UPlotChart } from "./UPlotChart";
 
@@ -12,6 +12,8 @@ export interface LineSeries {
   axis?: "left" | "right";
 }
 
+const INTEGER_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000];
+
 export function LineChart({ series, height = 180, xLabel = "iteration" }: { series: LineSeries[]; height?: number; xLabel?: string }) {
   const data = useMemo(() => alignSeries(series), [series]);
   const hasRight = series.some((s) => s.axis === "right");
@@ -19,11 +21,15 @@ export function LineChart({ series, height = 180, xLabel = "iteration" }: { seri
   const options = useMemo<Omit<uPlot.Options, "width">>(
     () => ({
       height,
-      scales: { x: { time: false } },
+      scales: {
+        x: { time: false },
+        y: { range: (_u: uPlot, min: number, max: number) => paddedRange(min, max) },
+        right: { range: (_u: uPlot, min: number, max: number) => paddedRange(min, max) },
+      },
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
       axes: [
-        { label: xLabel, stroke: "#64748b", grid: { stroke: "#eef2f7" } },
+        { label: xLabel, stroke: "#64748b", grid: { stroke: "#eef2f7" }, incrs: INTEGER_STEPS }, // whole iterations
         { stroke: "#64748b", grid: { stroke: "#eef2f7" }, size: 56 },
         ...(hasRight ? [{ side: 1, scale: "right", stroke: "#64748b", grid: { show: false }, size: 56 }] : []),
       ],
@@ -39,8 +45,8 @@ export function LineChart({ series, height = 180, xLabel = "iteration" }: { seri
         })),
       ],
     }),
-    // eslint-disable-next-line react-hooks/exhaustive-deps -- keyed by labels/axes
-    [key],
+    [key], // rebuilt only when the set of series changes; new points go through setData
+
   );
   if (data[0].length === 0) return <div className="empty-chart">waiting for the first iteration…</div>;
   return <UPlotChart options={options} optionsKey={key} data={data} />;

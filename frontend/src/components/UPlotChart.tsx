@@ -27,8 +27,7 @@ export function UPlotChart({ options, optionsKey, data }: Props) {
       plot.destroy();
       chart.current = null;
     };
-    // eslint-disable-next-line react-hooks/exhaustive-deps -- options are identified by optionsKey
-  }, [optionsKey]);
+  }, [optionsKey]); // options are identified by optionsKey
 
   useEffect(() => {
     chart.current?.setData(data);

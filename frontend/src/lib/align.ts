@@ -10,3 +10,17 @@ export function alignSeries(series: readonly { points: readonly SeriesPoint[] }[
   });
   return [xs, ...columns];
 }
+
+/**
+ * A y range with 5% headroom; a flat series gets +/- its magnitude (or 1) instead of uPlot's 0..100, and a
+ * series of non-negative values keeps 0 as the floor when it is near (rates, lengths, counts).
+ */
+export function paddedRange(min: number | null, max: number | null): [number, number] {
+  if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return [0, 1];
+  if (min === max) {
+    const pad = Math.abs(min) || 1;
+    return [min >= 0 && min - pad < 0 ? 0 : min - pad, max + pad];
+  }
+  const pad = (max - min) * 0.05;
+  return [min >= 0 && min - pad < 0 ? 0 : min - pad, max + pad];
+}

@@ -23,8 +23,7 @@ export function usePolling<T>(load: () => Promise<T>, deps: unknown[], intervalM
       if (!document.hidden) void reload();
     }, intervalMs);
     return () => clearInterval(timer);
-    // eslint-disable-next-line react-hooks/exhaustive-deps -- caller-provided deps
-  }, [reload, intervalMs, ...deps]);
+  }, [reload, intervalMs, ...deps]); // caller-provided deps: a filter change reloads at once
 
   return { data, error, reload };
 }

@@ -10,6 +10,7 @@ import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
 import { useJobLive } from "../lib/useJobLive";
 import { useSession } from "../session";
+import { Checkpoints } from "./Checkpoints";
 import { EventsLog } from "./EventsLog";
 import { SampleBrowser } from "./SampleBrowser";
 import { ScalingPanel } from "./ScalingPanel";
@@ -56,7 +57,11 @@ export function JobDetailPage() {
     };
   }, [live.iterations]);
 
-  const lengths = useMemo(() => live.samples.map((s) => s.length), [live.samples]);
+  const [lengthScope, setLengthScope] = useState<"latest" | "all">("all");
+  const lengths = useMemo(() => {
+    const latest = live.samples.reduce((m, s) => Math.max(m, s.iteration), 0);
+    return live.samples.filter((s) => lengthScope === "all" || s.iteration === latest).map((s) => s.length);
+  }, [live.samples, lengthScope]);
   const job = live.job;
   if (!job) {
     return live.error ? <ErrorBanner error={live.error} /> : <div className="splash">Loading job…</div>;
@@ -122,7 +127,15 @@ export function JobDetailPage() {
       <div className="grid">
         <Card title="Throughput"><LineChart series={series.throughput} /></Card>
         <Card title="Reward and KL"><LineChart series={series.reward} /></Card>
-        <Card title="Response lengths (long tail)">
+        <Card
+          title="Response lengths (long tail)"
+          actions={
+            <select aria-label="length scope" value={lengthScope} onChange={(e) => setLengthScope(e.target.value as "latest" | "all")}>
+              <option value="all">all loaded samples</option>
+              <option value="latest">latest iteration</option>
+            </select>
+          }
+        >
           <LengthHistogram lengths={lengths} alpha={alpha} />
         </Card>
         <Card title="Skew over iterations"><LineChart series={series.skew} /></Card>
@@ -133,6 +146,7 @@ export function JobDetailPage() {
         <Card title="Staleness"><LineChart series={series.staleness} /></Card>
         <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
+        <Card title="Checkpoints" className="wide"><Checkpoints jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status} /></Card>
         <Card title="Samples" className="wide"><SampleBrowser samples={live.samples} /></Card>
       </div>
     </div>

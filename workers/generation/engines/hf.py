@@ -43,6 +43,8 @@ class HFEngine(GenerationEngine):
             raise ValueError(f"max_batch_size must be >= 1 (got {max_batch_size})")
         self.max_batch_size = max_batch_size
         self.device = torch.device(device)
+        if dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype must be float32, float16 or bfloat16 (got {dtype!r})")
         self.dtype = getattr(torch, dtype)
         self.seed_rng = random.Random(seed)
         self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens

@@ -27,7 +27,9 @@ def _configure_env(kv_cache_gb: int) -> None:
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     if "TMPDIR" not in os.environ:
-        os.environ["TMPDIR"] = tempfile.mkdtemp(prefix="streamrl-vllm-")
+        private = Path(tempfile.gettempdir()) / f"streamrl-vllm-{os.getuid()}"
+        private.mkdir(mode=0o700, exist_ok=True)
+        os.environ["TMPDIR"] = str(private)
 
 
 class VLLMEngine(GenerationEngine):

@@ -1,0 +1,136 @@
+"""The reconcile loop on a real Postgres and Redis: admission, instance targets, dead instances, lost drivers, and
+the autoscaler's decisions as JobEvents. Celery is replaced by a recording `TaskSender` here (the same loop runs
+against real Celery workers in test_runtime_modes / test_runtime_faults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from sqlalchemy import select
+
+from backend.controller.liveness import Timeouts, beat_driver
+from backend.controller.reconcile import reconcile_once
+from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
+from backend.schemas.spec import JobSpec
+from backend.services.jobs import create_job, scale_job
+from workers.stream import clear_job, keys
+
+pytestmark = [pytest.mark.integration]
+FAST = Timeouts(instance_heartbeat_s=5.0, instance_start_s=5.0, driver_start_s=5.0, driver_heartbeat_ttl_s=5.0)
+
+
+@dataclass
+class RecordingSender:
+    drivers: list[int] = field(default_factory=list)
+    instances: list[tuple[int, str]] = field(default_factory=list)
+
+    def start_driver(self, job_id: int) -> None:
+        self.drivers.append(job_id)
+
+    def start_instance(self, job_id: int, instance_id: str) -> str:
+        self.instances.append((job_id, instance_id))
+        return f"task-{instance_id}"
+
+
+@pytest.fixture
+def setup(pg_backend: Any, redis_url: str, tmp_path: Any) -> Any:
+    team = pg_backend.make_team(max_concurrent_jobs=4, max_generation_instances=8)
+    user = pg_backend.make_user(team)
+    with pg_backend.session() as session:
+        session.add(Model(team_id=team.id, name="m", path=str(tmp_path), created_by_id=user.id))
+    client = redis.Redis.from_url(redis_url)
+    created: list[int] = []
+
+    def submit(**overrides: Any) -> int:
+        spec = JobSpec.model_validate({"model": "m", "dataset": {"builtin": "arithmetic"}, **overrides})
+        with pg_backend.session() as session:
+            job = create_job(session=session, team=session.get(Team, team.id), user=session.get(User, user.id),
+                             spec=spec)
+            created.append(job.id)
+            return int(job.id)
+
+    def reconcile(sender: RecordingSender) -> Any:
+        return reconcile_once(sender=sender, client=client, timeouts=FAST, engine=pg_backend.engine)
+
+    yield pg_backend, client, submit, reconcile, team
+    for job_id in created:
+        clear_job(client, job_id)
+    client.close()
+
+
+def _instances(backend: Any, job_id: int) -> dict[str, str]:
+    with backend.session() as session:
+        rows = session.scalars(select(GenerationInstance).where(GenerationInstance.job_id == job_id))
+        return {r.instance_id: str(r.status) for r in rows}
+
+
+def test_admits_starts_driver_and_instances_then_follows_target(setup: Any) -> None:
+    backend, client, submit, reconcile, team = setup
+    job_id = submit(generation={"instances": 2})
+    sender = RecordingSender()
+    report = reconcile(sender)
+    assert job_id in report.admitted and sender.drivers == [job_id]
+    assert sorted(i for j, i in sender.instances if j == job_id) == ["gen-0", "gen-1"]
+    reconcile(sender)
+    assert sender.drivers == [job_id], "the driver task is sent once"
+    with backend.session() as session:
+        scale_job(session=session, team=session.get(Team, team.id), job=session.get(Job, job_id), target_instances=1,
+                  autoscale=None)
+    reconcile(sender)
+    assert _instances(backend, job_id) == {"gen-0": "starting", "gen-1": "stopping"}
+    assert client.exists(keys.instance_stop(job_id, "gen-1"))
+
+
+def test_silent_instance_is_replaced_and_lost_driver_fails_the_job(setup: Any) -> None:
+    backend, client, submit, reconcile, _ = setup
+    job_id = submit(generation={"instances": 1})
+    sender = RecordingSender()
+    reconcile(sender)
+    old = datetime.now(UTC) - timedelta(seconds=60)
+    with backend.session() as session:
+        job = session.get(Job, job_id)
+        job.status = JobStatus.running
+        inst = session.scalar(select(GenerationInstance).where(GenerationInstance.job_id == job_id))
+        inst.status, inst.heartbeat_at = "running", old
+    beat_driver(client, job_id, ttl_s=30)
+    reconcile(sender)
+    assert _instances(backend, job_id) == {"gen-0": "dead", "gen-1": "starting"}
+    client.delete(f"{keys.prefix(job_id)}:driver:heartbeat")  # the training worker vanished
+    reconcile(sender)
+    with backend.session() as session:
+        job = session.get(Job, job_id)
+        assert job.status == JobStatus.failed and "stopped responding" in (job.error or "")
+
+
+def test_autoscaler_scales_generation_bound_job_up_and_training_bound_down(setup: Any) -> None:
+    backend, client, submit, reconcile, _ = setup
+    job_id = submit(generation={"instances": 1}, autoscale={"policy": "auto", "min_instances": 1, "max_instances": 4,
+                                                            "cooldown_s": 0})
+    sender = RecordingSender()
+    reconcile(sender)
+    beat_driver(client, job_id, ttl_s=60)
+    with backend.session() as session:
+        session.get(Job, job_id).status = JobStatus.running
+        for i in range(3):  # generation-bound: 10 s generating vs 2 s training on 1 instance
+            session.add(Iteration(job_id=job_id, iteration=i + 1,
+                                  metrics={"gen_seconds": 10.0, "train_seconds": 2.0, "instances": 1}))
+    reconcile(sender)
+    with backend.session() as session:
+        target = session.get(Job, job_id).target_instances
+        event = session.scalar(select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.kind == "autoscale"))
+    assert target > 1
+    assert event is not None and event.data["delta"] == pytest.approx(8.0) and "generation-bound" in event.message
+    with backend.session() as session:  # now training-bound at the new count
+        for i in range(3, 6):
+            session.add(Iteration(job_id=job_id, iteration=i + 1,
+                                  metrics={"gen_seconds": 1.0, "train_seconds": 10.0, "instances": target}))
+    reconcile(sender)
+    with backend.session() as session:
+        assert session.get(Job, job_id).target_instances < target
+        kinds = list(session.scalars(select(JobEvent.message).where(JobEvent.job_id == job_id,
+                                                                     JobEvent.kind == "autoscale")))
+    assert any("training-bound" in k for k in kinds)
