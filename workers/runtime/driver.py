@@ -28,7 +28,7 @@ from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.dispatching import PromptDispatcher
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
 from workers.sample import Sample
-from workers.stream import keys
+from workers.stream import expire_job, keys
 from workers.training import checkpoint as ckpt
 from workers.training.trainer import Trainer
 from workers.weightsync import SharedStoreTransport
@@ -77,6 +77,7 @@ class Driver(ABC):
             self._set_status(JobStatus.failed, error=message)
         finally:
             self.ctx.redis.set(keys.job_done(self.job_id), outcome, ex=86400)
+            expire_job(self.ctx.redis, self.job_id)
             heartbeat.stop()
             self.close()
             self.spans.flush()

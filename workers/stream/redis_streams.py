@@ -175,6 +175,16 @@ class SampleStream:
         return int(self.client.scard(keys.consumed_set(self.job_id)))
 
 
+def expire_job(client: redis.Redis, job_id: int, seconds: int = 86400) -> int:
+    """Let every runtime key of an ended job expire (kept a while for inspection, never forever)."""
+    found = list(client.scan_iter(match=keys.all_keys_pattern(job_id), count=500))
+    pipe = client.pipeline(transaction=False)
+    for key in found:
+        pipe.expire(key, seconds)
+    pipe.execute()
+    return len(found)
+
+
 def clear_job(client: redis.Redis, job_id: int) -> int:
     """Delete every runtime key of a job (after it ended or before a fresh start)."""
     found = list(client.scan_iter(match=keys.all_keys_pattern(job_id), count=500))

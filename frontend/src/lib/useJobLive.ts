@@ -16,6 +16,7 @@ const MAX_SAMPLES = 1000;
 const SPAN_HISTORY_S = 600;
 const TERMINAL = ["succeeded", "failed", "cancelled"];
 const JOB_POLL_MS = 5000;
+const FINAL_RELOAD_MS = 3000;
 
 export interface JobLive {
   job: Job | null;
@@ -70,13 +71,19 @@ export function useJobLive(jobId: number): JobLive {
     setSamples([]);
     Promise.all([reloadJob(), loadSnapshot()]).catch(setError);
 
+    let finalReload: ReturnType<typeof setTimeout> | undefined;
     const handlers: Record<string, (data: unknown) => void> = {
       status: (data) => {
         // A full JobPublic (API) or a partial {id, status, error} (runtime): merge, then refetch the full row.
         const update = data as Partial<Job>;
         if (alive.current) setJob((cur) => (cur ? { ...cur, ...update } : "spec" in update ? (update as Job) : cur));
         if (!("spec" in update)) reloadJob().catch(setError);
-        if (update.status && TERMINAL.includes(update.status)) stream.close(); // the server ends the stream here
+        if (update.status && TERMINAL.includes(update.status)) {
+          stream.close(); // the server ends the stream here
+          // Workers flush their last spans around the final status: load what was recorded now and a moment later.
+          loadSnapshot().catch(setError);
+          finalReload = setTimeout(() => loadSnapshot().catch(setError), FINAL_RELOAD_MS);
+        }
       },
       metrics: (data) => {
         const items = payloadItems<Iteration>(data);
@@ -117,6 +124,7 @@ export function useJobLive(jobId: number): JobLive {
     return () => {
       alive.current = false;
       clearInterval(poll);
+      clearTimeout(finalReload);
       stream.close();
     };
   }, [jobId, reloadJob, loadSnapshot]);

@@ -33,6 +33,8 @@ def _configure_env(kv_cache_gb: int) -> None:
 
 
 class VLLMEngine(GenerationEngine):
+    """`device` is informational (vLLM picks its platform: the CPU build runs on CPU); extra kwargs go to `LLM`."""
+
     def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
                  dtype: str = "float32", seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
                  ignore_eos: bool = False, **llm_kwargs: Any) -> None:
@@ -49,9 +51,10 @@ class VLLMEngine(GenerationEngine):
         _configure_env(self.kv_cache_gb)
         from vllm import LLM
 
-        self.llm = LLM(model=str(model_dir), dtype=self.dtype, seed=self.seed, enforce_eager=True,
-                       max_num_seqs=self.max_batch_size, max_model_len=self.max_model_len,
-                       enable_prefix_caching=False, logprobs_mode="processed_logprobs", **self.llm_kwargs)
+        make_llm: Any = LLM  # our dtype is a plain str; vLLM's stub wants a Literal
+        self.llm = make_llm(model=str(model_dir), dtype=self.dtype, seed=self.seed, enforce_eager=True,
+                            max_num_seqs=self.max_batch_size, max_model_len=self.max_model_len,
+                            enable_prefix_caching=False, logprobs_mode="processed_logprobs", **self.llm_kwargs)
         self.version = 0
 
     def update_weights(self, version: int, source: str | Path) -> None:
