@@ -39,9 +39,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--preset", default="tiny-1m")
     parser.add_argument("--digits", type=int, default=1, help="arithmetic operand digits")
     parser.add_argument("--ops", default="+")
-    parser.add_argument("--sft-steps", type=int, default=100)
+    parser.add_argument("--sft-steps", type=int, default=300, help="SFT step limit")
+    parser.add_argument("--sft-target-loss", type=float, default=0.55, help="stop SFT once its running loss is below")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
-    parser.add_argument("--iterations", type=int, default=140)
+    parser.add_argument("--iterations", type=int, default=160)
     parser.add_argument("--prompts", type=int, default=16, help="prompts per RL iteration")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=2e-4)
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
         print(f"model {args.preset}: {params / 1e6:.2f}M parameters")
         sft_rows = generate_rows("arithmetic", 4000, 1000 + args.seed, digits=args.digits, ops=args.ops)
         sft = sft_warm_start(base, work / "sft", sft_rows, steps=args.sft_steps, lr=args.sft_lr, batch_size=64,
-                             seed=args.seed, log_every=50)
+                             seed=args.seed, target_loss=args.sft_target_loss, log_every=50)
         print(f"sft: {sft.steps} steps, final loss {sft.final_loss:.3f}, {sft.seconds:.1f}s")
     spec = JobSpec.model_validate({
         "name": "bench-learn",

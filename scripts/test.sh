@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check backend workers tests bench
 mypy
+python scripts/export_openapi.py --check   # the dashboard's typed client matches the API
 if [ -f frontend/package.json ] && [ -d frontend/node_modules ]; then
   (cd frontend && npm run --silent typecheck && npm run --silent test)
 fi

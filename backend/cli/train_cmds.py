@@ -50,9 +50,11 @@ def train_local_command(
 
     spec = JobSpec.model_validate(load_spec(spec_path, overrides=overrides))
     import torch
+    from transformers.utils import logging as hf_logging
 
     from workers.local import train_local
 
+    hf_logging.disable_progress_bar()  # one line per iteration, no "Writing model shards" bars
     if threads:
         torch.set_num_threads(threads)
     result = train_local(spec, out, device=device, eval_every=eval_every, resume=resume,
@@ -78,8 +80,12 @@ def sft_command(
     """Supervised warm start (answer tokens only) so RL starts from a model that emits the task's format."""
     if not (model / "config.json").exists():
         raise CLIError(f"{model} is not a model directory (no config.json)")
+    from transformers.utils import logging as hf_logging
+
     from workers.datasets import generate_rows, read_jsonl
     from workers.training.sft import sft_warm_start
+
+    hf_logging.disable_progress_bar()
 
     examples = read_jsonl(data) if data is not None else generate_rows(task, rows, seed, **parse_params(param))
     result = sft_warm_start(model, out, examples, steps=steps, batch_size=batch_size, lr=lr, seed=seed,

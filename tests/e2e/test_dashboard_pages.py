@@ -94,3 +94,19 @@ def test_sign_in_and_switch_team(page: Page, api_server: Server, make_api: MakeA
     expect(page.get_by_role("heading", name=f"Team lab-{tag}")).to_be_visible()
     expect(page.get_by_role("button", name="Create key")).to_have_count(0)  # viewers cannot manage keys
     shot(page, "21-switched-team-viewer")
+
+
+def test_submit_form_applies_planner_suggestion(page: Page, api_server: Server, make_api: MakeApi) -> None:
+    tag = uuid.uuid4().hex[:8]
+    session = make_api().register(f"jo-{tag}@example.com", PASSWORD, f"team-suggest-{tag}")
+    open_signed_in(page, api_server, session["token"], "/submit")
+    suggestion = page.get_by_test_id("plan-suggestion")
+    suggestion.get_by_label("planner device count").fill("8")
+    suggestion.get_by_role("button", name="Suggest").click()
+    expect(suggestion).to_contain_text("generation instance(s)")
+    instances = suggestion.locator("b").first.inner_text()
+    training = suggestion.locator("b").nth(1).inner_text()
+    suggestion.get_by_role("button", name="Apply").click()
+    expect(page.locator("input[name=instances]")).to_have_value(instances)
+    expect(page.locator("input[name=devices]")).to_have_value(training)
+    shot(page, "31-submit-plan-suggestion")

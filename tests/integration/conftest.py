@@ -40,7 +40,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def platform(pg_backend, redis_url: str, tiny_model_dir: Path):  # type: ignore[no-untyped-def]
+def platform(pg_backend, redis_url: str, tiny_model_dir: Path):
     from runtime_platform import Platform
 
     with Platform.start(pg_backend, redis_url, tiny_model_dir) as running:

@@ -122,6 +122,7 @@ class Platform:
         spec = JobSpec.model_validate(base_spec(**overrides))
         with self.backend.session() as session:
             team, user = session.get(Team, self.team.id), session.get(User, self.user.id)
+            assert team is not None and user is not None
             return int(create_job(session=session, team=team, user=user, spec=spec).id)
 
     def job(self, job_id: int) -> Job:

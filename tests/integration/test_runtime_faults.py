@@ -15,7 +15,7 @@ from backend.services.jobs import cancel_job
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def _wait(predicate, timeout_s: float, what: str, platform) -> float:  # type: ignore[no-untyped-def]
+def _wait(predicate, timeout_s: float, what: str, platform) -> float:
     start = time.time()
     while time.time() - start < timeout_s:
         if predicate():
@@ -24,7 +24,7 @@ def _wait(predicate, timeout_s: float, what: str, platform) -> float:  # type: i
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{platform.logs_tail()}")
 
 
-def test_kill_9_generation_worker_mid_job_loses_nothing(platform) -> None:  # type: ignore[no-untyped-def]
+def test_kill_9_generation_worker_mid_job_loses_nothing(platform) -> None:
     iterations, prompts, group = 8, 4, 4
     job_id = platform.submit(mode="sync", generation={"instances": 2, "max_tokens": 16},
                              training={"iterations": iterations, "prompts_per_iteration": prompts},
@@ -49,7 +49,7 @@ def test_kill_9_generation_worker_mid_job_loses_nothing(platform) -> None:  # ty
     assert any(f"{victim} stopped heart-beating" in m for m in messages), messages
 
 
-def test_instances_follow_target_changes_mid_run(platform) -> None:  # type: ignore[no-untyped-def]
+def test_instances_follow_target_changes_mid_run(platform) -> None:
     job_id = platform.submit(mode="async", generation={"instances": 1, "max_tokens": 16},
                              training={"iterations": 200, "prompts_per_iteration": 4})
     _wait(lambda: len(platform.live_instances(job_id, True)) == 1, 240, "the first instance", platform)

@@ -10,7 +10,7 @@ ITERATIONS, PROMPTS, GROUP = 3, 4, 4
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "colocated"])
-def test_job_runs_to_completion(platform, mode: str) -> None:  # type: ignore[no-untyped-def]
+def test_job_runs_to_completion(platform, mode: str) -> None:
     job_id = platform.submit(mode=mode, training={"iterations": ITERATIONS, "prompts_per_iteration": PROMPTS},
                              algorithm={"group_size": GROUP})
     job = platform.wait_done(job_id, timeout_s=300)

@@ -68,3 +68,12 @@ def test_forget_produced_allows_regeneration(redis_client: redis.Redis, job_id: 
     stream.discard([entry])  # over-stale: dropped
     stream.forget_produced(["x"])
     assert stream.publish(_sample(job_id, "x"))
+
+
+def test_reading_a_drained_prompt_queue_returns_nothing(redis_client: redis.Redis, job_id: int) -> None:
+    queue = PromptQueue(redis_client, job_id, "inst-2")
+    queue.put([_request(0)])
+    assert len(queue.drain()) == 1  # the driver moved the requests elsewhere and deleted the stream
+    assert queue.read("c", count=5) == []
+    queue.put([_request(1)])
+    assert [r.sample_id for _, r in queue.read("c", count=5)] == ["s1"]

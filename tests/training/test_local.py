@@ -39,6 +39,8 @@ def test_sft_lowers_the_answer_loss(tiny_model_dir: Path, tmp_path: Path) -> Non
     assert later.steps == 25 and later.final_loss < first.final_loss
     AutoModelForCausalLM.from_pretrained(later.model_dir)
     assert AutoTokenizer.from_pretrained(later.model_dir).eos_token == "<eos>"
+    early = sft_warm_start(tiny_model_dir, tmp_path / "d", rows, steps=25, batch_size=16, target_loss=100.0)
+    assert early.steps == 1  # the running loss is below the target after the first step
     with pytest.raises(ValueError, match="'prompt' and 'answer'"):
         sft_warm_start(tiny_model_dir, tmp_path / "c", [{"question": "1+1="}], steps=1)
 

@@ -49,6 +49,11 @@ class StreamDriver(Driver):
 
     def start(self) -> None:
         self.next_dispatch = self.trainer.iteration
+        if self.spec.training.weight_sync == "broadcast":
+            with session_scope() as session:
+                record_event(session=session, job_id=self.job_id, kind="worker",
+                             message="weight_sync 'broadcast' needs a fixed process group; this job's instances are "
+                                     "elastic, so weights go through the shared store (every sync is still timed)")
         if self.trainer.version > self.transport.latest_version():
             self.publish_weights()  # resumed from a checkpoint newer than the published weights
 

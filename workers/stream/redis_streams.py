@@ -101,7 +101,13 @@ class PromptQueue:
         return n
 
     def read(self, consumer: str, count: int, block_ms: int = 0) -> list[tuple[str, PromptRequest]]:
-        raw = _read(self.client, self.stream, PROMPT_GROUP, consumer, count, block_ms, self.reclaim_after_s)
+        try:
+            raw = _read(self.client, self.stream, PROMPT_GROUP, consumer, count, block_ms, self.reclaim_after_s)
+        except redis.ResponseError as err:
+            if "NOGROUP" not in str(err):
+                raise
+            _ensure_group(self.client, self.stream, PROMPT_GROUP)  # the driver drained (deleted) this stream
+            return []
         return [(entry_id, PromptRequest.from_json(data)) for entry_id, data in raw]
 
     def ack(self, entry_ids: list[str]) -> None:

@@ -61,9 +61,13 @@ def sft_warm_start(
     seed: int = 0,
     device: str = "cpu",
     time_budget_s: float | None = None,
+    target_loss: float | None = None,
     log_every: int = 0,
 ) -> SFTResult:
-    """Fine-tune `model_dir` on `rows` ({"prompt", "answer"}) and save the result to `out_dir`."""
+    """Fine-tune `model_dir` on `rows` ({"prompt", "answer"}) and save the result to `out_dir`.
+
+    Stops after `steps`, after `time_budget_s`, or once the running mean loss (EMA, decay 0.9) falls below
+    `target_loss` -- a loss target gives a similar "right format, often wrong" start whatever the initialisation."""
     if not rows:
         raise ValueError("SFT needs at least one row")
     missing = [key for key in ("prompt", "answer") if key not in rows[0]]
@@ -78,8 +82,10 @@ def sft_warm_start(
     examples = [encode_example(tokenizer, str(row["prompt"]), str(row["answer"])) for row in rows]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.05, 1.0 - step / steps))
-    start, loss_value, step = time.perf_counter(), float("nan"), 0
+    start, loss_value, step, running = time.perf_counter(), float("nan"), 0, float("inf")
     while step < steps and (time_budget_s is None or time.perf_counter() - start < time_budget_s):
+        if target_loss is not None and running < target_loss:
+            break
         batch = {k: v.to(device) for k, v in make_batch(rng.sample(examples, min(batch_size, len(examples))),
                                                           pad_id).items()}
         loss = model(**batch).loss  # mean cross-entropy over answer tokens
@@ -89,6 +95,7 @@ def sft_warm_start(
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         loss_value, step = float(loss.detach()), step + 1
+        running = loss_value if step == 1 else 0.9 * running + 0.1 * loss_value
         if log_every and step % log_every == 0:
             print(f"sft step {step} loss={loss_value:.4f}", flush=True)
     out = Path(out_dir)

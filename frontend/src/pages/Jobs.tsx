@@ -81,9 +81,11 @@ export function JobsPage() {
               </td>
               <td><StatusBadge status={job.status} /></td>
               <td><Progress value={job.progress?.iteration ?? 0} total={job.progress?.total_iterations ?? 0} /></td>
-              <td className="spark-cell">
-                <Sparkline points={data.trends[i]} title="samples/s over recent iterations" />
-                <span>{formatNumber(job.latest_metrics?.samples_per_s, 1)}</span>
+              <td>
+                <div className="spark-cell">
+                  <Sparkline points={data.trends[i]} title="samples/s over recent iterations" />
+                  <span>{formatNumber(job.latest_metrics?.samples_per_s, 1)}</span>
+                </div>
               </td>
               <td>{jobSpec(job).mode}</td>
               <td>{job.created_by_email ?? "–"}</td>

@@ -47,6 +47,7 @@ export function PlanSuggestion({ form, onApply }: { form: JobForm; onApply: (pat
   const a = plan?.allocation;
   return (
     <div className="suggestion" data-testid="plan-suggestion">
+      <span className="field-label">Planner: model size · device type · devices to split</span>
       <div className="row">
         <input aria-label="planner model size" placeholder="model size" value={modelSize} onChange={(e) => setModelSize(e.target.value)} />
         <input aria-label="planner device" placeholder="device" value={device} onChange={(e) => setDevice(e.target.value)} />

@@ -7,8 +7,8 @@ Token rewards of a response of length T with sequence reward r (KL in the reward
     A_t   = (G_t - mean(G)) / std(G)             over every real token of the loss batch (whitening)
 
 then the clipped token-level surrogate of `base` (no k3 KL term in the loss: the KL is already in the reward).
-pi_old is `old_logprobs` when given, else the behaviour logprobs. Whitening runs over the loss batch: call the trainer
-with a micro-batch that holds the whole iteration (`train_iteration` default) for the paper's global normalisation.
+pi_old is `old_logprobs` when given, else the behaviour logprobs. Whitening runs over the loss batch (one micro-step):
+set `training.micro_batch_size` >= the iteration's samples for the paper's global (whole-batch) normalisation.
 """
 
 from __future__ import annotations
