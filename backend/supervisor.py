@@ -120,7 +120,7 @@ class Supervisor:
             time.sleep(interval_s)
 
     # ---- stopping ---------------------------------------------------------------------------------------------------
-    def stop_all(self, timeout_s: float = 15.0, resend_s: float = 3.0) -> None:
+    def stop_all(self, timeout_s: float = 20.0, resend_s: float = 6.0) -> None:
         """Send each child its stop signal (newest first) and repeat it every `resend_s` (a child still booting may
         not handle it yet; a second signal also forces servers that wait on open connections); after `timeout_s`,
         SIGKILL every child's group."""

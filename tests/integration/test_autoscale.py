@@ -1,0 +1,120 @@
+"""Elastic autoscaling end to end (issue 6): real jobs on the tiny model, real Celery workers, the controller loop.
+
+- generation-bound (long_tail prompts, long responses, few sequences per instance, one cheap optimizer step): the
+  autoscaler scales generation up and a second instance really starts;
+- training-bound (one-token responses, many samples trained in one big micro-batch): it scales down and the surplus
+  instance really stops.
+Each decision is read back through `GET /api/v1/jobs/{id}/events` (kind `autoscale`, reason, numbers) and the
+instance counts through `GET /api/v1/jobs/{id}`.
+
+The spec has no hysteresis/threshold knobs, so the controller's defaults apply (3 agreeing iterations measured at
+the current count, threshold 0); `cooldown_s` is set to 0 so the decision follows the third such iteration at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+HYSTERESIS = 3  # backend/controller/scaling.py passes decide()'s default
+
+
+@pytest.fixture
+def api(platform: Any) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    with platform.backend.client() as client:
+        yield client, platform.backend.auth_headers(platform.user, platform.team)
+
+
+def _until(predicate: Callable[[], Any], timeout_s: float, what: str, platform: Any) -> Any:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; controller errors "
+                         f"{platform.controller_errors[-3:]}\n{platform.logs_tail()}")
+
+
+def _job(api: tuple[TestClient, dict[str, str]], job_id: int) -> dict[str, Any]:
+    client, headers = api
+    response = client.get(f"/api/v1/jobs/{job_id}", headers=headers)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def _autoscale_events(api: tuple[TestClient, dict[str, str]], job_id: int) -> list[dict[str, Any]]:
+    client, headers = api
+    response = client.get(f"/api/v1/jobs/{job_id}/events", headers=headers, params={"limit": 1000})
+    assert response.status_code == 200, response.text
+    return [e for e in response.json()["data"] if e["kind"] == "autoscale"]
+
+
+def _cancel(api: tuple[TestClient, dict[str, str]], job_id: int) -> None:
+    client, headers = api
+    client.post(f"/api/v1/jobs/{job_id}/cancel", headers=headers)
+
+
+def _show(platform: Any, job_id: int) -> str:
+    keys = ("gen_seconds", "train_seconds", "instances", "len_p50", "trainer_idle_seconds", "weight_load_seconds")
+    return "\n".join(str({k: (round(r[k], 3) if isinstance(r.get(k), float) else r.get(k)) for k in keys})
+                     for r in platform.iterations(job_id))
+
+
+def test_generation_bound_job_is_scaled_up(platform: Any, api: Any) -> None:
+    samples = 2 * 4  # prompts_per_iteration x group_size
+    job_id = platform.submit(
+        mode="sync", dataset={"builtin": "long_tail", "num_prompts": 16, "eval_prompts": 0},
+        algorithm={"group_size": 4}, generation={"instances": 1, "batch_size": 2, "max_tokens": 48},
+        training={"iterations": 60, "prompts_per_iteration": 2, "micro_batch_size": samples},
+        autoscale={"policy": "auto", "min_instances": 1, "max_instances": 2, "cooldown_s": 0})
+    try:
+        events = _until(lambda: _autoscale_events(api, job_id), 240, "an autoscale event", platform)
+        print(_show(platform, job_id))
+        up = events[0]
+        assert up["data"]["from"] == 1 and up["data"]["to"] == 2, up
+        assert "generation-bound" in up["data"]["reason"] and "generation-bound" in up["message"]
+        numbers = up["data"]
+        assert numbers["instances"] == 1
+        assert numbers["delta"] == pytest.approx(numbers["gen_seconds"] - numbers["train_seconds"])
+        assert numbers["delta"] > numbers["save_up"] > 0
+        measured = [r for r in platform.iterations(job_id) if r["instances"] == 1]
+        assert len(measured) >= HYSTERESIS
+        _until(lambda: _job(api, job_id)["running_instances"] == 2, 180, "the second instance to run", platform)
+        job = _job(api, job_id)
+        assert job["target_instances"] == 2 and job["autoscale"] is True
+        print(f"scale-up: {numbers}")
+    finally:
+        _cancel(api, job_id)
+
+
+def test_training_bound_job_is_scaled_down(platform: Any, api: Any) -> None:
+    samples = 16 * 8
+    job_id = platform.submit(
+        mode="sync", dataset={"builtin": "arithmetic", "num_prompts": 64, "eval_prompts": 0},
+        algorithm={"group_size": 8}, generation={"instances": 2, "batch_size": 128, "max_tokens": 1},
+        training={"iterations": 60, "prompts_per_iteration": 16, "micro_batch_size": samples},
+        autoscale={"policy": "auto", "min_instances": 1, "max_instances": 2, "cooldown_s": 0})
+    try:
+        _until(lambda: len(platform.iterations(job_id)) >= 6, 240, "six iterations", platform)
+        print(_show(platform, job_id))
+        events = _until(lambda: _autoscale_events(api, job_id), 120, "an autoscale event", platform)
+        down = events[0]
+        assert down["data"]["from"] == 2 and down["data"]["to"] == 1, down
+        assert "training-bound" in down["data"]["reason"]
+        numbers = down["data"]
+        assert numbers["instances"] == 2
+        assert -numbers["delta"] > numbers["cost_down"] > 0
+        _until(lambda: sorted(platform.statuses(job_id).values()) == ["running", "stopped"], 60,
+               "the surplus instance to stop", platform)
+        job = _job(api, job_id)
+        assert job["target_instances"] == 1 and job["running_instances"] == 1
+        print(f"scale-down: {numbers}")
+    finally:
+        _cancel(api, job_id)
