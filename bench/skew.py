@@ -82,7 +82,8 @@ def run_plan(engine: GenerationEngine, rows: list[dict], plan: SplitPlan, *, epo
 def simulated_makespan(plan: SplitPlan, lengths: dict[str, list[int]], ids: list[str], batch: int,
                        ptl: PTLProfile) -> float:
     """Noise-free companion figure: replay each instance's admission order with the real response lengths through a
-    continuous-batching model (`batch` slots, backfill in order, a step costs PTL(active sequences)); max over instances."""
+    continuous-batching model (`batch` slots, backfill in order, a step costs PTL(active sequences)); max over
+    instances. It leaves out per-admission engine costs (prefill, KV-cache splicing) that the timings include."""
     worst = 0.0
     for a in plan.assignments:
         queue = deque(length for i in a.prompt_indices for length in lengths[ids[i]])

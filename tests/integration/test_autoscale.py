@@ -94,11 +94,24 @@ def test_generation_bound_job_is_scaled_up(platform: Any, api: Any) -> None:
         _cancel(api, job_id)
 
 
-def test_training_bound_job_is_scaled_down(platform: Any, api: Any) -> None:
+@pytest.fixture(scope="module")
+def bigger_model(platform: Any, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """tiny-15m: training (forward + backward + KL reference + Adam over the whole batch) clearly outweighs a
+    one-token generation, which is mostly per-request overhead."""
+    from backend.db import Model
+    from workers.models import build_tiny_model
+
+    path = build_tiny_model("tiny-15m", tmp_path_factory.mktemp("models") / "tiny-15m", seed=0)
+    with platform.backend.session() as session:
+        session.add(Model(team_id=platform.team.id, name="tiny15", path=str(path), created_by_id=platform.user.id))
+    return "tiny15"
+
+
+def test_training_bound_job_is_scaled_down(platform: Any, api: Any, bigger_model: str) -> None:
     samples = 16 * 8
     job_id = platform.submit(
-        mode="sync", dataset={"builtin": "arithmetic", "num_prompts": 64, "eval_prompts": 0},
-        algorithm={"group_size": 8}, generation={"instances": 2, "batch_size": 128, "max_tokens": 1},
+        model=bigger_model, mode="sync", dataset={"builtin": "arithmetic", "num_prompts": 64, "eval_prompts": 0},
+        algorithm={"group_size": 8, "kl_coef": 0.05}, generation={"instances": 2, "batch_size": 128, "max_tokens": 1},
         training={"iterations": 60, "prompts_per_iteration": 16, "micro_batch_size": samples},
         autoscale={"policy": "auto", "min_instances": 1, "max_instances": 2, "cooldown_s": 0})
     try:
