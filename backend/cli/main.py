@@ -2,8 +2,7 @@
 
 Adding commands: write a module that defines `register(app: typer.Typer) -> None` (add a command with
 `app.command("name")(fn)` or a group with `app.add_typer(sub_app, name="group")`) and append its dotted path to
-`COMMAND_MODULES`. A listed module that does not exist yet is skipped, so a path may be listed before its module
-lands; any other import error is raised.
+`COMMAND_MODULES`.
 """
 
 from __future__ import annotations
@@ -23,10 +22,8 @@ COMMAND_MODULES = [
     "backend.cli.models",  # models register|list
     "backend.cli.datasets",  # datasets upload|list|rows
     "backend.cli.jobs",  # jobs submit|list|get|cancel|pause|resume|scale|logs|iterations
-    # other engineers' command modules (skipped until they exist):
     "backend.cli.runtime_cmds",  # worker --pool generation|training|control, controller (+ the `up --demo` hook)
     "backend.cli.plan_cmds",  # plan
-    "backend.cli.local",  # make-model, train-local
     "backend.cli.model_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
     "backend.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
 ]
@@ -53,13 +50,7 @@ def _root(
 
 def _register_all() -> None:
     for dotted in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(dotted)
-        except ModuleNotFoundError as exc:
-            if exc.name == dotted:
-                continue  # not written yet
-            raise
-        module.register(app)
+        importlib.import_module(dotted).register(app)
 
 
 _register_all()
