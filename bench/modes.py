@@ -12,6 +12,13 @@ long_tail task so response lengths are heavy-tailed and follow the prompt. Each 
   skew_aware   sync and async again with skew-aware dispatch (Algorithm 2 + longest-first) instead of random
 With `--repeats R` the configurations run R interleaved rounds and each keeps its best round (the one least
 disturbed by other load on a shared machine).
+
+    python bench/modes.py --learn [--learn-iterations 60]
+
+checks learning instead of speed: the RL core's learning setup (bench/learn.py: tiny Llama SFT-warmed on one-digit
+addition, GRPO lr 2e-4, exact-match reward, temperature 1) run as platform jobs in colocated, sync and async mode;
+prints the mean training reward of the first and last 10 iterations of each and ends with
+`RESULT learn colocated=A->B sync=C->D async=E->F`.
 samples/s = samples / wall time of iterations 2..N (iteration 1 carries engine start-up). The weight-sync fraction is
 the trainer's publish time (on its critical path) over the iteration time; `load` is the instances' load time.
 """
@@ -104,6 +111,38 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def _learn_dataset(session: Any, team_id: int, data_dir: Path) -> int:
+    """One-digit addition prompts as an uploaded dataset (the built-in spec has no `digits` knob)."""
+    from backend.db import Dataset
+    from workers.datasets import generate_rows, write_jsonl
+
+    path = data_dir / "one_digit_addition.jsonl"
+    count = write_jsonl(generate_rows("arithmetic", 2048, 0, digits=1, ops="+"), path)
+    dataset = Dataset(team_id=team_id, name="one-digit-addition", row_count=count, checksum="-",
+                      size_bytes=path.stat().st_size, storage_path=str(path))
+    session.add(dataset)
+    session.flush()
+    return int(dataset.id)
+
+
+def _learn(args: argparse.Namespace, team_id: int, user_id: int, dataset_id: int | None) -> None:
+    curves = {}
+    for mode in ("colocated", "sync", "async"):
+        spec = {"name": f"learn-{mode}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
+                "dataset": {"id": dataset_id, "eval_prompts": 0}, "reward": {"type": "exact_match"},
+                "algorithm": {"name": "grpo", "group_size": 8},
+                "generation": {"instances": args.instances, "batch_size": 128, "max_tokens": 5, "temperature": 1.0},
+                "training": {"iterations": args.learn_iterations, "prompts_per_iteration": 16,
+                             "micro_batch_size": 32, "lr": 2e-4},
+                "checkpoint": {"interval": 10_000}}
+        rewards = [r["reward_mean"] for r in _run_job(team_id, user_id, spec, args.timeout)]
+        first, last = sum(rewards[:10]) / len(rewards[:10]), sum(rewards[-10:]) / len(rewards[-10:])
+        curves[mode] = (first, last)
+        print(f"{mode:10s} reward first10={first:.3f} last10={last:.3f} gain={last - first:+.3f}  "
+              + " ".join(f"{r:.2f}" for r in rewards[::5]), flush=True)
+    print("RESULT learn " + " ".join(f"{m}={a:.3f}->{b:.3f}" for m, (a, b) in curves.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=8)
@@ -115,6 +154,8 @@ def main() -> None:
     parser.add_argument("--sft-seconds", type=float, default=45.0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
+    parser.add_argument("--learn", action="store_true", help="check that reward rises in every mode (arithmetic)")
+    parser.add_argument("--learn-iterations", type=int, default=60)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-modes-") as tmp:
@@ -128,23 +169,29 @@ def main() -> None:
             from backend.db.migrate import upgrade_database
             from backend.db.session import session_scope
             from backend.settings import get_settings
+            from workers.datasets import generate_rows as generate_arithmetic
             from workers.datasets.long_tail import generate_rows
             from workers.models.tiny import build_tiny_model
             from workers.training.sft import sft_warm_start
 
             upgrade_database(get_settings().database_url)
             base = build_tiny_model("tiny-1m", data_dir / "base", seed=0)
-            rows = generate_rows(512, seed=1, split="train")
-            sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=100_000,
-                                 time_budget_s=args.sft_seconds, seed=0)
-            model_dir = sft.model_dir
+            if args.learn:
+                rows = generate_arithmetic("arithmetic", 4000, 1000, digits=1, ops="+")
+                sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=300, lr=3e-3,
+                                     batch_size=64, seed=0, target_loss=0.55)
+            else:
+                rows = generate_rows(512, seed=1, split="train")
+                sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=100_000,
+                                     time_budget_s=args.sft_seconds, seed=0)
             with session_scope() as session:
                 team = Team(name="bench", max_concurrent_jobs=1, max_generation_instances=16)
                 user = User(email="bench@example.com")
                 session.add_all([team, user])
                 session.flush()
-                session.add(Model(team_id=team.id, name="bench", path=str(model_dir)))
+                session.add(Model(team_id=team.id, name="bench", path=str(sft.model_dir)))
                 team_id, user_id = team.id, user.id
+                dataset_id = _learn_dataset(session, team.id, data_dir) if args.learn else None
             procs = _workers(dict(os.environ, PYTHONPATH=str(REPO)), data_dir, args.instances)
             sender = CeleryTaskSender(redis_url)
 
@@ -156,6 +203,8 @@ def main() -> None:
                         print(f"controller: {exc}", file=sys.stderr)
 
             threading.Thread(target=control, daemon=True).start()
+            if args.learn:
+                return _learn(args, team_id, user_id, dataset_id)
             results: dict[str, dict[str, float]] = {}
             n = args.instances
             runs = [("colocated", "colocated", "random", 1), ("sync", "sync", "random", n),

@@ -77,3 +77,32 @@ def test_reading_a_drained_prompt_queue_returns_nothing(redis_client: redis.Redi
     assert queue.read("c", count=5) == []
     queue.put([_request(1)])
     assert [r.sample_id for _, r in queue.read("c", count=5)] == ["s1"]
+
+
+def test_collector_groups_dedups_and_drops_over_stale(redis_client: redis.Redis, job_id: int) -> None:
+    from workers.runtime.collector import SampleCollector
+
+    stream = SampleStream(redis_client, job_id)
+    collector = SampleCollector(stream, group_size=2, max_staleness=1)
+
+    def sample(sid: str, version: int) -> Sample:
+        s = _sample(job_id, sid)
+        s.group_id, s.policy_version = sid.rsplit(":", 1)[0], version
+        return s
+
+    for s in (sample("3:0:0", 2), sample("3:0:1", 1), sample("3:1:0", 3)):  # iteration 3, group 0 complete
+        stream.publish(s)
+    assert collector.poll(block_ms=10, min_version=3) == 2  # 3:0:1 has staleness 2 > 1: dropped
+    assert collector.stats.stale_dropped == 1
+    [regen] = collector.take_regenerations()
+    assert regen.sample_id == "3:0:1" and regen.min_version == 3
+    assert not stream.already_produced("3:0:1")  # may be streamed again under the same id
+    assert collector.pop_complete(3) == []
+    stream.publish(sample("3:0:1", 3))
+    stream.publish(sample("3:0:0", 3))  # a duplicate of a held sample (e.g. a re-dispatched request)
+    collector.poll(block_ms=10, min_version=3)
+    [group] = collector.pop_complete(3)
+    assert sorted(h.sample.sample_id for h in group) == ["3:0:0", "3:0:1"]
+    collector.commit(group, iteration=3)
+    assert stream.is_consumed("3:0:0") and stream.consumed_count() == 2
+    assert collector.stats.duplicates == 0  # the producer side refused the duplicate id (already produced)
