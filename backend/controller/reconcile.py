@@ -108,11 +108,15 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
     if _driver_lost(client, job, timeouts):
         report.jobs_failed.append(job.id)
         return _fail(session, job, client, _driver_lost_message(job, timeouts))
+    # a stopping instance finishes its admitted requests and exits (status stopped); one that goes silent meanwhile
+    # is dead, so the driver re-dispatches what its stream still holds
     instances = list(session.scalars(select(GenerationInstance).where(
-        GenerationInstance.job_id == job.id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))))
-    live = [inst for inst in instances if not _silent(inst, timeouts, report)]
+        GenerationInstance.job_id == job.id,
+        GenerationInstance.status.in_([*LIVE_INSTANCE_STATUSES, InstanceStatus.stopping]))))
+    silent = [inst for inst in instances if _silent(inst, timeouts, report)]
+    live = [inst for inst in instances if inst not in silent and inst.status in LIVE_INSTANCE_STATUSES]
     for inst in instances:
-        if inst not in live:
+        if inst in silent:
             inst.status, inst.stopped_at = InstanceStatus.dead, _now()
             client.set(keys.instance_stop(job.id, inst.instance_id), 1, ex=86400)
             record_event(session=session, job_id=job.id, kind="worker",

@@ -19,22 +19,21 @@ from backend.planner.autoscaler import IterationRecord, ScalingBounds, decide
 from backend.schemas.spec import JobSpec
 from backend.services.jobs import record_event
 
-HISTORY = 10
-
 
 def desired_instances(session: Session, job: Job, spec: JobSpec, live: list[GenerationInstance]) -> int:
     if not job.autoscale:
         return job.target_instances
     history = [IterationRecord(float(m.get("gen_seconds", 0.0)), float(m.get("train_seconds", 0.0)),
                                int(m.get("instances", 0)))
-               for m in _recent_metrics(session, job.id)]
+               for m in _recent_metrics(session, job.id, spec.autoscale.hysteresis)]
     last_change = session.scalar(select(func.max(JobEvent.created_at)).where(
         JobEvent.job_id == job.id, JobEvent.kind == "autoscale"))
     last_change_at = (last_change if last_change.tzinfo else last_change.replace(tzinfo=UTC)).timestamp() \
         if last_change else None
     bounds = ScalingBounds(spec.autoscale.min_instances, spec.autoscale.max_instances, _quota_left(session, job))
     decision = decide(history, current=job.target_instances, bounds=bounds, now=time.time(),
-                      last_change_at=last_change_at, cooldown_s=spec.autoscale.cooldown_s)
+                      last_change_at=last_change_at, cooldown_s=spec.autoscale.cooldown_s,
+                      hysteresis=spec.autoscale.hysteresis, threshold_s=spec.autoscale.threshold_s)
     if decision.target != job.target_instances:
         record_event(session=session, job_id=job.id, kind="autoscale",
                      message=f"autoscaler: {job.target_instances} -> {decision.target} instances: {decision.reason}",
@@ -44,9 +43,9 @@ def desired_instances(session: Session, job: Job, spec: JobSpec, live: list[Gene
     return job.target_instances
 
 
-def _recent_metrics(session: Session, job_id: int) -> list[dict[str, Any]]:
+def _recent_metrics(session: Session, job_id: int, count: int) -> list[dict[str, Any]]:
     rows = session.scalars(select(Iteration.metrics).where(Iteration.job_id == job_id)
-                           .order_by(Iteration.iteration.desc()).limit(HISTORY)).all()
+                           .order_by(Iteration.iteration.desc()).limit(count)).all()
     return [dict(m) for m in reversed(rows)]
 
 

@@ -111,6 +111,10 @@ class AutoscaleSpec(_Strict):
     min_instances: int = Field(1, ge=1)
     max_instances: int = Field(4, ge=1)
     cooldown_s: float = Field(30.0, ge=0)
+    hysteresis: int = Field(3, ge=1, le=100, description="consecutive iterations, measured at the current instance "
+                            "count, that must agree before the autoscaler changes it")
+    threshold_s: float = Field(0.0, ge=0, description="extra margin in seconds: scale only when the imbalance "
+                               "exceeds what one instance more (or fewer) changes by at least this much")
 
     @model_validator(mode="after")
     def _bounds(self) -> AutoscaleSpec:

@@ -55,5 +55,6 @@ class GenerationEngine(ABC):
         """Load weights `version` from a HF-format directory `source` in place (no re-creation of the engine)."""
 
     @abstractmethod
-    def generate_stream(self, requests: Iterable[GenerationRequest]) -> Iterator[GenerationResult]:
-        """Continuous batching: consume `requests` lazily as slots free up, yield results in finish order."""
+    def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
+        """Continuous batching: consume `requests` lazily as slots free up, yield results in finish order.
+        A `None` item means "nothing to admit yet, keep decoding" (a live feed that has no request right now)."""

@@ -131,6 +131,7 @@ class Driver(ABC):
             record_samples(session=session, job_id=self.job_id, samples=kept)
         publish_live(self.ctx.redis, self.job_id, "metrics", {"iteration": it + 1, "metrics": row})
         publish_live(self.ctx.redis, self.job_id, "samples", kept)
+        self.spans.flush()  # the trainer lane reaches the live timeline every iteration, like the instances' lanes
         if (it + 1) % self.spec.checkpoint.interval == 0 or it + 1 == self.spec.training.iterations:
             self._checkpoint(it + 1)
 

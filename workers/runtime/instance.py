@@ -23,7 +23,6 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -84,9 +83,7 @@ class InstanceRunner:
             self._set_status(InstanceStatus.running)
             self.reward = components.make_reward(self.spec)
             try:
-                # the engines accept None items ("nothing to admit now"): see hf_batch.ContinuousBatcher
-                feed = cast(Iterator[GenerationRequest], self._feed())
-                for result in self.engine.generate_stream(feed):
+                for result in self.engine.generate_stream(self._feed()):
                     self._emit(result)
             finally:
                 self.reward.close()
@@ -204,6 +201,9 @@ def run_instance(job_id: int, instance_id: str) -> str:
     with session_scope() as session:
         row = session.scalar(select(GenerationInstance).where(GenerationInstance.job_id == job_id,
                                                               GenerationInstance.instance_id == instance_id))
+        if row is not None and row.status == InstanceStatus.stopping and row.heartbeat_at is None:
+            row.status, row.stopped_at = InstanceStatus.stopped, datetime.now(UTC)  # scaled away before it ran:
+            # it never read its stream, so the driver may re-dispatch all of it now
         if row is None or row.status not in LIVE_INSTANCE_STATUSES:
             return f"instance {instance_id} of job {job_id} is no longer wanted"
     if ctx.job_done():

@@ -42,6 +42,27 @@ def rates(samples: Sequence[Sample], iteration_seconds: float) -> dict[str, floa
     return {"samples_per_s": len(samples) / seconds, "tokens_per_s": tokens / seconds}
 
 
+def generation_window(samples: Sequence[Sample], fallback_start: float,
+                      previous_end: float | None = None) -> tuple[float, float]:
+    """(start, end) of the generation that produced `samples`, from the engines' own timestamps: end = the last
+    `finished_at`, start = the first `started_at` (else `fallback_start`, the dispatch time), but never before
+    `previous_end` (async: the previous iteration's generation end; requests admitted earlier shared the engine
+    with it). Independent of when the driver polled, so training time never leaks into T_gen."""
+    finished = [s.finished_at for s in samples if s.finished_at > 0]
+    if not finished:
+        return fallback_start, fallback_start
+    started = [s.started_at for s in samples if s.started_at > 0]
+    start = min(started) if started else fallback_start
+    if previous_end is not None:
+        start = max(start, previous_end)
+    return start, max(start, max(finished))
+
+
+def producing_instances(samples: Sequence[Sample]) -> int:
+    """How many distinct generation instances produced `samples` (not how many are alive now)."""
+    return len({s.instance_id for s in samples if s.instance_id})
+
+
 def trainer_metrics(step: dict[str, float]) -> dict[str, float]:
     """The optimizer step's metrics under the API's names (loss, kl, entropy, clip_frac) plus grad_norm."""
     keep = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "is_weight", "policy_loss", "value_loss")

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import select
 
 from backend.controller.liveness import Timeouts
-from backend.db import GenerationInstance
+from backend.db import GenerationInstance, InstanceStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES
 from backend.db.session import session_scope
 from backend.services.jobs import record_event
@@ -27,10 +27,11 @@ from workers.runtime.collector import Held, SampleCollector
 from workers.runtime.context import JobContext, JobSetupError
 from workers.runtime.driver import Driver
 from workers.runtime.instance import gen_stats_key
-from workers.runtime.metrics import trainer_metrics
+from workers.runtime.metrics import generation_window, producing_instances, trainer_metrics
 from workers.stream import PromptRequest, SampleStream
 
 MAINTAIN_EVERY_S = 1.0
+LIVE_OR_STOPPING = {str(s) for s in LIVE_INSTANCE_STATUSES} | {str(InstanceStatus.stopping)}
 STALL_TIMEOUT_S = 900.0  # no sample for this long while instances exist: the job cannot progress
 
 
@@ -46,6 +47,7 @@ class StreamDriver(Driver):
         self.timeouts = Timeouts.from_env()
         self._last_maintain = 0.0
         self._gen_stats_seen = {"idle_seconds": 0.0, "loading_seconds": 0.0}
+        self._last_gen_end: float | None = None  # end of the previous iteration's generation (samples' finished_at)
 
     def start(self) -> None:
         self.next_dispatch = self.trainer.iteration
@@ -83,7 +85,6 @@ class StreamDriver(Driver):
                 train_s += time.time() - start
                 self.spans.add("training", start, time.time())
                 used.extend(chunk)
-        gen_end = max(h.arrived_at for h in used)
         start = time.time()
         step = self.trainer.optimizer_step()
         sync_s = self.publish_weights()  # version it + 1
@@ -92,12 +93,15 @@ class StreamDriver(Driver):
         self.collector.commit(used, it)
         samples = [h.sample for h in used]
         self.dispatcher.ranker.observe(samples)
+        gen_start, gen_end = generation_window(samples, self.dispatched_at.get(it, time.time()), self._last_gen_end)
+        self._last_gen_end = gen_end if self._last_gen_end is None else max(self._last_gen_end, gen_end)
         row: dict[str, Any] = {
-            "gen_seconds": gen_end - self.dispatched_at.get(it, gen_end), "train_seconds": train_s,
+            "gen_seconds": gen_end - gen_start, "train_seconds": train_s,
             "trainer_idle_seconds": wait_s, "weight_sync_seconds": sync_s,
             "stale_dropped": self.collector.stats.stale_dropped, "duplicates": self.collector.stats.duplicates,
-            "instances": len(self._live_instances()), "policy_version": self.trainer.version,
-            "tail_fraction": _tail(self.dispatched_at.get(it, gen_end), used),
+            "instances": producing_instances(samples), "instances_live": len(self._live_instances()),
+            "policy_version": self.trainer.version,
+            "tail_fraction": tail_fraction(gen_start, [s.finished_at for s in samples if s.finished_at > 0]),
             **self._generator_stats(), **self._recall(it, samples), **trainer_metrics(step), "_samples": samples,
         }
         self.dispatched_at.pop(it, None)
@@ -123,6 +127,18 @@ class StreamDriver(Driver):
                 GenerationInstance.job_id == self.job_id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
                 .order_by(GenerationInstance.id)))
 
+    def _gone_instances(self, candidates: set[str]) -> list[str]:
+        """Of `candidates`, the instances that have exited (stopped or dead). A `stopping` instance still finishes
+        what it admitted and acknowledges it: its stream is drained only once it is gone, so nothing is lost and no
+        stream disappears under a running instance."""
+        if not candidates:
+            return []
+        with session_scope() as session:
+            present = {iid: str(status) for iid, status in session.execute(
+                select(GenerationInstance.instance_id, GenerationInstance.status).where(
+                    GenerationInstance.job_id == self.job_id, GenerationInstance.instance_id.in_(candidates)))}
+        return sorted(iid for iid in candidates if present.get(iid) not in LIVE_OR_STOPPING)
+
     def _wait_for_instances(self) -> list[str]:
         deadline = time.time() + self.timeouts.instance_start_s
         while True:
@@ -144,7 +160,7 @@ class StreamDriver(Driver):
         self._last_maintain = now
         self.check_runnable()
         live = self._live_instances()
-        for gone in sorted(self.dispatcher.touched - set(live)):
+        for gone in self._gone_instances(self.dispatcher.touched - set(live)):
             drained = self.dispatcher.drain(gone)
             if drained:
                 self.orphans.extend(drained)
@@ -180,6 +196,3 @@ class StreamDriver(Driver):
         pred = [predicted.get(g, 0.0) for g in groups]
         return {f"recall_top{int(share * 100)}": recall_top(pred, actual, share) for share in (0.2, 0.1, 0.05)}
 
-
-def _tail(dispatched_at: float, used: list[Held]) -> float:
-    return tail_fraction(dispatched_at, [h.arrived_at for h in used])

@@ -104,7 +104,7 @@ class PromptQueue:
         try:
             raw = _read(self.client, self.stream, PROMPT_GROUP, consumer, count, block_ms, self.reclaim_after_s)
         except redis.ResponseError as err:
-            if "NOGROUP" not in str(err):
+            if "NOGROUP" not in str(err) and "UNBLOCKED" not in str(err):
                 raise
             _ensure_group(self.client, self.stream, PROMPT_GROUP)  # the driver drained (deleted) this stream
             return []

@@ -790,6 +790,12 @@ export interface components {
              */
             cooldown_s?: number;
             /**
+             * Hysteresis
+             * @description consecutive iterations, measured at the current instance count, that must agree before the autoscaler changes it
+             * @default 3
+             */
+            hysteresis?: number;
+            /**
              * Max Instances
              * @default 4
              */
@@ -805,6 +811,12 @@ export interface components {
              * @enum {string}
              */
             policy?: "manual" | "auto";
+            /**
+             * Threshold S
+             * @description extra margin in seconds: scale only when the imbalance exceeds what one instance more (or fewer) changes by at least this much
+             * @default 0
+             */
+            threshold_s?: number;
         };
         /** Body_upload_dataset_api_v1_datasets_post */
         Body_upload_dataset_api_v1_datasets_post: {

@@ -47,12 +47,18 @@ class ContinuousBatcher:
 
     A `None` item from the request iterator means "nothing to admit right now": the loop keeps decoding the rows it
     has (or sleeps briefly if it has none) and asks again at the next free slot.
+
+    Admission is batched: while rows are decoding, new requests are pulled only once `min_free_slots` slots are free,
+    so that one prefill forward (and one cache splice) serves several finished rows instead of one each. A prefill
+    costs about as much as a decode step on small models, so per-row admission nearly doubles the step count when
+    short requests churn through a batch behind a long one.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int, eos_ids: set[int], seed_rng: random.Random,
-                 ignore_eos: bool = False) -> None:
+                 ignore_eos: bool = False, min_free_slots: int = 1) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.max_batch_size = max_batch_size
+        self.min_free_slots = max(1, min(min_free_slots, max_batch_size))
         self.eos_ids = set() if ignore_eos else eos_ids
         self.seed_rng = seed_rng
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
@@ -70,7 +76,8 @@ class ContinuousBatcher:
         while True:
             admitted: list[GenerationRequest] = []
             idle = False
-            while not exhausted and len(self.rows) + len(admitted) < self.max_batch_size:
+            admitting = not self.rows or self.max_batch_size - len(self.rows) >= self.min_free_slots
+            while admitting and not exhausted and len(self.rows) + len(admitted) < self.max_batch_size:
                 try:
                     item = next(source)
                 except StopIteration:
