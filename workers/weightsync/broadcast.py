@@ -3,11 +3,16 @@
 gloo on CPU, NCCL on GPUs. The group is fixed when created (rank 0 = trainer, ranks 1.. = generation instances), so
 this backend suits a fixed instance set; elastic jobs use the shared store. Each version is one broadcast of a small
 header (version) followed by every tensor in sorted-name order; fetchers receive into buffers shaped like `like`.
+
+The group is a private one built on its own TCPStore, never the process's default group: a worker may already hold
+a default group (vLLM in-process creates one), and weight sync must not ride on it.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
+from urllib.parse import urlparse
 
 import torch
 import torch.distributed as dist
@@ -23,17 +28,18 @@ class BroadcastTransport(WeightTransport):
         self.names = sorted(like)
         self._buffers = {name: torch.empty_like(like[name], device="cpu").contiguous() for name in self.names}
         self._latest = 0
-        if not dist.is_initialized():
-            dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world_size,
-                                    timeout=timedelta(seconds=timeout_s))
+        self._group = _private_group(backend, init_method, rank, world_size, timedelta(seconds=timeout_s))
+
+    def _broadcast(self, tensor: torch.Tensor) -> None:
+        self._group.broadcast(tensor, 0).wait()  # root 0 = the trainer
 
     def publish(self, version: int, state_dict: dict[str, torch.Tensor]) -> float:
         assert self.rank == 0, "only the trainer (rank 0) publishes"
         assert sorted(state_dict) == self.names, "published state dict must match the group's tensor names"
         with self._timed("publish", version):
-            dist.broadcast(torch.tensor([version], dtype=torch.int64), src=0)
+            self._broadcast(torch.tensor([version], dtype=torch.int64))
             for name in self.names:
-                dist.broadcast(state_dict[name].detach().to("cpu").contiguous(), src=0)
+                self._broadcast(state_dict[name].detach().to("cpu").contiguous())
         self._latest = version
         return self.timings.last_seconds
 
@@ -42,12 +48,12 @@ class BroadcastTransport(WeightTransport):
         assert self.rank != 0, "rank 0 publishes; it never fetches"
         with self._timed("fetch", version):
             header = torch.zeros(1, dtype=torch.int64)
-            dist.broadcast(header, src=0)
+            self._broadcast(header)
             got = int(header.item())
             if got != version:
                 raise RuntimeError(f"broadcast carried weights version {got}, expected {version}")
             for name in self.names:
-                dist.broadcast(self._buffers[name], src=0)
+                self._broadcast(self._buffers[name])
         self._latest = version
         return {name: buf.clone() for name, buf in self._buffers.items()}
 
@@ -55,5 +61,19 @@ class BroadcastTransport(WeightTransport):
         return self._latest
 
     def close(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self._group = None  # dropping the group closes its connections
+
+
+def _private_group(backend: str, init_method: str, rank: int, world_size: int,
+                   timeout: timedelta) -> Any:
+    """A process group on a dedicated TCPStore at `init_method` (tcp://host:port; rank 0 hosts the store)."""
+    url = urlparse(init_method)
+    if url.scheme != "tcp" or url.hostname is None or url.port is None:
+        raise ValueError(f"broadcast weight sync needs init_method tcp://host:port, got {init_method!r}")
+    store = dist.TCPStore(url.hostname, url.port, world_size, is_master=rank == 0, timeout=timeout)
+    if backend == "gloo":
+        return dist.ProcessGroupGloo(store, rank, world_size, timeout)
+    if backend == "nccl":
+        nccl = torch.distributed.distributed_c10d.ProcessGroupNCCL  # exists in CUDA builds only
+        return nccl(store, rank, world_size, nccl.Options())
+    raise ValueError(f"broadcast weight sync supports backends gloo and nccl, got {backend!r}")
