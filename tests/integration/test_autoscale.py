@@ -9,8 +9,8 @@
 Each decision is read back through `GET /api/v1/jobs/{id}/events` (kind `autoscale`, reason, numbers) and the
 instance counts through `GET /api/v1/jobs/{id}`.
 
-The spec has no hysteresis/threshold knobs, so the controller's defaults apply (3 agreeing iterations measured at
-the current count, threshold 0); `cooldown_s` is set to 0 so the decision follows the third such iteration at once.
+The specs leave `autoscale.hysteresis` / `threshold_s` at their defaults (3 agreeing iterations measured at the current
+count, threshold 0); `cooldown_s` is set to 0 so the decision follows the third such iteration at once.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 
 pytestmark = [pytest.mark.integration]  # ~35 s on a loaded 2-core machine, platform start included
 
-HYSTERESIS = 3  # backend/controller/scaling.py passes decide()'s default
+HYSTERESIS = 3  # AutoscaleSpec.hysteresis's default, which backend/controller/scaling.py passes to decide()
 
 
 @pytest.fixture

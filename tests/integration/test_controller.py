@@ -134,3 +134,61 @@ def test_autoscaler_scales_generation_bound_job_up_and_training_bound_down(setup
         kinds = list(session.scalars(select(JobEvent.message).where(JobEvent.job_id == job_id,
                                                                      JobEvent.kind == "autoscale")))
     assert any("training-bound" in k for k in kinds)
+
+
+def test_autoscaler_knobs_from_the_spec_hysteresis_and_threshold(setup: Any) -> None:
+    backend, client, submit, reconcile, _ = setup
+    knobs = {"policy": "auto", "min_instances": 1, "max_instances": 4, "cooldown_s": 0}
+    patient = submit(generation={"instances": 1}, autoscale={**knobs, "hysteresis": 4})
+    cautious = submit(generation={"instances": 1}, autoscale={**knobs, "hysteresis": 1, "threshold_s": 20.0})
+    eager = submit(generation={"instances": 1}, autoscale={**knobs, "hysteresis": 1, "threshold_s": 1.0})
+    sender = RecordingSender()
+    reconcile(sender)
+
+    def add_iterations(job_id: int, first: int, count: int) -> None:
+        beat_driver(client, job_id, ttl_s=60)
+        with backend.session() as session:
+            session.get(Job, job_id).status = JobStatus.running
+            for i in range(first, first + count):  # generation-bound: delta 8 s > 5 s saved by a second instance
+                session.add(Iteration(job_id=job_id, iteration=i + 1,
+                                      metrics={"gen_seconds": 10.0, "train_seconds": 2.0, "instances": 1}))
+
+    for job_id in (patient, cautious, eager):
+        add_iterations(job_id, 0, 3)
+    reconcile(sender)
+
+    def target(job_id: int) -> int:
+        with backend.session() as session:
+            return int(session.get(Job, job_id).target_instances)
+
+    assert target(patient) == 1, "3 agreeing iterations < hysteresis 4"
+    assert target(cautious) == 1, "delta 8 s does not exceed 5 s saved + 20 s threshold"
+    assert target(eager) > 1, "one iteration is enough at hysteresis 1; 8 s > 5 s + 1 s"
+    add_iterations(patient, 3, 1)
+    reconcile(sender)
+    assert target(patient) > 1
+
+
+def test_stopping_instance_that_goes_silent_is_dead(setup: Any) -> None:
+    backend, client, submit, reconcile, team = setup
+    job_id = submit(generation={"instances": 2})
+    sender = RecordingSender()
+    reconcile(sender)
+    beat_driver(client, job_id, ttl_s=60)
+    with backend.session() as session:
+        session.get(Job, job_id).status = JobStatus.running
+        for inst in session.scalars(select(GenerationInstance).where(GenerationInstance.job_id == job_id)):
+            inst.status, inst.heartbeat_at = "running", datetime.now(UTC)
+        scale_job(session=session, team=session.get(Team, team.id), job=session.get(Job, job_id), target_instances=1,
+                  autoscale=None)
+    reconcile(sender)
+    assert _instances(backend, job_id) == {"gen-0": "running", "gen-1": "stopping"}
+    with backend.session() as session:  # gen-1 dies while finishing its requests: never reports `stopped`
+        inst = session.scalar(select(GenerationInstance).where(GenerationInstance.job_id == job_id,
+                                                               GenerationInstance.instance_id == "gen-1"))
+        inst.heartbeat_at = datetime.now(UTC) - timedelta(seconds=60)
+        session.scalar(select(GenerationInstance).where(GenerationInstance.job_id == job_id,
+                                                        GenerationInstance.instance_id == "gen-0")
+                       ).heartbeat_at = datetime.now(UTC)
+    reconcile(sender)
+    assert _instances(backend, job_id) == {"gen-0": "running", "gen-1": "dead"}  # the driver re-dispatches its stream
