@@ -109,7 +109,7 @@ def prepare_model(workdir: Path, preset: str, sft_steps: int, sft_seconds: float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=128, help="fewer makes ~1 s runs that load noise swamps")
     parser.add_argument("--instances", type=int, default=2)
     parser.add_argument("--batch", type=int, default=16, help="max concurrent sequences per instance")
     parser.add_argument("--max-tokens", type=int, default=128)
@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--model-dir", help="use this (already warmed) model instead of building one")
     parser.add_argument("--group", type=int, default=4, help="samples per prompt (GRPO group)")
     parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--repeats", type=int, default=2, help="timed runs per policy (an instance's best counts)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per policy (an instance's best counts)")
     parser.add_argument("--random-splits", type=int, default=3, help="random+FIFO baselines averaged")
     parser.add_argument("--alpha", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)

@@ -5,8 +5,10 @@
         ...                                          # results arrive in finish order
 
 At most `max_batch_size` sequences are in flight; a sequence that finishes (EOS, stop string, max_tokens) is yielded
-at once and its slot refilled from the request iterator (see hf_batch.py for the KV-cache layout). Logprobs are the
-behaviour logprobs defined in sampling.py. `generate_padded` is the plain `model.generate` baseline on padded batches.
+at once and its slot refilled from the request iterator, in batches: new requests are pulled once max(1,
+max_batch_size // 4) slots are free, so one prefill serves several of them (see hf_batch.py for that and the KV-cache
+layout). Logprobs are the behaviour logprobs defined in sampling.py. `generate_padded` is the plain `model.generate`
+baseline on padded batches.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ class HFEngine(GenerationEngine):
 
     def _batcher(self) -> ContinuousBatcher:
         return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
-                                 eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos)
+                                 eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos,
+                                 min_free_slots=max(1, self.max_batch_size // 4))
 
     def _require_model(self) -> Any:
         if self.model is None:

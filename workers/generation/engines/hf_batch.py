@@ -21,6 +21,7 @@ from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from workers.generation.engine import GenerationRequest, GenerationResult
+from workers.generation.engines.feed import RequestFeed
 from workers.generation.engines.sampling import logprob_temperature, request_rng, sample_tokens
 
 
@@ -68,29 +69,22 @@ class ContinuousBatcher:
         self.starts = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
         self.last_tokens = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
         self.decode_steps = 0
+        self.prefill_sizes: list[int] = []  # requests admitted by each prefill forward
 
     # ---- main loop ----
     def run(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
-        source = iter(requests)
-        exhausted = False
+        feed = RequestFeed(requests)
         while True:
             admitted: list[GenerationRequest] = []
             idle = False
-            admitting = not self.rows or self.max_batch_size - len(self.rows) >= self.min_free_slots
-            while admitting and not exhausted and len(self.rows) + len(admitted) < self.max_batch_size:
-                try:
-                    item = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
-                if item is None:
-                    idle = True
-                    break
-                admitted.append(self._validated(item))
+            free = self.max_batch_size - len(self.rows)
+            if not self.rows or free >= self.min_free_slots:
+                pulled, idle = feed.pull(free)
+                admitted = [self._validated(r) for r in pulled]
             if admitted:
                 yield from self._retire(self._prefill(admitted))
             if not self.rows:
-                if exhausted:
+                if feed.exhausted:
                     return
                 if idle and not admitted:
                     time.sleep(0.005)
@@ -101,6 +95,7 @@ class ContinuousBatcher:
     @torch.no_grad()
     def _prefill(self, requests: list[GenerationRequest]) -> list[int]:
         """Prefill new requests together, sample their first token, splice them in; return finished row indices."""
+        self.prefill_sizes.append(len(requests))
         lengths = [len(r.prompt_ids) for r in requests]
         width = max(lengths)
         pad = int(self.tokenizer.pad_token_id or 0)
@@ -114,9 +109,10 @@ class ContinuousBatcher:
                          use_cache=True, logits_to_keep=1)
         now = time.time()
         new_rows = [_Row(request=r, rng=request_rng(r.sampling, self.seed_rng), started_at=now) for r in requests]
-        for layer in kv_layers(cache):  # padded columns hold garbage from fully-masked queries: zero them
-            layer.keys = layer.keys.masked_fill(~mask[:, None, :, None], 0.0)
-            layer.values = layer.values.masked_fill(~mask[:, None, :, None], 0.0)
+        if bool(starts.any()):  # padded columns hold garbage from fully-masked queries: zero them
+            for layer in kv_layers(cache):
+                layer.keys = layer.keys.masked_fill(~mask[:, None, :, None], 0.0)
+                layer.values = layer.values.masked_fill(~mask[:, None, :, None], 0.0)
         self._splice(cache, starts)
         first = len(self.rows)
         self.rows.extend(new_rows)

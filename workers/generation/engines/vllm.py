@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
+from workers.generation.engines.feed import RequestFeed
 from workers.generation.engines.sampling import logprob_temperature
 
 
@@ -65,27 +66,18 @@ class VLLMEngine(GenerationEngine):
 
     def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
         engine = self._require_llm().llm_engine
-        source = iter(requests)
+        feed = RequestFeed(requests)
         in_flight: dict[str, tuple[GenerationRequest, float]] = {}
-        exhausted = False
         while True:
-            idle = False
-            while not exhausted and len(in_flight) < self.max_batch_size:
-                try:
-                    item = next(source)
-                except StopIteration:
-                    exhausted = True
-                    break
-                if item is None:
-                    idle = True
-                    break
+            pulled, idle = feed.pull(self.max_batch_size - len(in_flight))
+            for item in pulled:
                 if item.request_id in in_flight:
                     raise ValueError(f"request id {item.request_id!r} is already in flight")
                 engine.add_request(item.request_id, {"prompt_token_ids": list(item.prompt_ids)},
                                    self._sampling(item.sampling, self.ignore_eos))
                 in_flight[item.request_id] = (item, time.time())
             if not in_flight:
-                if exhausted:
+                if feed.exhausted:
                     return
                 if idle:
                     time.sleep(0.005)
