@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     auto_migrate: bool = Field(True, description="run `alembic upgrade head` when the app starts")
     allow_registration: bool = Field(True, description="POST /auth/register may create new teams")
     cors_origins: list[str] = Field(default_factory=list)
+    device: str = Field(
+        "auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="workers' accelerator: auto = cuda when available"
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -43,3 +43,19 @@ def test_instances_are_those_that_produced_the_samples() -> None:
     assert producing_instances(samples) == 2
     assert producing_instances(samples[:2]) == 1  # gen-1 exists (maybe only starting) but produced nothing
     assert producing_instances([]) == 0
+
+
+def test_workers_use_the_configured_device_and_auto_picks_what_torch_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from backend.settings import ConfigError, get_settings, load_settings
+    from workers.runtime.components import worker_device
+
+    for configured, expected in [("cpu", "cpu"), ("cuda:1", "cuda:1"),
+                                 ("auto", "cuda" if torch.cuda.is_available() else "cpu")]:
+        monkeypatch.setenv("STREAMRL_DEVICE", configured)
+        get_settings.cache_clear()
+        assert worker_device() == expected
+    get_settings.cache_clear()
+    with pytest.raises(ConfigError, match="STREAMRL_DEVICE"):
+        load_settings(device="tpu")

@@ -13,6 +13,7 @@ from typing import Any
 from backend.db import Dataset, Job
 from backend.db.session import session_scope
 from backend.schemas.spec import JobSpec
+from backend.settings import get_settings
 from workers.datasets import load_dataset
 from workers.dispatch.ptl import measure_ptl, ptl_from_json, ptl_to_json
 from workers.dispatch.split import PTLProfile
@@ -26,10 +27,21 @@ log = logging.getLogger(__name__)
 PTL_TOKENS = 16
 
 
+def worker_device() -> str:
+    """The accelerator this worker uses (settings.device; `auto` = the GPU when torch sees one)."""
+    configured = get_settings().device
+    if configured != "auto":
+        return configured
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def make_engine(spec: JobSpec, model_dir: Path) -> GenerationEngine:
     kwargs: dict[str, Any] = {"model_dir": model_dir, "max_batch_size": spec.generation.batch_size}
-    if spec.generation.engine == "hf":
+    if spec.generation.engine == "hf":  # vLLM picks its own device
         kwargs["seed"] = spec.seed
+        kwargs["device"] = worker_device()
     return setup_engine(spec.generation.engine, **kwargs)
 
 

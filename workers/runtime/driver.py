@@ -45,7 +45,7 @@ class JobCancelled(Exception):
 class Driver(ABC):
     def __init__(self, ctx: JobContext):
         self.ctx, self.spec, self.job_id = ctx, ctx.spec, ctx.job_id
-        self.trainer = Trainer(ctx.model_dir, ctx.spec)
+        self.trainer = Trainer(ctx.model_dir, ctx.spec, components.worker_device())
         self.transport = SharedStoreTransport(ctx.weights_dir, ctx.redis, ctx.job_id, template_dir=ctx.model_dir)
         self.spans = SpanRecorder(ctx.job_id, "trainer", ctx.redis)
         self.rows = components.load_rows(ctx)
