@@ -116,3 +116,10 @@ def test_every_policy_assigns_every_row_exactly_once(lengths, n_instances, max_b
     per_instance = dispatch.assign(rows)
     assert len(per_instance) == n_instances
     assert sorted(r["prompt_id"] for inst in per_instance for r in inst) == sorted(r["prompt_id"] for r in rows)
+
+
+def test_tail_fraction_stays_a_fraction_when_the_window_starts_after_most_samples_finished() -> None:
+    # async: the window is clamped to the previous iteration's end (10.0); 9 of 10 samples finished before it
+    finished = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.5]
+    assert tail_fraction(10.0, finished) == pytest.approx(1.0)
+    assert 0.0 <= tail_fraction(9.5, finished) <= 1.0

@@ -44,7 +44,9 @@ def tail_fraction(start: float, finished_at: Sequence[float], done_frac: float =
         return 0.0
     times = sorted(finished_at)
     end = times[-1]
-    t_done = times[max(0, math.ceil(done_frac * len(times)) - 1)]
+    # async windows may start after some samples finished (clamped to the previous iteration's end): the tail
+    # can't begin before the window does, so the fraction stays in [0, 1]
+    t_done = max(start, times[max(0, math.ceil(done_frac * len(times)) - 1)])
     return (end - t_done) / (end - start) if end > start else 0.0
 
 
