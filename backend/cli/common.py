@@ -74,3 +74,17 @@ def print_fields(obj: dict[str, Any], fields: Sequence[str] | None = None) -> No
     for key in keys:
         if key in obj:
             typer.echo(f"{key.ljust(width)}  {_cell(obj[key])}")
+
+
+def parse_params(pairs: list[str]) -> dict[str, Any]:
+    """`digits=1` -> {"digits": 1}; values are JSON when they parse, strings otherwise (ops=+-)."""
+    params: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise CLIError(f"--param expects KEY=VALUE (got {pair!r})")
+        try:
+            params[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key] = raw
+    return params

@@ -9,11 +9,11 @@ Heavy imports (torch, transformers) happen inside the commands, so the rest of t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
+from backend.cli.common import parse_params
 from backend.cli.errors import CLIError
 
 PRESET_NAMES = ("tiny-1m", "tiny-5m", "tiny-15m")
@@ -40,19 +40,6 @@ def make_model(
     typer.echo(f"wrote {preset} ({params / 1e6:.2f}M parameters) to {path}")
 
 
-def _parse_params(pairs: list[str]) -> dict[str, object]:
-    params: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise CLIError(f"--param expects KEY=VALUE (got {pair!r})")
-        try:
-            params[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            params[key] = raw  # plain strings such as ops=+-
-    return params
-
-
 def make_dataset(
     task: str = typer.Option(..., help=f"built-in task: {', '.join(TASK_NAMES)}"),
     n: int = typer.Option(1000, min=1, help="number of rows"),
@@ -67,7 +54,7 @@ def make_dataset(
     if task not in TASK_NAMES:
         raise CLIError(f"unknown task {task!r}; choose one of {', '.join(TASK_NAMES)}")
     try:
-        rows = generate_rows(task, n, seed, split=split, **_parse_params(param))
+        rows = generate_rows(task, n, seed, split=split, **parse_params(param))
     except (TypeError, ValueError) as exc:
         raise CLIError(f"bad task parameters for {task}: {exc}") from exc
     count = write_jsonl(rows, out)

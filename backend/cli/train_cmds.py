@@ -11,28 +11,13 @@ newest one. Heavy imports (torch, transformers) happen inside the commands so th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import typer
 
+from backend.cli.common import parse_params
 from backend.cli.errors import CLIError
 from backend.cli.jobs import load_spec
-
-
-def parse_params(pairs: list[str]) -> dict[str, Any]:
-    """`digits=1` -> {"digits": 1}; values are JSON when they parse, strings otherwise (ops=+-)."""
-    params: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise CLIError(f"--param expects KEY=VALUE (got {pair!r})")
-        try:
-            params[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            params[key] = raw
-    return params
 
 
 def train_local_command(
