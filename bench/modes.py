@@ -13,7 +13,7 @@ long_tail task so response lengths are heavy-tailed and follow the prompt. Each 
 With `--repeats R` the configurations run R interleaved rounds and each keeps its best round (the one least
 disturbed by other load on a shared machine).
 
-    python bench/modes.py --learn [--learn-iterations 60]
+    python bench/modes.py --learn [--learn-iterations 160]
 
 checks learning instead of speed: the RL core's learning setup (bench/learn.py: tiny Llama SFT-warmed on one-digit
 addition, GRPO lr 2e-4, exact-match reward, temperature 1) run as platform jobs in colocated, sync and async mode;
@@ -155,7 +155,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
     parser.add_argument("--learn", action="store_true", help="check that reward rises in every mode (arithmetic)")
-    parser.add_argument("--learn-iterations", type=int, default=60)
+    parser.add_argument("--learn-iterations", type=int, default=160)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-modes-") as tmp:
