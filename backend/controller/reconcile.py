@@ -151,7 +151,7 @@ def _scale_to(session: Session, job: Job, live: list[GenerationInstance], target
         instance_id = _next_instance_id(session, job.id)
         inst = GenerationInstance(job_id=job.id, instance_id=instance_id, status=InstanceStatus.starting)
         session.add(inst)
-        session.flush()
+        session.commit()  # the row must be visible before the task can run, or the task finds no row and exits
         inst.celery_task_id = sender.start_instance(job.id, instance_id)
         report.instances_started.append(instance_id)
         record_event(session=session, job_id=job.id, kind="scale", message=f"starting instance {instance_id}",
