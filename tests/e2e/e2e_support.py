@@ -12,6 +12,7 @@ from playwright.sync_api import Page
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "e2e"
+PASSWORD = "correct-horse-battery"
 
 
 @dataclass
@@ -25,6 +26,14 @@ class Server:
 def shot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:
+    """Open `#route` as the holder of `token` (the dashboard keeps its session token in localStorage)."""
+    page.goto(f"{server.url}/")
+    page.evaluate("token => localStorage.setItem('streamrl.token', token)", token)
+    page.goto(f"{server.url}/#{route}")
+    page.reload()  # a hash change alone keeps the already-loaded (signed-out) app
 
 
 class Api:

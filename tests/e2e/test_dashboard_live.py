@@ -9,19 +9,12 @@ import uuid
 
 import pytest
 import redis
-from e2e_support import MakeApi, Server, shot
+from e2e_support import PASSWORD, MakeApi, Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.e2e
 
-PASSWORD = "correct-horse-battery"
 
-
-def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:
-    page.goto(f"{server.url}/")
-    page.evaluate("token => localStorage.setItem('streamrl.token', token)", token)
-    page.goto(f"{server.url}/#{route}")
-    page.reload()  # a hash change alone keeps the already-loaded (signed-out) app
 
 
 def iteration_metrics(i: int) -> dict[str, float]:

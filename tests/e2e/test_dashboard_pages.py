@@ -6,19 +6,12 @@ import re
 import uuid
 
 import pytest
-from e2e_support import MakeApi, Server, shot
+from e2e_support import PASSWORD, MakeApi, Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.e2e
 
-PASSWORD = "correct-horse-battery"
 
-
-def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:
-    page.goto(f"{server.url}/")
-    page.evaluate("token => localStorage.setItem('streamrl.token', token)", token)
-    page.goto(f"{server.url}/#{route}")
-    page.reload()
 
 
 def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api: MakeApi) -> None:

@@ -14,10 +14,8 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from e2e_support import ARTIFACTS, REPO, MakeApi, Server, shot
+from e2e_support import ARTIFACTS, PASSWORD, REPO, MakeApi, Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
-
-PASSWORD = "correct-horse-battery"
 
 
 def _runtime_installed() -> bool:
@@ -86,10 +84,7 @@ def test_real_job_updates_live(page: Page, api_server: Server, make_api: MakeApi
             "checkpoint": {"interval": 100},
         },
     )
-    page.goto(f"{api_server.url}/")
-    page.evaluate("token => localStorage.setItem('streamrl.token', token)", session["token"])
-    page.goto(f"{api_server.url}/#/jobs/{job['id']}")
-    page.reload()
+    open_signed_in(page, api_server, session["token"], f"/jobs/{job['id']}")
     expect(page.get_by_role("heading", name=re.compile("runtime-live"))).to_be_visible()
     page.evaluate("() => { window.__noReload = true; }")
 

@@ -8,12 +8,11 @@ import re
 import uuid
 
 import pytest
-from e2e_support import MakeApi, Server, shot
+from e2e_support import PASSWORD, MakeApi, Server, shot
 from playwright.sync_api import FilePayload, Page, expect
 
 pytestmark = pytest.mark.e2e
 
-PASSWORD = "correct-horse-battery"
 GOOD_JSONL = b"".join(b'{"prompt": "%d+%d=", "answer": "%d"}\n' % (a, b, a + b) for a, b in [(1, 1), (2, 3), (4, 4)])
 BAD_JSONL = b'{"prompt": "1+1=", "answer": "2"}\nthis is not json\n'
 
