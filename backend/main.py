@@ -18,7 +18,7 @@ from backend.api.routes import auth, datasets, health, job_data, jobs, keys, mod
 from backend.api.static import install_frontend
 from backend.db.migrate import upgrade_database
 from backend.db.session import make_engine
-from backend.settings import Settings, get_settings
+from contract.settings import Settings, get_settings
 
 API_PREFIX = "/api/v1"
 OPTIONAL_ROUTERS = ("plans",)  # backend/api/routes/<name>.py exporting `router`, included when present

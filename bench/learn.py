@@ -27,7 +27,7 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
-from backend.schemas.spec import JobSpec
+from contract.spec import JobSpec
 from workers.datasets import generate_rows
 from workers.local import IterationRecord, train_local
 from workers.models import build_tiny_model, count_parameters

@@ -54,7 +54,7 @@ def _workers(env: dict[str, str], log_dir: Path, instances: int) -> list[subproc
     for pool, concurrency in (("generation", instances), ("training", 1)):
         log = open(log_dir / f"worker-{pool}.log", "ab")  # noqa: SIM115
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker", "-Q", pool, "--concurrency",
+            [sys.executable, "-m", "celery", "-A", "streamrl.worker:app", "worker", "-Q", pool, "--concurrency",
              str(concurrency), "--pool", "prefork", "-n", f"{pool}-bench@%h", "--without-gossip", "--without-mingle"],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     return procs
@@ -77,8 +77,8 @@ def _run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float)
 
     from backend.db import Iteration, Job, JobStatus, Team, User
     from backend.db.session import session_scope
-    from backend.schemas.spec import JobSpec
     from backend.services.jobs import create_job
+    from contract.spec import JobSpec
 
     with session_scope() as session:
         team, user = session.get(Team, team_id), session.get(User, user_id)
@@ -168,7 +168,7 @@ def main() -> None:
             from backend.db import Model, Team, User
             from backend.db.migrate import upgrade_database
             from backend.db.session import session_scope
-            from backend.settings import get_settings
+            from contract.settings import get_settings
             from workers.datasets import generate_rows as generate_arithmetic
             from workers.datasets.long_tail import generate_rows
             from workers.models.tiny import build_tiny_model

@@ -30,11 +30,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from contract.skew import PTLProfile, SplitPlan, random_split, skew_aware_split  # noqa: E402
 from workers.datasets.long_tail import generate_rows  # noqa: E402
 from workers.dispatch.metrics import recall_top, skew_metrics  # noqa: E402
 from workers.dispatch.ptl import measure_ptl  # noqa: E402
 from workers.dispatch.ranker import FeatureRidgeRanker  # noqa: E402
-from workers.dispatch.split import PTLProfile, SplitPlan, random_split, skew_aware_split  # noqa: E402
 from workers.generation.engine import GenerationEngine, GenerationRequest, SamplingParams  # noqa: E402
 from workers.generation.engines import setup_engine  # noqa: E402
 from workers.models.tiny import build_tiny_model  # noqa: E402

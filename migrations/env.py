@@ -1,4 +1,4 @@
-"""Alembic environment: URL from `-x url=`, the config (set by backend.db.migrate) or backend.settings."""
+"""Alembic environment: URL from `-x url=`, the config (set by backend.db.migrate) or contract.settings (the settings)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ target_metadata = Base.metadata
 def database_url() -> str:
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
     if not url:
-        from backend.settings import load_settings
+        from contract.settings import load_settings
 
         url = load_settings().database_url
     return normalize_database_url(url)

@@ -34,7 +34,7 @@ from backend.db.models import Membership, Team, User
 from backend.db.session import make_engine, normalize_database_url, session_scope
 from backend.main import create_app
 from backend.services.auth import hash_password, issue_session_token
-from backend.settings import Settings
+from contract.settings import Settings
 
 PG_SERVER_URL = os.environ.get("STREAMRL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_SERVER_URL = os.environ.get("STREAMRL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -14,7 +14,7 @@ from backend.db.enums import Role
 from backend.db.models import Team, User
 from backend.services.auth import AuthContext, resolve_token
 from backend.services.errors import Forbidden, Unauthorized
-from backend.settings import Settings
+from contract.settings import Settings
 
 
 def get_settings_dep(request: Request) -> Settings:

@@ -8,7 +8,7 @@ from typing import Any
 
 import redis
 
-from backend.settings import Settings
+from contract.settings import Settings
 
 log = logging.getLogger(__name__)
 

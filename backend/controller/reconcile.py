@@ -20,15 +20,15 @@ import redis
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from backend.controller import liveness
-from backend.controller.liveness import Timeouts
 from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
-from backend.schemas.spec import JobSpec
 from backend.services.jobs import admit_queued_jobs, record_event, transition_job
-from workers.stream import keys
+from contract import keys, liveness, tasks
+from contract.liveness import Timeouts
+from contract.spec import JobSpec
+from contract.tasks import make_celery, platform_redis_url
 
 
 class TaskSender(Protocol):
@@ -41,15 +41,13 @@ class CeleryTaskSender:
     """Sends the runtime's tasks by name, so the control plane never imports the (torch) worker code."""
 
     def __init__(self, redis_url: str | None = None) -> None:
-        from workers.celery_app import app, make_celery
-
-        self.app = make_celery(redis_url) if redis_url else app
+        self.app = make_celery(redis_url)
 
     def start_driver(self, job_id: int) -> None:
-        self.app.send_task("training.run_job", args=[job_id])
+        self.app.send_task(tasks.RUN_JOB, args=[job_id])
 
     def start_instance(self, job_id: int, instance_id: str) -> str:
-        return str(self.app.send_task("generation.run_instance", args=[job_id, instance_id]).id)
+        return str(self.app.send_task(tasks.RUN_INSTANCE, args=[job_id, instance_id]).id)
 
 
 @dataclass
@@ -78,8 +76,6 @@ def reconcile_once(
     engine: Engine | None = None,
 ) -> ReconcileReport:
     """One pass; defaults: the configured database, Redis and Celery broker."""
-    from workers.celery_app import platform_redis_url
-
     sender = sender or CeleryTaskSender()
     client = client or redis.Redis.from_url(platform_redis_url())
     timeouts = timeouts or Timeouts.from_env()

@@ -16,8 +16,8 @@ from sqlalchemy.orm import Session
 from backend.db import GenerationInstance, Iteration, Job, JobEvent, Team
 from backend.db.enums import ACTIVE_JOB_STATUSES
 from backend.planner.autoscaler import IterationRecord, ScalingBounds, decide
-from backend.schemas.spec import JobSpec
 from backend.services.jobs import record_event
+from contract.spec import JobSpec
 
 
 def desired_instances(session: Session, job: Job, spec: JobSpec, live: list[GenerationInstance]) -> int:

@@ -1,19 +1,15 @@
-"""Status and role enums, and the job state machine: the one place allowed transitions are written down."""
+"""Roles, and the job state machine: the one place allowed transitions are written down (states: `contract.states`)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-
-class JobStatus(StrEnum):
-    queued = "queued"
-    starting = "starting"
-    running = "running"
-    paused = "paused"
-    succeeded = "succeeded"
-    failed = "failed"
-    cancelled = "cancelled"
-
+from contract.states import (  # noqa: F401 - the control plane's names for them
+    LIVE_INSTANCE_STATUSES,
+    TERMINAL_JOB_STATUSES,
+    InstanceStatus,
+    JobStatus,
+)
 
 # queued -> starting -> running <-> paused -> succeeded | failed | cancelled
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
@@ -25,7 +21,7 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.failed: frozenset(),
     JobStatus.cancelled: frozenset(),
 }
-TERMINAL_JOB_STATUSES = frozenset(s for s, targets in JOB_TRANSITIONS.items() if not targets)
+assert {s for s, targets in JOB_TRANSITIONS.items() if not targets} == TERMINAL_JOB_STATUSES
 # Jobs that hold resources and count against the `max_concurrent_jobs` quota (a paused job has released them).
 ACTIVE_JOB_STATUSES = frozenset({JobStatus.starting, JobStatus.running})
 
@@ -49,14 +45,3 @@ class Role(StrEnum):
 
 
 _ROLE_RANK = {Role.viewer: 0, Role.member: 1, Role.admin: 2, Role.owner: 3}
-
-
-class InstanceStatus(StrEnum):
-    starting = "starting"
-    running = "running"
-    stopping = "stopping"
-    stopped = "stopped"
-    dead = "dead"
-
-
-LIVE_INSTANCE_STATUSES = frozenset({InstanceStatus.starting, InstanceStatus.running})

@@ -39,7 +39,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 def get_engine(url: str | None = None) -> Engine:
     """The process-wide engine for `url` (default: the configured database)."""
     if url is None:
-        from backend.settings import get_settings
+        from contract.settings import get_settings
 
         url = get_settings().database_url
     return make_engine(url)

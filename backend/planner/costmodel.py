@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from backend.planner.devices import DeviceSpec, ModelShape
-from workers.dispatch.split import PTLProfile
+from contract.skew import PTLProfile
 
 MEM_EFF = 0.6  # achieved fraction of HBM bandwidth reading weights (GEMV)
 KV_EFF = 0.34  # achieved fraction of HBM bandwidth reading the paged KV cache (attention kernels)

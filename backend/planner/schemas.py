@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from backend.schemas.spec import Mode
+from contract.spec import Mode
 
 MAX_PLAN_PROMPTS = 4096  # the simulator dispatches prompts one by one: keeps a plan within seconds
 MAX_PLAN_SAMPLES = 65_536

@@ -16,8 +16,8 @@ from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec, default_tp, mod
 from backend.planner.lengths import LengthDistribution
 from backend.planner.schemas import AllocationPublic, PlanPublic, PlanRequest, PredictionPublic, SpanPublic
 from backend.planner.simulator import SimConfig, SimResult, simulate
-from backend.schemas.spec import JobSpec
-from workers.dispatch.split import PTLProfile
+from contract.skew import PTLProfile
+from contract.spec import JobSpec
 
 
 def _device(catalog: dict[str, DeviceSpec], name: str, field: str) -> DeviceSpec:

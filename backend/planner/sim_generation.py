@@ -1,7 +1,7 @@
 """Generation stage of the simulator: dispatch prompt groups to instances, then continuous batching per instance.
 
 Dispatch units are prompts (a prompt's `group_size` samples stay on one instance, as in the platform), so the
-per-token-latency profile handed to `workers.dispatch.split` is expressed per prompt: PTL_prompt(b) = PTL(b * G).
+per-token-latency profile handed to `contract.skew` is expressed per prompt: PTL_prompt(b) = PTL(b * G).
 Inside an instance, every running sequence advances one token per decode step; a step with BS running sequences
 takes PTL(BS) seconds; a finished sequence's slot is refilled from the instance's queue at once (backfill).
 """
@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 
 from backend.planner.lengths import GroupLengths
-from workers.dispatch.split import PTLProfile, random_split, skew_aware_split
+from contract.skew import PTLProfile, random_split, skew_aware_split
 
 Dispatch = Literal["random", "skew_aware"]
 DISPATCH_SHARD_INSTANCES = 64

@@ -28,7 +28,7 @@ from backend.planner.devices import DeviceSpec, ModelShape
 from backend.planner.lengths import GroupLengths, LengthDistribution
 from backend.planner.sim_generation import Dispatch, InstanceRun, simulate_generation
 from backend.planner.timeline import Span, TimelineBuilder
-from workers.dispatch.split import PTLProfile
+from contract.skew import PTLProfile
 
 Mode = Literal["colocated", "sync", "async"]
 HOST_LOAD_GBPS = 25.0  # host->device copy when an instance loads new weights

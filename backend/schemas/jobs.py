@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from backend.db.enums import JobStatus
 from backend.schemas.common import ORMModel, Page, UtcDatetime
-from backend.schemas.spec import JobSpec
+from contract.spec import JobSpec
 
 JobCreate = JobSpec
 

@@ -17,10 +17,10 @@ from backend.db.base import utcnow
 from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, can_transition
 from backend.db.models import Dataset, Job, JobEvent, Team, User
 from backend.planner.service import suggest_instances
-from backend.schemas.spec import JobSpec
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
 from backend.services.job_data import record_iteration  # noqa: F401  (re-exported for writers)
 from backend.services.models import find_model
+from contract.spec import JobSpec
 
 
 def initial_target_instances(spec: JobSpec, max_instances: int) -> int:

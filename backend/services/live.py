@@ -12,13 +12,15 @@ from typing import Any, Literal
 
 import redis
 
+from contract import keys
+
 log = logging.getLogger(__name__)
 LiveType = Literal["metrics", "event", "status", "timeline", "samples"]
 LIVE_TYPES: tuple[str, ...] = ("metrics", "event", "status", "timeline", "samples")
 
 
 def live_channel(job_id: int) -> str:
-    return f"streamrl:job:{job_id}:live"
+    return keys.live_channel(job_id)
 
 
 def publish_live(client: redis.Redis | None, job_id: int, type: LiveType, data: Any) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.settings import ConfigError, load_settings
+from contract.settings import ConfigError, load_settings
 
 
 def test_defaults_derive_from_the_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from backend.cli.main import app
 from backend.embedded_redis import start_embedded_redis
+from streamrl.cli.main import app
 
 
 def free_port() -> int:

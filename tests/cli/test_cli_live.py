@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import redis
 
-from backend.cli.config import CLIConfig
 from backend.client import StreamRLClient
 from backend.db.session import make_engine, session_scope
 from backend.services.job_data import record_iteration
 from backend.services.live import publish_live
+from streamrl.cli.config import CLIConfig
 
 from .conftest import Invoke, Server
 
@@ -123,7 +123,7 @@ def test_job_lifecycle(cli: Invoke, owner: str, api_server: Server, tmp_path: Pa
 def test_logs_follow_streams_until_the_job_ends(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
     job_id = _job_setup(cli, api_server, tmp_path)
     env = {**os.environ, "STREAMRL_TOKEN": _token(api_server)}
-    follower = subprocess.Popen([sys.executable, "-m", "backend.cli.main", "jobs", "logs", str(job_id), "--follow"],
+    follower = subprocess.Popen([sys.executable, "-m", "streamrl.cli.main", "jobs", "logs", str(job_id), "--follow"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(follower.stdout or []), daemon=True)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend.cli.config import CLIConfig, resolve
-from backend.cli.jobs import load_spec
-from backend.cli.main import COMMAND_MODULES, app, command_names
+from streamrl.cli.config import CLIConfig, resolve
+from streamrl.cli.jobs import load_spec
+from streamrl.cli.main import COMMAND_MODULES, app, command_names
 
 runner = CliRunner()
 
@@ -91,7 +91,7 @@ def test_unreachable_server_via_real_entry_point() -> None:
     """The installed `streamrl` script: one line on stderr, exit 1, no traceback."""
     url = f"http://127.0.0.1:{_free_port()}"
     env = {**os.environ, "STREAMRL_URL": url, "STREAMRL_TOKEN": "t"}
-    proc = subprocess.run([sys.executable, "-m", "backend.cli.main", "jobs", "list"], env=env,
+    proc = subprocess.run([sys.executable, "-m", "streamrl.cli.main", "jobs", "list"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert proc.stdout == ""

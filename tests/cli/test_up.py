@@ -28,7 +28,7 @@ def _start_up(data_dir: Path, port: int, config: Path, *extra: str) -> subproces
     env.update(STREAMRL_CONFIG=str(config), STREAMRL_DATA_DIR=str(data_dir))
     args = [a for a in extra if a != "--workers"] if "--workers" in extra else ["--no-workers", *extra]
     return subprocess.Popen(
-        [sys.executable, "-m", "backend.cli.main", "up", "--port", str(port), *args],
+        [sys.executable, "-m", "streamrl.cli.main", "up", "--port", str(port), *args],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

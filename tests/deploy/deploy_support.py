@@ -56,7 +56,7 @@ def env_example_variables() -> tuple[dict[str, str], dict[str, str]]:
 
 
 def settings_env_names() -> set[str]:
-    from backend.settings import Settings
+    from contract.settings import Settings
 
     prefix = Settings.model_config.get("env_prefix", "")
     return {f"{prefix}{name}".upper() for name in Settings.model_fields}

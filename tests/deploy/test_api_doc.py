@@ -8,7 +8,7 @@ from pathlib import Path
 from deploy_support import REPO
 
 from backend.main import API_PREFIX, create_app
-from backend.settings import Settings
+from contract.settings import Settings
 
 ROW = re.compile(r"^\| ((?:GET|POST|PUT|PATCH|DELETE) [^|]+?) \|", re.M)
 

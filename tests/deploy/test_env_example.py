@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from deploy_support import REPO, env_example_variables, settings_env_names
 
-from backend.settings import Settings
+from contract.settings import Settings
 
 
 def source_text() -> str:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from deploy_support import EXAMPLES
 
-from backend.schemas.spec import JobSpec
+from contract.spec import JobSpec
 
 REQUIRED = {
     "grpo-arithmetic-sync.yaml",

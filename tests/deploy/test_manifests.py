@@ -22,7 +22,7 @@ from deploy_support import (
 )
 from typer.testing import CliRunner
 
-from backend.settings import Settings
+from contract.settings import Settings
 
 COMPOSE = DEPLOY / "compose.yaml"
 STREAMRL_SERVICES = ("api", "controller", "worker-generation", "worker-training")
@@ -56,7 +56,7 @@ def check_streamrl_invocation(args: list[str]) -> None:
 
     Click parses every option before it acts on `--help`, so an unknown command or option fails (exit 2).
     """
-    from backend.cli.main import app
+    from streamrl.cli.main import app
 
     result = CliRunner().invoke(app, [*args, "--help"])
     assert result.exit_code == 0, f"`streamrl {' '.join(args)}` is not a valid invocation:\n{result.output}"

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from workers.dispatch.ptl import measure_ptl, ptl_from_json, ptl_to_json, refresh_ptl
-from workers.dispatch.split import PTLProfile
+from contract.skew import PTLProfile, ptl_from_json, ptl_to_json, refresh_ptl
+from workers.dispatch.ptl import measure_ptl
 
 
 @pytest.fixture(scope="module")

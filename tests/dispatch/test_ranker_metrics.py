@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contract.skew import PTLProfile
 from workers.datasets.long_tail import generate_rows
 from workers.dispatch.metrics import length_ratio, recall_top, skew_metrics, tail_fraction
 from workers.dispatch.policies import setup_dispatch
 from workers.dispatch.ranker import FeatureRidgeRanker, OracleRanker, setup_ranker
-from workers.dispatch.split import PTLProfile
 
 
 def test_recall_top():

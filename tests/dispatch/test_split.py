@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.dispatch.split import PTLProfile, random_split, round_robin_split, skew_aware_split
+from contract.skew import PTLProfile, random_split, round_robin_split, skew_aware_split
 
 # per-token latency grows with batch size (as on real accelerators: small batches decode faster per token)
 PTL = PTLProfile(((1, 0.010), (8, 0.012), (32, 0.020), (128, 0.050)))

@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 
 
 def _runtime_installed() -> bool:
-    from backend.cli.main import command_names
+    from streamrl.cli.main import command_names
 
     return {"controller", "worker"} <= command_names()
 
@@ -45,7 +45,7 @@ def runtime(api_server: Server) -> Iterator[None]:
     processes = []
     for name, args in argvs.items():
         log = (ARTIFACTS / f"{name}.log").open("wb")
-        argv = [sys.executable, "-m", "backend.cli.main", *args]
+        argv = [sys.executable, "-m", "streamrl.cli.main", *args]
         processes.append(
             (
                 subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True),

@@ -20,13 +20,13 @@ from typing import Any
 import redis
 from sqlalchemy import select
 
-from backend.controller.liveness import Timeouts
 from backend.controller.reconcile import CeleryTaskSender, reconcile_once
 from backend.db import GenerationInstance, Iteration, Job, JobStatus, Model, Team, User
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
-from backend.schemas.spec import JobSpec
 from backend.services.jobs import create_job, scale_job
-from workers.stream import keys
+from contract import keys
+from contract.liveness import Timeouts
+from contract.spec import JobSpec
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_TIMEOUTS = Timeouts(instance_heartbeat_s=6.0, instance_start_s=180.0, driver_start_s=180.0,
@@ -94,7 +94,7 @@ class Platform:
     def start_worker(self, pool: str, concurrency: int) -> None:
         log = open(Path(self.env["STREAMRL_DATA_DIR"]) / f"worker-{pool}.log", "ab")  # noqa: SIM115
         self.workers[pool] = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker", "-Q", pool,
+            [sys.executable, "-m", "celery", "-A", "streamrl.worker:app", "worker", "-Q", pool,
              "--concurrency", str(concurrency), "--pool", "prefork", "-n", f"{pool}-{os.getpid()}@%h",
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -12,11 +12,11 @@ import pytest
 import redis
 from sqlalchemy import select
 
-from backend.controller.liveness import Timeouts, beat_driver
 from backend.controller.reconcile import reconcile_once
 from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
-from backend.schemas.spec import JobSpec
 from backend.services.jobs import create_job, scale_job
+from contract.liveness import Timeouts, beat_driver
+from contract.spec import JobSpec
 from workers.stream import clear_job, keys
 
 pytestmark = [pytest.mark.integration]
@@ -99,7 +99,7 @@ def test_silent_instance_is_replaced_and_lost_driver_fails_the_job(setup: Any) -
     beat_driver(client, job_id, ttl_s=30)
     reconcile(sender)
     assert _instances(backend, job_id) == {"gen-0": "dead", "gen-1": "starting"}
-    client.delete(f"{keys.prefix(job_id)}:driver:heartbeat")  # the training worker vanished
+    client.delete(keys.driver_heartbeat(job_id))  # the training worker vanished
     reconcile(sender)
     with backend.session() as session:
         job = session.get(Job, job_id)

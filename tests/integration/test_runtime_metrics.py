@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from contract.sample import Sample
 from workers.runtime.metrics import generation_window, producing_instances
-from workers.sample import Sample
 
 
 def _sample(sid: str, started: float, finished: float, instance: str = "gen-0") -> Sample:
@@ -48,7 +48,7 @@ def test_instances_are_those_that_produced_the_samples() -> None:
 def test_workers_use_the_configured_device_and_auto_picks_what_torch_sees(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from backend.settings import ConfigError, get_settings, load_settings
+    from contract.settings import ConfigError, get_settings, load_settings
     from workers.runtime.components import worker_device
 
     for configured, expected in [("cpu", "cpu"), ("cuda:1", "cuda:1"),

@@ -6,7 +6,7 @@ import time
 
 import redis
 
-from workers.sample import Sample
+from contract.sample import Sample
 from workers.stream import PromptQueue, PromptRequest, SampleStream
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backend.schemas.spec import DatasetSpec
+from contract.spec import DatasetSpec
 from workers.datasets import generate_rows, load_dataset, read_jsonl, write_jsonl
 
 
@@ -79,7 +79,7 @@ def test_load_dataset_for_builtin_and_path_specs(tmp_path: Path) -> None:
 
 
 def test_cli_make_dataset_and_make_model(tmp_path: Path) -> None:
-    from backend.cli.main import app
+    from streamrl.cli.main import app
 
     runner = CliRunner()
     result = runner.invoke(app, ["make-dataset", "--task", "arithmetic", "--n", "4", "--out",

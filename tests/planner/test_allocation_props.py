@@ -11,7 +11,7 @@ from backend.planner.allocation import StageProfiles, plan_one_cluster, plan_two
 from backend.planner.devices import DEFAULT_DEVICES
 from backend.planner.schemas import PlanRequest
 from backend.planner.service import suggest_instances
-from backend.schemas.spec import JobSpec
+from contract.spec import JobSpec
 
 H800, H20 = DEFAULT_DEVICES["H800"], DEFAULT_DEVICES["H20"]
 

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from backend.cli.main import app
+from streamrl.cli.main import app
 
 runner = CliRunner()
 ARGS = ["plan", "--model", "7B", "-n", "8", "--prompts", "32", "--group-size", "4", "--max-tokens", "4000",

@@ -12,7 +12,7 @@ from backend.planner.lengths import LengthDistribution
 from backend.planner.scenarios import PAPER_ABLATION, allocation_32b_config, run_ablation, run_allocation_shift
 from backend.planner.sim_generation import Dispatch, run_instance, simulate_generation
 from backend.planner.simulator import SimConfig, simulate
-from workers.dispatch.split import PTLProfile
+from contract.skew import PTLProfile
 
 FLAT = PTLProfile(((1, 0.01), (1024, 0.01)))
 

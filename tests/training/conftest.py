@@ -8,8 +8,8 @@ import pytest
 import torch
 from training_fixtures import make_group
 
+from contract.sample import Sample
 from workers.models import build_tiny_model
-from workers.sample import Sample
 
 torch.set_num_threads(1)
 

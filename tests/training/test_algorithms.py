@@ -8,7 +8,7 @@ import pytest
 import torch
 from training_fixtures import make_group
 
-from backend.schemas.spec import AlgorithmSpec
+from contract.spec import AlgorithmSpec
 from workers.training.algorithms import LossInputs, setup_algorithm
 from workers.training.algorithms.base import truncated_is_weight
 from workers.training.algorithms.ppo import gae

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from backend.schemas.spec import JobSpec
+from contract.spec import JobSpec
 from workers.datasets import generate_rows
 from workers.generation.engines import setup_engine
 from workers.local import train_local, verbs

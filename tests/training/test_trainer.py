@@ -8,7 +8,7 @@ import torch
 from training_fixtures import make_group, make_spec
 from transformers import AutoModelForCausalLM
 
-from workers.sample import Sample
+from contract.sample import Sample
 from workers.training.batch import collate, policy_forward
 from workers.training.trainer import Trainer
 

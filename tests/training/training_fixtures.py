@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from backend.schemas.spec import JobSpec
-from workers.sample import Sample
+from contract.sample import Sample
+from contract.spec import JobSpec
 
 
 def make_spec(**algorithm: object) -> JobSpec:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from backend.schemas.spec import DatasetSpec
+from contract.spec import DatasetSpec
 from workers.datasets import arithmetic, long_tail
 
 BUILTIN_TASKS: dict[str, Callable[..., list[dict]]] = {

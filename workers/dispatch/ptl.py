@@ -2,28 +2,16 @@
 
 Engines with a `profile_ptl(batch_sizes, tokens=...)` method (HFEngine) are asked directly (EOS ignored, exact token
 counts); any other `GenerationEngine` is timed through `generate_stream` (seconds / longest response).
-The profile is plain data: `ptl_to_json` / `ptl_from_json` store it with the job; `refresh_ptl` folds live timings in.
+The profile is plain data (`contract.skew`: `ptl_to_json` / `ptl_from_json` store it with the job).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 
-from workers.dispatch.split import PTLProfile
+from contract.skew import PTLProfile, ptl_from_timings
 from workers.generation.engine import GenerationEngine, GenerationRequest, SamplingParams
-
-
-def ptl_from_timings(timings: Mapping[int, float]) -> PTLProfile:
-    return PTLProfile(tuple(sorted((int(bs), float(s)) for bs, s in timings.items())))
-
-
-def ptl_to_json(profile: PTLProfile) -> list[list[float]]:
-    return [[bs, s] for bs, s in profile.points]
-
-
-def ptl_from_json(data: Sequence[Sequence[float]]) -> PTLProfile:
-    return PTLProfile(tuple((int(bs), float(s)) for bs, s in data))
 
 
 def measure_ptl(engine: GenerationEngine, batch_sizes: Iterable[int], *, tokens: int = 32, prompt_len: int = 8,
@@ -55,11 +43,3 @@ def _time_stream(engine: GenerationEngine, sizes: list[int], tokens: int, prompt
         longest = max(len(r.response_ids) for r in engine.generate_stream(requests))
         result[bs] = (time.perf_counter() - start) / max(1, longest)
     return result
-
-
-def refresh_ptl(profile: PTLProfile, batch_size: int, seconds_per_token: float, weight: float = 0.2) -> PTLProfile:
-    """Blend a live timing at `batch_size` into the profile (exponential moving average; new point if absent)."""
-    points = dict(profile.points)
-    old = points.get(batch_size)
-    points[batch_size] = seconds_per_token if old is None else (1 - weight) * old + weight * seconds_per_token
-    return ptl_from_timings(points)

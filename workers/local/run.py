@@ -20,7 +20,7 @@ from typing import Any
 
 from transformers import AutoTokenizer
 
-from backend.schemas.spec import JobSpec
+from contract.spec import JobSpec
 from workers.datasets import load_dataset
 from workers.generation.engines import setup_engine
 from workers.local import verbs

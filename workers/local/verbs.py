@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backend.schemas.spec import GenerationSpec
+from contract.sample import Sample
+from contract.spec import GenerationSpec
 from workers.generation.engine import GenerationEngine, GenerationRequest, SamplingParams
 from workers.rewards import Reward
-from workers.sample import Sample
 from workers.training.algorithms import Metrics
 from workers.training.trainer import Trainer
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from backend.schemas.spec import RewardSpec
+from contract.spec import RewardSpec
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
 from workers.rewards.builtins import bind_builtin
 from workers.rewards.sandbox import PythonReward

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from contract.sample import Sample
 from workers.runtime.dispatching import iteration_of
-from workers.sample import Sample
 from workers.stream import PromptRequest, SampleStream
 
 CONSUMER = "driver"

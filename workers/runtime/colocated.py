@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from contract.sample import Sample
 from workers.dispatch.metrics import tail_fraction
 from workers.generation.engine import GenerationRequest, SamplingParams
 from workers.runtime import components
 from workers.runtime.context import JobContext
 from workers.runtime.driver import Driver
 from workers.runtime.metrics import trainer_metrics
-from workers.sample import Sample
 from workers.stream import PromptRequest
 
 LANE = "colocated"

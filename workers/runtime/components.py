@@ -12,16 +12,16 @@ from typing import Any
 
 from backend.db import Dataset, Job
 from backend.db.session import session_scope
-from backend.schemas.spec import JobSpec
-from backend.settings import get_settings
+from contract import keys
+from contract.settings import get_settings
+from contract.skew import PTLProfile, ptl_from_json, ptl_to_json
+from contract.spec import JobSpec
 from workers.datasets import load_dataset
-from workers.dispatch.ptl import measure_ptl, ptl_from_json, ptl_to_json
-from workers.dispatch.split import PTLProfile
+from workers.dispatch.ptl import measure_ptl
 from workers.generation.engine import GenerationEngine
 from workers.generation.engines import setup_engine
 from workers.rewards import Reward, build_reward
 from workers.runtime.context import JobContext, JobSetupError
-from workers.stream import keys
 
 log = logging.getLogger(__name__)
 PTL_TOKENS = 16
@@ -73,7 +73,7 @@ def load_rows(ctx: JobContext, split: str = "train") -> list[dict[str, Any]]:
 
 def profile_ptl_once(ctx: JobContext, engine: GenerationEngine) -> None:
     """The first instance of a job measures PTL(BS) for skew-aware dispatch and stores it on the job."""
-    if not ctx.redis.set(f"{keys.prefix(ctx.job_id)}:ptl_lock", 1, nx=True, ex=3600):
+    if not ctx.redis.set(keys.ptl_lock(ctx.job_id), 1, nx=True, ex=3600):
         return
     top = ctx.spec.generation.batch_size
     sizes = sorted({1, max(1, top // 4), max(1, top // 2), top})

@@ -9,11 +9,11 @@ import redis
 
 from backend.db import Job, JobStatus
 from backend.db.session import session_scope
-from backend.schemas.spec import JobSpec
 from backend.services.models import find_model
-from backend.settings import get_settings
-from workers.celery_app import platform_redis_url
-from workers.stream import keys
+from contract import keys
+from contract.settings import get_settings
+from contract.spec import JobSpec
+from contract.tasks import platform_redis_url
 
 
 class JobSetupError(RuntimeError):

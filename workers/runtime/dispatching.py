@@ -14,9 +14,9 @@ from typing import Any
 
 import redis
 
-from backend.schemas.spec import JobSpec
+from contract.skew import PTLProfile, SplitPlan
+from contract.spec import JobSpec
 from workers.dispatch.policies import setup_dispatch
-from workers.dispatch.split import PTLProfile, SplitPlan
 from workers.runtime.ranking import RuntimeRanker
 from workers.stream import PromptQueue, PromptRequest
 

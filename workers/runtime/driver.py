@@ -17,17 +17,17 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from backend.controller.liveness import beat_driver
 from backend.db import Job, JobStatus
 from backend.db.session import session_scope
 from backend.services.job_data import record_checkpoint, record_iteration, record_samples
 from backend.services.jobs import record_event, transition_job
 from backend.services.live import publish_live
+from contract.liveness import beat_driver
+from contract.sample import Sample
 from workers.runtime import components, metrics
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.dispatching import PromptDispatcher
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
-from workers.sample import Sample
 from workers.stream import expire_job, keys
 from workers.training import checkpoint as ckpt
 from workers.training.trainer import Trainer

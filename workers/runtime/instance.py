@@ -30,11 +30,11 @@ from sqlalchemy.orm import Session
 from backend.db import GenerationInstance, InstanceStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES
 from backend.db.session import session_scope
+from contract.sample import Sample
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
 from workers.runtime import components
 from workers.runtime.context import JobContext, load_context
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
-from workers.sample import Sample
 from workers.stream import PromptQueue, PromptRequest, SampleStream, keys
 from workers.weightsync import SharedStoreTransport
 
@@ -51,7 +51,7 @@ class _InFlight:
 
 
 def gen_stats_key(job_id: int) -> str:
-    return f"{keys.prefix(job_id)}:gen_stats"
+    return keys.generator_stats(job_id)
 
 
 class InstanceRunner:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from workers.sample import Sample
+from contract.sample import Sample
 
 
 def length_metrics(lengths: Sequence[int]) -> dict[str, float]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from contract.sample import Sample
 from workers.dispatch.ranker import LengthRanker, setup_ranker
-from workers.sample import Sample
 
 
 class RuntimeRanker:

@@ -16,11 +16,11 @@ from typing import Any
 
 from sqlalchemy import select
 
-from backend.controller.liveness import Timeouts
 from backend.db import GenerationInstance, InstanceStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES
 from backend.db.session import session_scope
 from backend.services.jobs import record_event
+from contract.liveness import Timeouts
 from workers.dispatch.metrics import recall_top, tail_fraction
 from workers.runtime import components
 from workers.runtime.collector import Held, SampleCollector

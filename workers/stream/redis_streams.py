@@ -9,16 +9,14 @@ Delivery is at-least-once, consumption idempotent:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import redis
 
-from workers.sample import Sample
-from workers.stream import keys
+from contract import keys
+from contract.sample import PromptRequest, Sample
 
 PROMPT_GROUP = "generators"
 SAMPLE_GROUP = "trainer"
@@ -30,30 +28,6 @@ if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
 end
 return false
 """
-
-
-@dataclass
-class PromptRequest:
-    """One sample to generate: the dispatcher writes these to an instance's prompt stream."""
-
-    sample_id: str
-    group_id: str
-    prompt_id: str
-    iteration: int
-    prompt_ids: list[int]
-    prompt_text: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
-    predicted_len: float = 0.0  # the instance serves longest-predicted first
-    min_version: int = 0  # the instance loads weights at least this new before generating it
-    seed: int | None = None
-    queued_at: float = 0.0
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, raw: str | bytes) -> PromptRequest:
-        return cls(**json.loads(raw))
 
 
 def _ensure_group(client: redis.Redis, stream: str, group: str) -> None:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from workers.sample import Sample
+from contract.sample import Sample
 
 
 @dataclass

@@ -23,8 +23,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from backend.schemas.spec import JobSpec
-from workers.sample import Sample
+from contract.sample import Sample
+from contract.spec import JobSpec
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
 from workers.training.batch import collate, policy_forward

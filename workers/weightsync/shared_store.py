@@ -18,7 +18,7 @@ import redis
 import torch
 from safetensors.torch import load_file, save_file
 
-from workers.stream import keys
+from contract import keys
 from workers.weightsync.base import WeightTransport
 
 WEIGHTS_FILE = "model.safetensors"

@@ -20,7 +20,7 @@ from backend.schemas.auth import (
 from backend.services import teams as team_service
 from backend.services.auth import authenticate_password, issue_session_token
 from backend.services.errors import Forbidden, InvalidInput
-from backend.settings import Settings
+from contract.settings import Settings
 
 router = APIRouter(prefix="/auth", tags=["auth"])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.schemas.spec import AlgorithmSpec
+from contract.spec import AlgorithmSpec
 from workers.training.algorithms.base import Algorithm, LossInputs, Metrics
 from workers.training.algorithms.grpo import GRPO
 from workers.training.algorithms.ppo import PPO

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from backend.schemas.spec import AlgorithmSpec
-from workers.sample import Sample
+from contract.sample import Sample
+from contract.spec import AlgorithmSpec
 
 Metrics = dict[str, float]
 

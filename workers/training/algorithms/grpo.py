@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 
-from workers.sample import Sample
+from contract.sample import Sample
 from workers.training.algorithms.base import Algorithm
 
 STD_EPS = 1e-4

@@ -23,7 +23,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from workers.sample import Sample
+from contract.sample import Sample
 from workers.training.algorithms.base import (
     Algorithm,
     LossInputs,

@@ -10,7 +10,7 @@ entropy terms) as GRPO; with one update per batch the clip is inactive and this 
 
 from __future__ import annotations
 
-from workers.sample import Sample
+from contract.sample import Sample
 from workers.training.algorithms.base import Algorithm
 
 

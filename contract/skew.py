@@ -22,7 +22,7 @@ import bisect
 import heapq
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +63,26 @@ class PTLProfile:
         lo = hi - 1
         frac = (batch_size - sizes[lo]) / (sizes[hi] - sizes[lo])
         return values[lo] + frac * (values[hi] - values[lo])
+
+
+def ptl_from_timings(timings: Mapping[int, float]) -> PTLProfile:
+    return PTLProfile(tuple(sorted((int(bs), float(s)) for bs, s in timings.items())))
+
+
+def ptl_to_json(profile: PTLProfile) -> list[list[float]]:
+    return [[bs, s] for bs, s in profile.points]
+
+
+def ptl_from_json(data: Sequence[Sequence[float]]) -> PTLProfile:
+    return PTLProfile(tuple((int(bs), float(s)) for bs, s in data))
+
+
+def refresh_ptl(profile: PTLProfile, batch_size: int, seconds_per_token: float, weight: float = 0.2) -> PTLProfile:
+    """Blend a live timing at `batch_size` into the profile (exponential moving average; new point if absent)."""
+    points = dict(profile.points)
+    old = points.get(batch_size)
+    points[batch_size] = seconds_per_token if old is None else (1 - weight) * old + weight * seconds_per_token
+    return ptl_from_timings(points)
 
 
 @dataclass(frozen=True)

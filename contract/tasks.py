@@ -1,9 +1,11 @@
-"""The Celery application: broker = the platform's Redis, three queues routed by task-name prefix.
+"""Celery queues, task names and broker settings: what the controller sends and the workers run.
 
-`generation.*` -> queue `generation` (one process per accelerator), `training.*` -> `training` (job drivers),
-`control.*` -> `control`. Tasks are long-running (a whole job or instance), so a worker takes one at a time
-(prefetch 1) and acknowledges only when the task ended (acks_late); a lost task is restarted by the controller, which
-owns desired state, so the broker's redelivery timeout is long and tasks are idempotent on their ids.
+Broker = the platform's Redis; three queues routed by task-name prefix: `generation.*` -> `generation` (one process per
+accelerator), `training.*` -> `training` (job drivers), `control.*` -> `control`. Tasks are long-running (a whole job or
+instance), so a worker takes one at a time (prefetch 1) and acknowledges only when the task ended (acks_late); a lost
+task is restarted by the controller, which owns desired state, so the broker's redelivery timeout is long and tasks
+are idempotent on their ids. The control plane sends tasks by name (`make_celery()` without task modules); the
+worker application (`streamrl.worker`) registers the same names.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from pathlib import Path
 
 from celery import Celery
 
-from backend.settings import get_settings
+from contract.settings import get_settings
 
+RUN_INSTANCE = "generation.run_instance"
+RUN_JOB = "training.run_job"
+RECONCILE = "control.reconcile"
 TASK_ROUTES = {
     "generation.*": {"queue": "generation"},
     "training.*": {"queue": "training"},
@@ -38,9 +43,9 @@ def celery_broker_url(redis_url: str) -> str:
     return redis_url
 
 
-def make_celery(redis_url: str | None = None) -> Celery:
+def make_celery(redis_url: str | None = None, include: list[str] | None = None) -> Celery:
     broker = celery_broker_url(redis_url or platform_redis_url())
-    app = Celery("streamrl", broker=broker, include=["workers.celery_tasks"])
+    app = Celery("streamrl", broker=broker, include=include or [])
     app.conf.update(
         task_routes=TASK_ROUTES,
         task_default_queue="control",
@@ -56,6 +61,3 @@ def make_celery(redis_url: str | None = None) -> Celery:
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
     return app
-
-
-app = make_celery()

@@ -8,7 +8,7 @@ import socket
 from pathlib import Path
 from typing import IO
 
-from backend.cli.errors import CLIError
+from streamrl.cli.errors import CLIError
 
 LOCK_FILE = "up.lock"
 

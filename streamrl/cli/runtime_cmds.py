@@ -17,7 +17,7 @@ from typing import Any
 
 import typer
 
-from backend.cli.errors import CLIError
+from streamrl.cli.errors import CLIError
 
 POOLS = ("generation", "training", "control")
 DEMO_MODEL = "demo-tiny"
@@ -61,7 +61,7 @@ def worker(
         raise CLIError(f"--pool must be one of {', '.join(POOLS)} (got {pool!r})")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from workers.celery_app import app
+    from streamrl.worker import app
 
     app.worker_main(["worker", "-Q", pool, "--concurrency", str(concurrency), "--pool", "prefork",
                      "-n", f"{pool}-{os.getpid()}@{socket.gethostname()}", "--without-gossip", "--without-mingle",

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import typer
 
-from backend.cli.common import parse_params
-from backend.cli.errors import CLIError
-from backend.cli.jobs import load_spec
+from streamrl.cli.common import parse_params
+from streamrl.cli.errors import CLIError
+from streamrl.cli.jobs import load_spec
 
 
 def train_local_command(
@@ -31,7 +31,7 @@ def train_local_command(
     threads: int = typer.Option(0, min=0, help="torch threads (0: torch's default)"),
 ) -> None:
     """Run generate -> reward -> train -> sync loops in one process and print a line per iteration."""
-    from backend.schemas.spec import JobSpec
+    from contract.spec import JobSpec
 
     spec = JobSpec.model_validate(load_spec(spec_path, overrides=overrides))
     import torch

@@ -9,9 +9,9 @@ from typing import Any
 
 import typer
 
-from backend.cli.config import CLIConfig, resolve
-from backend.cli.errors import CLIError
 from backend.client import StreamRLClient
+from streamrl.cli.config import CLIConfig, resolve
+from streamrl.cli.errors import CLIError
 
 
 @dataclass

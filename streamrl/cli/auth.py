@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from backend.cli.common import client, emit_json, globals_of, print_fields
-from backend.cli.config import CLIConfig, config_path, resolve
-from backend.cli.errors import CLIError
 from backend.client import APIError, StreamRLClient
+from streamrl.cli.common import client, emit_json, globals_of, print_fields
+from streamrl.cli.config import CLIConfig, config_path, resolve
+from streamrl.cli.errors import CLIError
 
 
 def _server(ctx: typer.Context) -> str:
@@ -79,8 +79,8 @@ def init_admin(
     """Create a user who owns a new team, then log in as them (POST /auth/register, or the database with --direct)."""
     url = _server(ctx)
     if direct:
-        from backend.cli.bootstrap import create_owner
-        from backend.settings import ConfigError, load_settings
+        from contract.settings import ConfigError, load_settings
+        from streamrl.cli.bootstrap import create_owner
 
         try:
             database_url = load_settings().database_url

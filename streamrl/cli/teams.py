@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from backend.cli.common import client, emit_json, print_fields, print_table
-from backend.cli.errors import CLIError
+from streamrl.cli.common import client, emit_json, print_fields, print_table
+from streamrl.cli.errors import CLIError
 
 team_app = typer.Typer(help="The current team: quotas and members.", no_args_is_help=True)
 
@@ -30,7 +30,7 @@ def show(ctx: typer.Context) -> None:
 @team_app.command("switch")
 def switch(ctx: typer.Context, team_id: int) -> None:
     """Act in another of your teams from now on (a new session token is saved)."""
-    from backend.cli.config import CLIConfig
+    from streamrl.cli.config import CLIConfig
 
     with client(ctx) as api:
         answer = api.switch_team(team_id)

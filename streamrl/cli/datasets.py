@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from backend.cli.common import client, emit_json, print_table
-from backend.cli.errors import CLIError
+from streamrl.cli.common import client, emit_json, print_table
+from streamrl.cli.errors import CLIError
 
 datasets_app = typer.Typer(help="Datasets of the current team.", no_args_is_help=True)
 

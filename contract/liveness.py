@@ -1,4 +1,5 @@
-"""Timeouts of the reconcile loop and the Redis liveness keys of job drivers (instances heartbeat in the DB).
+"""Liveness: timeouts shared by the controller (which alone declares processes dead) and the runtime (which waits
+for them), and the driver's heartbeat key (instances heartbeat in their database row through the reporter).
 
 Overridable by environment (tests shorten them): STREAMRL_INSTANCE_HEARTBEAT_TIMEOUT_S,
 STREAMRL_INSTANCE_START_TIMEOUT_S, STREAMRL_DRIVER_START_TIMEOUT_S, STREAMRL_DRIVER_HEARTBEAT_TTL_S.
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import redis
 
-from workers.stream import keys
+from contract import keys
 
 
 def _env_float(name: str, default: float) -> float:
@@ -38,11 +39,11 @@ class Timeouts:
 
 
 def driver_key(job_id: int) -> str:
-    return f"{keys.prefix(job_id)}:driver:heartbeat"
+    return keys.driver_heartbeat(job_id)
 
 
 def driver_sent_key(job_id: int) -> str:
-    return f"{keys.prefix(job_id)}:driver:sent_at"
+    return keys.driver_sent(job_id)
 
 
 def beat_driver(client: redis.Redis, job_id: int, ttl_s: float | None = None) -> None:

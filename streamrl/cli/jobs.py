@@ -9,10 +9,10 @@ import typer
 import yaml
 from pydantic import ValidationError
 
-from backend.cli.common import client, emit_json, globals_of, print_fields, print_table
-from backend.cli.errors import CLIError, validation_message
-from backend.cli.follow import follow_job, print_all_events
-from backend.schemas.spec import JobSpec
+from contract.spec import JobSpec
+from streamrl.cli.common import client, emit_json, globals_of, print_fields, print_table
+from streamrl.cli.errors import CLIError, validation_message
+from streamrl.cli.follow import follow_job, print_all_events
 
 jobs_app = typer.Typer(help="RL jobs of the current team.", no_args_is_help=True)
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import typer
 
-from backend.cli.bootstrap import bootstrap_admin, wait_for_health
-from backend.cli.errors import CLIError
-from backend.cli.preflight import check_port_free, lock_data_dir
-from backend.settings import ConfigError, Settings, load_settings
 from backend.supervisor import ChildSpec, Supervisor
+from contract.settings import ConfigError, Settings, load_settings
+from streamrl.cli.bootstrap import bootstrap_admin, wait_for_health
+from streamrl.cli.errors import CLIError
+from streamrl.cli.preflight import check_port_free, lock_data_dir
 
 API_APP = "backend.main:create_app"  # uvicorn factory
-DEMO_MODULE = "backend.cli.runtime_cmds"  # hook: `submit_demo(api: StreamRLClient, settings: Settings) -> None`
+DEMO_MODULE = "streamrl.cli.runtime_cmds"  # hook: `submit_demo(api: StreamRLClient, settings: Settings) -> None`
 
 
 def _settings(data_dir: Path | None) -> Settings:
@@ -48,7 +48,7 @@ def redact(url: str) -> str:
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "backend.cli.main", *args]
+    return [sys.executable, "-m", "streamrl.cli.main", *args]
 
 
 def _child_env(settings: Settings, redis_url: str, api_url: str) -> dict[str, str]:
@@ -64,7 +64,7 @@ def _child_env(settings: Settings, redis_url: str, api_url: str) -> dict[str, st
 
 
 def _runtime_children(env: dict[str, str]) -> list[ChildSpec]:
-    from backend.cli.main import command_names
+    from streamrl.cli.main import command_names
 
     names = command_names()
     children = []
@@ -101,8 +101,8 @@ def _run_demo(api_url: str, settings: Settings, token: str | None) -> None:
         typer.echo("--demo: the demo job is not available yet (the RL runtime's demo hook is not installed); "
                    "the platform runs without it.")
         return
-    from backend.cli.errors import translate
     from backend.client import StreamRLClient
+    from streamrl.cli.errors import translate
 
     try:
         with StreamRLClient(api_url, token) as api:

@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import typer
 
-from backend.cli.config import CLIConfig
-from backend.cli.errors import CLIError
 from backend.client import APIError, StreamRLClient
+from streamrl.cli.config import CLIConfig
+from streamrl.cli.errors import CLIError
 
 ADMIN_EMAIL = "admin@streamrl.local"
 ADMIN_TEAM = "default"

@@ -11,21 +11,21 @@ import importlib
 
 import typer
 
-from backend.cli.common import Globals
-from backend.cli.errors import StreamRLGroup
+from streamrl.cli.common import Globals
+from streamrl.cli.errors import StreamRLGroup
 
 COMMAND_MODULES = [
-    "backend.cli.up",  # up, migrate
-    "backend.cli.auth",  # login, logout, whoami, init-admin
-    "backend.cli.teams",  # team show|quotas|members|add-member|set-role|remove-member
-    "backend.cli.keys",  # keys create|list|revoke
-    "backend.cli.models",  # models register|list
-    "backend.cli.datasets",  # datasets upload|list|rows
-    "backend.cli.jobs",  # jobs submit|list|get|cancel|pause|resume|scale|logs|iterations
-    "backend.cli.runtime_cmds",  # worker --pool generation|training|control, controller (+ the `up --demo` hook)
-    "backend.cli.plan_cmds",  # plan
-    "backend.cli.model_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
-    "backend.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
+    "streamrl.cli.up",  # up, migrate
+    "streamrl.cli.auth",  # login, logout, whoami, init-admin
+    "streamrl.cli.teams",  # team show|quotas|members|add-member|set-role|remove-member
+    "streamrl.cli.keys",  # keys create|list|revoke
+    "streamrl.cli.model_registry",  # models register|list
+    "streamrl.cli.datasets",  # datasets upload|list|rows
+    "streamrl.cli.jobs",  # jobs submit|list|get|cancel|pause|resume|scale|logs|iterations
+    "streamrl.cli.runtime_cmds",  # worker --pool generation|training|control, controller (+ the `up --demo` hook)
+    "streamrl.cli.plan_cmds",  # plan
+    "streamrl.cli.make_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
+    "streamrl.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
 ]
 
 app = typer.Typer(

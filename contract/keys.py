@@ -56,3 +56,28 @@ def colocated_turn(job_id: int) -> str:
 
 def all_keys_pattern(job_id: int) -> str:
     return f"{prefix(job_id)}:*"
+
+
+def live_channel(job_id: int) -> str:
+    """Pub/sub channel of the job's live events (`{"type": ..., "data": ...}`), read by the API's SSE route."""
+    return f"{prefix(job_id)}:live"
+
+
+def driver_heartbeat(job_id: int) -> str:
+    """Refreshed by the running driver; its absence (TTL ran out) is how the controller learns the driver died."""
+    return f"{prefix(job_id)}:driver:heartbeat"
+
+
+def driver_sent(job_id: int) -> str:
+    """When the controller sent `training.run_job` (set once: a driver task is never sent twice)."""
+    return f"{prefix(job_id)}:driver:sent_at"
+
+
+def generator_stats(job_id: int) -> str:
+    """Hash of the instances' cumulative idle / weight-loading seconds (the driver reports per-iteration deltas)."""
+    return f"{prefix(job_id)}:gen_stats"
+
+
+def ptl_lock(job_id: int) -> str:
+    """Taken by the one instance that profiles PTL(BS) for the job."""
+    return f"{prefix(job_id)}:ptl_lock"

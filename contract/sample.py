@@ -1,4 +1,5 @@
-"""`Sample`: one finished generation, the unit that streams from generation to training (DESIGN §6)."""
+"""`PromptRequest` (one sample to generate, driver -> instance) and `Sample` (one finished generation, instance ->
+trainer): the two units that stream between the processes (docs/architecture.md, "Data flow")."""
 
 from __future__ import annotations
 
@@ -37,4 +38,28 @@ class Sample:
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Sample:
+        return cls(**json.loads(raw))
+
+
+@dataclass
+class PromptRequest:
+    """One sample to generate: the dispatcher writes these to an instance's prompt stream."""
+
+    sample_id: str
+    group_id: str
+    prompt_id: str
+    iteration: int
+    prompt_ids: list[int]
+    prompt_text: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+    predicted_len: float = 0.0  # the instance serves longest-predicted first
+    min_version: int = 0  # the instance loads weights at least this new before generating it
+    seed: int | None = None
+    queued_at: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> PromptRequest:
         return cls(**json.loads(raw))

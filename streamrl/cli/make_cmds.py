@@ -13,8 +13,8 @@ from pathlib import Path
 
 import typer
 
-from backend.cli.common import parse_params
-from backend.cli.errors import CLIError
+from streamrl.cli.common import parse_params
+from streamrl.cli.errors import CLIError
 
 PRESET_NAMES = ("tiny-1m", "tiny-5m", "tiny-15m")
 TASK_NAMES = ("arithmetic", "long_tail")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from backend.cli.common import client, emit_json, print_table
+from streamrl.cli.common import client, emit_json, print_table
 
 models_app = typer.Typer(help="Registered models of the current team.", no_args_is_help=True)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
-from backend.cli.common import emit_json, print_fields, print_table
-from backend.cli.errors import CLIError
 from backend.planner import catalog_store
 from backend.planner.schemas import PlanRequest
 from backend.planner.service import make_plan
+from streamrl.cli.common import emit_json, print_fields, print_table
+from streamrl.cli.errors import CLIError
 
 
 def plan(

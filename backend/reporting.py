@@ -1,0 +1,141 @@
+"""`DatabaseReporter`: the control plane's side of the runtime's `Reporter` (database rows + live channel).
+
+Each call is one short transaction; what the database recorded is then published on the job's live channel (best
+effort: the database is the record). Status changes go through `transition_job`, so the runtime can never perform a
+transition the state machine forbids.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db import Dataset, GenerationInstance, Job
+from backend.db.session import session_scope
+from backend.services.job_data import record_checkpoint, record_iteration, record_samples, record_spans
+from backend.services.jobs import record_event, transition_job
+from backend.services.live import publish_live
+from backend.services.models import find_model
+from contract import liveness
+from contract.reporter import JobRecord, Reporter
+from contract.spec import JobSpec
+from contract.states import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES, InstanceStatus, JobStatus
+
+
+class DatabaseReporter(Reporter):
+    def __init__(self, client: redis.Redis | None):
+        self.client = client  # live channel and the driver's heartbeat key
+
+    # -- reads ---------------------------------------------------------------------------------------------------------
+    def load_job(self, job_id: int) -> JobRecord | None:
+        with session_scope() as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                return None
+            spec = JobSpec.model_validate(job.spec)
+            model = find_model(session=session, team_id=job.team_id, name=spec.model)
+            dataset_path = None
+            if spec.dataset.id is not None:
+                dataset = session.get(Dataset, spec.dataset.id)
+                if dataset is not None and dataset.team_id == job.team_id:
+                    dataset_path = dataset.storage_path
+            return JobRecord(job_id=job.id, team_id=job.team_id, spec=spec, status=JobStatus(job.status),
+                             model_path=model.path if model is not None else None, dataset_path=dataset_path)
+
+    def job_status(self, job_id: int) -> JobStatus | None:
+        with session_scope() as session:
+            job = session.get(Job, job_id)
+            return JobStatus(job.status) if job is not None else None
+
+    def instance_states(self, job_id: int) -> dict[str, InstanceStatus]:
+        with session_scope() as session:
+            rows = session.execute(select(GenerationInstance.instance_id, GenerationInstance.status)
+                                   .where(GenerationInstance.job_id == job_id).order_by(GenerationInstance.id))
+            return {iid: InstanceStatus(status) for iid, status in rows}
+
+    def load_ptl(self, job_id: int) -> list[list[float]] | None:
+        with session_scope() as session:
+            job = session.get(Job, job_id)
+            raw = job.ptl_profile if job is not None else None
+        return raw.get("points") if raw else None
+
+    # -- writes --------------------------------------------------------------------------------------------------------
+    def set_job_status(self, job_id: int, to: JobStatus, error: str | None = None) -> None:
+        with session_scope() as session:
+            job = session.get(Job, job_id)
+            if job is None or job.status == to or JobStatus(job.status) in TERMINAL_JOB_STATUSES:
+                return
+            if to == JobStatus.running and job.status not in (JobStatus.starting, JobStatus.queued):
+                return  # already running (resumed driver) or paused by a user meanwhile
+            if to == JobStatus.running and job.status == JobStatus.queued:
+                transition_job(session=session, job=job, to=JobStatus.starting)
+            transition_job(session=session, job=job, to=to, error=error)
+        publish_live(self.client, job_id, "status", {"id": job_id, "status": str(to), "error": error})
+
+    def record_iteration(self, job_id: int, iteration: int, metrics: dict[str, Any],
+                         samples: list[dict[str, Any]]) -> None:
+        with session_scope() as session:
+            record_iteration(session=session, job_id=job_id, iteration=iteration, metrics=metrics)
+            record_samples(session=session, job_id=job_id, samples=samples)
+        publish_live(self.client, job_id, "metrics", {"iteration": iteration, "metrics": metrics})
+        publish_live(self.client, job_id, "samples", samples)
+
+    def record_checkpoint(self, job_id: int, iteration: int, path: str) -> None:
+        with session_scope() as session:
+            record_checkpoint(session=session, job_id=job_id, iteration=iteration, path=path)
+
+    def record_event(self, job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
+        with session_scope() as session:
+            record_event(session=session, job_id=job_id, kind=kind, message=message, data=data)
+
+    def record_spans(self, job_id: int, spans: list[dict[str, Any]]) -> None:
+        with session_scope() as session:
+            record_spans(session=session, job_id=job_id, spans=spans)
+        publish_live(self.client, job_id, "timeline", spans)
+
+    def save_ptl(self, job_id: int, points: list[list[float]]) -> None:
+        with session_scope() as session:
+            job = session.get(Job, job_id)
+            if job is not None:
+                job.ptl_profile = {"points": points}
+
+    # -- liveness ------------------------------------------------------------------------------------------------------
+    def beat_driver(self, job_id: int) -> None:
+        assert self.client is not None, "the driver's heartbeat lives in Redis"
+        liveness.beat_driver(self.client, job_id)
+
+    def claim_instance(self, job_id: int, instance_id: str) -> bool:
+        with session_scope() as session:
+            row = _instance(session, job_id, instance_id)
+            if row is not None and row.status == InstanceStatus.stopping and row.heartbeat_at is None:
+                # scaled away before it ran: it never read its stream, so the driver may re-dispatch all of it now
+                row.status, row.stopped_at = InstanceStatus.stopped, datetime.now(UTC)
+            return row is not None and row.status in LIVE_INSTANCE_STATUSES
+
+    def beat_instance(self, job_id: int, instance_id: str, host: str) -> bool:
+        with session_scope() as session:
+            row = _instance(session, job_id, instance_id)
+            if row is None or row.status not in LIVE_INSTANCE_STATUSES:
+                return False
+            row.heartbeat_at, row.hostname = datetime.now(UTC), host or socket.gethostname()
+            return True
+
+    def set_instance_status(self, job_id: int, instance_id: str, status: InstanceStatus) -> None:
+        with session_scope() as session:
+            row = _instance(session, job_id, instance_id)
+            if row is None:
+                return
+            if status == InstanceStatus.running and row.status == InstanceStatus.starting:
+                row.status = status
+            elif status == InstanceStatus.stopped and row.status != InstanceStatus.dead:
+                row.status, row.stopped_at = status, datetime.now(UTC)
+
+
+def _instance(session: Session, job_id: int, instance_id: str) -> GenerationInstance | None:
+    return session.scalar(select(GenerationInstance).where(GenerationInstance.job_id == job_id,
+                                                           GenerationInstance.instance_id == instance_id))

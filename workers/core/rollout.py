@@ -1,0 +1,49 @@
+"""From requests to scored `Sample`s: the one place a Sample is built from an engine result and a reward outcome."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from contract.sample import PromptRequest, Sample
+from contract.spec import GenerationSpec
+from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
+from workers.rewards import Reward, RewardOutcome
+
+
+def sampling_params(spec: GenerationSpec) -> SamplingParams:
+    return SamplingParams(temperature=spec.temperature, top_p=spec.top_p, max_tokens=spec.max_tokens,
+                          stop=tuple(spec.stop))
+
+
+def generation_request(request: PromptRequest, sampling: SamplingParams) -> GenerationRequest:
+    """The engine's view of a request: its own sampling seed, so any instance produces the same sample."""
+    return GenerationRequest(request_id=request.sample_id, prompt_ids=request.prompt_ids, meta=request.meta,
+                             sampling=dataclasses.replace(sampling, seed=request.seed))
+
+
+def to_sample(request: PromptRequest, result: GenerationResult, outcome: RewardOutcome, *, job_id: int,
+              version: int, instance_id: str) -> Sample:
+    """`version`: the weights the request was admitted under (its behaviour policy)."""
+    return Sample(
+        job_id=job_id, prompt_id=request.prompt_id, group_id=request.group_id, sample_id=request.sample_id,
+        policy_version=version, prompt_ids=list(result.prompt_ids), response_ids=list(result.response_ids),
+        behaviour_logprobs=list(result.logprobs), finish_reason=result.finish_reason, prompt_text=request.prompt_text,
+        response_text=result.text, reward=outcome.value, reward_components=dict(outcome.components),
+        reward_error=outcome.error, meta=dict(request.meta), queued_at=request.queued_at,
+        started_at=result.started_at, finished_at=result.finished_at, instance_id=instance_id,
+    )
+
+
+def rollout(engine: GenerationEngine, reward: Reward, requests: Iterable[PromptRequest], sampling: SamplingParams, *,
+            job_id: int, instance_id: str) -> list[Sample]:
+    """Generate every request in one continuous batch, score each as it finishes; samples in finish order."""
+    by_id = {r.sample_id: r for r in requests}
+    results = list(engine.generate_stream(generation_request(r, sampling) for r in by_id.values()))
+    outcomes = reward.score_many((by_id[r.request_id].prompt_text, r.text, by_id[r.request_id].meta) for r in results)
+    return [to_sample(by_id[r.request_id], r, o, job_id=job_id, version=engine.version, instance_id=instance_id)
+            for r, o in zip(results, outcomes, strict=True)]
+
+
+def flatten(groups: Sequence[Sequence[PromptRequest]]) -> list[PromptRequest]:
+    return [r for group in groups for r in group]
