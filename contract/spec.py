@@ -99,6 +99,8 @@ class TrainingSpec(_Strict):
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float = Field(1.0, gt=0)
     weight_sync: WeightSyncBackend = "shared_store"
+    eval_every: int = Field(5, ge=0, le=1_000_000, description="held-out reward (one sample per eval prompt, at the "
+                            "current weights) every N iterations and after the last; 0: never")
 
 
 class DispatchSpec(_Strict):

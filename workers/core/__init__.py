@@ -11,11 +11,11 @@ Because every loop calls these, "train-local and the platform agree" holds by co
 give the same requests (ids, seeds, prompts), the same samples and the same loss (tests/training/test_parity.py).
 """
 
-from workers.core.learn import GroupAdvantages, micro_step, train_batch
+from workers.core.learn import group_advantages, micro_step, train_batch
 from workers.core.prompts import PromptSchedule, iteration_of, make_requests, request_seed
 from workers.core.rollout import generation_request, rollout, sampling_params, to_sample
 
 __all__ = [
-    "GroupAdvantages", "PromptSchedule", "generation_request", "iteration_of", "make_requests", "micro_step",
+    "PromptSchedule", "generation_request", "group_advantages", "iteration_of", "make_requests", "micro_step",
     "request_seed", "rollout", "sampling_params", "to_sample", "train_batch",
 ]

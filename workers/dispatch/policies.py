@@ -1,4 +1,4 @@
-"""Dispatch policies: which generation instance gets which prompt, in what order (docs/architecture.md)."""
+"""Dispatch policies: which generation instance gets which prompt, in what order (docs/architecture.md).
 
     policy = setup_dispatch("skew_aware", n_instances=4, max_batch_size=32, ptl=profile, ranker=ranker)
     per_instance = policy.assign(rows)       # list (one per instance) of rows, in admission order

@@ -46,6 +46,7 @@ class GenerationEngine(ABC):
     """Load a model, keep its weights current, and yield each finished request as soon as it finishes."""
 
     version: int = 0  # weights version currently loaded
+    model_dir: Path | None = None  # the directory `load` read (config and tokenizer files of every version)
 
     @abstractmethod
     def load(self, model_dir: str | Path) -> None: ...
@@ -53,6 +54,21 @@ class GenerationEngine(ABC):
     @abstractmethod
     def update_weights(self, version: int, source: str | Path) -> None:
         """Load weights `version` from a HF-format directory `source` in place (no re-creation of the engine)."""
+
+    def load_tensors(self, version: int, state_dict: dict[str, Any]) -> None:
+        """Load weights `version` from in-memory tensors (a collective transport). Default: through a temporary HF
+        directory of the current model with `update_weights`; engines that can copy in place override it."""
+        import tempfile
+
+        from safetensors.torch import save_file
+
+        assert self.model_dir is not None, "load() the engine first"
+        with tempfile.TemporaryDirectory(prefix="weights-") as tmp:
+            for item in self.model_dir.iterdir():
+                if item.is_file() and item.suffix in (".json", ".txt", ".model"):
+                    (Path(tmp) / item.name).write_bytes(item.read_bytes())
+            save_file({k: v.contiguous() for k, v in state_dict.items()}, str(Path(tmp) / "model.safetensors"))
+            self.update_weights(version, tmp)
 
     @abstractmethod
     def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:

@@ -1,4 +1,4 @@
-"""The runtime's calls into the other parts (engines, rewards, datasets, dispatch), in one place.
+"""The runtime's calls into the other parts (engines, rewards, datasets, PTL profiling), in one place.
 
 Each function builds one part for a job from its spec; errors that are the user's (unknown reward, unreadable
 dataset) are re-raised as `JobSetupError` with a message naming what to fix.
@@ -10,11 +10,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from backend.db import Dataset, Job
-from backend.db.session import session_scope
 from contract import keys
 from contract.settings import get_settings
-from contract.skew import PTLProfile, ptl_from_json, ptl_to_json
+from contract.skew import ptl_to_json
 from contract.spec import JobSpec
 from workers.datasets import load_dataset
 from workers.dispatch.ptl import measure_ptl
@@ -37,11 +35,11 @@ def worker_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def make_engine(spec: JobSpec, model_dir: Path) -> GenerationEngine:
+def make_engine(spec: JobSpec, model_dir: Path, device: str | None = None) -> GenerationEngine:
     kwargs: dict[str, Any] = {"model_dir": model_dir, "max_batch_size": spec.generation.batch_size}
     if spec.generation.engine == "hf":  # vLLM picks its own device
         kwargs["seed"] = spec.seed
-        kwargs["device"] = worker_device()
+        kwargs["device"] = device or worker_device()
     return setup_engine(spec.generation.engine, **kwargs)
 
 
@@ -52,18 +50,14 @@ def make_reward(spec: JobSpec) -> Reward:
         raise JobSetupError(f"reward: {err}") from err
 
 
-def load_rows(ctx: JobContext, split: str = "train") -> list[dict[str, Any]]:
-    """The job's prompt rows; an uploaded dataset is read from the file the control plane stored."""
+def load_rows(ctx: JobContext, split: str = "train", **params: Any) -> list[dict[str, Any]]:
+    """The job's prompt rows (`params` go to a built-in task's generator); an uploaded dataset is read from the file
+    the control plane stored."""
     dataset = ctx.spec.dataset
+    if dataset.id is not None:
+        dataset = dataset.model_copy(update={"id": None, "path": ctx.dataset_path})
     try:
-        if dataset.id is not None:
-            with session_scope() as session:
-                row = session.get(Dataset, dataset.id)
-                if row is None or row.team_id != ctx.team_id:
-                    raise JobSetupError(f"dataset {dataset.id} not found in this team")
-                path = row.storage_path
-            dataset = dataset.model_copy(update={"id": None, "path": path})
-        rows = load_dataset(dataset, split=split, seed=ctx.spec.seed)
+        rows = load_dataset(dataset, split=split, seed=ctx.spec.seed, **params)
     except (ValueError, OSError) as err:
         raise JobSetupError(f"dataset: {err}") from err
     if split == "train" and not rows:
@@ -72,22 +66,9 @@ def load_rows(ctx: JobContext, split: str = "train") -> list[dict[str, Any]]:
 
 
 def profile_ptl_once(ctx: JobContext, engine: GenerationEngine) -> None:
-    """The first instance of a job measures PTL(BS) for skew-aware dispatch and stores it on the job."""
-    if not ctx.redis.set(keys.ptl_lock(ctx.job_id), 1, nx=True, ex=3600):
+    """The first instance of a job measures PTL(BS) for skew-aware dispatch and stores it with the job."""
+    if not ctx.require_redis().set(keys.ptl_lock(ctx.job_id), 1, nx=True, ex=3600):
         return
     top = ctx.spec.generation.batch_size
     sizes = sorted({1, max(1, top // 4), max(1, top // 2), top})
-    profile = measure_ptl(engine, sizes, tokens=PTL_TOKENS)
-    with session_scope() as session:
-        job = session.get(Job, ctx.job_id)
-        if job is not None:
-            job.ptl_profile = {"points": ptl_to_json(profile)}
-
-
-def load_ptl(job_id: int) -> PTLProfile | None:
-    with session_scope() as session:
-        job = session.get(Job, job_id)
-        raw = job.ptl_profile if job is not None else None
-    if not raw or not raw.get("points"):
-        return None
-    return ptl_from_json(raw["points"])
+    ctx.reporter.save_ptl(ctx.job_id, ptl_to_json(measure_ptl(engine, sizes, tokens=PTL_TOKENS)))

@@ -1,19 +1,21 @@
-"""What every runtime process knows about its job: the spec, the model directory, paths, Redis and the database."""
+"""What every runtime process knows about its job: the spec, the model directory, paths, Redis and the reporter.
+
+The control plane is reached only through `ctx.reporter` (contract.reporter): the runtime never opens a database
+session. `redis` is None for train-local, which runs the colocated driver in one process with no services.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
-from backend.db import Job, JobStatus
-from backend.db.session import session_scope
-from backend.services.models import find_model
 from contract import keys
-from contract.settings import get_settings
+from contract.reporter import Reporter
 from contract.spec import JobSpec
-from contract.tasks import platform_redis_url
+from contract.states import JobStatus
 
 
 class JobSetupError(RuntimeError):
@@ -26,8 +28,11 @@ class JobContext:
     team_id: int
     spec: JobSpec
     model_dir: Path
-    job_dir: Path  # <artifacts>/jobs/<id>: weights/, checkpoints/
-    redis: redis.Redis
+    job_dir: Path  # <artifacts>/jobs/<id> (or train-local's output dir): weights/, checkpoints/
+    reporter: Reporter
+    redis: redis.Redis | None
+    dataset_path: str | None = None  # the uploaded dataset's file, when the spec names one by id
+    dataset_params: dict[str, Any] = field(default_factory=dict)  # built-in task generator params (train-local)
 
     @property
     def weights_dir(self) -> Path:
@@ -38,33 +43,34 @@ class JobContext:
         return self.job_dir / "checkpoints"
 
     def status(self) -> JobStatus:
-        with session_scope() as session:
-            job = session.get(Job, self.job_id)
-            return JobStatus(job.status) if job is not None else JobStatus.cancelled
+        return self.reporter.job_status(self.job_id) or JobStatus.cancelled  # a deleted job is over
 
     def job_done(self) -> bool:
-        return bool(self.redis.exists(keys.job_done(self.job_id)))
+        return self.redis is not None and bool(self.redis.exists(keys.job_done(self.job_id)))
+
+    def require_redis(self) -> redis.Redis:
+        assert self.redis is not None, "this part of the runtime needs the platform's Redis"
+        return self.redis
 
 
-def resolve_model_dir(name: str, team_id: int) -> Path:
-    """A registered model of the team by name, else an existing local model directory (train-local style)."""
-    with session_scope() as session:
-        model = find_model(session=session, team_id=team_id, name=name)
-        if model is not None:
-            return Path(model.path)
+def resolve_model_dir(name: str, registered: str | None) -> Path:
+    """The team's registered model of that name, else an existing local model directory (train-local style)."""
+    if registered is not None:
+        return Path(registered)
     path = Path(name).expanduser()
     if (path / "config.json").is_file():
         return path.resolve()
     raise JobSetupError(f"model {name!r} is not registered for this team and is not a model directory")
 
 
-def load_context(job_id: int, client: redis.Redis | None = None) -> JobContext:
-    with session_scope() as session:
-        job = session.get(Job, job_id)
-        if job is None:
-            raise JobSetupError(f"job {job_id} does not exist")
-        spec, team_id = JobSpec.model_validate(job.spec), job.team_id
-    job_dir = get_settings().artifacts / "jobs" / str(job_id)
+def load_context(job_id: int, reporter: Reporter, client: redis.Redis | None, artifacts: Path) -> JobContext:
+    record = reporter.load_job(job_id)
+    if record is None:
+        raise JobSetupError(f"job {job_id} does not exist")
+    if record.spec.dataset.id is not None and record.dataset_path is None:
+        raise JobSetupError(f"dataset {record.spec.dataset.id} not found in this team")
+    job_dir = artifacts / "jobs" / str(job_id)
     job_dir.mkdir(parents=True, exist_ok=True)
-    return JobContext(job_id=job_id, team_id=team_id, spec=spec, model_dir=resolve_model_dir(spec.model, team_id),
-                      job_dir=job_dir, redis=client or redis.Redis.from_url(platform_redis_url()))
+    return JobContext(job_id=job_id, team_id=record.team_id, spec=record.spec,
+                      model_dir=resolve_model_dir(record.spec.model, record.model_path), job_dir=job_dir,
+                      reporter=reporter, redis=client, dataset_path=record.dataset_path)

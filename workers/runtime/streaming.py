@@ -7,43 +7,47 @@ async (fully asynchronous pipelining, max_staleness k): iterations up to i + k a
       requiring weights >= its iteration - k, so instances generate iteration i + 1 on older weights while the
       trainer trains iteration i; weight publication overlaps generation. Samples older than k versions are dropped
       and regenerated; the loss corrects the rest with importance ratios against the behaviour logprobs.
+
+    dispatch ahead -> for chunk in collect(it): micro_step -> optimizer_step -> publish weights -> commit
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import select
-
-from backend.db import GenerationInstance, InstanceStatus
-from backend.db.enums import LIVE_INSTANCE_STATUSES
-from backend.db.session import session_scope
-from backend.services.jobs import record_event
+from contract import keys
 from contract.liveness import Timeouts
+from contract.sample import PromptRequest, Sample
+from contract.states import LIVE_INSTANCE_STATUSES, InstanceStatus
+from workers.core import group_advantages, micro_step
 from workers.dispatch.metrics import recall_top, tail_fraction
-from workers.runtime import components
 from workers.runtime.collector import Held, SampleCollector
 from workers.runtime.context import JobContext, JobSetupError
-from workers.runtime.driver import Driver
-from workers.runtime.instance import gen_stats_key
-from workers.runtime.metrics import generation_window, producing_instances, trainer_metrics
-from workers.stream import PromptRequest, SampleStream
+from workers.runtime.driver import Driver, IterationOutcome
+from workers.runtime.metrics import generation_window, producing_instances
+from workers.stream import SampleStream
+from workers.weightsync import FIXED_GROUP_NOTE
 
 MAINTAIN_EVERY_S = 1.0
-LIVE_OR_STOPPING = {str(s) for s in LIVE_INSTANCE_STATUSES} | {str(InstanceStatus.stopping)}
+LIVE_OR_STOPPING = LIVE_INSTANCE_STATUSES | {InstanceStatus.stopping}
 STALL_TIMEOUT_S = 900.0  # no sample for this long while instances exist: the job cannot progress
+Scored = tuple[Sample, float]
 
 
 class StreamDriver(Driver):
-    def __init__(self, ctx: JobContext):
-        super().__init__(ctx)
+    def __init__(self, ctx: JobContext, **kwargs: Any):
+        super().__init__(ctx, **kwargs)
+        self.redis = ctx.require_redis()
         self.lookahead = ctx.spec.max_staleness if ctx.spec.mode == "async" else 0
-        self.stream = SampleStream(ctx.redis, ctx.job_id)
+        self.stream = SampleStream(self.redis, ctx.job_id)
         self.collector = SampleCollector(self.stream, ctx.spec.algorithm.group_size, self.lookahead)
         self.next_dispatch = 0
         self.dispatched_at: dict[int, float] = {}
         self.orphans: list[PromptRequest] = []
+        self.evals_pending: list[int] = []  # versions whose held-out evaluation was dispatched
         self.timeouts = Timeouts.from_env()
         self._last_maintain = 0.0
         self._gen_stats_seen = {"idle_seconds": 0.0, "loading_seconds": 0.0}
@@ -52,122 +56,95 @@ class StreamDriver(Driver):
     def start(self) -> None:
         self.next_dispatch = self.trainer.iteration
         if self.spec.training.weight_sync == "broadcast":
-            with session_scope() as session:
-                record_event(session=session, job_id=self.job_id, kind="worker",
-                             message="weight_sync 'broadcast' needs a fixed process group; this job's instances are "
-                                     "elastic, so weights go through the shared store (every sync is still timed)")
+            self.reporter.record_event(self.job_id, "worker", FIXED_GROUP_NOTE)
         if self.trainer.version > self.transport.latest_version():
             self.publish_weights()  # resumed from a checkpoint newer than the published weights
 
     # -- one iteration ------------------------------------------------------------------------------------------------
-    def iteration(self, it: int) -> dict[str, Any]:
-        self._dispatch_through(it + self.lookahead)
-        mbs = self.spec.training.micro_batch_size
-        n_groups, done_groups = self.spec.training.prompts_per_iteration, 0
-        buffer: list[Held] = []
+    def iteration(self, it: int) -> IterationOutcome:
+        self.dispatch_through(it + self.lookahead)
         used: list[Held] = []
-        train_s = wait_s = 0.0
+        for chunk in self.collect(it):
+            with self.rec.phase("training"):
+                micro_step(self.trainer, [(h.sample, advantage) for h, advantage in chunk])
+            used.extend(h for h, _ in chunk)
+        with self.rec.phase("training"):
+            step = self.trainer.optimizer_step()
+        self.publish_weights()  # version it + 1
+        self.collector.commit(used, it)
+        samples = [h.sample for h in used]
+        self.dispatcher.observe(samples)
+        if self.eval_due(it + 1):
+            self.dispatch_eval(it + 1)
+        return IterationOutcome(samples, step, {**self.stream_metrics(it, samples), **self.finished_eval(it)})
+
+    def collect(self, it: int) -> Iterator[list[tuple[Held, float]]]:
+        """Micro-batches of iteration `it`'s samples as complete groups stream in (the last one may be smaller);
+        advantages are computed per complete group."""
+        mbs, n_groups, done_groups = self.spec.training.micro_batch_size, self.spec.training.prompts_per_iteration, 0
+        buffer: list[tuple[Held, float]] = []
         while done_groups < n_groups or buffer:
             if done_groups < n_groups:
                 start = time.time()
                 self.collector.poll(block_ms=0 if len(buffer) >= mbs else 100, min_version=self.trainer.version)
                 for group in self.collector.pop_complete(it):
-                    buffer.extend(group)
+                    buffer.extend(zip(group, group_advantages(self.trainer, [h.sample for h in group]), strict=True))
                     done_groups += 1
                 if len(buffer) < mbs and done_groups < n_groups:
-                    wait_s += time.time() - start
-                    self.spans.add("waiting", start, time.time())
-                self._maintain(it)
+                    self.rec.add("waiting", start, time.time())
+                self.maintain(it)
             while len(buffer) >= mbs or (done_groups == n_groups and buffer):
                 chunk, buffer = buffer[:mbs], buffer[mbs:]
-                start = time.time()
-                self._micro_step(chunk)
-                train_s += time.time() - start
-                self.spans.add("training", start, time.time())
-                used.extend(chunk)
-        start = time.time()
-        step = self.trainer.optimizer_step()
-        sync_s = self.publish_weights()  # version it + 1
-        train_s += time.time() - start - sync_s
-        self.spans.add("training", start, time.time() - sync_s)
-        self.collector.commit(used, it)
-        samples = [h.sample for h in used]
-        self.dispatcher.ranker.observe(samples)
-        gen_start, gen_end = generation_window(samples, self.dispatched_at.get(it, time.time()), self._last_gen_end)
-        self._last_gen_end = gen_end if self._last_gen_end is None else max(self._last_gen_end, gen_end)
-        row: dict[str, Any] = {
-            "gen_seconds": gen_end - gen_start, "train_seconds": train_s,
-            "trainer_idle_seconds": wait_s, "weight_sync_seconds": sync_s,
-            "stale_dropped": self.collector.stats.stale_dropped, "duplicates": self.collector.stats.duplicates,
-            "instances": producing_instances(samples), "instances_live": len(self._live_instances()),
-            "policy_version": self.trainer.version,
-            "tail_fraction": tail_fraction(gen_start, [s.finished_at for s in samples if s.finished_at > 0]),
-            **self._generator_stats(), **self._recall(it, samples), **trainer_metrics(step), "_samples": samples,
-        }
-        self.dispatched_at.pop(it, None)
-        return row
-
-    def _micro_step(self, chunk: list[Held]) -> None:
-        samples = [h.sample for h in chunk]
-        self.trainer.micro_step(samples, self.trainer.algorithm.batch_advantages(samples))
+                yield chunk
 
     # -- dispatch and upkeep ------------------------------------------------------------------------------------------
-    def _dispatch_through(self, last: int) -> None:
+    def dispatch_through(self, last: int) -> None:
         last = min(last, self.spec.training.iterations - 1)
         while self.next_dispatch <= last:
             j = self.next_dispatch
-            instances = self._wait_for_instances()
-            self.dispatcher.dispatch(j, instances, max(0, j - self.lookahead), components.load_ptl(self.job_id))
+            self.dispatcher.dispatch(j, self.wait_for_instances(), max(0, j - self.lookahead))
             self.dispatched_at[j] = time.time()
             self.next_dispatch += 1
 
-    def _live_instances(self) -> list[str]:
-        with session_scope() as session:
-            return list(session.scalars(select(GenerationInstance.instance_id).where(
-                GenerationInstance.job_id == self.job_id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
-                .order_by(GenerationInstance.id)))
+    def dispatch_eval(self, version: int) -> None:
+        self.dispatcher.send(self.eval_requests(version), self.wait_for_instances())
+        self.evals_pending.append(version)
 
-    def _gone_instances(self, candidates: set[str]) -> list[str]:
-        """Of `candidates`, the instances that have exited (stopped or dead). A `stopping` instance still finishes
-        what it admitted and acknowledges it: its stream is drained only once it is gone, so nothing is lost and no
-        stream disappears under a running instance."""
-        if not candidates:
-            return []
-        with session_scope() as session:
-            present = {iid: str(status) for iid, status in session.execute(
-                select(GenerationInstance.instance_id, GenerationInstance.status).where(
-                    GenerationInstance.job_id == self.job_id, GenerationInstance.instance_id.in_(candidates)))}
-        return sorted(iid for iid in candidates if present.get(iid) not in LIVE_OR_STOPPING)
+    def live_instances(self) -> list[str]:
+        return [iid for iid, status in self.reporter.instance_states(self.job_id).items()
+                if status in LIVE_INSTANCE_STATUSES]
 
-    def _wait_for_instances(self) -> list[str]:
+    def wait_for_instances(self) -> list[str]:
         deadline = time.time() + self.timeouts.instance_start_s
         while True:
-            live = self._live_instances()
+            live = self.live_instances()
             if live:
                 return live
             if time.time() > deadline:
                 raise JobSetupError(f"no generation instance came up within {self.timeouts.instance_start_s:.0f}s; "
                                     "start one with `streamrl worker --pool generation`")
             self.check_runnable()
-            with self.spans.span("waiting"):
+            with self.rec.phase("waiting"):
                 time.sleep(0.5)
 
-    def _maintain(self, it: int) -> None:
+    def maintain(self, it: int) -> None:
         """Every second: honour cancel/pause, move requests off gone instances, resend over-stale samples."""
         now = time.time()
         if now - self._last_maintain < MAINTAIN_EVERY_S:
             return
         self._last_maintain = now
         self.check_runnable()
-        live = self._live_instances()
-        for gone in self._gone_instances(self.dispatcher.touched - set(live)):
-            drained = self.dispatcher.drain(gone)
+        states = self.reporter.instance_states(self.job_id)
+        live = [iid for iid, status in states.items() if status in LIVE_INSTANCE_STATUSES]
+        # a `stopping` instance still finishes and acknowledges what it admitted: drain it only once it is gone
+        gone = sorted(iid for iid in self.dispatcher.touched - set(live) if states.get(iid) not in LIVE_OR_STOPPING)
+        for instance in gone:
+            drained = self.dispatcher.drain(instance)
             if drained:
                 self.orphans.extend(drained)
-                with session_scope() as session:
-                    record_event(session=session, job_id=self.job_id, kind="worker",
-                                 message=f"re-dispatching {len(drained)} requests of stopped instance {gone}",
-                                 data={"instance_id": gone, "requests": len(drained)})
+                self.reporter.record_event(self.job_id, "worker", f"re-dispatching {len(drained)} requests of "
+                                           f"stopped instance {instance}",
+                                           data={"instance_id": instance, "requests": len(drained)})
         self.orphans.extend(self.collector.take_regenerations())
         if self.orphans and live:
             wanted = [r for r in self.orphans if not self.stream.already_produced(r.sample_id)]
@@ -175,10 +152,40 @@ class StreamDriver(Driver):
                 self.dispatcher.send(wanted, live)
             self.orphans = []
         if now - self.collector.last_arrival > STALL_TIMEOUT_S and self.collector.held_count(it) == 0:
-            raise JobSetupError(f"no samples arrived for {STALL_TIMEOUT_S:.0f}s; the generation instances are stuck")
+            raise JobSetupError(
+                f"no samples arrived for {STALL_TIMEOUT_S:.0f}s: the generation instances are stuck")
 
-    def _generator_stats(self) -> dict[str, float]:
-        raw: Any = self.ctx.redis.hgetall(gen_stats_key(self.job_id))
+    # -- metrics ------------------------------------------------------------------------------------------------------
+    def finished_eval(self, it: int) -> dict[str, float]:
+        """The oldest dispatched evaluation once all its samples arrived; after the last iteration, wait for it."""
+        last = it + 1 == self.spec.training.iterations
+        while self.evals_pending:
+            version = self.evals_pending[0]
+            got = self.collector.evals.get(version, {})
+            if len(got) >= len(self.eval_rows):
+                self.evals_pending.pop(0)
+                value = statistics.fmean(s.reward for s in self.collector.evals.pop(version).values())
+                self.eval_curve.append((version, value))
+                return {"eval_reward": value, "eval_version": float(version)}
+            if not last:
+                return {}
+            self.collector.poll(block_ms=100, min_version=self.trainer.version)
+            self.maintain(it)
+        return {}
+
+    def stream_metrics(self, it: int, samples: list[Sample]) -> dict[str, Any]:
+        gen_start, gen_end = generation_window(samples, self.dispatched_at.pop(it, time.time()), self._last_gen_end)
+        self._last_gen_end = gen_end if self._last_gen_end is None else max(self._last_gen_end, gen_end)
+        return {
+            "gen_seconds": gen_end - gen_start, "stale_dropped": self.collector.stats.stale_dropped,
+            "duplicates": self.collector.stats.duplicates, "instances": producing_instances(samples),
+            "instances_live": len(self.live_instances()), "policy_version": self.trainer.version,
+            "tail_fraction": tail_fraction(gen_start, [s.finished_at for s in samples if s.finished_at > 0]),
+            **self.generator_stats(), **self.recall(it, samples),
+        }
+
+    def generator_stats(self) -> dict[str, float]:
+        raw: Any = self.redis.hgetall(keys.generator_stats(self.job_id))
         now = {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in (raw or {}).items()}
         delta = {}
         for name in ("idle_seconds", "loading_seconds"):
@@ -186,7 +193,7 @@ class StreamDriver(Driver):
             delta[name], self._gen_stats_seen[name] = total - self._gen_stats_seen[name], total
         return {"generator_idle_seconds": delta["idle_seconds"], "weight_load_seconds": delta["loading_seconds"]}
 
-    def _recall(self, it: int, samples: list[Any]) -> dict[str, float]:
+    def recall(self, it: int, samples: list[Sample]) -> dict[str, float]:
         by_group: dict[str, list[int]] = {}
         for s in samples:
             by_group.setdefault(s.group_id, []).append(len(s.response_ids))
@@ -195,4 +202,3 @@ class StreamDriver(Driver):
         actual = [sum(by_group[g]) / len(by_group[g]) for g in groups]
         pred = [predicted.get(g, 0.0) for g in groups]
         return {f"recall_top{int(share * 100)}": recall_top(pred, actual, share) for share in (0.2, 0.1, 0.05)}
-

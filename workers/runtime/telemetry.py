@@ -1,8 +1,9 @@
 """Timeline spans (the dashboard's pipeline view) and background heartbeats of runtime processes.
 
-`SpanRecorder` buffers spans of one lane, merging back-to-back spans of the same kind, and flushes them to Postgres
-(`record_spans`) and the live channel. `Heartbeat` runs a daemon thread that calls `beat()` every `interval_s`, so a
-process busy in a long decode step still proves it is alive; it stops when `stop()` is called or `beat` raises.
+`SpanRecorder` buffers spans of one lane, merging back-to-back spans of the same kind, and flushes them through the
+job's reporter (database + live channel on the platform). `Heartbeat` runs a daemon thread that calls `beat()`
+every `interval_s`, so a process busy in a long decode step still proves it is alive; it stops when `stop()` is
+called (a failed beat is logged and retried at the next tick).
 """
 
 from __future__ import annotations
@@ -14,19 +15,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import redis
-
-from backend.db.session import session_scope
-from backend.services.job_data import record_spans
-from backend.services.live import publish_live
+from contract.reporter import Reporter
 
 log = logging.getLogger(__name__)
 MERGE_GAP_S = 0.05  # spans of the same kind closer than this are drawn as one
 
 
 class SpanRecorder:
-    def __init__(self, job_id: int, lane: str, client: redis.Redis | None):
-        self.job_id, self.lane, self.client = job_id, lane, client
+    def __init__(self, job_id: int, lane: str, reporter: Reporter):
+        self.job_id, self.lane, self.reporter = job_id, lane, reporter
         self._pending: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self.totals: dict[str, float] = {}  # seconds per kind since the start (for metrics)
@@ -55,9 +52,7 @@ class SpanRecorder:
             spans, self._pending = self._pending, []
         if not spans:
             return 0
-        with session_scope() as session:
-            record_spans(session=session, job_id=self.job_id, spans=spans)
-        publish_live(self.client, self.job_id, "timeline", spans)
+        self.reporter.record_spans(self.job_id, spans)
         return len(spans)
 
 

@@ -77,3 +77,11 @@ def prune_checkpoints(root: Path, keep: int, prefix: str = "iter_") -> None:
     found = sorted(p for p in root.glob(f"{prefix}*") if p.is_dir() and not p.name.endswith(".tmp"))
     for old in found[:-keep] if keep > 0 else found:
         shutil.rmtree(old)
+
+
+def latest_checkpoint(root: Path, prefix: str = "iter_") -> Path | None:
+    """The newest complete checkpoint under `root` (staging directories end in `.tmp` and are never complete)."""
+    if not root.exists():
+        return None
+    found = sorted(p for p in root.glob(f"{prefix}*") if p.is_dir() and not p.name.endswith(".tmp"))
+    return found[-1] if found else None

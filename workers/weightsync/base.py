@@ -1,4 +1,4 @@
-"""`WeightTransport`: how the trainer's new weights reach every generation instance (DESIGN §2.6, §6).
+"""`WeightTransport`: how the trainer's new weights reach every generation instance (docs/architecture.md).
 
 Every publish and fetch is timed; `timings` keeps (kind, version, seconds) so the runtime reports weight-sync cost
 as a fraction of iteration time.
@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+
+from workers.generation.engine import GenerationEngine
 
 
 @dataclass
@@ -48,6 +50,20 @@ class WeightTransport(ABC):
     @abstractmethod
     def latest_version(self) -> int:
         """The newest published version (0 = the initial weights)."""
+
+    @abstractmethod
+    def wait_for(self, version: int, timeout_s: float) -> None:
+        """Block until `version` (or a newer one) is published; TimeoutError after `timeout_s`."""
+
+    def load_into(self, engine: GenerationEngine, version: int) -> float:
+        """Make `engine` generate with weights `version`; returns the seconds it took. Default: fetch the tensors
+        and copy them in (`GenerationEngine.load_tensors`)."""
+        start = time.perf_counter()
+        engine.load_tensors(version, self.fetch(version))
+        return time.perf_counter() - start
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release sockets/groups."""
 
     @contextmanager
     def _timed(self, kind: str, version: int) -> Iterator[None]:

@@ -57,6 +57,11 @@ class BroadcastTransport(WeightTransport):
         self._latest = version
         return {name: buf.clone() for name, buf in self._buffers.items()}
 
+    def wait_for(self, version: int, timeout_s: float = 300.0) -> None:
+        """Broadcasts arrive in version order; a fetcher receives each one in `fetch`, so there is nothing to poll."""
+        if self.rank == 0 and self._latest < version:
+            raise RuntimeError(f"the trainer has published version {self._latest}, not {version}")
+
     def latest_version(self) -> int:
         return self._latest
 

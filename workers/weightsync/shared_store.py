@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from contract import keys
+from workers.generation.engine import GenerationEngine
 from workers.weightsync.base import WeightTransport
 
 WEIGHTS_FILE = "model.safetensors"
@@ -38,9 +39,11 @@ def _detached(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 class SharedStoreTransport(WeightTransport):
-    def __init__(self, root: str | Path, client: redis.Redis, job_id: int, template_dir: str | Path | None = None,
-                 keep: int = 4):
+    def __init__(self, root: str | Path, client: redis.Redis | None, job_id: int,
+                 template_dir: str | Path | None = None, keep: int = 4):
+        """`client` None: one process publishes and loads (train-local), the latest version is kept in memory."""
         super().__init__()
+        self._latest = 0
         self.root, self.client, self.job_id, self.keep = Path(root), client, job_id, keep
         self.template_dir = Path(template_dir) if template_dir else None
         self.root.mkdir(parents=True, exist_ok=True)
@@ -77,8 +80,10 @@ class SharedStoreTransport(WeightTransport):
         if final.exists():  # a retried publish of the same version: the newer files win
             shutil.rmtree(final)
         os.rename(tmp, final)
-        self.client.set(keys.weights_latest(self.job_id), version)
-        self.client.publish(keys.weights_channel(self.job_id), version)
+        self._latest = version
+        if self.client is not None:
+            self.client.set(keys.weights_latest(self.job_id), version)
+            self.client.publish(keys.weights_channel(self.job_id), version)
         self._prune(version)
 
     def _prune(self, latest: int) -> None:
@@ -88,6 +93,8 @@ class SharedStoreTransport(WeightTransport):
                 shutil.rmtree(self.path(old), ignore_errors=True)
 
     def latest_version(self) -> int:
+        if self.client is None:
+            return self._latest
         raw = self.client.get(keys.weights_latest(self.job_id))
         return int(raw) if raw is not None else 0
 
@@ -98,6 +105,13 @@ class SharedStoreTransport(WeightTransport):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"weights version {version} of job {self.job_id} not published in {timeout_s}s")
             time.sleep(poll_s)
+
+    def load_into(self, engine: GenerationEngine, version: int) -> float:
+        """The engine reads the version's directory itself (vLLM `reload_weights`, hf in-place copy)."""
+        start = time.perf_counter()
+        self.wait_for(version)
+        engine.update_weights(version, self.path(version))
+        return time.perf_counter() - start
 
     def fetch(self, version: int) -> dict[str, torch.Tensor]:
         with self._timed("fetch", version):

@@ -57,6 +57,7 @@ class HFEngine(GenerationEngine):
             self.load(model_dir)
 
     def load(self, model_dir: str | Path) -> None:
+        self.model_dir = Path(model_dir)
         model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype)
         self.model = model.to(self.device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -69,12 +70,15 @@ class HFEngine(GenerationEngine):
     def update_weights(self, version: int, source: str | Path) -> None:
         """Copy the weights in `source` into the loaded model in place. May be called between results of a running
         `generate_stream`: sequences still in flight continue on the new weights (their KV cache is kept)."""
+        self.load_tensors(version, load_safetensors_dir(source), origin=str(source))
+
+    def load_tensors(self, version: int, state_dict: dict[str, Any], origin: str = "the transport") -> None:
+        """Copy tensors into the loaded model in place (same guarantees as `update_weights`)."""
         model = self._require_model()
-        state = load_safetensors_dir(source)
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing, unexpected = model.load_state_dict(state_dict, strict=False)
         tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
         if unexpected or set(missing) - tied:
-            raise ValueError(f"weights in {source} do not match the model: missing={sorted(set(missing) - tied)} "
+            raise ValueError(f"weights from {origin} do not match the model: missing={sorted(set(missing) - tied)} "
                              f"unexpected={sorted(unexpected)}")
         self.version = version
 

@@ -50,6 +50,7 @@ class VLLMEngine(GenerationEngine):
 
     def load(self, model_dir: str | Path) -> None:
         _configure_env(self.kv_cache_gb)
+        self.model_dir = Path(model_dir)
         from vllm import LLM
 
         make_llm: Any = LLM  # our dtype is a plain str; vLLM's stub wants a Literal

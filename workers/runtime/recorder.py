@@ -1,0 +1,69 @@
+"""`IterationRecorder`: the timing, spans and metrics of one driver, kept beside the RL loop instead of inside it.
+
+    with rec.phase("training"): ...            # seconds per phase for the metrics row + a span on the timeline
+    row = rec.finish(it, samples, step, extra) # the iteration's metrics row, recorded through the reporter
+
+Phases: generating, training, waiting (trainer starved), weight_sync. Rows use the keys of docs/api.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from contract.reporter import Reporter
+from contract.sample import Sample
+from workers.runtime import metrics
+from workers.runtime.telemetry import SpanRecorder
+
+SAMPLES_KEPT_PER_ITERATION = 8
+SPAN_KIND = {"generating": "generating", "training": "training", "waiting": "waiting", "weight_sync": "loading_weights"}
+ROW_KEY = {"generating": "gen_seconds", "training": "train_seconds", "waiting": "trainer_idle_seconds",
+           "weight_sync": "weight_sync_seconds"}
+
+
+class IterationRecorder:
+    def __init__(self, job_id: int, lane: str, reporter: Reporter):
+        self.job_id, self.reporter = job_id, reporter
+        self.spans = SpanRecorder(job_id, lane, reporter)
+        self.seconds: dict[str, float] = {}
+        self.started = time.time()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.time()
+        try:
+            yield
+        finally:
+            self.add(name, start, time.time())
+
+    def add(self, name: str, start: float, end: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, end - start)
+        self.spans.add(SPAN_KIND[name], start, end)
+
+    def finish(self, it: int, samples: list[Sample], step: dict[str, float], extra: dict[str, Any]) -> dict[str, Any]:
+        """Iteration `it` (0-based) is trained: assemble its row, record it (1-based) and start the next clock."""
+        now = time.time()
+        row: dict[str, Any] = {ROW_KEY[name]: seconds for name, seconds in self.seconds.items()}
+        row.update(extra)
+        row["iteration_seconds"] = now - self.started
+        row.update(metrics.sample_metrics(samples, train_version=it))
+        row.update(metrics.rates(samples, row["iteration_seconds"]))
+        row.update(metrics.trainer_metrics(step))
+        row["samples"] = len(samples)
+        if row.get("weight_sync_seconds") is not None:
+            row["weight_sync_fraction"] = row["weight_sync_seconds"] / max(row["iteration_seconds"], 1e-9)
+        row = metrics.finite(row)
+        kept = [sample_row(s, it) for s in samples[:SAMPLES_KEPT_PER_ITERATION]]
+        self.reporter.record_iteration(self.job_id, it + 1, row, kept)
+        self.spans.flush()  # the trainer lane reaches the live timeline every iteration, like the instances' lanes
+        self.seconds, self.started = {}, now
+        return row
+
+
+def sample_row(sample: Sample, iteration: int) -> dict[str, Any]:
+    return {"iteration": iteration + 1, "sample_id": sample.sample_id, "prompt": sample.prompt_text,
+            "response": sample.response_text, "reward": float(sample.reward), "length": len(sample.response_ids),
+            "policy_version": sample.policy_version, "instance_id": sample.instance_id}
