@@ -15,9 +15,10 @@ from sqlalchemy import select
 from backend.controller.reconcile import reconcile_once
 from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
 from backend.services.jobs import create_job, scale_job
+from contract import keys
 from contract.liveness import Timeouts, beat_driver
 from contract.spec import JobSpec
-from workers.stream import clear_job, keys
+from workers.stream import clear_job
 
 pytestmark = [pytest.mark.integration]
 FAST = Timeouts(instance_heartbeat_s=5.0, instance_start_s=5.0, driver_start_s=5.0, driver_heartbeat_ttl_s=5.0)

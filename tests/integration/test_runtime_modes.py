@@ -25,3 +25,25 @@ def test_job_runs_to_completion(platform, mode: str) -> None:
         consumed = platform.consumed(job_id)  # ids are unique by construction: a set equal in size == no dups
         assert len(consumed) == ITERATIONS * PROMPTS * GROUP
         assert max(r["staleness_mean"] for r in rows) <= (1 if mode == "async" else 0)
+
+
+def test_async_generates_ahead_of_training(platform) -> None:
+    """Async really overlaps: samples of iteration i + 1 come from weights older than i + 1, i.e. they were generated
+    before training of iteration i ended (sync would show staleness 0 everywhere); k = 3 lets them lag further."""
+    one = platform.submit(mode="async", max_staleness=1, training={"iterations": 4, "prompts_per_iteration": 4})
+    three = platform.submit(mode="async", max_staleness=3, training={"iterations": 6, "prompts_per_iteration": 4})
+    rows_one = [r["staleness_mean"] for r in (platform.wait_done(one, 300) and platform.iterations(one))]
+    rows_three = [r["staleness_mean"] for r in (platform.wait_done(three, 300) and platform.iterations(three))]
+    assert max(rows_one) > 0 and max(rows_one) <= 1
+    assert max(rows_three) > 1 and max(rows_three) <= 3
+
+
+def test_skew_aware_job_profiles_and_dispatches(platform) -> None:
+    job_id = platform.submit(mode="sync", dispatch={"policy": "skew_aware"},
+                             dataset={"builtin": "long_tail", "num_prompts": 16, "eval_prompts": 4},
+                             training={"iterations": 3, "prompts_per_iteration": 4, "eval_every": 3})
+    job = platform.wait_done(job_id, timeout_s=300)
+    assert job.ptl_profile and len(job.ptl_profile["points"]) >= 2  # measured by the first instance
+    rows = platform.iterations(job_id)
+    assert len(rows) == 3 and all("recall_top20" in r for r in rows)
+    assert 0.0 <= rows[-1]["eval_reward"] <= 1.0 and rows[-1]["eval_version"] == 3  # held-out curve at v3

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
+from redis import Redis
 
 from contract import keys
 from contract.reporter import Reporter
@@ -30,7 +30,7 @@ class JobContext:
     model_dir: Path
     job_dir: Path  # <artifacts>/jobs/<id> (or train-local's output dir): weights/, checkpoints/
     reporter: Reporter
-    redis: redis.Redis | None
+    redis: Redis | None
     dataset_path: str | None = None  # the uploaded dataset's file, when the spec names one by id
     dataset_params: dict[str, Any] = field(default_factory=dict)  # built-in task generator params (train-local)
 
@@ -48,7 +48,7 @@ class JobContext:
     def job_done(self) -> bool:
         return self.redis is not None and bool(self.redis.exists(keys.job_done(self.job_id)))
 
-    def require_redis(self) -> redis.Redis:
+    def require_redis(self) -> Redis:
         assert self.redis is not None, "this part of the runtime needs the platform's Redis"
         return self.redis
 
@@ -63,7 +63,7 @@ def resolve_model_dir(name: str, registered: str | None) -> Path:
     raise JobSetupError(f"model {name!r} is not registered for this team and is not a model directory")
 
 
-def load_context(job_id: int, reporter: Reporter, client: redis.Redis | None, artifacts: Path) -> JobContext:
+def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifacts: Path) -> JobContext:
     record = reporter.load_job(job_id)
     if record is None:
         raise JobSetupError(f"job {job_id} does not exist")
