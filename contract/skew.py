@@ -1,4 +1,4 @@
-"""How one iteration's prompts are split over generation instances (paper Algorithm 2, DESIGN §2.3).
+"""How one iteration's prompts are split over generation instances (paper Algorithm 2).
 
 Pure Python (no torch): the planner/simulator in the control plane imports it.
 

@@ -1,4 +1,4 @@
-"""The reconcile loop: drive the running world towards the desired state kept in the database (DESIGN §3).
+"""The reconcile loop: drive the running world towards the desired state kept in the database.
 
 One pass (`reconcile_once`):
 1. admit queued jobs within their team's quotas, and send each admitted job's driver task (`training.run_job`);

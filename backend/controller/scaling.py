@@ -1,4 +1,4 @@
-"""How many generation instances a job should have: its manual target, or the autoscaler's decision (DESIGN §2.5).
+"""How many generation instances a job should have: its manual target, or the autoscaler's decision.
 
 A manual target (API/UI `scale`) turns autoscaling off for the job, so it always overrides. Every autoscaler change
 is a JobEvent of kind `autoscale` with the reason and the numbers behind it.

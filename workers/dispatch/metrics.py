@@ -1,4 +1,4 @@
-"""Skew metrics of one iteration's generation (DESIGN §2.3), and the ranker's recall of the longest prompts.
+"""Skew metrics of one iteration's generation, and the ranker's recall of the longest prompts.
 
 - `recall_top(pred, true, frac)`: of the truly longest ceil(frac * n) prompts, the share the prediction also puts in
   its top ceil(frac * n) (the paper's ranker metric; 1.0 = perfect).

@@ -1,4 +1,4 @@
-"""Per-token-latency profiling: PTL(BS) of a real engine, measured with a few probe batches (DESIGN §2.3).
+"""Per-token-latency profiling: PTL(BS) of a real engine, measured with a few probe batches.
 
 Engines with a `profile_ptl(batch_sizes, tokens=...)` method (HFEngine) are asked directly (EOS ignored, exact token
 counts); any other `GenerationEngine` is timed through `generate_stream` (seconds / longest response).

@@ -1,4 +1,4 @@
-"""Output-length rankers: predict each prompt's relative output length (DESIGN §2.3, paper §4.2).
+"""Output-length rankers: predict each prompt's relative output length.
 
 `LengthRanker` is the pluggable part (a small-LM ranker fine-tuned on GPUs would be one more subclass). The default
 `FeatureRidgeRanker` combines two signals, both refit online from recent generations:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from contract.sample import PromptRequest, Sample
 from workers.core.prompts import eval_iteration_of, is_eval, iteration_of, request_seed
-from workers.stream import SampleStream
+from workers.stream import SampleStreamBase
 
 CONSUMER = "driver"
 
@@ -36,8 +36,9 @@ class IntakeStats:
 
 
 class SampleCollector:
-    def __init__(self, stream: SampleStream, group_size: int, max_staleness: int):
-        self.stream, self.group_size, self.max_staleness = stream, group_size, max_staleness
+    def __init__(self, stream: SampleStreamBase, group_size: int, max_staleness: int):
+        self.stream: SampleStreamBase = stream
+        self.group_size, self.max_staleness = group_size, max_staleness
         self.groups: dict[int, dict[str, dict[str, Held]]] = {}  # iteration -> group id -> sample id -> held
         self.held_entries: set[str] = set()
         self.taken: set[str] = set()  # ids of popped groups not yet committed

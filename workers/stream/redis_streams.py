@@ -1,4 +1,4 @@
-"""`PromptQueue` and `SampleStream`: Redis Streams with consumer groups (DESIGN §4, §6).
+"""`PromptQueue` and `SampleStream`: Redis Streams with consumer groups (docs/architecture.md, "Data flow").
 
 Delivery is at-least-once, consumption idempotent:
 - an entry is acknowledged (XACK, then XDEL so the stream holds only unfinished work) only after it was used;
@@ -17,6 +17,7 @@ import redis
 
 from contract import keys
 from contract.sample import PromptRequest, Sample
+from workers.stream.base import PromptQueueBase, SampleStreamBase
 
 PROMPT_GROUP = "generators"
 SAMPLE_GROUP = "trainer"
@@ -55,7 +56,7 @@ def _s(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class PromptQueue:
+class PromptQueue(PromptQueueBase):
     """The prompt stream of one generation instance of one job."""
 
     def __init__(self, client: redis.Redis, job_id: int, instance_id: str, reclaim_after_s: float = 30.0):
@@ -102,7 +103,7 @@ class PromptQueue:
         return [PromptRequest.from_json(fields[b"data"]) for _id, fields in entries]
 
 
-class SampleStream:
+class SampleStream(SampleStreamBase):
     """The finished-sample stream of one job: every instance produces, the job driver consumes."""
 
     def __init__(self, client: redis.Redis, job_id: int, reclaim_after_s: float = 60.0):
