@@ -81,3 +81,27 @@ def generator_stats(job_id: int) -> str:
 def ptl_lock(job_id: int) -> str:
     """Taken by the one instance that profiles PTL(BS) for the job."""
     return f"{prefix(job_id)}:ptl_lock"
+
+
+def driver_handback(job_id: int) -> str:
+    """Set by a driver that stopped cleanly because its worker is shutting down (checkpointed, job not finished):
+    the controller restarts it at once and does not count a failure."""
+    return f"{prefix(job_id)}:driver:handback"
+
+
+def driver_lost_at(job_id: int) -> str:
+    """When the controller first saw the driver gone (restart backoff runs from here)."""
+    return f"{prefix(job_id)}:driver:lost_at"
+
+
+def worker_shutdown(node: str) -> str:
+    """Set by a Celery worker's main process when it begins a warm shutdown; its task processes hand work back."""
+    return f"streamrl:worker:{node}:shutdown"
+
+
+def worker_registry(node: str) -> str:
+    """A live Celery worker's slots: JSON {node, queues, slots, host, pid}; expires unless refreshed."""
+    return f"streamrl:workers:{node}"
+
+
+WORKER_REGISTRY_PATTERN = "streamrl:workers:*"

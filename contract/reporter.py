@@ -32,6 +32,7 @@ class JobRecord:
     status: JobStatus
     model_path: str | None  # the team's registered model of that name (None: not registered)
     dataset_path: str | None  # the uploaded dataset's file when the spec names one by id
+    epoch: int = 0  # the driver epoch (see backend.db.models.jobs.Job.driver_epoch): part of every request id
 
 
 class Reporter(ABC):
@@ -86,8 +87,10 @@ class Reporter(ABC):
         """The instance is alive; returns False when it should stop (row gone, stopping or declared dead)."""
 
     @abstractmethod
-    def set_instance_status(self, job_id: int, instance_id: str, status: InstanceStatus) -> None:
-        """`running` once it produces; `stopped` when it exits (a `dead` row stays dead)."""
+    def set_instance_status(self, job_id: int, instance_id: str, status: InstanceStatus,
+                            error: str | None = None) -> None:
+        """`running` once it produces; `stopped` when it exits; `dead` with the `error` when its task failed (the
+        controller stops replacing instances that keep failing the same way). A `dead` row stays dead."""
 
 
 _TRANSITIONS = {  # the subset of the control plane's state machine the runtime asks for
@@ -168,7 +171,8 @@ class MemoryReporter(Reporter):
     def beat_instance(self, job_id: int, instance_id: str, host: str) -> bool:
         return self.claim_instance(job_id, instance_id)
 
-    def set_instance_status(self, job_id: int, instance_id: str, status: InstanceStatus) -> None:
+    def set_instance_status(self, job_id: int, instance_id: str, status: InstanceStatus,
+                            error: str | None = None) -> None:
         with self.lock:
             rows = self.instances.setdefault(job_id, {})
             if rows.get(instance_id) != InstanceStatus.dead:

@@ -125,6 +125,16 @@ class AutoscaleSpec(_Strict):
         return self
 
 
+class FailoverSpec(_Strict):
+    """What happens when a job's processes die: the controller restarts the driver from the newest checkpoint."""
+
+    max_restarts: int = Field(3, ge=0, le=100, description="driver restarts after unplanned deaths before the job "
+                              "fails (clean hand-backs on worker shutdown do not count)")
+    backoff_s: float = Field(5.0, ge=0, le=3600, description="wait before restart k: backoff_s * 2**(k-1)")
+    instance_crash_loop: int = Field(5, ge=1, le=1000, description="consecutive instance failures with the same "
+                                     "error after which instances are no longer replaced and the job fails")
+
+
 class CheckpointSpec(_Strict):
     interval: int = Field(10, ge=1, description="checkpoint every N iterations")
     keep: int = Field(3, ge=1)
@@ -146,4 +156,5 @@ class JobSpec(_Strict):
     dispatch: DispatchSpec = Field(default_factory=DispatchSpec)
     autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    failover: FailoverSpec = Field(default_factory=FailoverSpec)
     seed: int = 0

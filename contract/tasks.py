@@ -56,8 +56,11 @@ def make_celery(redis_url: str | None = None, include: list[str] | None = None) 
         task_serializer="json",
         accept_content=["json"],
         broker_connection_retry_on_startup=True,
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,  # a broker restart stalls the worker; it never gives up on its own
         broker_transport_options={"visibility_timeout": int(os.environ.get("STREAMRL_VISIBILITY_TIMEOUT_S", 86400))},
         worker_hijack_root_logger=False,
-        worker_cancel_long_running_tasks_on_connection_loss=True,
+        # a running driver or instance does not need the broker: a broker restart must not cancel it
+        worker_cancel_long_running_tasks_on_connection_loss=False,
     )
     return app

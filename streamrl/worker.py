@@ -3,40 +3,55 @@
 Thin tasks, ids in: the runtime functions (workers/runtime) do the work and learn about the job only through the
 reporter, so they run the same under train-local's in-memory reporter. Start a pool with
 `streamrl worker --pool generation|training|control` (or `celery -A streamrl.worker:app worker -Q <pool>`).
+
+A warm shutdown (SIGTERM, or the first Ctrl-C) sets the worker's shutdown flag in Redis; its running tasks see it
+with their next heartbeat and hand their work back (workers/runtime/shutdown.py), so the job continues elsewhere.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
 import redis
+from celery import Task
+from celery.signals import worker_ready, worker_shutting_down
 
 from backend.reporting import DatabaseReporter
-from contract import tasks
+from contract import keys, tasks
+from contract.redis_client import connect
 from contract.settings import get_settings
 
+log = logging.getLogger(__name__)
 app = tasks.make_celery(include=["streamrl.worker"])
+REGISTRY_BEAT_S, REGISTRY_TTL_S = 5.0, 20
 
 
 def _platform() -> tuple[DatabaseReporter, redis.Redis]:
-    client = redis.Redis.from_url(tasks.platform_redis_url())
+    client = connect(tasks.platform_redis_url())
     return DatabaseReporter(client), client
 
 
-@app.task(name=tasks.RUN_INSTANCE)
-def run_instance(job_id: int, instance_id: str) -> str:
+@app.task(name=tasks.RUN_INSTANCE, bind=True)
+def run_instance(self: Task, job_id: int, instance_id: str) -> str:
     """One generation instance of one job: runs until the job ends or the controller stops the instance."""
     from workers.runtime.instance import run_instance as run
 
     reporter, client = _platform()
-    return run(job_id, instance_id, reporter, client, get_settings().artifacts)
+    return run(job_id, instance_id, reporter, client, get_settings().artifacts, node=self.request.hostname)
 
 
-@app.task(name=tasks.RUN_JOB)
-def run_job(job_id: int) -> str:
+@app.task(name=tasks.RUN_JOB, bind=True)
+def run_job(self: Task, job_id: int) -> str:
     """The job driver (data loader, dispatcher, stream consumer, trainer, weight publisher): runs to the job's end."""
     from workers.runtime.driver import run_job as run
 
     reporter, client = _platform()
-    return run(job_id, reporter, client, get_settings().artifacts)
+    return run(job_id, reporter, client, get_settings().artifacts, node=self.request.hostname)
 
 
 @app.task(name=tasks.RECONCILE)
@@ -45,3 +60,48 @@ def reconcile() -> dict[str, int]:
     from backend.controller.reconcile import reconcile_once
 
     return reconcile_once().as_dict()
+
+
+class _Registration:
+    """The worker's slots in the registry (`keys.worker_registry`), refreshed every few seconds by a daemon thread of
+    the worker's main process; the controller counts free slots per pool from it (capacity-aware placement)."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.entry: dict[str, Any] = {}
+
+    def start(self, consumer: Any) -> None:
+        worker = consumer.controller
+        queues = sorted(q.name for q in consumer.task_consumer.queues) if consumer.task_consumer else []
+        self.entry = {"node": worker.hostname, "queues": queues, "slots": int(worker.concurrency),
+                      "host": socket.gethostname(), "pid": os.getpid()}
+        threading.Thread(target=self._run, name="worker-registry", daemon=True).start()
+
+    def _run(self) -> None:
+        client = connect(tasks.platform_redis_url())
+        while True:
+            try:
+                client.set(keys.worker_registry(self.entry["node"]), json.dumps(self.entry), ex=REGISTRY_TTL_S)
+            except redis.RedisError as err:
+                log.warning("worker registry: %s", err)
+            if self.stop.wait(REGISTRY_BEAT_S):
+                client.delete(keys.worker_registry(self.entry["node"]))
+                return
+
+
+_registration = _Registration()
+
+
+@worker_ready.connect
+def _register(sender: Any = None, **_: Any) -> None:
+    _registration.start(sender)
+
+
+@worker_shutting_down.connect
+def _hand_work_back(sender: Any = None, **_: Any) -> None:
+    """`sender` is the worker's node name (the `-n` of `celery worker`)."""
+    _registration.stop.set()
+    try:
+        connect(tasks.platform_redis_url()).set(keys.worker_shutdown(str(sender)), 1, ex=3600)
+    except redis.RedisError as err:  # Redis down too: tasks end when the pool is terminated
+        log.warning("could not flag the shutdown of %s: %s", sender, err)

@@ -20,6 +20,7 @@ import redis
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from backend.controller.capacity import PoolCapacity, generation_capacity
 from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
@@ -27,8 +28,11 @@ from backend.db.session import session_scope
 from backend.services.jobs import admit_queued_jobs, record_event, transition_job
 from contract import keys, liveness, tasks
 from contract.liveness import Timeouts
+from contract.redis_client import connect
 from contract.spec import JobSpec
 from contract.tasks import make_celery, platform_redis_url
+
+PENDING_REPORT_S = 30.0  # an instance not picked up by a worker for this long is reported as pending
 
 
 class TaskSender(Protocol):
@@ -77,23 +81,27 @@ def reconcile_once(
 ) -> ReconcileReport:
     """One pass; defaults: the configured database, Redis and Celery broker."""
     sender = sender or CeleryTaskSender()
-    client = client or redis.Redis.from_url(platform_redis_url())
+    client = client or connect(platform_redis_url())
     timeouts = timeouts or Timeouts.from_env()
     report = ReconcileReport()
     with session_scope(engine) as session:
         for job in admit_queued_jobs(session=session):
             report.admitted.append(job.id)
+            # a resumed job starts clean: no leftover end marker or driver bookkeeping from its previous run
+            client.delete(keys.job_done(job.id), keys.driver_sent(job.id), keys.driver_lost_at(job.id),
+                          keys.driver_handback(job.id))
     with session_scope(engine) as session:
         jobs = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
                                                                    JobStatus.paused]))).all()
+        capacity = generation_capacity(session, client)
         for job in jobs:
-            _reconcile_job(session, job, sender, client, timeouts, report)
+            _reconcile_job(session, job, sender, client, timeouts, report, capacity)
         _stop_instances_of_finished_jobs(session, client, report)
     return report
 
 
 def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis.Redis, timeouts: Timeouts,
-                   report: ReconcileReport) -> None:
+                   report: ReconcileReport, capacity: PoolCapacity | None = None) -> None:
     if job.status == JobStatus.paused:
         _scale_to(session, job, [], 0, sender, client, report)
         return
@@ -101,16 +109,18 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
         sender.start_driver(job.id)
         report.drivers_started.append(job.id)
         record_event(session=session, job_id=job.id, kind="worker", message="training driver task sent")
+    spec = JobSpec.model_validate(job.spec)
     if _driver_lost(client, job, timeouts):
-        report.jobs_failed.append(job.id)
-        return _fail(session, job, client, _driver_lost_message(job, timeouts))
+        return recover_driver(session, job, spec, client, sender, timeouts, report)
     # a stopping instance finishes its admitted requests and exits (status stopped); one that goes silent meanwhile
     # is dead, so the driver re-dispatches what its stream still holds
     instances = list(session.scalars(select(GenerationInstance).where(
         GenerationInstance.job_id == job.id,
         GenerationInstance.status.in_([*LIVE_INSTANCE_STATUSES, InstanceStatus.stopping]))))
-    silent = [inst for inst in instances if _silent(inst, timeouts, report)]
+    waiting_for_slot = capacity is not None and capacity.free == 0
+    silent = [inst for inst in instances if _silent(inst, timeouts, report, waiting_for_slot)]
     live = [inst for inst in instances if inst not in silent and inst.status in LIVE_INSTANCE_STATUSES]
+    _report_pending(session, job, live, client, capacity)
     for inst in instances:
         if inst in silent:
             inst.status, inst.stopped_at = InstanceStatus.dead, _now()
@@ -118,15 +128,57 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
             record_event(session=session, job_id=job.id, kind="worker",
                          message=f"instance {inst.instance_id} stopped heart-beating; replacing it",
                          data={"instance_id": inst.instance_id})
-    spec = JobSpec.model_validate(job.spec)
+    crash = crash_loop_error(session, job.id, spec.failover.instance_crash_loop)
+    if crash is not None:
+        report.jobs_failed.append(job.id)
+        return _fail(session, job, client, f"generation instances keep failing ({spec.failover.instance_crash_loop} "
+                     f"in a row): {crash}")
     target = 0 if spec.mode == "colocated" else desired_instances(session, job, spec, live)
+    _note_capacity(session, job, live, target, client, capacity)
     _scale_to(session, job, live, target, sender, client, report)
 
 
-def _silent(inst: GenerationInstance, timeouts: Timeouts, report: ReconcileReport) -> bool:
+def crash_loop_error(session: Session, job_id: int, limit: int) -> str | None:
+    """The error when the job's last `limit` instances all failed with the same error (replacing them is futile)."""
+    errors = list(session.scalars(select(GenerationInstance.error).where(GenerationInstance.job_id == job_id)
+                                  .order_by(GenerationInstance.id.desc()).limit(limit)))
+    if len(errors) == limit and errors[0] is not None and all(e == errors[0] for e in errors):
+        return errors[0]
+    return None
+
+
+def _report_pending(session: Session, job: Job, live: list[GenerationInstance], client: redis.Redis,
+                    capacity: PoolCapacity | None) -> None:
+    """One event per instance still waiting for a worker slot after PENDING_REPORT_S."""
+    for inst in live:
+        waited = (_now() - _aware(inst.started_at)).total_seconds()
+        if inst.heartbeat_at is None and waited > PENDING_REPORT_S and \
+                client.set(f"{keys.prefix(job.id)}:pending_noted:{inst.instance_id}", 1, nx=True, ex=86400):
+            slots = f" ({capacity.slots} generation slots, {capacity.in_use} in use)" if capacity else ""
+            record_event(session=session, job_id=job.id, kind="capacity",
+                         message=f"instance {inst.instance_id} is pending: no generation worker picked it up in "
+                                 f"{waited:.0f}s{slots}", data={"instance_id": inst.instance_id, "pending": True})
+
+
+def _note_capacity(session: Session, job: Job, live: list[GenerationInstance], target: int, client: redis.Redis,
+                   capacity: PoolCapacity | None) -> None:
+    """Say once per target when it exceeds what the generation pool can run now."""
+    if capacity is None:
+        return
+    holding = sum(1 for inst in live if inst.heartbeat_at is not None)
+    short = target - holding - capacity.free
+    if short > 0 and client.set(f"{keys.prefix(job.id)}:capacity_noted:{target}", 1, nx=True, ex=86400):
+        record_event(session=session, job_id=job.id, kind="capacity",
+                     message=f"target {target} instances exceeds the generation pool: {capacity.slots} slots, "
+                             f"{capacity.free} free; {short} will stay pending until workers are added",
+                     data={"target": target, "slots": capacity.slots, "free": capacity.free, "pending": short})
+
+
+def _silent(inst: GenerationInstance, timeouts: Timeouts, report: ReconcileReport, waiting_for_slot: bool) -> bool:
+    """A running instance that stopped heart-beating, or one never picked up although a worker slot was free."""
     now = _now()
     if inst.heartbeat_at is None:
-        silent = now - _aware(inst.started_at) > timedelta(seconds=timeouts.instance_start_s)
+        silent = not waiting_for_slot and now - _aware(inst.started_at) > timedelta(seconds=timeouts.instance_start_s)
     else:
         silent = now - _aware(inst.heartbeat_at) > timedelta(seconds=timeouts.instance_heartbeat_s)
     if silent:
@@ -169,12 +221,41 @@ def _driver_lost(client: redis.Redis, job: Job, timeouts: Timeouts) -> bool:
     return sent is not None and time.time() - sent > timeouts.driver_start_s
 
 
-def _driver_lost_message(job: Job, timeouts: Timeouts) -> str:
-    if job.status == JobStatus.running:
-        return (f"the training worker running this job stopped responding (no heartbeat for "
-                f"{timeouts.driver_heartbeat_ttl_s:.0f}s); resubmit the job to restart it")
-    return (f"no training worker picked this job up within {timeouts.driver_start_s:.0f}s; start one with "
-            "`streamrl worker --pool training`")
+def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redis, sender: TaskSender,
+                   timeouts: Timeouts, report: ReconcileReport) -> None:
+    """The driver is gone. A job that never started fails (no training worker); a running one is restarted from its
+    newest checkpoint in a new epoch: at once after a clean hand-back, else after backoff_s * 2**(failures) and at
+    most `failover.max_restarts` times, each restart a JobEvent."""
+    if job.status != JobStatus.running:
+        report.jobs_failed.append(job.id)
+        return _fail(session, job, client, f"no training worker picked this job up within "
+                     f"{timeouts.driver_start_s:.0f}s; start one with `streamrl worker --pool training`")
+    handed_back = client.get(keys.driver_handback(job.id)) is not None
+    if not handed_back and job.driver_failures >= spec.failover.max_restarts:
+        report.jobs_failed.append(job.id)
+        return _fail(session, job, client, f"the training driver died {job.driver_failures + 1} times (no heartbeat "
+                     f"for {timeouts.driver_heartbeat_ttl_s:.0f}s; restarts allowed: {spec.failover.max_restarts}); "
+                     "`resume` continues from the newest checkpoint")
+    delay = 0.0 if handed_back else spec.failover.backoff_s * 2 ** job.driver_failures
+    if client.set(keys.driver_lost_at(job.id), time.time(), nx=True, ex=86400):
+        cause = "handed the job back" if handed_back else \
+            f"stopped heart-beating ({timeouts.driver_heartbeat_ttl_s:.0f}s)"
+        record_event(session=session, job_id=job.id, kind="worker", message=f"training driver {cause}; restarting it "
+                     f"from the newest checkpoint in {delay:.0f}s", data={"failures": job.driver_failures})
+    lost_at = float(client.get(keys.driver_lost_at(job.id)) or time.time())
+    if time.time() - lost_at < delay:
+        return
+    job.driver_epoch += 1
+    job.driver_failures += 0 if handed_back else 1
+    client.delete(keys.driver_lost_at(job.id), keys.driver_handback(job.id), keys.driver_sent(job.id))
+    session.commit()  # the new epoch is visible before the task that reads it can run
+    liveness.mark_driver_sent(client, job.id)
+    sender.start_driver(job.id)
+    report.drivers_started.append(job.id)
+    record_event(session=session, job_id=job.id, kind="worker",
+                 message=f"training driver restarted (epoch {job.driver_epoch}; unplanned restarts "
+                         f"{job.driver_failures} of {spec.failover.max_restarts})",
+                 data={"epoch": job.driver_epoch, "failures": job.driver_failures})
 
 
 def _fail(session: Session, job: Job, client: redis.Redis, error: str) -> None:

@@ -18,10 +18,11 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.running: frozenset({JobStatus.paused, JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled}),
     JobStatus.paused: frozenset({JobStatus.running, JobStatus.cancelled, JobStatus.failed}),
     JobStatus.succeeded: frozenset(),
-    JobStatus.failed: frozenset(),
+    JobStatus.failed: frozenset({JobStatus.queued}),  # resume: continue from the newest checkpoint
     JobStatus.cancelled: frozenset(),
 }
-assert {s for s, targets in JOB_TRANSITIONS.items() if not targets} == TERMINAL_JOB_STATUSES
+# Terminal = the job is over (its processes exit); of those, only a failed job may be resumed by a user.
+assert {s for s, targets in JOB_TRANSITIONS.items() if not targets} == TERMINAL_JOB_STATUSES - {JobStatus.failed}
 # Jobs that hold resources and count against the `max_concurrent_jobs` quota (a paused job has released them).
 ACTIVE_JOB_STATUSES = frozenset({JobStatus.starting, JobStatus.running})
 

@@ -145,7 +145,16 @@ def pause_job(*, session: Session, job: Job) -> Job:
 
 
 def resume_job(*, session: Session, team: Team, job: Job) -> Job:
-    """paused -> running; the job takes its resources back, so both quotas apply (429 when no job slot is free)."""
+    """paused -> running; the job takes its resources back, so both quotas apply (429 when no job slot is free).
+    failed -> queued: the controller admits it again and its driver continues from the newest checkpoint (a new
+    driver epoch, the restart budget refilled)."""
+    if job.status == JobStatus.failed:
+        job.driver_epoch += 1
+        job.driver_failures = 0
+        job.finished_at = None
+        transition_job(session=session, job=job, to=JobStatus.queued)
+        job.error = None
+        return job
     if job.status == JobStatus.paused:
         active, instances = _active_usage(session, team.id, exclude_job_id=job.id)
         if active >= team.max_concurrent_jobs:

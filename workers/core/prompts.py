@@ -3,7 +3,8 @@
 Iteration j (0-based) takes `prompts_per_iteration` rows from a per-epoch shuffle of the dataset, seeded by the job
 seed, so every mode and train-local see the same prompts. Each prompt becomes `group_size` requests with ids
 `<j>:<slot>:<k>` (group id `<j>:<slot>`) and a per-request sampling seed derived from the job seed and the id, so a
-sample is the same whichever instance or loop generates it. Evaluation groups are `eval<j>:<slot>`.
+sample is the same whichever instance or loop generates it. Evaluation groups are `eval<j>:<slot>`. A restarted
+driver (epoch e > 0) tags its groups `<j>:<slot>~<e>`: samples an earlier driver left in flight never pass as its own.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ def is_eval(group_or_sample_id: str) -> bool:
 
 def eval_iteration_of(group_or_sample_id: str) -> int:
     return int(group_or_sample_id.split(":", 1)[0].removeprefix(EVAL_PREFIX))
+
+
+def epoch_of(group_or_sample_id: str) -> int:
+    parts = group_or_sample_id.split(":")
+    slot = parts[1] if len(parts) > 1 else ""
+    return int(slot.split("~", 1)[1]) if "~" in slot else 0
 
 
 class PromptSchedule:
@@ -77,15 +84,15 @@ class TokenCache:
 
 
 def make_requests(rows: Sequence[dict[str, Any]], iteration: int, *, group_size: int, encode: Encode, job_seed: int,
-                  min_version: int, predicted: Sequence[float] | None = None,
-                  group_prefix: str = "") -> list[list[PromptRequest]]:
+                  min_version: int, predicted: Sequence[float] | None = None, group_prefix: str = "",
+                  epoch: int = 0) -> list[list[PromptRequest]]:
     """One list of `group_size` requests per row (slot order). `group_prefix` = EVAL_PREFIX for evaluation."""
     groups, now = [], time.time()
     for slot, row in enumerate(rows):
         if "prompt" not in row:
             raise ValueError(f"dataset row {row.get('prompt_id', slot)!r} has no 'prompt' field")
         text = str(row["prompt"])
-        group_id = f"{group_prefix}{iteration}:{slot}"
+        group_id = f"{group_prefix}{iteration}:{slot}" + (f"~{epoch}" if epoch else "")
         meta = {k: v for k, v in row.items() if k != "prompt"}
         groups.append([
             PromptRequest(sample_id=f"{group_id}:{k}", group_id=group_id, prompt_id=str(row["prompt_id"]),

@@ -33,6 +33,8 @@ class JobContext:
     redis: Redis | None
     dataset_path: str | None = None  # the uploaded dataset's file, when the spec names one by id
     dataset_params: dict[str, Any] = field(default_factory=dict)  # built-in task generator params (train-local)
+    epoch: int = 0  # the driver epoch: part of every request id (workers/core/prompts.py)
+    node: str | None = None  # the Celery worker running this task (its shutdown flag: workers/runtime/shutdown.py)
 
     @property
     def weights_dir(self) -> Path:
@@ -63,7 +65,8 @@ def resolve_model_dir(name: str, registered: str | None) -> Path:
     raise JobSetupError(f"model {name!r} is not registered for this team and is not a model directory")
 
 
-def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifacts: Path) -> JobContext:
+def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifacts: Path,
+                 node: str | None = None) -> JobContext:
     record = reporter.load_job(job_id)
     if record is None:
         raise JobSetupError(f"job {job_id} does not exist")
@@ -73,4 +76,4 @@ def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifact
     job_dir.mkdir(parents=True, exist_ok=True)
     return JobContext(job_id=job_id, team_id=record.team_id, spec=record.spec,
                       model_dir=resolve_model_dir(record.spec.model, record.model_path), job_dir=job_dir,
-                      reporter=reporter, redis=client, dataset_path=record.dataset_path)
+                      reporter=reporter, redis=client, dataset_path=record.dataset_path, epoch=record.epoch, node=node)

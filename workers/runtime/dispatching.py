@@ -24,10 +24,10 @@ FLAT_PTL = PTLProfile(((1, 1.0),))
 
 class PromptDispatcher:
     def __init__(self, spec: JobSpec, schedule: PromptSchedule, encode: TokenCache, *, job_id: int,
-                 reporter: Reporter, queues: Any = None):
+                 reporter: Reporter, queues: Any = None, epoch: int = 0):
         """`queues(instance_id) -> PromptQueue` (None: this dispatcher only builds requests, e.g. colocated)."""
         self.spec, self.schedule, self.encode, self.job_id, self.reporter = spec, schedule, encode, job_id, reporter
-        self.queues = queues
+        self.queues, self.epoch = queues, epoch
         self.group_size = spec.algorithm.group_size
         self.policy: DispatchPolicy = setup_dispatch(
             spec.dispatch.policy, n_instances=1, max_batch_size=max(1, spec.generation.batch_size // self.group_size),
@@ -42,9 +42,11 @@ class PromptDispatcher:
         """One list of `group_size` requests per prompt slot of `iteration` (predicting lengths once)."""
         rows = self.schedule.rows_for(iteration)
         predicted = self.policy.predict(rows)
-        self.predictions[iteration] = {f"{iteration}:{slot}": float(p) for slot, p in enumerate(predicted)}
-        return make_requests(rows, iteration, group_size=self.group_size, encode=self.encode,
-                             job_seed=self.spec.seed, min_version=min_version, predicted=predicted)
+        groups = make_requests(rows, iteration, group_size=self.group_size, encode=self.encode,
+                             job_seed=self.spec.seed, min_version=min_version, predicted=predicted,
+                             epoch=self.epoch)
+        self.predictions[iteration] = {g[0].group_id: g[0].predicted_len for g in groups}
+        return groups
 
     # -- where they go -------------------------------------------------------------------------------------------------
     def dispatch(self, iteration: int, instances: list[str], min_version: int) -> int:

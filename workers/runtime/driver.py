@@ -29,6 +29,7 @@ from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.dispatching import PromptDispatcher
 from workers.runtime.recorder import IterationRecorder
+from workers.runtime.shutdown import HandBack, ShutdownWatch
 from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
 from workers.training import checkpoint as ckpt
@@ -37,6 +38,7 @@ from workers.weightsync import setup_weight_sync
 
 log = logging.getLogger(__name__)
 PAUSE_POLL_S = 0.5
+CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S = 3, 1.0
 
 
 class JobCancelled(Exception):
@@ -66,13 +68,17 @@ class Driver(ABC):
             else []
         queues = (lambda iid: PromptQueue(ctx.require_redis(), ctx.job_id, iid)) if ctx.redis is not None else None
         self.dispatcher = PromptDispatcher(ctx.spec, self.schedule, self.encode, job_id=ctx.job_id,
-                                           reporter=ctx.reporter, queues=queues)
+                                           reporter=ctx.reporter, queues=queues, epoch=ctx.epoch)
         self.eval_curve: list[tuple[int, float]] = []  # (iterations trained, held-out reward)
+        self.shutdown = ShutdownWatch(ctx.redis, ctx.node)
 
     # -- the loop ------------------------------------------------------------------------------------------------------
     def run(self) -> str:
-        heartbeat = Heartbeat(lambda: self.reporter.beat_driver(self.job_id), name=f"driver-{self.job_id}").start()
-        outcome = "succeeded"
+        """Train to the end. The job's status is written only when this driver knows the outcome and the write
+        succeeds; otherwise (hand-back, or the database unreachable) it removes its heartbeat and leaves the job to
+        the controller, the one place that declares a driver dead and restarts it from the newest checkpoint."""
+        heartbeat = Heartbeat(self._beat, name=f"driver-{self.job_id}").start()
+        outcome: str | None = "succeeded"
         try:
             self._resume_from_checkpoint()
             self.reporter.set_job_status(self.job_id, JobStatus.running)
@@ -86,19 +92,51 @@ class Driver(ABC):
             self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
         except JobCancelled:
             outcome = "cancelled"
+        except HandBack:
+            outcome = None
+            self._hand_back()
         except Exception as err:
             outcome = "failed"
             message = str(err) if isinstance(err, JobSetupError) else f"{type(err).__name__}: {err}"
             log.error("job %s failed: %s", self.job_id, traceback.format_exc())
-            self.reporter.set_job_status(self.job_id, JobStatus.failed, error=message)
+            try:
+                self.reporter.set_job_status(self.job_id, JobStatus.failed, error=message)
+            except Exception as write_err:  # never decide the job's state from a write that failed
+                log.error("job %s: could not record the failure (%s); leaving it to the controller", self.job_id,
+                          write_err)
+                outcome = None
         finally:
-            if self.ctx.redis is not None:
-                self.ctx.redis.set(keys.job_done(self.job_id), outcome, ex=86400)
-                expire_job(self.ctx.redis, self.job_id)
             heartbeat.stop()
+            self._release(outcome)
             self.close()
+        return f"job {self.job_id} {outcome or 'handed back'} after {self.trainer.iteration} iterations"
+
+    def _release(self, outcome: str | None) -> None:
+        try:
             self.rec.spans.flush()
-        return f"job {self.job_id} {outcome} after {self.trainer.iteration} iterations"
+        except Exception as err:
+            log.warning("job %s: timeline spans lost: %s", self.job_id, err)
+        if self.ctx.redis is None:
+            return
+        if outcome is None:  # the controller sees the driver gone at its next pass
+            self.ctx.redis.delete(keys.driver_heartbeat(self.job_id))
+        else:
+            self.ctx.redis.set(keys.job_done(self.job_id), outcome, ex=86400)
+            expire_job(self.ctx.redis, self.job_id)
+
+    def _beat(self) -> None:
+        self.reporter.beat_driver(self.job_id)
+        self.shutdown.check()
+
+    def _hand_back(self) -> None:
+        """The worker is shutting down: keep what was trained (a checkpoint at the last optimizer step)."""
+        latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+        if self.trainer.iteration > 0 and (latest is None or latest.name != f"iter_{self.trainer.iteration:06d}"):
+            self._checkpoint(self.trainer.iteration)
+        if self.ctx.redis is not None:
+            self.ctx.redis.set(keys.driver_handback(self.job_id), self.trainer.iteration, ex=86400)
+        self.reporter.record_event(self.job_id, "worker", f"training worker shutting down: driver handed the job "
+                                   f"back after {self.trainer.iteration} iterations (checkpointed)")
 
     def start(self) -> None:  # noqa: B027 - optional hook
         """Before the first iteration (load an engine, dispatch ahead)."""
@@ -124,14 +162,17 @@ class Driver(ABC):
         """One request per held-out prompt at weights >= `trained`; the same sampling seeds every evaluation, so
         successive evaluations differ only by the weights."""
         groups = make_requests(self.eval_rows, trained, group_size=1, encode=self.encode, job_seed=self.spec.seed,
-                               min_version=trained, group_prefix=EVAL_PREFIX)
+                               min_version=trained, group_prefix=EVAL_PREFIX, epoch=self.ctx.epoch)
         for slot, (request,) in enumerate(groups):
             request.seed = request_seed(self.spec.seed, f"{EVAL_PREFIX}:{slot}")
         return [r for group in groups for r in group]
 
     def check_runnable(self) -> None:
-        """Raise JobCancelled when the job was cancelled (or failed elsewhere); wait while it is paused."""
+        """Raise JobCancelled when the job was cancelled (or failed elsewhere), HandBack when the worker shuts down;
+        wait while it is paused."""
         while True:
+            if self.shutdown.requested.is_set():
+                raise HandBack()
             status = self.ctx.status()
             if status in TERMINAL_JOB_STATUSES:
                 raise JobCancelled(status)
@@ -141,8 +182,18 @@ class Driver(ABC):
                 time.sleep(PAUSE_POLL_S)
 
     def _checkpoint(self, iteration: int) -> None:
+        """Save, retrying transient failures; a checkpoint that cannot be written fails the job with the reason and
+        keeps the last good one (a checkpoint directory is published whole or not at all)."""
         path = self.ctx.checkpoints_dir / f"iter_{iteration:06d}"
-        self.trainer.save_checkpoint(path, iteration=iteration)
+        for attempt in range(CHECKPOINT_ATTEMPTS):
+            try:
+                self.trainer.save_checkpoint(path, iteration=iteration)
+                break
+            except OSError as err:
+                if attempt + 1 == CHECKPOINT_ATTEMPTS:
+                    raise JobSetupError(f"checkpoint save failed: {err.strerror or err} ({path})") from err
+                log.warning("job %s: checkpoint %s failed (%s); retrying", self.job_id, path.name, err)
+                time.sleep(CHECKPOINT_RETRY_S * (attempt + 1))
         ckpt.prune_checkpoints(self.ctx.checkpoints_dir, self.spec.checkpoint.keep)
         self.reporter.record_checkpoint(self.job_id, iteration, str(path))
 
@@ -163,11 +214,12 @@ def setup_driver(ctx: JobContext, **kwargs: Any) -> Driver:
     return StreamDriver(ctx, **kwargs)
 
 
-def run_job(job_id: int, reporter: Reporter, client: redis.Redis | None, artifacts: Path) -> str:
-    """The `training.run_job` task body."""
+def run_job(job_id: int, reporter: Reporter, client: redis.Redis | None, artifacts: Path,
+            node: str | None = None) -> str:
+    """The `training.run_job` task body (`node`: the Celery worker running it)."""
     ctx: JobContext | None = None
     try:
-        ctx = load_context(job_id, reporter, client, artifacts)
+        ctx = load_context(job_id, reporter, client, artifacts, node)
         if ctx.status() in TERMINAL_JOB_STATUSES:
             return f"job {job_id} already ended"
         reporter.beat_driver(job_id)

@@ -34,6 +34,7 @@ from workers.core import generation_request, sampling_params, to_sample
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.runtime import components
 from workers.runtime.context import JobContext, load_context
+from workers.runtime.shutdown import ShutdownWatch
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
 from workers.stream import PromptQueue, SampleStream
 from workers.weightsync import setup_weight_sync
@@ -61,6 +62,7 @@ class InstanceRunner:
                                            template_dir=ctx.model_dir)
         self.spans = SpanRecorder(ctx.job_id, instance_id, ctx.reporter)
         self.stop = threading.Event()
+        self.shutdown = ShutdownWatch(self.redis, ctx.node)
         self.in_flight: dict[str, _InFlight] = {}
         self.local: deque[tuple[str, PromptRequest]] = deque()
         self.produced = 0
@@ -100,6 +102,8 @@ class InstanceRunner:
             self.stop.set()
         if not self.ctx.reporter.beat_instance(self.ctx.job_id, self.instance_id, socket.gethostname()):
             self.stop.set()
+        if self.shutdown.check():
+            self.stop.set()  # the worker is shutting down: the controller replaces this instance elsewhere
         busy_since, now = self._busy_since, time.time()
         if busy_since is not None:  # cut long busy periods so the live timeline keeps up
             self.spans.add("generating", busy_since, now)
@@ -111,7 +115,7 @@ class InstanceRunner:
         if at_least > self.engine.version:
             self.transport.wait_for(at_least, timeout_s=300)
         latest = self.transport.latest_version()
-        if latest > self.engine.version:
+        if latest != self.engine.version:  # older: a restarted driver rolled back to its checkpoint
             start = time.time()
             self.transport.load_into(self.engine, latest)
             self.spans.add("loading_weights", start, time.time())
@@ -167,11 +171,17 @@ class InstanceRunner:
             self._busy_since = None
 
 
-def run_instance(job_id: int, instance_id: str, reporter: Reporter, client: redis.Redis, artifacts: Path) -> str:
-    """The `generation.run_instance` task body."""
+def run_instance(job_id: int, instance_id: str, reporter: Reporter, client: redis.Redis, artifacts: Path,
+                 node: str | None = None) -> str:
+    """The `generation.run_instance` task body (`node`: the Celery worker running it)."""
     if not reporter.claim_instance(job_id, instance_id):
         return f"instance {instance_id} of job {job_id} is no longer wanted"
-    ctx = load_context(job_id, reporter, client, artifacts)
+    ctx = load_context(job_id, reporter, client, artifacts, node)
     if ctx.job_done():
         return f"job {job_id} has ended"
-    return InstanceRunner(ctx, instance_id).run()
+    try:
+        return InstanceRunner(ctx, instance_id).run()
+    except Exception as err:  # recorded on the instance row: the controller detects instances that keep failing
+        log.exception("instance %s of job %s failed", instance_id, job_id)
+        reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead, error=f"{type(err).__name__}: {err}")
+        raise

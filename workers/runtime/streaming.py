@@ -43,7 +43,7 @@ class StreamDriver(Driver):
         self.redis = ctx.require_redis()
         self.lookahead = ctx.spec.max_staleness if ctx.spec.mode == "async" else 0
         self.stream = SampleStream(self.redis, ctx.job_id)
-        self.collector = SampleCollector(self.stream, ctx.spec.algorithm.group_size, self.lookahead)
+        self.collector = SampleCollector(self.stream, ctx.spec.algorithm.group_size, self.lookahead, ctx.epoch)
         self.next_dispatch = 0
         self.dispatched_at: dict[int, float] = {}
         self.orphans: list[PromptRequest] = []
@@ -57,8 +57,11 @@ class StreamDriver(Driver):
         self.next_dispatch = self.trainer.iteration
         if self.spec.training.weight_sync == "broadcast":
             self.reporter.record_event(self.job_id, "worker", FIXED_GROUP_NOTE)
-        if self.trainer.version > self.transport.latest_version():
-            self.publish_weights()  # resumed from a checkpoint newer than the published weights
+        if self.ctx.epoch > 0:  # a restarted driver: what earlier drivers queued is not ours to train on
+            for instance in self.reporter.instance_states(self.job_id):
+                self.dispatcher.drain(instance)
+        if self.trainer.version != self.transport.latest_version():
+            self.publish_weights()  # resumed: instances go back (or forward) to the checkpoint's weights
 
     # -- one iteration ------------------------------------------------------------------------------------------------
     def iteration(self, it: int) -> IterationOutcome:
@@ -111,8 +114,10 @@ class StreamDriver(Driver):
         self.evals_pending.append(version)
 
     def live_instances(self) -> list[str]:
+        """Instances that are producing: a `starting` one may wait for a free worker slot for a long time, so
+        prompts never go to it (they would sit in its stream)."""
         return [iid for iid, status in self.reporter.instance_states(self.job_id).items()
-                if status in LIVE_INSTANCE_STATUSES]
+                if status == InstanceStatus.running]
 
     def wait_for_instances(self) -> list[str]:
         deadline = time.time() + self.timeouts.instance_start_s
@@ -135,7 +140,7 @@ class StreamDriver(Driver):
         self._last_maintain = now
         self.check_runnable()
         states = self.reporter.instance_states(self.job_id)
-        live = [iid for iid, status in states.items() if status in LIVE_INSTANCE_STATUSES]
+        live = [iid for iid, status in states.items() if status == InstanceStatus.running]
         # a `stopping` instance still finishes and acknowledges what it admitted: drain it only once it is gone
         gone = sorted(iid for iid in self.dispatcher.touched - set(live) if states.get(iid) not in LIVE_OR_STOPPING)
         for instance in gone:

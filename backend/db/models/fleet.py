@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base, created_at_column, enum_column
@@ -35,3 +35,4 @@ class GenerationInstance(Base):
     heartbeat_at: Mapped[datetime | None]
     started_at: Mapped[datetime] = created_at_column()
     stopped_at: Mapped[datetime | None]
+    error: Mapped[str | None] = mapped_column(Text)  # why the instance's task failed (crash-loop detection)

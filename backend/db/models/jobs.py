@@ -26,6 +26,10 @@ class Job(Base):
     autoscale: Mapped[bool] = mapped_column(default=False)
     ptl_profile: Mapped[dict[str, Any] | None]  # per-token latency by batch size, measured by the workers
     current_iteration: Mapped[int] = mapped_column(default=0)
+    # every driver (re)start gets a new epoch: request/sample ids carry it, so a restarted driver never mistakes an
+    # earlier driver's in-flight samples for its own; failures count the restarts that were not clean hand-backs
+    driver_epoch: Mapped[int] = mapped_column(default=0, server_default="0")
+    driver_failures: Mapped[int] = mapped_column(default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None]

@@ -1,0 +1,50 @@
+"""Worker capacity per pool, from the registry live Celery workers keep in Redis (streamrl/worker.py).
+
+A generation slot runs one instance; an instance is `pending` from the moment the controller asks for it until a
+worker slot picks its task up (its first heartbeat). `free_generation_slots` is None when no worker registered
+(e.g. a deployment whose workers predate the registry): the controller then cannot judge capacity and waits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import redis
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.db import GenerationInstance, InstanceStatus
+from contract import keys
+
+
+@dataclass(frozen=True)
+class PoolCapacity:
+    slots: int  # registered worker processes serving the pool
+    in_use: int  # instances holding a slot (picked up and not yet stopped)
+
+    @property
+    def free(self) -> int:
+        return max(0, self.slots - self.in_use)
+
+
+def registered_slots(client: redis.Redis, queue: str) -> int | None:
+    total, seen = 0, False
+    for key in client.scan_iter(match=keys.WORKER_REGISTRY_PATTERN, count=100):
+        raw = client.get(key)
+        if raw is None:
+            continue
+        entry = json.loads(raw)
+        if queue in entry.get("queues", []):
+            total, seen = total + int(entry.get("slots", 0)), True
+    return total if seen else None
+
+
+def generation_capacity(session: Session, client: redis.Redis) -> PoolCapacity | None:
+    slots = registered_slots(client, "generation")
+    if slots is None:
+        return None
+    in_use = session.scalar(select(func.count(GenerationInstance.id)).where(
+        GenerationInstance.heartbeat_at.is_not(None),
+        GenerationInstance.status.in_([InstanceStatus.starting, InstanceStatus.running, InstanceStatus.stopping])))
+    return PoolCapacity(slots=slots, in_use=int(in_use or 0))
