@@ -105,3 +105,9 @@ def worker_registry(node: str) -> str:
 
 
 WORKER_REGISTRY_PATTERN = "streamrl:workers:*"
+
+
+def driver_seen(job_id: int) -> str:
+    """Set by the controller once the driver it sent has beaten: from then on a missing heartbeat means it died
+    (before that, the task may still be waiting for a free training worker)."""
+    return f"{prefix(job_id)}:driver:seen"

@@ -7,7 +7,9 @@ STREAMRL_INSTANCE_START_TIMEOUT_S, STREAMRL_DRIVER_START_TIMEOUT_S, STREAMRL_DRI
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import time
 from dataclasses import dataclass
 
@@ -47,7 +49,9 @@ def driver_sent_key(job_id: int) -> str:
 
 
 def beat_driver(client: redis.Redis, job_id: int, ttl_s: float | None = None) -> None:
-    client.set(driver_key(job_id), time.time(), ex=max(1, int(ttl_s or Timeouts.from_env().driver_heartbeat_ttl_s)))
+    """The driver is alive; the value says where it runs ({"at", "pid", "host"}: operators and fault tests)."""
+    beat = json.dumps({"at": time.time(), "pid": os.getpid(), "host": socket.gethostname()})
+    client.set(driver_key(job_id), beat, ex=max(1, int(ttl_s or Timeouts.from_env().driver_heartbeat_ttl_s)))
 
 
 def driver_alive(client: redis.Redis, job_id: int) -> bool:

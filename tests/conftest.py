@@ -170,6 +170,12 @@ def _backend(url: str, redis_url: str, data_dir: Path) -> Backend:
 
 
 @pytest.fixture(scope="session")
+def make_backend() -> Any:
+    """Build a `Backend` on another (already migrated) database, e.g. a disposable server a fault test restarts."""
+    return _backend
+
+
+@pytest.fixture(scope="session")
 def pg_backend(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     backend = _backend(pg_url, redis_url, tmp_path_factory.mktemp("pg-data"))
     yield backend

@@ -89,7 +89,7 @@ def reconcile_once(
             report.admitted.append(job.id)
             # a resumed job starts clean: no leftover end marker or driver bookkeeping from its previous run
             client.delete(keys.job_done(job.id), keys.driver_sent(job.id), keys.driver_lost_at(job.id),
-                          keys.driver_handback(job.id))
+                          keys.driver_handback(job.id), keys.driver_seen(job.id))
     with session_scope(engine) as session:
         jobs = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
                                                                    JobStatus.paused]))).all()
@@ -213,10 +213,12 @@ def _next_instance_id(session: Session, job_id: int) -> str:
 
 
 def _driver_lost(client: redis.Redis, job: Job, timeouts: Timeouts) -> bool:
+    """The driver beat since it was sent and its heartbeat expired, or it was never picked up in time."""
     if liveness.driver_alive(client, job.id):
+        client.set(keys.driver_seen(job.id), 1, ex=86400)
         return False
-    if job.status == JobStatus.running:
-        return True  # a running job's driver beats every few seconds
+    if client.exists(keys.driver_seen(job.id)):
+        return True
     sent = liveness.driver_sent_at(client, job.id)
     return sent is not None and time.time() - sent > timeouts.driver_start_s
 
@@ -226,7 +228,7 @@ def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redi
     """The driver is gone. A job that never started fails (no training worker); a running one is restarted from its
     newest checkpoint in a new epoch: at once after a clean hand-back, else after backoff_s * 2**(failures) and at
     most `failover.max_restarts` times, each restart a JobEvent."""
-    if job.status != JobStatus.running:
+    if job.status != JobStatus.running:  # the first driver task was never picked up
         report.jobs_failed.append(job.id)
         return _fail(session, job, client, f"no training worker picked this job up within "
                      f"{timeouts.driver_start_s:.0f}s; start one with `streamrl worker --pool training`")
@@ -247,7 +249,8 @@ def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redi
         return
     job.driver_epoch += 1
     job.driver_failures += 0 if handed_back else 1
-    client.delete(keys.driver_lost_at(job.id), keys.driver_handback(job.id), keys.driver_sent(job.id))
+    client.delete(keys.driver_lost_at(job.id), keys.driver_handback(job.id), keys.driver_sent(job.id),
+                  keys.driver_seen(job.id))
     session.commit()  # the new epoch is visible before the task that reads it can run
     liveness.mark_driver_sent(client, job.id)
     sender.start_driver(job.id)

@@ -21,7 +21,7 @@ import redis
 from sqlalchemy import select
 
 from backend.controller.reconcile import CeleryTaskSender, reconcile_once
-from backend.db import GenerationInstance, Iteration, Job, JobStatus, Model, Team, User
+from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.services.jobs import create_job, scale_job
 from contract import keys
@@ -62,10 +62,12 @@ class Platform:
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     controller_errors: list[str] = field(default_factory=list)
+    timeouts: Timeouts = TEST_TIMEOUTS
 
     @classmethod
     @contextmanager
-    def start(cls, backend: Any, redis_url: str, model_dir: Path) -> Iterator[Platform]:
+    def start(cls, backend: Any, redis_url: str, model_dir: Path, timeouts: Timeouts = TEST_TIMEOUTS,
+              extra_env: dict[str, str] | None = None, generation_slots: int = 3) -> Iterator[Platform]:
         team = backend.make_team(max_concurrent_jobs=4, max_generation_instances=8)
         user = backend.make_user(team)
         with backend.session() as session:
@@ -74,10 +76,10 @@ class Platform:
         env = {**os.environ, "STREAMRL_DATABASE_URL": backend.url, "STREAMRL_REDIS_URL": redis_url,
                "STREAMRL_DATA_DIR": str(data_dir), "STREAMRL_SECRET_KEY": backend.settings.secret_key,
                "STREAMRL_AUTO_MIGRATE": "false", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO)}
+               "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO), **(extra_env or {})}
         platform = cls(backend=backend, redis_url=redis_url, env=env, team=team, user=user,
-                       client=redis.Redis.from_url(redis_url))
-        platform.start_worker("generation", concurrency=3)
+                       client=redis.Redis.from_url(redis_url), timeouts=timeouts)
+        platform.start_worker("generation", concurrency=generation_slots)
         platform.start_worker("training", concurrency=2)
         thread = threading.Thread(target=platform._control_loop, daemon=True)
         thread.start()
@@ -113,7 +115,7 @@ class Platform:
         sender = CeleryTaskSender(self.redis_url)
         while not self._stop.wait(0.5):
             try:
-                reconcile_once(sender=sender, client=self.client, timeouts=TEST_TIMEOUTS, engine=self.backend.engine)
+                reconcile_once(sender=sender, client=self.client, timeouts=self.timeouts, engine=self.backend.engine)
             except Exception as exc:  # surfaced by the tests' assertions
                 self.controller_errors.append(repr(exc))
 
@@ -173,6 +175,15 @@ class Platform:
     def instance_info(self, job_id: int, instance_id: str) -> dict[str, Any] | None:
         raw = self.client.get(keys.instance_heartbeat(job_id, instance_id))
         return json.loads(raw) if raw else None
+
+    def driver_pid(self, job_id: int) -> int | None:
+        raw = self.client.get(keys.driver_heartbeat(job_id))
+        return int(json.loads(raw)["pid"]) if raw else None
+
+    def events(self, job_id: int) -> list[str]:
+        with self.backend.session() as session:
+            return list(session.scalars(select(JobEvent.message).where(JobEvent.job_id == job_id)
+                                        .order_by(JobEvent.id)))
 
     def consumed(self, job_id: int) -> set[str]:
         return {m.decode() for m in self.client.smembers(keys.consumed_set(job_id))}  # type: ignore[union-attr]

@@ -86,9 +86,9 @@ def test_admits_starts_driver_and_instances_then_follows_target(setup: Any) -> N
     assert client.exists(keys.instance_stop(job_id, "gen-1"))
 
 
-def test_silent_instance_is_replaced_and_lost_driver_fails_the_job(setup: Any) -> None:
+def test_silent_instance_is_replaced_and_lost_driver_is_restarted_then_fails(setup: Any) -> None:
     backend, client, submit, reconcile, _ = setup
-    job_id = submit(generation={"instances": 1})
+    job_id = submit(generation={"instances": 1}, failover={"max_restarts": 1, "backoff_s": 0})
     sender = RecordingSender()
     reconcile(sender)
     old = datetime.now(UTC) - timedelta(seconds=60)
@@ -101,10 +101,26 @@ def test_silent_instance_is_replaced_and_lost_driver_fails_the_job(setup: Any) -
     reconcile(sender)
     assert _instances(backend, job_id) == {"gen-0": "dead", "gen-1": "starting"}
     client.delete(keys.driver_heartbeat(job_id))  # the training worker vanished
-    reconcile(sender)
+    reconcile(sender)  # restart 1 of 1, in a new epoch
     with backend.session() as session:
         job = session.get(Job, job_id)
-        assert job.status == JobStatus.failed and "stopped responding" in (job.error or "")
+        assert job.status == JobStatus.running and (job.driver_epoch, job.driver_failures) == (1, 1)
+    assert sender.drivers.count(job_id) == 2
+    reconcile(sender)  # the new task has not beaten yet (it may wait for a training slot): not lost
+    assert platform_status(backend, job_id) == JobStatus.running
+    beat_driver(client, job_id, ttl_s=30)
+    reconcile(sender)
+    client.delete(keys.driver_heartbeat(job_id))
+    reconcile(sender)  # the restarted driver died as well: the restart budget is spent
+    with backend.session() as session:
+        job = session.get(Job, job_id)
+        assert job.status == JobStatus.failed and "the training driver died 2 times" in (job.error or "")
+        assert "`resume` continues from the newest checkpoint" in (job.error or "")
+
+
+def platform_status(backend: Any, job_id: int) -> JobStatus:
+    with backend.session() as session:
+        return JobStatus(session.get(Job, job_id).status)
 
 
 def test_autoscaler_scales_generation_bound_job_up_and_training_bound_down(setup: Any) -> None:
