@@ -85,6 +85,11 @@ class DatabaseReporter(Reporter):
             return JobStatus(job.status) if job is not None else None
 
     @_retrying
+    def driver_epoch(self, job_id: int) -> int | None:
+        with session_scope() as session:
+            return session.scalar(select(Job.driver_epoch).where(Job.id == job_id))
+
+    @_retrying
     def instance_states(self, job_id: int) -> dict[str, InstanceStatus]:
         with session_scope() as session:
             rows = session.execute(select(GenerationInstance.instance_id, GenerationInstance.status)

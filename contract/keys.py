@@ -111,3 +111,14 @@ def driver_seen(job_id: int) -> str:
     """Set by the controller once the driver it sent has beaten: from then on a missing heartbeat means it died
     (before that, the task may still be waiting for a free training worker)."""
     return f"{prefix(job_id)}:driver:seen"
+
+
+def driver_marker(job_id: int) -> str:
+    """Set by the running driver; if it vanishes while the driver runs, Redis lost the job's runtime state (a
+    restart without persistence) and the driver re-sends what was in flight."""
+    return f"{prefix(job_id)}:driver:marker"
+
+
+def driver_unknown_since(job_id: int) -> str:
+    """The controller found a running job with no trace of its driver in Redis (Redis lost its data)."""
+    return f"{prefix(job_id)}:driver:unknown_since"

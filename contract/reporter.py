@@ -44,6 +44,10 @@ class Reporter(ABC):
     def job_status(self, job_id: int) -> JobStatus | None: ...
 
     @abstractmethod
+    def driver_epoch(self, job_id: int) -> int | None:
+        """The job's current driver epoch: a driver whose epoch is older was superseded and must stop."""
+
+    @abstractmethod
     def instance_states(self, job_id: int) -> dict[str, InstanceStatus]:
         """Every instance row of the job: instance id -> status."""
 
@@ -127,6 +131,10 @@ class MemoryReporter(Reporter):
 
     def job_status(self, job_id: int) -> JobStatus | None:
         return self.statuses.get(job_id)
+
+    def driver_epoch(self, job_id: int) -> int | None:
+        record = self.jobs.get(job_id)
+        return record.epoch if record is not None else None
 
     def instance_states(self, job_id: int) -> dict[str, InstanceStatus]:
         return dict(self.instances.get(job_id, {}))

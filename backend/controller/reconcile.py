@@ -105,7 +105,7 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
     if job.status == JobStatus.paused:
         _scale_to(session, job, [], 0, sender, client, report)
         return
-    if liveness.mark_driver_sent(client, job.id):
+    if job.status == JobStatus.starting and liveness.mark_driver_sent(client, job.id):
         sender.start_driver(job.id)
         report.drivers_started.append(job.id)
         record_event(session=session, job_id=job.id, kind="worker", message="training driver task sent")
@@ -216,10 +216,17 @@ def _driver_lost(client: redis.Redis, job: Job, timeouts: Timeouts) -> bool:
     """The driver beat since it was sent and its heartbeat expired, or it was never picked up in time."""
     if liveness.driver_alive(client, job.id):
         client.set(keys.driver_seen(job.id), 1, ex=86400)
+        client.delete(keys.driver_unknown_since(job.id))
         return False
     if client.exists(keys.driver_seen(job.id)):
         return True
     sent = liveness.driver_sent_at(client, job.id)
+    if sent is None and job.status == JobStatus.running:
+        # Redis lost every trace of the driver (a restart without persistence): a live driver beats again within
+        # seconds; if none does, it is gone
+        client.set(keys.driver_unknown_since(job.id), time.time(), nx=True, ex=86400)
+        since = float(client.get(keys.driver_unknown_since(job.id)) or time.time())
+        return time.time() - since > 2 * timeouts.driver_heartbeat_ttl_s
     return sent is not None and time.time() - sent > timeouts.driver_start_s
 
 
@@ -250,7 +257,7 @@ def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redi
     job.driver_epoch += 1
     job.driver_failures += 0 if handed_back else 1
     client.delete(keys.driver_lost_at(job.id), keys.driver_handback(job.id), keys.driver_sent(job.id),
-                  keys.driver_seen(job.id))
+                  keys.driver_seen(job.id), keys.driver_unknown_since(job.id))
     session.commit()  # the new epoch is visible before the task that reads it can run
     liveness.mark_driver_sent(client, job.id)
     sender.start_driver(job.id)

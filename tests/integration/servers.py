@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,11 +57,13 @@ class PrivateRedis:
 
 
 class PrivatePostgres:
-    """A cluster of its own (initdb), run as the `postgres` user when the tests run as root."""
+    """A cluster of its own (initdb), run as the `postgres` user when the tests run as root. Its files live in a
+    directory of their own under the system temp dir (pytest's are private to root, so `postgres` cannot enter)."""
 
-    def __init__(self, workdir: Path):
-        self.dir, self.port = workdir / "pgdata", free_port()
-        self.sockets = workdir / "pgsock"
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="streamrl-pg-"))
+        self.dir, self.port = self.root / "pgdata", free_port()
+        self.sockets = self.root / "pgsock"
         bins = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
         self.bin = Path(bins[-1]) if bins else Path(os.path.dirname(shutil.which("pg_ctl") or "/usr/bin/pg_ctl"))
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
@@ -76,7 +79,7 @@ class PrivatePostgres:
             path.mkdir(parents=True, exist_ok=True)
             if os.geteuid() == 0:
                 shutil.chown(path, "postgres", "postgres")
-                shutil.chown(path.parent, "postgres", "postgres")
+                shutil.chown(self.root, "postgres", "postgres")
         self._run("initdb", "-D", str(self.dir), "-U", "postgres", "--auth=trust", "-E", "UTF8")
         self.start()
 
@@ -86,6 +89,9 @@ class PrivatePostgres:
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.dir), "-w", "-m", "fast", "stop")
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def restart(self, down_s: float) -> None:
         self.stop()

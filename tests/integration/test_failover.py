@@ -29,7 +29,7 @@ FAILOVER = {"max_restarts": 3, "backoff_s": 1.0}
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("fault-servers")
-    cache, pg = PrivateRedis(root / "redis"), PrivatePostgres(root)
+    cache, pg = PrivateRedis(root / "redis"), PrivatePostgres()
     cache.start()
     pg.init()
     upgrade_database(pg.url)
@@ -38,6 +38,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
     finally:
         cache.stop()
         pg.stop()
+        pg.remove()
 
 
 @pytest.fixture(scope="module")

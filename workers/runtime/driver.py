@@ -45,6 +45,10 @@ class JobCancelled(Exception):
     pass
 
 
+class Superseded(Exception):  # noqa: N818 - control flow
+    """A newer driver epoch exists (this driver was declared dead and replaced): stop without touching the job."""
+
+
 @dataclass
 class IterationOutcome:
     samples: list[Sample]  # what the optimizer step trained on
@@ -71,6 +75,7 @@ class Driver(ABC):
                                            reporter=ctx.reporter, queues=queues, epoch=ctx.epoch)
         self.eval_curve: list[tuple[int, float]] = []  # (iterations trained, held-out reward)
         self.shutdown = ShutdownWatch(ctx.redis, ctx.node)
+        self.superseded = False
 
     # -- the loop ------------------------------------------------------------------------------------------------------
     def run(self) -> str:
@@ -92,6 +97,9 @@ class Driver(ABC):
             self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
         except JobCancelled:
             outcome = "cancelled"
+        except Superseded:  # the controller started a newer driver: it owns the job now
+            outcome = None
+            self.superseded = True
         except HandBack:
             outcome = None
             self._hand_back()
@@ -118,6 +126,8 @@ class Driver(ABC):
             log.warning("job %s: timeline spans lost: %s", self.job_id, err)
         if self.ctx.redis is None:
             return
+        if self.superseded:
+            return  # every key belongs to the newer driver
         if outcome is None:  # the controller sees the driver gone at its next pass
             self.ctx.redis.delete(keys.driver_heartbeat(self.job_id))
         else:
@@ -125,7 +135,8 @@ class Driver(ABC):
             expire_job(self.ctx.redis, self.job_id)
 
     def _beat(self) -> None:
-        self.reporter.beat_driver(self.job_id)
+        if not self.superseded:
+            self.reporter.beat_driver(self.job_id)
         self.shutdown.check()
 
     def _hand_back(self) -> None:
@@ -173,6 +184,8 @@ class Driver(ABC):
         while True:
             if self.shutdown.requested.is_set():
                 raise HandBack()
+            if self.reporter.driver_epoch(self.job_id) not in (None, self.ctx.epoch):
+                raise Superseded()
             status = self.ctx.status()
             if status in TERMINAL_JOB_STATUSES:
                 raise JobCancelled(status)

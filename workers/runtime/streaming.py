@@ -62,6 +62,7 @@ class StreamDriver(Driver):
                 self.dispatcher.drain(instance)
         if self.trainer.version != self.transport.latest_version():
             self.publish_weights()  # resumed: instances go back (or forward) to the checkpoint's weights
+        self.redis.set(keys.driver_marker(self.job_id), self.ctx.epoch)
 
     # -- one iteration ------------------------------------------------------------------------------------------------
     def iteration(self, it: int) -> IterationOutcome:
@@ -139,6 +140,8 @@ class StreamDriver(Driver):
             return
         self._last_maintain = now
         self.check_runnable()
+        if not self.redis.exists(keys.driver_marker(self.job_id)):
+            self.resync(it)
         states = self.reporter.instance_states(self.job_id)
         live = [iid for iid, status in states.items() if status == InstanceStatus.running]
         # a `stopping` instance still finishes and acknowledges what it admitted: drain it only once it is gone
@@ -159,6 +162,26 @@ class StreamDriver(Driver):
         if now - self.collector.last_arrival > STALL_TIMEOUT_S and self.collector.held_count(it) == 0:
             raise JobSetupError(
                 f"no samples arrived for {STALL_TIMEOUT_S:.0f}s: the generation instances are stuck")
+
+    def resync(self, it: int) -> None:
+        """Redis restarted without its data: prompt streams, the latest-weights key and in-flight samples are gone.
+        Publish the current weights again and re-send every request of the dispatched iterations not held here."""
+        self.redis.set(keys.driver_marker(self.job_id), self.ctx.epoch)
+        self.publish_weights()
+        resend: list[PromptRequest] = []
+        for j in range(it, self.next_dispatch):
+            held = self.collector.have_ids(j) | self.collector.taken
+            resend += [r for g in self.dispatcher.requests_for(j, max(0, j - self.lookahead)) for r in g
+                       if r.sample_id not in held]
+        for version in self.evals_pending:
+            held = set(self.collector.evals.get(version, {}))
+            resend += [r for r in self.eval_requests(version) if r.sample_id not in held]
+        live = self.wait_for_instances()
+        self.dispatcher.touched.clear()
+        self.dispatcher.send(resend, live)
+        self.reporter.record_event(self.job_id, "worker", f"Redis lost the job's runtime state (restarted?): "
+                                   f"weights v{self.trainer.version} republished, {len(resend)} requests re-sent",
+                                   data={"requests": len(resend)})
 
     # -- metrics ------------------------------------------------------------------------------------------------------
     def finished_eval(self, it: int) -> dict[str, float]:

@@ -123,7 +123,13 @@ class SampleStream(SampleStreamBase):
         return added is not None
 
     def read(self, consumer: str, count: int, block_ms: int = 0) -> list[tuple[str, Sample]]:
-        raw = _read(self.client, self.stream, SAMPLE_GROUP, consumer, count, block_ms, self.reclaim_after_s)
+        try:
+            raw = _read(self.client, self.stream, SAMPLE_GROUP, consumer, count, block_ms, self.reclaim_after_s)
+        except redis.ResponseError as err:
+            if "NOGROUP" not in str(err):
+                raise
+            _ensure_group(self.client, self.stream, SAMPLE_GROUP)  # Redis restarted without its data
+            return []
         return [(entry_id, Sample.from_json(data)) for entry_id, data in raw]
 
     def is_consumed(self, sample_id: str) -> bool:

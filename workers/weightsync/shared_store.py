@@ -87,16 +87,26 @@ class SharedStoreTransport(WeightTransport):
         self._prune(version)
 
     def _prune(self, latest: int) -> None:
-        versions = sorted(int(p.name[1:]) for p in self.root.glob("v[0-9]*"))
-        for old in versions[: max(0, len(versions) - self.keep)]:
-            if old != latest:
-                shutil.rmtree(self.path(old), ignore_errors=True)
+        """Keep the newest `keep` versions up to `latest`; versions above it belong to an abandoned driver epoch (a
+        restarted driver republished its checkpoint's older weights) and go."""
+        versions = self._versions()
+        for newer in (v for v in versions if v > latest):
+            shutil.rmtree(self.path(newer), ignore_errors=True)
+        kept = [v for v in versions if v <= latest]
+        for old in kept[: max(0, len(kept) - self.keep)]:
+            shutil.rmtree(self.path(old), ignore_errors=True)
 
     def latest_version(self) -> int:
         if self.client is None:
             return self._latest
         raw = self.client.get(keys.weights_latest(self.job_id))
-        return int(raw) if raw is not None else 0
+        if raw is not None:
+            return int(raw)
+        on_disk = self._versions()  # Redis lost the key (restart): the newest complete directory is the latest
+        return on_disk[-1] if on_disk else 0
+
+    def _versions(self) -> list[int]:
+        return sorted(int(p.name[1:]) for p in self.root.glob("v[0-9]*") if p.name[1:].isdigit())
 
     def wait_for(self, version: int, timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
         """Block until `version` (or a newer one) is published."""
