@@ -132,6 +132,9 @@ class InstanceRunner:
             entry_id, request = self.local.popleft()
             if entry_id in {f.entry_id for f in self.in_flight.values()}:
                 continue  # our own in-flight entry, re-read by XAUTOCLAIM after the idle timeout
+            if request.sample_id in self.in_flight:
+                self.queue.ack([entry_id])  # re-sent (driver resync) while we still generate it: one sample comes
+                continue
             if self.samples.already_produced(request.sample_id):
                 self.queue.ack([entry_id])  # reclaimed or re-dispatched, but some instance already streamed it
                 continue
