@@ -103,29 +103,13 @@ def _base_config(req: PlanRequest, shape: ModelShape, pools: _Pools) -> SimConfi
     measured_ptl = PTLProfile(tuple(req.ptl_profile)) if req.ptl_profile else None
     measured_train = TrainCost(req.train_seconds_per_token) if req.train_seconds_per_token else None
     return SimConfig(
-        model=shape,
-        gen_device=pools.gen_device,
-        train_device=pools.train_device,
-        gen_devices=pools.tp,
-        train_devices=1,
-        tp=pools.tp,
-        lengths=_lengths(req),
-        mode="sync",
-        prompts_per_iteration=req.prompts_per_iteration,
-        group_size=req.group_size,
-        prompt_tokens=req.prompt_tokens,
-        dispatch=req.dispatch,
-        alpha=req.alpha,
-        max_batch_size=req.max_batch_size,
-        algorithm=req.algorithm,
-        mfu=req.mfu,
-        max_staleness=req.max_staleness,
-        iterations=req.iterations,
-        elastic=req.elastic,
-        length_growth=req.length_growth,
-        ptl=measured_ptl,
-        train=measured_train,
-        seed=req.seed,
+        model=shape, gen_device=pools.gen_device, train_device=pools.train_device, tp=pools.tp,
+        gen_devices=pools.tp, train_devices=1, mode="sync",  # placeholders: set per simulated mode
+        lengths=_lengths(req), prompts_per_iteration=req.prompts_per_iteration, group_size=req.group_size,
+        prompt_tokens=req.prompt_tokens, dispatch=req.dispatch, alpha=req.alpha,
+        max_batch_size=req.max_batch_size, algorithm=req.algorithm, mfu=req.mfu,
+        max_staleness=req.max_staleness, iterations=req.iterations, seed=req.seed,
+        elastic=req.elastic, length_growth=req.length_growth, ptl=measured_ptl, train=measured_train,
     )
 
 
@@ -170,26 +154,16 @@ def _simulate_modes(
 def _allocation_public(
     mode: str, pools: _Pools, alloc: Allocation | None, chosen: SimResult
 ) -> AllocationPublic:
-    if mode == "colocated" or alloc is None:  # one pool does both stages
+    if mode == "colocated" or alloc is None:  # one pool does both stages, nothing is freed
+        used = chosen.config.gen_devices
         return AllocationPublic(
-            gen_device=pools.gen_device.name,
-            gen_devices=chosen.config.gen_devices,
-            gen_instances=chosen.config.instances,
-            tp=pools.tp,
-            train_device=pools.gen_device.name,
-            train_devices=chosen.config.gen_devices,
-            freed_devices=0,
-            cost_per_hour=pools.gen_pool_cost,
+            gen_device=pools.gen_device.name, gen_devices=used, gen_instances=chosen.config.instances, tp=pools.tp,
+            train_device=pools.gen_device.name, train_devices=used, freed_devices=0, cost_per_hour=pools.gen_pool_cost,
         )
     return AllocationPublic(
-        gen_device=pools.gen_device.name,
-        gen_devices=alloc.gen_devices,
-        gen_instances=alloc.gen_instances,
-        tp=pools.tp,
-        train_device=pools.train_device.name,
-        train_devices=alloc.train_devices,
-        freed_devices=alloc.freed_devices,
-        cost_per_hour=alloc.cost_per_hour,
+        gen_device=pools.gen_device.name, gen_devices=alloc.gen_devices, gen_instances=alloc.gen_instances,
+        tp=pools.tp, train_device=pools.train_device.name, train_devices=alloc.train_devices,
+        freed_devices=alloc.freed_devices, cost_per_hour=alloc.cost_per_hour,
     )
 
 
