@@ -12,7 +12,8 @@ from contract.settings import Settings
 
 
 def source_text() -> str:
-    files = [*REPO.glob("backend/**/*.py"), *REPO.glob("workers/**/*.py"), *REPO.glob("scripts/*.sh")]
+    packages = ("contract", "backend", "workers", "streamrl")
+    files = [*(path for tree in packages for path in REPO.glob(f"{tree}/**/*.py")), *REPO.glob("scripts/*.sh")]
     return "\n".join(path.read_text() for path in files)
 
 
