@@ -9,6 +9,7 @@ from typing import get_args
 import pytest
 
 from backend.planner import catalog_store
+from backend.planner.costmodel import TRAIN_FLOPS_PER_PARAM
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
 from backend.planner.schemas import PlanRequest
 from backend.planner.service import make_plan
@@ -96,6 +97,7 @@ def test_plan_choices_are_the_jobspecs() -> None:
     assert props["algorithm"]["enum"] == list(get_args(AlgorithmName))
     assert props["dispatch"]["enum"] == list(get_args(DispatchPolicy))
     assert "round_robin" in props["dispatch"]["enum"]
+    assert set(TRAIN_FLOPS_PER_PARAM) == set(get_args(AlgorithmName))  # the cost model knows every algorithm
     staleness, job_staleness = props["max_staleness"], JobSpec.model_json_schema()["properties"]["max_staleness"]
     assert (staleness["minimum"], staleness["maximum"], staleness["default"]) == (
         job_staleness["minimum"], job_staleness["maximum"], job_staleness["default"])
