@@ -80,8 +80,8 @@ def test_example_model_is_built_and_registered_by_its_comments(path: Path) -> No
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
 def test_example_dataset_and_reward_work_together(path: Path) -> None:
-    """The built-in task exists and gives the stated prompt counts; the reward scores a right answer of that task
-    above a wrong one, without errors."""
+    """The built-in task exists and gives the stated prompt counts; the reward (user code really runs in the sandbox
+    for `python-reward.yaml`) scores a right answer of that task above a wrong one, without errors."""
     from workers.datasets import BUILTIN_TASKS, load_dataset
     from workers.rewards.factory import build_reward
 
@@ -110,21 +110,6 @@ def test_examples_show_what_their_names_promise() -> None:
     ppo = specs["ppo-colocated.yaml"]
     assert (ppo.algorithm.name, ppo.mode) == ("ppo", "colocated")
     assert specs["python-reward.yaml"].reward.type == "python"
-
-
-def test_python_reward_example_scores_in_the_sandbox() -> None:
-    """The user code really runs: a correct answer beats a wrong one on a real arithmetic row."""
-    from workers.datasets.arithmetic import generate_rows
-    from workers.rewards.factory import build_reward
-
-    row = generate_rows(1, seed=0)[0]
-    reward = build_reward(load_spec(EXAMPLES / "python-reward.yaml").reward)
-    try:
-        right, wrong = reward.score_many([(row["prompt"], str(row["answer"]), row), (row["prompt"], "no idea", row)])
-    finally:
-        reward.close()
-    assert right.error is None and wrong.error is None, (right.error, wrong.error)
-    assert right.value > wrong.value
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)
