@@ -1,4 +1,6 @@
-"""Colocated vs sync vs async StreamRL on this machine: same model, task, seed and sample budget (DESIGN §2.2).
+"""Colocated vs sync vs async StreamRL on this machine: same model, task, seed and sample budget.
+
+See docs/architecture.md#sync-and-async-pipelining.
 
     python bench/modes.py [--iterations 8 --prompts 8 --group 8 --max-tokens 48 --instances 2 --repeats 1]
 

@@ -11,9 +11,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from backend.db.enums import Role
-from backend.db.models import Team, User
+from backend.db.models import Job, Team, User
 from backend.services.auth import AuthContext, resolve_token
 from backend.services.errors import Forbidden, Unauthorized
+from backend.services.jobs import get_job
 from contract.settings import Settings
 
 
@@ -72,6 +73,14 @@ def require_role(minimum: Role) -> Callable[[AuthContext], AuthContext]:
 ViewerAuth = Annotated[AuthContext, Depends(require_role(Role.viewer))]
 MemberAuth = Annotated[AuthContext, Depends(require_role(Role.member))]
 AdminAuth = Annotated[AuthContext, Depends(require_role(Role.admin))]
+
+
+def get_viewed_job(job_id: int, auth: ViewerAuth, session: SessionDep) -> Job:
+    """The path's `job_id` among the caller's team's jobs (404 for a missing job or another team's)."""
+    return get_job(session=session, team=auth.team, job_id=job_id)
+
+
+ViewedJob = Annotated[Job, Depends(get_viewed_job)]
 
 
 def get_optional_redis(request: Request) -> redis.Redis | None:

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db.enums import Role
 from backend.db.models import Job, Team, User
 from backend.schemas.auth import Quotas, TeamPublic
+from backend.schemas.common import Page
 from backend.schemas.jobs import JobPublic, Progress
 from backend.services.job_data import job_summaries
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def page_of(schema: type[M], rows: Sequence[Any], total: int | None = None) -> Page[M]:
+    """ORM rows as a `Page` of `schema`; `total` (all matching rows) defaults to the rows given."""
+    return Page(data=[schema.model_validate(row) for row in rows], count=len(rows) if total is None else total)
 
 
 def team_public(team: Team, role: Role | None = None) -> TeamPublic:

@@ -1,4 +1,6 @@
-"""Resource planner, cluster simulator and autoscaler policy (DESIGN §2.4-§2.5). Pure Python: never imports torch.
+"""Resource planner, cluster simulator and autoscaler policy. Pure Python: never imports torch.
+
+See docs/architecture.md#resource-allocation and docs/architecture.md#elastic-scaling.
 
 - `devices`, `costmodel`: device catalog, model shapes, roofline PTL(BS) and training cost.
 - `lengths`, `sim_generation`, `simulator`, `timeline`: discrete-event simulation of an RL job.

@@ -1,4 +1,6 @@
-"""Autoscaler policy for generation instances (DESIGN §2.5). Pure: the controller feeds it numbers and acts on it.
+"""Autoscaler policy for generation instances (docs/architecture.md#elastic-scaling).
+
+Pure: the controller feeds it numbers and acts on it.
 
 Per iteration, delta = T_gen - T_train. Generation time is throughput-bound, so with I instances one more would
 save T_gen / (I + 1) and one fewer would cost T_gen / (I - 1) (the measured per-instance rate).

@@ -1,15 +1,20 @@
-"""Request/response schemas of `POST /api/v1/plans`, the device catalog routes and `streamrl plan`."""
+"""Request/response schemas of `POST /api/v1/plans`, the device catalog routes and `streamrl plan`.
+
+Modes, algorithms and dispatch policies are the `contract.spec` Literals, so the planner, the JobSpec and the
+dashboard (through the OpenAPI enums) offer the same choices.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contract.spec import Mode
+from contract.spec import AlgorithmName, DispatchPolicy, JobSpec, Mode
 
 MAX_PLAN_PROMPTS = 4096  # the simulator dispatches prompts one by one: keeps a plan within seconds
 MAX_PLAN_SAMPLES = 65_536
+_STALENESS = JobSpec.model_fields["max_staleness"]
 
 
 class _Strict(BaseModel):
@@ -47,13 +52,14 @@ class PlanRequest(_Strict):
     clusters: list[ClusterSpec] = Field(default_factory=lambda: [ClusterSpec(count=8)], min_length=1, max_length=2)
     tp: int | None = Field(None, ge=1, le=64, description="tensor parallelism per generation instance; None: fit")
     mode: Mode = "sync"
+    max_staleness: Annotated[int, _STALENESS] = _STALENESS.default  # the JobSpec's field: same bounds and default
     lengths: LengthSpec = Field(default_factory=LengthSpec)
     prompts_per_iteration: int = Field(256, ge=1, le=MAX_PLAN_PROMPTS)
     group_size: int = Field(8, ge=1, le=1024)
     prompt_tokens: int = Field(512, ge=0, le=1_000_000)
-    algorithm: Literal["ppo", "grpo", "rloo", "reinforce_pp"] = "grpo"
+    algorithm: AlgorithmName = "grpo"
     mfu: float = Field(0.4, gt=0, le=1, description="training model-FLOPs utilisation")
-    dispatch: Literal["random", "skew_aware"] = "skew_aware"
+    dispatch: DispatchPolicy = "skew_aware"
     alpha: float = Field(0.2, gt=0, lt=1)
     max_batch_size: int | None = Field(None, ge=1, le=65_536, description="sequences per instance; None: KV memory")
     ptl_profile: list[tuple[int, float]] | None = Field(

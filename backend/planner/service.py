@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from backend.planner.allocation import Allocation, build_profiles, plan_one_cluster, plan_two_clusters
 from backend.planner.costmodel import TrainCost
-from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec, default_tp, model_shape
+from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec, ModelShape, default_tp, model_shape
 from backend.planner.lengths import LengthDistribution
 from backend.planner.schemas import AllocationPublic, PlanPublic, PlanRequest, PredictionPublic, SpanPublic
 from backend.planner.simulator import SimConfig, SimResult, simulate
@@ -31,17 +31,24 @@ def _lengths(req: PlanRequest) -> LengthDistribution:
     spec = req.lengths
     if spec.kind == "empirical":
         return LengthDistribution.empirical(spec.values, max_tokens=spec.max_tokens)
-    return LengthDistribution(kind=spec.kind, max_tokens=spec.max_tokens, median=spec.median, sigma=spec.sigma,
-                              pareto_alpha=spec.pareto_alpha, pareto_min=spec.pareto_min)
+    return LengthDistribution(
+        kind=spec.kind, max_tokens=spec.max_tokens, median=spec.median, sigma=spec.sigma,
+        pareto_alpha=spec.pareto_alpha, pareto_min=spec.pareto_min,
+    )
 
 
 def _prediction(result: SimResult, cost_per_hour: float) -> PredictionPublic:
-    s = result.summary()
+    summary = result.summary()
     return PredictionPublic(
-        mode=result.config.mode, iteration_seconds=s["iteration_seconds"], gen_seconds=s["gen_seconds"],
-        train_seconds=s["train_seconds"], samples_per_s=s["samples_per_s"], tokens_per_s=s["tokens_per_s"],
-        throughput_per_cost=s["samples_per_s"] / cost_per_hour, gen_bubble_fraction=s["gen_bubble_fraction"],
-        train_bubble_fraction=s["train_bubble_fraction"],
+        mode=result.config.mode,
+        iteration_seconds=summary["iteration_seconds"],
+        gen_seconds=summary["gen_seconds"],
+        train_seconds=summary["train_seconds"],
+        samples_per_s=summary["samples_per_s"],
+        tokens_per_s=summary["tokens_per_s"],
+        throughput_per_cost=summary["samples_per_s"] / cost_per_hour,
+        gen_bubble_fraction=summary["gen_bubble_fraction"],
+        train_bubble_fraction=summary["train_bubble_fraction"],
     )
 
 
@@ -49,64 +56,142 @@ def _keep_lane(lane: str, lanes: int) -> bool:
     return lane == "trainer" or (lane.startswith("gen-") and int(lane[4:]) < lanes)
 
 
+@dataclass(frozen=True)
+class _Pools:
+    """The devices a plan may use: generation on `gen_device` x `gen_count`; training on the same pool
+    (one cluster) or on `train_device` x `train_count` (two clusters)."""
+
+    gen_device: DeviceSpec
+    gen_count: int
+    train_device: DeviceSpec
+    train_count: int | None  # None: one cluster
+    tp: int
+
+    @property
+    def two_clusters(self) -> bool:
+        return self.train_count is not None
+
+    @property
+    def gen_pool_cost(self) -> float:
+        return self.gen_count * self.gen_device.cost_per_hour
+
+
+def _pools(req: PlanRequest, catalog: dict[str, DeviceSpec], shape: ModelShape) -> _Pools:
+    """Resolve the clusters against the catalog; one generation instance (plus a trainer) must fit."""
+    gen_cluster = req.clusters[0]
+    train_cluster = req.clusters[1] if len(req.clusters) == 2 else None
+    gen_device = _device(catalog, gen_cluster.device, "clusters[0].device")
+    train_device = _device(catalog, train_cluster.device, "clusters[1].device") if train_cluster else gen_device
+    pools = _Pools(
+        gen_device=gen_device,
+        gen_count=gen_cluster.count,
+        train_device=train_device,
+        train_count=train_cluster.count if train_cluster else None,
+        tp=req.tp or default_tp(shape, gen_device),
+    )
+    if pools.gen_count < pools.tp:
+        raise ValueError(f"clusters[0].count: {pools.gen_count} devices cannot hold one "
+                         f"{pools.tp}-way generation instance")
+    if train_cluster is None and req.mode != "colocated" and pools.gen_count < pools.tp + 1:
+        raise ValueError(f"clusters[0].count: one cluster needs tp + 1 = {pools.tp + 1} devices "
+                         "for sync/async")
+    return pools
+
+
+def _base_config(req: PlanRequest, shape: ModelShape, pools: _Pools) -> SimConfig:
+    """The simulated job; device counts and mode are filled in per simulated mode."""
+    measured_ptl = PTLProfile(tuple(req.ptl_profile)) if req.ptl_profile else None
+    measured_train = TrainCost(req.train_seconds_per_token) if req.train_seconds_per_token else None
+    return SimConfig(
+        model=shape, gen_device=pools.gen_device, train_device=pools.train_device, tp=pools.tp,
+        gen_devices=pools.tp, train_devices=1, mode="sync",  # placeholders: set per simulated mode
+        lengths=_lengths(req), prompts_per_iteration=req.prompts_per_iteration, group_size=req.group_size,
+        prompt_tokens=req.prompt_tokens, dispatch=req.dispatch, alpha=req.alpha,
+        max_batch_size=req.max_batch_size, algorithm=req.algorithm, mfu=req.mfu,
+        max_staleness=req.max_staleness, iterations=req.iterations, seed=req.seed,
+        elastic=req.elastic, length_growth=req.length_growth, ptl=measured_ptl, train=measured_train,
+    )
+
+
+def _allocate(base: SimConfig, pools: _Pools) -> Allocation | None:
+    """Algorithm 1 on profiles of `base`; None when one cluster is too small to disaggregate."""
+    profiles = build_profiles(base, pools.gen_count)
+    if pools.train_count is not None:
+        return plan_two_clusters(
+            profiles, pools.gen_count, pools.train_count, pools.tp, pools.gen_device, pools.train_device
+        )
+    if pools.gen_count >= pools.tp + 1:
+        return plan_one_cluster(profiles, pools.gen_count, pools.tp, pools.gen_device)
+    return None
+
+
+def _simulate_modes(
+    base: SimConfig, pools: _Pools, alloc: Allocation | None
+) -> tuple[dict[str, SimResult], dict[str, PredictionPublic]]:
+    """Simulate colocated on the whole pool (one cluster only) and sync/async on the allocation, if any."""
+    results: dict[str, SimResult] = {}
+    per_mode: dict[str, PredictionPublic] = {}
+    if not pools.two_clusters:
+        colocated_devices = (pools.gen_count // pools.tp) * pools.tp
+        colocated = replace(base, mode="colocated", gen_devices=colocated_devices)
+        results["colocated"] = simulate(colocated)
+        per_mode["colocated"] = _prediction(results["colocated"], pools.gen_pool_cost)
+    if alloc is None:
+        return results, per_mode
+    # elastic growth: two clusters may use the whole generation cluster;
+    # on one cluster, growing would take the trainer's devices
+    spare_instances = pools.gen_count // pools.tp if pools.two_clusters else alloc.gen_instances
+    for mode in ("sync", "async"):
+        config = replace(
+            base, mode=mode, gen_devices=alloc.gen_devices, train_devices=alloc.train_devices,
+            elastic_max_instances=spare_instances,
+        )
+        results[mode] = simulate(config)
+        per_mode[mode] = _prediction(results[mode], alloc.cost_per_hour)
+    return results, per_mode
+
+
+def _allocation_public(
+    mode: str, pools: _Pools, alloc: Allocation | None, chosen: SimResult
+) -> AllocationPublic:
+    if mode == "colocated" or alloc is None:  # one pool does both stages, nothing is freed
+        used = chosen.config.gen_devices
+        return AllocationPublic(
+            gen_device=pools.gen_device.name, gen_devices=used, gen_instances=chosen.config.instances, tp=pools.tp,
+            train_device=pools.gen_device.name, train_devices=used, freed_devices=0, cost_per_hour=pools.gen_pool_cost,
+        )
+    return AllocationPublic(
+        gen_device=pools.gen_device.name, gen_devices=alloc.gen_devices, gen_instances=alloc.gen_instances,
+        tp=pools.tp, train_device=pools.train_device.name, train_devices=alloc.train_devices,
+        freed_devices=alloc.freed_devices, cost_per_hour=alloc.cost_per_hour,
+    )
+
+
+def _estimate(alloc: Allocation | None) -> dict[str, float]:
+    """Algorithm 1's own profile numbers for the chosen allocation."""
+    if alloc is None:
+        return {}
+    return {"gen_seconds": alloc.gen_seconds, "train_seconds": alloc.train_seconds,
+            "iteration_seconds": alloc.iteration_seconds}
+
+
 def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) -> PlanPublic:
     started = time.perf_counter()
-    catalog = catalog or DEFAULT_DEVICES
-    shape = model_shape(req.model_params_b if req.model_params_b is not None else (req.model_size or ""))
-    gen_dev = _device(catalog, req.clusters[0].device, "clusters[0].device")
-    two = len(req.clusters) == 2
-    train_dev = _device(catalog, req.clusters[1].device, "clusters[1].device") if two else gen_dev
-    tp = req.tp or default_tp(shape, gen_dev)
-    n_gen_pool = req.clusters[0].count
-    if n_gen_pool < tp:
-        raise ValueError(f"clusters[0].count: {n_gen_pool} devices cannot hold one {tp}-way generation instance")
-    if not two and req.mode != "colocated" and n_gen_pool < tp + 1:
-        raise ValueError(f"clusters[0].count: one cluster needs tp + 1 = {tp + 1} devices for sync/async")
-    base = SimConfig(
-        model=shape, gen_device=gen_dev, train_device=train_dev, gen_devices=tp, train_devices=1, tp=tp,
-        lengths=_lengths(req), mode="sync", prompts_per_iteration=req.prompts_per_iteration,
-        group_size=req.group_size, prompt_tokens=req.prompt_tokens, dispatch=req.dispatch, alpha=req.alpha,
-        max_batch_size=req.max_batch_size, algorithm=req.algorithm, mfu=req.mfu, iterations=req.iterations,
-        elastic=req.elastic, length_growth=req.length_growth,
-        ptl=PTLProfile(tuple(req.ptl_profile)) if req.ptl_profile else None,
-        train=TrainCost(req.train_seconds_per_token) if req.train_seconds_per_token else None, seed=req.seed,
-    )
-    profiles = build_profiles(base, n_gen_pool)
-    alloc: Allocation | None = None
-    if two:
-        alloc = plan_two_clusters(profiles, n_gen_pool, req.clusters[1].count, tp, gen_dev, train_dev)
-    elif n_gen_pool >= tp + 1:
-        alloc = plan_one_cluster(profiles, n_gen_pool, tp, gen_dev)
-
-    per_mode: dict[str, PredictionPublic] = {}
-    results: dict[str, SimResult] = {}
-    if not two:
-        colocated_devices = (n_gen_pool // tp) * tp
-        results["colocated"] = simulate(replace(base, mode="colocated", gen_devices=colocated_devices))
-        per_mode["colocated"] = _prediction(results["colocated"], n_gen_pool * gen_dev.cost_per_hour)
-    if alloc is not None:
-        for mode in ("sync", "async"):
-            spare = n_gen_pool // tp if two else alloc.gen_instances  # one cluster: growing would take trainers
-            results[mode] = simulate(replace(base, mode=mode, gen_devices=alloc.gen_devices,
-                                             train_devices=alloc.train_devices, elastic_max_instances=spare))
-            per_mode[mode] = _prediction(results[mode], alloc.cost_per_hour)
+    size = req.model_params_b if req.model_params_b is not None else (req.model_size or "")
+    shape = model_shape(size)
+    pools = _pools(req, catalog or DEFAULT_DEVICES, shape)
+    base = _base_config(req, shape, pools)
+    alloc = _allocate(base, pools)
+    results, per_mode = _simulate_modes(base, pools, alloc)
     chosen = results[req.mode]
-    if req.mode == "colocated" or alloc is None:
-        allocation = AllocationPublic(gen_device=gen_dev.name, gen_devices=chosen.config.gen_devices,
-                                      gen_instances=chosen.config.instances, tp=tp, train_device=gen_dev.name,
-                                      train_devices=chosen.config.gen_devices, freed_devices=0,
-                                      cost_per_hour=n_gen_pool * gen_dev.cost_per_hour)
-    else:
-        allocation = AllocationPublic(gen_device=gen_dev.name, gen_devices=alloc.gen_devices,
-                                      gen_instances=alloc.gen_instances, tp=tp, train_device=train_dev.name,
-                                      train_devices=alloc.train_devices, freed_devices=alloc.freed_devices,
-                                      cost_per_hour=alloc.cost_per_hour)
-    estimate = {"gen_seconds": alloc.gen_seconds, "train_seconds": alloc.train_seconds,
-                "iteration_seconds": alloc.iteration_seconds} if alloc else {}
+    kept_spans = [span for span in chosen.spans if _keep_lane(span.lane, req.timeline_lanes)]
     return PlanPublic(
-        model=shape.to_dict(), allocation=allocation, estimate=estimate, predicted=per_mode[req.mode],
+        model=shape.to_dict(),
+        allocation=_allocation_public(req.mode, pools, alloc, chosen),
+        estimate=_estimate(alloc),
+        predicted=per_mode[req.mode],
         per_mode=per_mode,
-        timeline=[SpanPublic(**s.to_dict()) for s in chosen.spans if _keep_lane(s.lane, req.timeline_lanes)],
+        timeline=[SpanPublic(**span.to_dict()) for span in kept_spans],
         plan_seconds=time.perf_counter() - started,
     )
 

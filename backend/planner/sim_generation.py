@@ -11,14 +11,16 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import get_args
 
 import numpy as np
 
 from backend.planner.lengths import GroupLengths
-from contract.skew import PTLProfile, random_split, skew_aware_split
+from contract.skew import PTLProfile, SplitPlan, random_split, round_robin_split, skew_aware_split
+from contract.spec import DispatchPolicy
 
-Dispatch = Literal["random", "skew_aware"]
+Dispatch = DispatchPolicy
+DISPATCH_POLICIES: tuple[str, ...] = get_args(DispatchPolicy)
 DISPATCH_SHARD_INSTANCES = 64
 
 
@@ -70,6 +72,21 @@ def per_prompt_profile(ptl: PTLProfile, group_size: int) -> PTLProfile:
                       ((1, ptl(group_size)),))
 
 
+def _split(
+    dispatch: Dispatch, predicted: list[float], n_instances: int, ptl: PTLProfile, *, alpha: float,
+    recent_lengths: np.ndarray, prompt_cap: int, seed: int,
+) -> SplitPlan:
+    """One shard's split by the named policy (the same `contract.skew` functions the runtime's dispatcher uses)."""
+    if dispatch == "skew_aware":
+        return skew_aware_split(predicted, n_instances, ptl, recent_lengths=recent_lengths.tolist(), alpha=alpha,
+                                max_batch_size=prompt_cap)
+    if dispatch == "random":
+        return random_split(len(predicted), n_instances, seed=seed, max_batch_size=prompt_cap)
+    if dispatch == "round_robin":
+        return round_robin_split(len(predicted), n_instances, max_batch_size=prompt_cap)
+    raise ValueError(f"unknown dispatch {dispatch!r}: use one of {', '.join(DISPATCH_POLICIES)}")
+
+
 def _dispatch(
     groups: GroupLengths, n_busy: int, ptl: PTLProfile, *, prompt_cap: int, dispatch: Dispatch, alpha: float,
     recent_lengths: np.ndarray, seed: int,
@@ -82,18 +99,12 @@ def _dispatch(
     n_prompts, group_size = groups.lengths.shape
     shards = math.ceil(n_busy / DISPATCH_SHARD_INSTANCES)
     order = np.random.default_rng(seed).permutation(n_prompts) if shards > 1 else np.arange(n_prompts)
+    prompt_ptl = per_prompt_profile(ptl, group_size)
     out: list[tuple[int, list[int], int, bool]] = []
     for prompts, instances in zip(np.array_split(order, shards), np.array_split(np.arange(n_busy), shards),
                                   strict=True):
-        if dispatch == "skew_aware":
-            plan = skew_aware_split(
-                groups.predicted[prompts].tolist(), len(instances), per_prompt_profile(ptl, group_size),
-                recent_lengths=recent_lengths.tolist(), alpha=alpha, max_batch_size=prompt_cap,
-            )
-        elif dispatch == "random":
-            plan = random_split(len(prompts), len(instances), seed=seed, max_batch_size=prompt_cap)
-        else:
-            raise ValueError(f"unknown dispatch {dispatch!r}: use 'random' or 'skew_aware'")
+        plan = _split(dispatch, groups.predicted[prompts].tolist(), len(instances), prompt_ptl, alpha=alpha,
+                      recent_lengths=recent_lengths, prompt_cap=prompt_cap, seed=seed)
         out.extend((int(instances[a.instance]), [int(prompts[i]) for i in a.prompt_indices], a.batch_size,
                     a.long_tail) for a in plan.assignments)
     return out

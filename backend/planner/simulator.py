@@ -11,7 +11,6 @@ Times are seconds from job start. Every iteration ends at its optimiser step (`t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 
@@ -29,8 +28,8 @@ from backend.planner.lengths import GroupLengths, LengthDistribution
 from backend.planner.sim_generation import Dispatch, InstanceRun, simulate_generation
 from backend.planner.timeline import Span, TimelineBuilder
 from contract.skew import PTLProfile
+from contract.spec import Mode
 
-Mode = Literal["colocated", "sync", "async"]
 HOST_LOAD_GBPS = 25.0  # host->device copy when an instance loads new weights
 
 
@@ -53,7 +52,7 @@ class SimConfig:
     micro_batch_size: int = 64  # samples per training micro-step
     algorithm: str = "ppo"
     mfu: float = 0.35
-    max_staleness: int = 1
+    max_staleness: int = 1  # async: policy versions a sample may lag (JobSpec.max_staleness)
     colocated_memory_fraction: float = 0.5  # device memory the generation engine may use while training states live
     iterations: int = 4
     weight_link_gbps: float = 25.0

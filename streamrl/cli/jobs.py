@@ -47,7 +47,7 @@ def load_spec(path: Path, name: str | None = None, overrides: list[str] | None =
     except yaml.YAMLError as exc:
         raise CLIError(f"{path} is not valid YAML/JSON: {exc}".replace("\n", " ")) from None
     if not isinstance(raw, dict):
-        raise CLIError(f"{path} must hold a mapping of JobSpec fields (see backend/schemas/spec.py)")
+        raise CLIError(f"{path} must hold a mapping of JobSpec fields (see contract/spec.py)")
     for assignment in overrides or []:
         apply_override(raw, assignment)
     if name:

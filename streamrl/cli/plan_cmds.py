@@ -4,6 +4,7 @@ the planner and simulator are pure Python; `--data-dir` applies the server's dev
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import typer
 from pydantic import ValidationError
@@ -11,8 +12,13 @@ from pydantic import ValidationError
 from backend.planner import catalog_store
 from backend.planner.schemas import PlanRequest
 from backend.planner.service import make_plan
+from contract.spec import AlgorithmName, DispatchPolicy, Mode
 from streamrl.cli.common import emit_json, print_fields, print_table
 from streamrl.cli.errors import CLIError
+
+
+def _choices(literal: object) -> str:
+    return " | ".join(get_args(literal))
 
 
 def plan(
@@ -22,14 +28,15 @@ def plan(
     devices: int = typer.Option(8, "--devices", "-n", help="devices in cluster 0"),
     train_device: str | None = typer.Option(None, help="second cluster's device: training runs there"),
     train_devices: int = typer.Option(0, help="devices in the training cluster (with --train-device)"),
-    mode: str = typer.Option("sync", help="colocated | sync | async"),
+    mode: str = typer.Option("sync", help=_choices(Mode)),
+    max_staleness: int = typer.Option(1, help="async: policy versions a sample may lag"),
     max_tokens: int = typer.Option(20_000, help="longest response"),
     median: float = typer.Option(2_000.0, help="median response length (lognormal)"),
     sigma: float = typer.Option(1.0, help="lognormal shape: larger = longer tail"),
     prompts: int = typer.Option(256, help="prompts per iteration"),
     group_size: int = typer.Option(8, help="samples per prompt"),
-    algorithm: str = typer.Option("grpo", help="ppo | grpo | rloo | reinforce_pp"),
-    dispatch: str = typer.Option("skew_aware", help="random | skew_aware"),
+    algorithm: str = typer.Option("grpo", help=_choices(AlgorithmName)),
+    dispatch: str = typer.Option("skew_aware", help=_choices(DispatchPolicy)),
     tp: int | None = typer.Option(None, help="tensor parallelism per generation instance (default: fit memory)"),
     elastic: bool = typer.Option(False, help="simulate the autoscaler resizing generation"),
     length_growth: float = typer.Option(0.0, help="response-length growth per iteration (0.1 = +10%)"),
@@ -41,7 +48,8 @@ def plan(
         clusters.append({"device": train_device, "count": train_devices})
     try:
         request = PlanRequest.model_validate({
-            "model_size": model_size, "clusters": clusters, "mode": mode, "tp": tp, "algorithm": algorithm,
+            "model_size": model_size, "clusters": clusters, "mode": mode, "max_staleness": max_staleness, "tp": tp,
+            "algorithm": algorithm,
             "dispatch": dispatch, "prompts_per_iteration": prompts, "group_size": group_size, "elastic": elastic,
             "length_growth": length_growth,
             "lengths": {"max_tokens": max_tokens, "median": median, "sigma": sigma},

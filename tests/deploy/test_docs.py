@@ -59,3 +59,48 @@ def test_quoted_commands_are_real(page: str) -> None:
     assert commands, f"{page}: expected some streamrl commands"
     for args in commands:
         check_streamrl_invocation(args)
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = [line.lstrip("#").strip() for line in markdown.splitlines() if re.match(r"#{1,6} ", line)]
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+CITATION = re.compile(r"docs/architecture\.md#([\w-]+)")
+CITING_TREES = ("contract", "backend", "workers", "streamrl", "bench", "tests", "scripts", "docs")
+
+
+def citations() -> list[tuple[str, str]]:
+    """(path:line, anchor) of every citation of a docs/architecture.md section in the code and docs."""
+    found = []
+    for tree in CITING_TREES:
+        for path in sorted((REPO / tree).rglob("*")):
+            if path.suffix not in (".py", ".md") or not path.is_file():
+                continue
+            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                found += [(f"{path.relative_to(REPO)}:{lineno}", anchor) for anchor in CITATION.findall(line)]
+    return found
+
+
+def test_architecture_citations_name_real_sections() -> None:
+    anchors = heading_anchors((DOCS / "architecture.md").read_text())
+    assert {"processes-and-queues", "data-flow-of-one-job", "packages-and-the-import-rule", "the-reporter-seam",
+            "the-papers-algorithms"} <= anchors
+    cited = citations()
+    assert any(place.startswith("backend/") for place, _ in cited)  # the scan sees the code's citations
+    broken = [f"{place} -> #{anchor}" for place, anchor in cited if anchor not in anchors]
+    assert not broken, "citations of missing docs/architecture.md sections:\n  " + "\n  ".join(broken)
+    in_page = re.findall(r"\]\(#([\w-]+)\)", (DOCS / "architecture.md").read_text())
+    assert set(in_page) <= anchors, set(in_page) - anchors
+
+
+def test_nothing_cites_the_design_notes() -> None:
+    """The design notes are not in the repository: code and docs cite docs/architecture.md instead."""
+    offenders = []
+    for tree in CITING_TREES:
+        for path in sorted((REPO / tree).rglob("*.py")):
+            for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if re.search(r"DESIGN\s*§", line) and path != Path(__file__):
+                    offenders.append(f"{path.relative_to(REPO)}:{lineno}")
+    assert not offenders, "cite docs/architecture.md#<section> instead of DESIGN §N in:\n  " + "\n  ".join(offenders)

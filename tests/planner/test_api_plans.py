@@ -18,7 +18,8 @@ def headers(pg_backend: Any) -> dict[str, dict[str, str]]:
 
 def test_post_plan(app_client: TestClient, headers: dict[str, dict[str, str]]) -> None:
     body = {"model_size": "7B", "clusters": [{"device": "H800", "count": 8}], "prompts_per_iteration": 32,
-            "group_size": 4, "mode": "async", "lengths": {"max_tokens": 4000, "median": 600, "sigma": 1.0}}
+            "group_size": 4, "mode": "async", "max_staleness": 2, "dispatch": "round_robin",
+            "lengths": {"max_tokens": 4000, "median": 600, "sigma": 1.0}}
     r = app_client.post("/api/v1/plans", json=body, headers=headers["viewer"])
     assert r.status_code == 200, r.text
     plan = r.json()
@@ -34,6 +35,8 @@ def test_plan_errors_are_422_naming_the_problem(app_client: TestClient, headers:
     assert r.status_code == 422 and "unknown device 'B300'" in r.json()["detail"][0]["msg"]
     r = app_client.post("/api/v1/plans", json={"mode": "fast"}, headers=headers["viewer"])
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "mode"
+    r = app_client.post("/api/v1/plans", json={"max_staleness": 0}, headers=headers["viewer"])
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "max_staleness"
     assert app_client.post("/api/v1/plans", json={}).status_code == 401
 
 

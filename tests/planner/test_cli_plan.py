@@ -27,3 +27,14 @@ def test_plan_json_and_errors() -> None:
     assert bad.exit_code != 0 and "unknown device 'B300'" in bad.output
     bad_mode = runner.invoke(app, ["plan", "--mode", "fast"])
     assert bad_mode.exit_code != 0 and "mode" in bad_mode.output
+
+
+def test_plan_takes_round_robin_and_max_staleness() -> None:
+    options = ["--mode", "async", "--dispatch", "round_robin", "--max-staleness", "3"]
+    result = runner.invoke(app, ["--json", *ARGS, *options])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["predicted"]["mode"] == "async"
+    bad = runner.invoke(app, [*ARGS, "--max-staleness", "0"])
+    assert bad.exit_code != 0 and "max_staleness" in bad.output
+    helped = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "200"})
+    assert "random | round_robin | skew_aware" in helped.output  # the choices of contract.spec

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from backend.planner import catalog_store
+from backend.planner.costmodel import TRAIN_FLOPS_PER_PARAM
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
 from backend.planner.schemas import PlanRequest
 from backend.planner.service import make_plan
+from contract.spec import AlgorithmName, DispatchPolicy, JobSpec, Mode
 
 
 def test_one_cluster_plan_has_every_mode_and_a_timeline() -> None:
@@ -85,3 +88,46 @@ def test_elastic_plan_stays_within_the_generation_cluster() -> None:
     assert max(lanes) < 16 and elastic.predicted.samples_per_s > 0
     # training-bound as responses grow: the autoscaler frees generation instances at a bounded cost in time
     assert elastic.predicted.iteration_seconds <= static.predicted.iteration_seconds * 1.25
+
+
+def test_plan_choices_are_the_jobspecs() -> None:
+    """Modes, algorithms and dispatch policies (the OpenAPI enums the dashboard reads) come from `contract.spec`."""
+    props = PlanRequest.model_json_schema()["properties"]
+    assert props["mode"]["enum"] == list(get_args(Mode))
+    assert props["algorithm"]["enum"] == list(get_args(AlgorithmName))
+    assert props["dispatch"]["enum"] == list(get_args(DispatchPolicy))
+    assert "round_robin" in props["dispatch"]["enum"]
+    assert set(TRAIN_FLOPS_PER_PARAM) == set(get_args(AlgorithmName))  # the cost model knows every algorithm
+    staleness, job_staleness = props["max_staleness"], JobSpec.model_json_schema()["properties"]["max_staleness"]
+    assert (staleness["minimum"], staleness["maximum"], staleness["default"]) == (
+        job_staleness["minimum"], job_staleness["maximum"], job_staleness["default"])
+    for bad in (0, 65, "x"):
+        with pytest.raises(ValueError, match="max_staleness"):
+            PlanRequest(max_staleness=bad)
+
+
+def test_round_robin_plan() -> None:
+    request = PlanRequest(model_size="7B", clusters=[{"device": "H800", "count": 8}], prompts_per_iteration=32,
+                          group_size=4, dispatch="round_robin")
+    plan = make_plan(request)
+    assert set(plan.per_mode) == {"colocated", "sync", "async"} and plan.predicted.samples_per_s > 0
+    skew = make_plan(request.model_copy(update={"dispatch": "skew_aware"}))
+    assert plan.per_mode["sync"] != skew.per_mode["sync"]  # the policy reaches the simulator
+
+
+def _generation_starts(max_staleness: int) -> list[float]:
+    """Training-bound async plan (one generation and one training device, slow measured training)."""
+    plan = make_plan(PlanRequest(
+        model_size="7B", clusters=[{"device": "H800", "count": 2}], tp=1, mode="async", max_staleness=max_staleness,
+        prompts_per_iteration=16, group_size=2, ptl_profile=[(1, 0.001), (64, 0.001)],
+        train_seconds_per_token=1e-3, lengths={"max_tokens": 200, "median": 100}, iterations=5,
+    ))
+    return sorted(s.start for s in plan.timeline if s.lane == "gen-0" and s.kind == "generating")
+
+
+def test_plan_uses_max_staleness() -> None:
+    one, three = _generation_starts(1), _generation_starts(3)
+    assert len(one) == len(three) == 5
+    first_step_end = one[2]  # k = 1: iteration 2 waits for step 0's weights
+    assert sum(start < first_step_end for start in three) == 4  # k = 3: iterations 1-3 start before step 0 ends
+    assert sum(start < first_step_end for start in one) == 2

@@ -111,7 +111,7 @@ def test_allocation_config_is_deterministic() -> None:
     assert run_allocation_shift(cfg)[1] == run_allocation_shift(cfg)[1]
 
 
-@pytest.mark.parametrize("dispatch", ["random", "skew_aware"])
+@pytest.mark.parametrize("dispatch", ["random", "round_robin", "skew_aware"])
 def test_many_instances_dispatch_every_sample_once(dispatch: Dispatch) -> None:
     lengths = LengthDistribution(max_tokens=2000, median=300, sigma=1.0)
     groups = lengths.sample_group_lengths(500, 2, np.random.default_rng(1))
@@ -134,3 +134,40 @@ def test_elastic_follows_growing_responses() -> None:
     static = simulate(replace(cfg, elastic=False))
     assert static.iterations[-1].tokens > static.iterations[0].tokens  # responses really grew
     assert grown.iterations[-1].gen_seconds < static.iterations[-1].gen_seconds
+
+
+def test_round_robin_deals_prompt_i_to_instance_i_mod_n_in_order() -> None:
+    lengths = LengthDistribution(max_tokens=2000, median=300, sigma=1.0)
+    groups = lengths.sample_group_lengths(7, 2, np.random.default_rng(0))
+    runs = simulate_generation(groups, 3, FLAT, max_batch_size=8, dispatch="round_robin", alpha=0.2,
+                               recent_lengths=groups.flat, seed=0)
+    by_instance = {r.instance: r.sample_ids.tolist() for r in runs}
+    # group size 2: prompt p owns samples 2p and 2p + 1; instance k admits prompts k, k + 3, ... FIFO
+    assert by_instance == {0: [0, 1, 6, 7, 12, 13], 1: [2, 3, 8, 9], 2: [4, 5, 10, 11]}
+    assert not any(r.long_tail for r in runs)
+    with pytest.raises(ValueError, match="unknown dispatch 'lpt'.*random, round_robin, skew_aware"):
+        simulate_generation(groups, 3, FLAT, max_batch_size=8, dispatch="lpt", alpha=0.2,  # type: ignore[arg-type]
+                            recent_lengths=groups.flat, seed=0)
+
+
+@pytest.mark.parametrize("staleness", [1, 2, 3])
+def test_async_generation_waits_for_weights_at_most_max_staleness_old(staleness: int) -> None:
+    """Generation of iteration i needs the weights of step i - 1 - k; training-bound, it runs exactly that far ahead."""
+    cfg = small_config(mode="async", max_staleness=staleness, iterations=7, gen_devices=8, train_devices=1)
+    its = simulate(cfg).iterations
+    for i, it in enumerate(its):
+        needed = i - 1 - staleness
+        if needed >= 0:
+            assert it.gen_start >= its[needed].train_end
+    ahead = [sum(other.gen_start < it.train_end for other in its[i + 1:]) for i, it in enumerate(its[:-staleness])]
+    assert max(ahead) == staleness  # generations started before step i ends: never more than k, and k is reached
+
+
+def test_larger_max_staleness_lets_generation_run_further_ahead() -> None:
+    starts = {k: [it.gen_start for it in simulate(small_config(mode="async", max_staleness=k, iterations=6,
+                                                                gen_devices=8, train_devices=1)).iterations]
+              for k in (1, 3)}
+    assert all(s3 <= s1 + 1e-9 for s1, s3 in zip(starts[1], starts[3], strict=True))
+    assert starts[3][3] < starts[1][3]  # iteration 3 need not wait for step 1 when k = 3
+    sync = simulate(small_config(mode="sync", max_staleness=3, gen_devices=8, train_devices=1))
+    assert sync.iterations == simulate(small_config(mode="sync", gen_devices=8, train_devices=1)).iterations

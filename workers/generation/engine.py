@@ -1,4 +1,7 @@
-"""`GenerationEngine`: the contract every generation backend (hf, vllm) implements (DESIGN §6)."""
+"""`GenerationEngine`: the contract every generation backend (hf, vllm) implements.
+
+See docs/architecture.md#stable-interfaces and docs/architecture.md#stream-generation.
+"""
 
 from __future__ import annotations
 

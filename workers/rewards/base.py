@@ -1,4 +1,6 @@
-"""Reward contracts: `RewardFn` (what users and built-ins write) and `Reward` (what the runtime calls, DESIGN §6).
+"""Reward contracts: `RewardFn` (what users and built-ins write) and `Reward` (what the runtime calls).
+
+See docs/architecture.md#stable-interfaces.
 
 A `RewardFn` returns a float, or a dict of named float components. A `Reward` never raises for a sample's sake: a
 broken reward yields `RewardOutcome(value=0.0, components={}, error="...")` and the caller carries on.

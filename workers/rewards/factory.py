@@ -1,4 +1,4 @@
-"""`build_reward(spec)`: a `RewardSpec` (backend/schemas/spec.py) becomes a callable `Reward`.
+"""`build_reward(spec)`: a `RewardSpec` (contract/spec.py) becomes a callable `Reward`.
 
 Built-ins run in-process; `composite` is the weighted sum of its components (each component's `weight`; component
 names are their types, suffixed `#2`, `#3`... when repeated); `python` runs user code in a sandbox worker.

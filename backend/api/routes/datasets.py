@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Query, Request, UploadFile, status
 
 from backend.api.deps import MemberAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.presenters import page_of
 from backend.schemas.assets import DatasetPublic
 from backend.schemas.common import Page
 from backend.services import datasets as dataset_service
@@ -26,7 +27,7 @@ def list_datasets(
 ) -> Page[DatasetPublic]:
     """The team's datasets, newest first."""
     rows, total = dataset_service.list_datasets(session=session, team=auth.team, limit=limit, offset=offset)
-    return Page(data=[DatasetPublic.model_validate(d) for d in rows], count=total)
+    return page_of(DatasetPublic, rows, total)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

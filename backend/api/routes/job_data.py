@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from backend.api.deps import SessionDep, ViewerAuth
+from backend.api.deps import SessionDep, ViewedJob
+from backend.api.presenters import page_of
 from backend.schemas.common import Page
 from backend.schemas.jobs import (
     CheckpointPublic,
@@ -17,64 +18,54 @@ from backend.schemas.jobs import (
     TimelinePublic,
 )
 from backend.services import job_data
-from backend.services.jobs import get_job
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"])
 
 
 @router.get("/events")
 def list_events(
-    job_id: int,
-    auth: ViewerAuth,
+    job: ViewedJob,
     session: SessionDep,
     after_id: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> Page[JobEventPublic]:
     """The job's typed log, oldest first, after event `after_id` (for polling / `logs --follow`)."""
-    job = get_job(session=session, team=auth.team, job_id=job_id)
     events = job_data.list_events(session=session, job_id=job.id, after_id=after_id, limit=limit)
-    return Page(data=[JobEventPublic.model_validate(e) for e in events], count=len(events))
+    return page_of(JobEventPublic, events)
 
 
 @router.get("/iterations")
 def list_iterations(
-    job_id: int,
-    auth: ViewerAuth,
+    job: ViewedJob,
     session: SessionDep,
     after: Annotated[int, Query(ge=-1)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Page[IterationPublic]:
     """Per-iteration metrics after iteration `after`."""
-    job = get_job(session=session, team=auth.team, job_id=job_id)
     rows = job_data.list_iterations(session=session, job_id=job.id, after=after, limit=limit)
-    return Page(data=[IterationPublic.model_validate(r) for r in rows], count=len(rows))
+    return page_of(IterationPublic, rows)
 
 
 @router.get("/samples")
 def list_samples(
-    job_id: int,
-    auth: ViewerAuth,
+    job: ViewedJob,
     session: SessionDep,
     iteration: int | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> Page[SamplePublic]:
     """Recent finished samples (newest first), optionally of one iteration."""
-    job = get_job(session=session, team=auth.team, job_id=job_id)
     rows = job_data.list_samples(session=session, job_id=job.id, iteration=iteration, limit=limit)
-    return Page(data=[SamplePublic.model_validate(r) for r in rows], count=len(rows))
+    return page_of(SamplePublic, rows)
 
 
 @router.get("/timeline")
-def timeline(job_id: int, auth: ViewerAuth, session: SessionDep, since: float = 0.0) -> TimelinePublic:
+def timeline(job: ViewedJob, session: SessionDep, since: float = 0.0) -> TimelinePublic:
     """Pipeline spans ending at or after `since` (epoch seconds)."""
-    job = get_job(session=session, team=auth.team, job_id=job_id)
     spans = job_data.list_spans(session=session, job_id=job.id, since=since)
     return TimelinePublic(spans=[SpanPublic.model_validate(s) for s in spans])
 
 
 @router.get("/checkpoints")
-def list_checkpoints(job_id: int, auth: ViewerAuth, session: SessionDep) -> Page[CheckpointPublic]:
+def list_checkpoints(job: ViewedJob, session: SessionDep) -> Page[CheckpointPublic]:
     """Saved checkpoints, oldest first."""
-    job = get_job(session=session, team=auth.team, job_id=job_id)
-    rows = job_data.list_checkpoints(session=session, job_id=job.id)
-    return Page(data=[CheckpointPublic.model_validate(r) for r in rows], count=len(rows))
+    return page_of(CheckpointPublic, job_data.list_checkpoints(session=session, job_id=job.id))

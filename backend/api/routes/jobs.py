@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 from sqlalchemy.orm import Session
 
-from backend.api.deps import MemberAuth, OptionalRedisDep, SessionDep, ViewerAuth
+from backend.api.deps import MemberAuth, OptionalRedisDep, SessionDep, ViewedJob, ViewerAuth
 from backend.api.presenters import job_public, jobs_public
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
@@ -58,44 +59,47 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def get_job(job_id: int, auth: ViewerAuth, session: SessionDep) -> JobPublic:
+def get_job(job: ViewedJob, session: SessionDep) -> JobPublic:
     """One job with its progress and latest metrics."""
-    return job_public(session, job_service.get_job(session=session, team=auth.team, job_id=job_id))
+    return job_public(session, job)
+
+
+def _act(
+    job_id: int, auth: MemberAuth, session: Session, redis: OptionalRedisDep, action: Callable[[Job], object]
+) -> JobPublic:
+    """A user action on one of the team's jobs: load it (404), act (409/429/403 from the service), commit, publish."""
+    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
+    since = _last_event_id(session, job.id)
+    action(job)
+    return _commit_and_publish(session, redis, job, since)
 
 
 @router.post("/{job_id}/cancel")
 def cancel_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Cancel a job that has not finished (409 otherwise)."""
-    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
-    since = _last_event_id(session, job.id)
-    job_service.cancel_job(session=session, job=job)
-    return _commit_and_publish(session, redis, job, since)
+    return _act(job_id, auth, session, redis, lambda job: job_service.cancel_job(session=session, job=job))
 
 
 @router.post("/{job_id}/pause")
 def pause_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Pause a running job (409 otherwise); it releases its generation instances."""
-    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
-    since = _last_event_id(session, job.id)
-    job_service.pause_job(session=session, job=job)
-    return _commit_and_publish(session, redis, job, since)
+    return _act(job_id, auth, session, redis, lambda job: job_service.pause_job(session=session, job=job))
 
 
 @router.post("/{job_id}/resume")
 def resume_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Resume a paused job (409 otherwise; 429 when the team has no free job slot)."""
-    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
-    since = _last_event_id(session, job.id)
-    job_service.resume_job(session=session, team=auth.team, job=job)
-    return _commit_and_publish(session, redis, job, since)
+    return _act(
+        job_id, auth, session, redis, lambda job: job_service.resume_job(session=session, team=auth.team, job=job)
+    )
 
 
 @router.post("/{job_id}/scale")
 def scale_job(job_id: int, body: JobScale, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Set the target generation instances and/or autoscaling (403 naming `max_generation_instances`)."""
-    job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
-    since = _last_event_id(session, job.id)
-    job_service.scale_job(
-        session=session, team=auth.team, job=job, target_instances=body.target_instances, autoscale=body.autoscale
-    )
-    return _commit_and_publish(session, redis, job, since)
+
+    def scale(job: Job) -> None:
+        job_service.scale_job(session=session, team=auth.team, job=job, target_instances=body.target_instances,
+                              autoscale=body.autoscale)
+
+    return _act(job_id, auth, session, redis, scale)

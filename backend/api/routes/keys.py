@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from backend.api.deps import AdminAuth, SessionDep, ViewerAuth
+from backend.api.presenters import page_of
 from backend.schemas.auth import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
 from backend.schemas.common import Page
 from backend.services import keys as key_service
@@ -15,8 +16,7 @@ router = APIRouter(prefix="/keys", tags=["keys"])
 @router.get("")
 def list_keys(auth: ViewerAuth, session: SessionDep) -> Page[ApiKeyPublic]:
     """The team's keys (secrets are never shown again)."""
-    keys = [ApiKeyPublic.model_validate(k) for k in key_service.list_keys(session=session, team=auth.team)]
-    return Page(data=keys, count=len(keys))
+    return page_of(ApiKeyPublic, key_service.list_keys(session=session, team=auth.team))
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from backend.api.deps import MemberAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.presenters import page_of
 from backend.schemas.assets import ModelCreate, ModelPublic
 from backend.schemas.common import Page
 from backend.services import models as model_service
@@ -15,8 +16,7 @@ router = APIRouter(prefix="/models", tags=["models"])
 @router.get("")
 def list_models(auth: ViewerAuth, session: SessionDep) -> Page[ModelPublic]:
     """Models the team's jobs may load."""
-    models = [ModelPublic.model_validate(m) for m in model_service.list_models(session=session, team=auth.team)]
-    return Page(data=models, count=len(models))
+    return page_of(ModelPublic, model_service.list_models(session=session, team=auth.team))
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)

@@ -1340,7 +1340,7 @@ export interface components {
              * @default grpo
              * @enum {string}
              */
-            algorithm?: "ppo" | "grpo" | "rloo" | "reinforce_pp";
+            algorithm?: "grpo" | "ppo" | "rloo" | "reinforce_pp";
             /**
              * Alpha
              * @default 0.2
@@ -1353,7 +1353,7 @@ export interface components {
              * @default skew_aware
              * @enum {string}
              */
-            dispatch?: "random" | "skew_aware";
+            dispatch?: "random" | "round_robin" | "skew_aware";
             /**
              * Elastic
              * @description simulate the autoscaler adding/removing generation instances
@@ -1388,6 +1388,12 @@ export interface components {
              * @description sequences per instance; None: KV memory
              */
             max_batch_size?: number | null;
+            /**
+             * Max Staleness
+             * @description async: max policy versions a sample may lag
+             * @default 1
+             */
+            max_staleness?: number;
             /**
              * Mfu
              * @description training model-FLOPs utilisation

@@ -18,7 +18,8 @@ export function planRequestFor(form: JobForm, device: string, devices: number, m
     prompts_per_iteration: Number(form["training.prompts_per_iteration"]) || 16,
     group_size: Number(form["algorithm.group_size"]) || 8,
     lengths: { kind: "lognormal", max_tokens: maxTokens, median: Math.max(1, maxTokens / 4) },
-    dispatch: form["dispatch.policy"] === "skew_aware" ? "skew_aware" : "random",
+    dispatch: form["dispatch.policy"] as PlanRequest["dispatch"],
+    max_staleness: Math.max(1, Number(form.max_staleness) || 1),
     algorithm: form["algorithm.name"] as PlanRequest["algorithm"],
   };
 }

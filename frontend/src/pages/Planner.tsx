@@ -26,7 +26,7 @@ export function PlannerPage() {
     max_tokens: "20000",
     prompts: "256",
     group_size: "8",
-    dispatch: "skew_aware" as "skew_aware" | "random",
+    dispatch: "skew_aware" as NonNullable<PlanRequest["dispatch"]>,
   });
   const [plan, setPlan] = useState<Plan | null>(null);
   const [fields, setFields] = useState<Record<string, string>>({});
@@ -135,6 +135,7 @@ export function PlannerPage() {
               <select name="dispatch" value={form.dispatch} onChange={set("dispatch")}>
                 <option value="skew_aware">skew-aware</option>
                 <option value="random">random</option>
+                <option value="round_robin">round robin</option>
               </select>
             </Field>
           </div>
