@@ -198,6 +198,8 @@ class SandboxWorker:
                 return RewardOutcome.failed(str(exc))
 
     def _call(self, prompt: str, response: str, meta: Mapping[str, Any]) -> RewardOutcome:
+        if self._current is not None and self._current.proc.poll() is not None:
+            self._stop()  # died while idle (bwrap --die-with-parent follows the thread that started it): start anew
         if self.load_error is None and self._current is None:
             try:
                 self._start()
