@@ -3,8 +3,9 @@
 What the jailed process has (docs/operator.md, "Reward isolation"):
 - its own mount, PID, IPC, UTS, cgroup and network namespaces (no interfaces but a down loopback);
 - a filesystem of: the Python runtime (`sys.base_prefix`) and the shared libraries (/usr/lib*, /lib*) read-only,
-  the harness file (copied in from a memfd), a fresh /proc of its own PID namespace, a minimal /dev and a
-  size-capped tmpfs /scratch as cwd. No /etc, /home, /root, /tmp, /var, data dir, database, datasets or checkpoints;
+  the harness file (copied in from a memfd), a minimal /dev and a size-capped tmpfs /scratch as cwd. No /proc (so
+  no view of any process, and no procfs mount, which container runtimes refuse), no /etc, /home, /root, /tmp, /var,
+  data dir, database, datasets or checkpoints;
 - an unprivileged uid: as root, bwrap keeps only CAP_SETUID/SETGID and the harness drops to uid/gid 65534 before
   any user code runs; as a non-root worker, a user namespace maps the worker's uid to 65534 (`--disable-userns`);
 - no capabilities, no_new_privs, a new session (no TTY injection), death with its parent, an empty environment;
@@ -112,10 +113,10 @@ def jail_command(harness: bytes, *, scratch_mb: int = 64) -> JailCommand:
     else:
         argv += ["--unshare-user", "--uid", str(JAIL_UID), "--gid", str(JAIL_UID), "--disable-userns"]
     argv += _filesystem(prefix)
-    argv += ["--perms", "0444", "--ro-bind-data", str(harness_fd), HARNESS_PATH, "--proc", "/proc", "--dev", "/dev",
+    argv += ["--perms", "0444", "--ro-bind-data", str(harness_fd), HARNESS_PATH, "--dev", "/dev",
              "--perms", "1777", "--size", str(scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH,
              "--seccomp", str(seccomp_fd), "--", exe, "-I", "-S", HARNESS_PATH]
-    protections = ["bwrap", "mount-ns", "pid-ns", "net-ns", "ipc-ns", "uts-ns", "seccomp", "no-new-privs",
+    protections = ["bwrap", "mount-ns", "pid-ns", "net-ns", "ipc-ns", "uts-ns", "no-proc", "seccomp", "no-new-privs",
                    f"uid={JAIL_UID}", f"scratch-tmpfs={scratch_mb}MB"]
     protections.append("userns" if not as_root else "cap-drop")
     return JailCommand(argv, [seccomp_fd, harness_fd], JAIL_UID if as_root else None, protections)
