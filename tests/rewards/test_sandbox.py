@@ -159,3 +159,11 @@ def test_weak_mode_still_applies_its_limits(code, fragment):
     assert out.error is not None and fragment in out.error, out
     if network_namespace_available():
         assert "net-ns" in worker.protections
+
+
+@needs_jail
+def test_seccomp_filter_is_applied_in_the_jail():
+    # an AF_UNIX socket needs no network, so only the seccomp deny list can refuse it (EPERM)
+    code = ("import socket\ndef reward(p, r, m):\n    try:\n        socket.socket(socket.AF_UNIX).close()\n"
+            "    except PermissionError as exc:\n        return float(exc.errno)\n    return -1.0")
+    assert score_once(code).value == 1.0  # errno 1 = EPERM
