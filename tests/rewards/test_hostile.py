@@ -101,16 +101,26 @@ def targets() -> Iterator[Targets]:
     found.close()
 
 
+def _closed_ancestor(path: Path) -> Path | None:
+    """The first directory on the way to `path` that other users cannot enter, if any."""
+    on_the_way = reversed([path, *path.parents][:-1])
+    return next((p for p in on_the_way if p.is_dir() and not os.stat(p).st_mode & stat.S_IXOTH), None)
+
+
 def _unprivileged_command(meta: dict) -> list[str] | str:
-    """The driver command as WORKER_UID, making the interpreter reachable if it lives under a private dir (/root)."""
+    """The driver command as WORKER_UID (or why it cannot run). An interpreter under a private dir such as /root
+    (pyenv) is made reachable in a private mount namespace: a tmpfs over that dir shows only the interpreter's tree."""
     setpriv = ["setpriv", f"--reuid={WORKER_UID}", f"--regid={WORKER_UID}", "--clear-groups", "--"]
     driver = [sys.executable, str(Path(__file__).with_name("hostile_cases.py")), json.dumps(meta)]
+    for needed in (ROOT, Path(sys.prefix)):
+        if (closed := _closed_ancestor(needed)) is not None:
+            return f"{needed} lies under {closed}, which uid {WORKER_UID} cannot enter"
     prefix = Path(python_runtime()[0])
-    closed = next((p for p in reversed([*prefix.parents][:-1]) if not os.stat(p).st_mode & stat.S_IXOTH), None)
+    closed = _closed_ancestor(prefix)
     if closed is None:
         return setpriv + driver
-    if ROOT.is_relative_to(closed) or shutil.which("unshare") is None:
-        return f"the interpreter lies under {closed}, which {WORKER_UID} cannot enter"
+    if shutil.which("unshare") is None or closed == prefix:
+        return f"the interpreter lies under {closed}, which uid {WORKER_UID} cannot enter"
     keep = closed / prefix.relative_to(closed).parts[0]  # e.g. /root/.pyenv: the only thing shown under /root
     script = (f"set -e; mkdir -p /run/streamrl-keep; mount --bind {keep} /run/streamrl-keep; "
               f"mount -t tmpfs -o mode=0755 tmpfs {closed}; mkdir -p {keep}; mount --move /run/streamrl-keep {keep}; "

@@ -30,7 +30,7 @@ from typing import Any
 
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
 from workers.rewards.channel import Channel, ChannelError, StaleReply
-from workers.rewards.jail import JAIL_UID, choose_mode, jail_command
+from workers.rewards.jail import JAIL_UID, SandboxUnavailable, choose_mode, jail_command
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
 STARTUP_TIMEOUT_S = 20.0
@@ -63,8 +63,8 @@ def _limits(memory_mb: int, cpu_lifetime_s: int) -> Any:
 class _Process:
     """One started harness: the process, its channel and (weak mode) its scratch dir."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], channel: Channel, scratch: str | None):
-        self.proc, self.channel, self.scratch = proc, channel, scratch
+    def __init__(self, proc: subprocess.Popen[bytes], channel: Channel, scratch: str | None, drop_uid: int | None):
+        self.proc, self.channel, self.scratch, self.drop_uid = proc, channel, scratch, drop_uid
 
     @staticmethod
     def stop(state: list[Any]) -> None:
@@ -132,14 +132,14 @@ class SandboxWorker:
         os.set_blocking(out_r, False)
         self.protections += [f"rlimit-as={self.memory_mb}MB", f"rlimit-nofile={OPEN_FILES}", "rlimit-nproc=0",
                              "rlimit-cpu", "wall-timeout"]
-        return _Process(proc, Channel(req_w, rep_r, out_r), scratch)
+        return _Process(proc, Channel(req_w, rep_r, out_r), scratch, drop_uid)
 
     def _start(self) -> None:
         current = self._current = self._spawn()
         self._finalizer = weakref.finalize(self, _Process.stop, [current.proc, current.channel, current.scratch])
         current.channel.send({"code": self.code, "memory_mb": self.memory_mb, "cpu_lifetime_s": self.cpu_lifetime_s,
                               "cpu_per_call_s": self.cpu_s, "mode": self.mode,
-                              "drop_uid": JAIL_UID if os.geteuid() == 0 else None})
+                              "drop_uid": current.drop_uid})
         hello = current.channel.receive(STARTUP_TIMEOUT_S, last=False)
         if hello.get("loading"):
             try:
@@ -203,7 +203,7 @@ class SandboxWorker:
         if self.load_error is None and self._current is None:
             try:
                 self._start()
-            except (TimeoutError, ChannelError, OSError) as exc:
+            except (TimeoutError, ChannelError, OSError, SandboxUnavailable) as exc:
                 reason = str(exc) or f"no answer within {STARTUP_TIMEOUT_S:g}s"
                 if isinstance(exc, ChannelError) and self._current is not None:
                     reason = self._death_reason(exc)
