@@ -22,9 +22,6 @@ import traceback
 # imported before privileges drop (weak mode) so user code can use them when the stdlib is not world-readable
 PRELOADED = ("math", "re", "json", "string", "collections", "itertools", "functools", "statistics", "random",
              "difflib", "unicodedata", "decimal", "fractions", "datetime", "textwrap", "operator", "heapq", "bisect")
-REWARD_LIMIT = 1e6  # |value| above it is clamped by the parent; non-finite or unconvertible values are errors
-
-
 BLOCKED_IMPORTS = {"ctypes", "_ctypes", "_posixsubprocess", "subprocess", "multiprocessing", "_multiprocessing",
                    "socket", "_socket", "ssl", "_ssl", "pty", "fcntl", "mmap", "signal", "_signal", "threading",
                    "_thread", "concurrent", "asyncio", "select", "selectors", "gc"}
