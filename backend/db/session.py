@@ -7,8 +7,10 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from backend.private_files import private_sqlite_file
 
 
 def normalize_database_url(url: str) -> str:
@@ -22,6 +24,9 @@ def normalize_database_url(url: str) -> str:
 def make_engine(url: str, **kwargs: Any) -> Engine:
     url = normalize_database_url(url)
     if url.startswith("sqlite"):
+        database = make_url(url).database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            private_sqlite_file(database)  # 0600; SQLite gives its WAL/SHM the same mode
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -16,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from backend.db.models import Dataset, Team, User
+from backend.private_files import private_dir, write_private
 from backend.services.errors import InvalidInput, PayloadTooLarge, not_found
 
 CHUNK_BYTES = 1 << 20
@@ -80,10 +80,8 @@ def create_dataset(
     session.add(dataset)
     session.flush()  # assigns the id the file is named by
     path = artifact_dir / "datasets" / str(team.id) / f"{dataset.id}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part")
-    tmp.write_bytes(content)
-    os.replace(tmp, path)
+    private_dir(path.parent)  # 0700; the file 0600 (backend/private_files.py)
+    write_private(path, content)
     dataset.storage_path = str(path)
     session.flush()
     return dataset

@@ -37,6 +37,7 @@ def test_upload_validates_stores_and_serves_rows(app_client: TestClient, world: 
     assert dataset["row_count"] == 5 and dataset["size_bytes"] == len(content) and len(dataset["checksum"]) == 64
     rows, files = _stored(world.backend, world.team)
     assert rows == 1 and [f.name for f in files] == [f"{dataset['id']}.jsonl"]
+    assert (files[0].stat().st_mode & 0o777, files[0].parent.stat().st_mode & 0o777) == (0o600, 0o700)
     page = app_client.get(
         f"{API}/datasets/{dataset['id']}/rows", params={"limit": 2, "offset": 1}, headers=world.headers("viewer")
     ).json()

@@ -40,3 +40,13 @@ def test_installed_editable_so_migrations_and_dashboard_are_found() -> None:
     assert re.search(r"^RUN pip install -e \.$", DOCKERFILE, re.M)
     for needed in ("alembic.ini", "migrations/"):
         assert needed in DOCKERFILE
+
+
+def test_reward_jail_installed_and_processes_not_root() -> None:
+    """Python rewards need bubblewrap (workers/rewards/jail.py); Celery and everything else run as `streamrl`."""
+    installs = " ".join(re.findall(r"apt-get install ([^&]+)", DOCKERFILE))
+    assert "bubblewrap" in installs.split() and "libseccomp2" in installs.split()
+    users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
+    assert users and users[-1] not in ("root", "0"), "the image must not run as root"
+    assert re.search(r"useradd .*--uid 10001 .*streamrl", DOCKERFILE)
+    assert "chown -R streamrl:streamrl /data" in DOCKERFILE

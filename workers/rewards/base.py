@@ -5,6 +5,8 @@ See docs/architecture.md#stable-interfaces.
 A `RewardFn` returns a float, or a dict of named float components. A `Reward` never raises for a sample's sake: a
 broken reward yields `RewardOutcome(value=0.0, components={}, error="...")` and the caller carries on.
 Dict results: the scalar is `d["reward"]` when present, else the sum of the components.
+Values: finite numbers only (NaN, infinities and integers too large for a float such as 10**400 are a per-sample
+error); finite values are clamped to [-REWARD_LIMIT, REWARD_LIMIT]. A dict has at most MAX_COMPONENTS entries.
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+REWARD_LIMIT = 1e6
+MAX_COMPONENTS = 64
 
 
 class RewardFn(Protocol):
@@ -38,10 +43,13 @@ class RewardResultError(ValueError):
 def _as_float(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RewardResultError(f"{what} must be a number, got {type(value).__name__}")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise RewardResultError(f"{what} is too large for a float (must be finite)") from None
     if not math.isfinite(result):
         raise RewardResultError(f"{what} must be finite, got {result}")
-    return result
+    return max(-REWARD_LIMIT, min(REWARD_LIMIT, result))
 
 
 def outcome_from_result(raw: Any) -> RewardOutcome:
@@ -49,12 +57,14 @@ def outcome_from_result(raw: Any) -> RewardOutcome:
     if isinstance(raw, Mapping):
         if not raw:
             raise RewardResultError("reward returned an empty dict")
+        if len(raw) > MAX_COMPONENTS:
+            raise RewardResultError(f"reward returned {len(raw)} components; at most {MAX_COMPONENTS}")
         components: dict[str, float] = {}
         for key, val in raw.items():
-            if not isinstance(key, str):
-                raise RewardResultError(f"reward dict keys must be str, got {type(key).__name__}")
+            if not isinstance(key, str) or len(key) > 100:
+                raise RewardResultError("reward dict keys must be str of at most 100 characters")
             components[key] = _as_float(val, f"reward component {key!r}")
-        value = components["reward"] if "reward" in components else sum(components.values())
+        value = components["reward"] if "reward" in components else _as_float(sum(components.values()), "reward")
         return RewardOutcome(value=value, components=components)
     return RewardOutcome(value=_as_float(raw, "reward"))
 
@@ -70,6 +80,11 @@ class Reward(ABC):
     def score_many(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> list[RewardOutcome]:
         """Score (prompt, response, meta) triples in order."""
         return [self.score(prompt, response, meta) for prompt, response, meta in items]
+
+    @property
+    def sandbox_mode(self) -> str | None:
+        """'jail' or 'weak' when this reward runs user code (workers/rewards/jail.py), else None."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (sandbox processes). Idempotent."""

@@ -14,6 +14,7 @@ from contract.spec import RewardSpec
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
 from workers.rewards.builtins import bind_builtin
 from workers.rewards.sandbox import PythonReward
+from workers.rewards.validate import python_params, validate_reward_spec
 
 
 class BuiltinReward(Reward):
@@ -51,31 +52,37 @@ class CompositeReward(Reward):
         components = {name: out.value for name, _, out in outcomes}
         return RewardOutcome(value=sum(w * out.value for _, w, out in outcomes), components=components)
 
+    @property
+    def sandbox_mode(self) -> str | None:
+        return next((part.sandbox_mode for _, _, part in self.parts if part.sandbox_mode is not None), None)
+
     def close(self) -> None:
         for _, _, part in self.parts:
             part.close()
 
 
 def build_reward(spec: RewardSpec | Mapping[str, Any]) -> Reward:
-    """Build a reward; raises ValueError naming the bad type or param (a user error, reported at submit time)."""
-    if not isinstance(spec, RewardSpec):
-        spec = RewardSpec.model_validate(spec)
+    """Build a reward. Raises ValueError naming the bad type or param (a user error, also reported at submit by
+    `validate_reward_spec`), and SandboxUnavailable (workers/rewards/jail.py) for python code where it may not run."""
+    return _build(validate_reward_spec(spec))
+
+
+def _build(spec: RewardSpec) -> Reward:
     if spec.type == "python":
         assert spec.code is not None  # RewardSpec's validator guarantees it
-        allowed = {"timeout_s", "memory_mb"}
-        unknown = sorted(set(spec.params) - allowed)
-        if unknown:
-            raise ValueError(f"reward 'python': unknown params {unknown}; allowed: {sorted(allowed)}")
-        return PythonReward(spec.code, timeout_s=float(spec.params.get("timeout_s", 2.0)),
-                            memory_mb=int(spec.params.get("memory_mb", 256)))
+        timeout_s, memory_mb = python_params(spec.params)
+        return PythonReward(spec.code, timeout_s=timeout_s, memory_mb=memory_mb)
     if spec.type == "composite":
-        if spec.params:
-            raise ValueError("reward 'composite' takes no params; put them on its components")
         parts: list[tuple[str, float, Reward]] = []
         seen: dict[str, int] = {}
-        for child in spec.components:
-            seen[child.type] = seen.get(child.type, 0) + 1
-            name = child.type if seen[child.type] == 1 else f"{child.type}#{seen[child.type]}"
-            parts.append((name, child.weight, build_reward(child)))
+        try:
+            for child in spec.components:
+                seen[child.type] = seen.get(child.type, 0) + 1
+                name = child.type if seen[child.type] == 1 else f"{child.type}#{seen[child.type]}"
+                parts.append((name, child.weight, _build(child)))
+        except BaseException:
+            for _, _, part in parts:
+                part.close()
+            raise
         return CompositeReward(parts)
     return BuiltinReward(spec.type, bind_builtin(spec.type, spec.params))

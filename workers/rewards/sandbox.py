@@ -1,34 +1,27 @@
-"""User reward code (`type: python`) in a long-lived, locked-down worker process, restarted when it dies.
+"""User reward code (`type: python`) in a long-lived sandboxed worker process, restarted when it dies.
 
-Containment (what a hostile or broken `reward()` runs into):
-- its own process (`python -I -S`: stdlib only, no site-packages, env vars ignored), killed with its process group
-  when a call exceeds the wall timeout; the next call starts a fresh worker.
-- rlimits: RLIMIT_CPU per call (SIGXCPU kills the worker), RLIMIT_AS (memory: MemoryError or death),
-  RLIMIT_FSIZE 16 MB, no core files.
-- as root (containers): a fresh network namespace with no interfaces (`unshare --net`), then the worker drops to uid/gid
-  `nobody` so the kernel refuses writes to files it does not own, and RLIMIT_NPROC=0 refuses fork and threads.
-  Without root neither is available; then RLIMIT_NPROC=0 applies to the caller's uid (fork is refused) and the
-  network is only blocked by the audit hook (below) -- a determined attacker with a C-extension escape could get
-  around that, so run workers as root in a container (as the deploy files do) for the strong form.
-- a `sys.addaudithook` hook (cannot be removed from Python) refusing process creation (os.fork/exec/spawn/system,
-  subprocess), sockets, ctypes, signal handlers, threads, rlimit changes other than CPU time, and file writes,
-  renames and deletions outside the scratch dir (the worker's cwd, removed on close).
-Every failure becomes `RewardOutcome(value=0.0, error=...)` for that sample only.
+Modes (workers/rewards/jail.py chooses; `PythonReward.mode` says which ran):
+- `jail`: the harness runs inside bubblewrap (namespaces, read-only runtime, tmpfs scratch, uid 65534, seccomp,
+  rlimits); see jail.py for the full list. The kernel is the boundary.
+- `weak` (only with STREAMRL_REWARD_SANDBOX=weak, for single-tenant machines): a plain child process with rlimits,
+  as root an empty network namespace (`unshare --net`) and uid `nobody`, and a Python audit hook. Not a boundary
+  against a determined tenant.
+Both: rlimits on address space, open files, file size and core files set before exec; a wall-clock timeout per call
+after which the worker's process group is killed (the next call starts a fresh worker); protocol over private pipes
+(channel.py). Every failure becomes `RewardOutcome(value=0.0, error=...)` for that sample only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import select
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import weakref
 from collections.abc import Mapping
 from functools import cache
@@ -36,16 +29,19 @@ from pathlib import Path
 from typing import Any
 
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
+from workers.rewards.channel import Channel, ChannelError, StaleReply
+from workers.rewards.jail import JAIL_UID, SandboxUnavailable, choose_mode, jail_command
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
-NOBODY = 65534
-MAX_REPLY_BYTES = 1 << 20
 STARTUP_TIMEOUT_S = 20.0
+OPEN_FILES = 64
+FILE_SIZE_MB = 16
+MAX_ERROR_CHARS = 500
 
 
 @cache
 def network_namespace_available() -> bool:
-    """Root with `unshare` that can really create a network namespace here."""
+    """Root with `unshare` that can really create a network namespace here (weak mode only)."""
     unshare = shutil.which("unshare")
     if os.geteuid() != 0 or unshare is None:
         return False
@@ -53,170 +49,190 @@ def network_namespace_available() -> bool:
     return probe.returncode == 0
 
 
-class _DeadWorker(Exception):
-    pass
+def _limits(memory_mb: int, cpu_lifetime_s: int) -> Any:
+    def apply() -> None:  # runs in the child between fork and exec
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_MB << 20, FILE_SIZE_MB << 20))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_lifetime_s, cpu_lifetime_s))
+
+    return apply
+
+
+class _Process:
+    """One started harness: the process, its channel and (weak mode) its scratch dir."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], channel: Channel, scratch: str | None, drop_uid: int | None):
+        self.proc, self.channel, self.scratch, self.drop_uid = proc, channel, scratch, drop_uid
+
+    @staticmethod
+    def stop(state: list[Any]) -> None:
+        proc, channel, scratch = state
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # bwrap --die-with-parent takes the jail down with it
+        proc.wait()
+        channel.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)  # fd-based, does not follow links the child planted
 
 
 class SandboxWorker:
     """One worker process running `code`; `call` sends one sample and waits at most `timeout_s` for the answer."""
 
     def __init__(self, code: str, *, timeout_s: float = 2.0, memory_mb: int = 256, cpu_s: int | None = None,
-                 cpu_lifetime_s: int = 3600):
+                 cpu_lifetime_s: int = 3600, mode: str | None = None):
         self.code, self.timeout_s, self.memory_mb, self.cpu_lifetime_s = code, timeout_s, memory_mb, cpu_lifetime_s
         self.cpu_s = cpu_s if cpu_s is not None else max(1, int(timeout_s + 0.999))  # CPU seconds per call
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.scratch: str | None = None
+        self.mode = mode or choose_mode()  # raises SandboxUnavailable where python rewards may not run
         self.protections: list[str] = []
         self.load_error: str | None = None  # the code itself is broken: every call fails with this, no restarts
         self.restarts = 0
-        self._buffer = b""
+        self.last_output = ""  # the tail of what the last worker printed (user prints; never parsed)
+        self._current: _Process | None = None
         self._lock = threading.Lock()
-        self._finalizer = weakref.finalize(self, SandboxWorker._cleanup, [None, None])
+        self._finalizer: weakref.finalize | None = None
 
     # -- process lifecycle -------------------------------------------------------------------------------------
-    @staticmethod
-    def _cleanup(state: list[Any]) -> None:
-        proc, scratch = state
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if proc is not None:
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None:
-                    stream.close()
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+    def _spawn(self) -> _Process:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        scratch, drop_uid, extra_fds = None, None, []
+        try:
+            if self.mode == "jail":
+                jail = jail_command(CHILD.read_bytes())
+                argv, extra_fds, drop_uid = jail.argv, jail.fds, jail.drop_uid
+                self.protections = jail.protections
+            else:
+                scratch = tempfile.mkdtemp(prefix="streamrl-reward-")
+                netns = network_namespace_available()
+                if os.geteuid() == 0:
+                    os.chown(scratch, JAIL_UID, JAIL_UID)
+                    drop_uid = JAIL_UID
+                argv = ([shutil.which("unshare") or "unshare", "--net", "--"] if netns else []) + [
+                    sys.executable, "-I", "-S", str(CHILD)]
+                self.protections = ["process", "audit-hook"] + (["net-ns"] if netns else []) + (
+                    [f"uid={JAIL_UID}"] if drop_uid is not None else [])
+            argv = [*argv, str(req_r), str(rep_w)]
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w,
+                                    pass_fds=(req_r, rep_w, *extra_fds), cwd=scratch or "/",
+                                    start_new_session=True, env={"LANG": "C.UTF-8"},
+                                    preexec_fn=_limits(self.memory_mb, self.cpu_lifetime_s))
+        except BaseException:
+            for fd in (req_w, rep_r, out_r):
+                os.close(fd)
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            raise
+        finally:
+            for fd in (req_r, rep_w, out_w, *extra_fds):
+                os.close(fd)
+        os.set_blocking(out_r, False)
+        self.protections += [f"rlimit-as={self.memory_mb}MB", f"rlimit-nofile={OPEN_FILES}", "rlimit-nproc=0",
+                             "rlimit-cpu", "wall-timeout"]
+        return _Process(proc, Channel(req_w, rep_r, out_r), scratch, drop_uid)
 
     def _start(self) -> None:
-        self.scratch = tempfile.mkdtemp(prefix="streamrl-reward-")
-        as_root = os.geteuid() == 0
-        if as_root:
-            os.chown(self.scratch, NOBODY, NOBODY)
-        netns = network_namespace_available()
-        cmd = ([shutil.which("unshare") or "unshare", "--net", "--"] if netns else []) + [
-            sys.executable, "-I", "-S", str(CHILD)]
-        with open(os.path.join(self.scratch, ".stderr.log"), "wb") as log:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         cwd=self.scratch, start_new_session=True, env={"LANG": "C.UTF-8"})
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, SandboxWorker._cleanup, [self.proc, self.scratch])
-        self._buffer = b""
-        config = {"code": self.code, "memory_mb": self.memory_mb, "cpu_lifetime_s": self.cpu_lifetime_s,
-                  "cpu_per_call_s": self.cpu_s, "netns": netns,
-                  "drop_uid": NOBODY if as_root else None, "drop_gid": NOBODY if as_root else None}
-        self._send(config)
-        hello = self._receive(STARTUP_TIMEOUT_S)
+        current = self._current = self._spawn()
+        self._finalizer = weakref.finalize(self, _Process.stop, [current.proc, current.channel, current.scratch])
+        current.channel.send({"code": self.code, "memory_mb": self.memory_mb, "cpu_lifetime_s": self.cpu_lifetime_s,
+                              "cpu_per_call_s": self.cpu_s, "mode": self.mode,
+                              "drop_uid": current.drop_uid})
+        hello = current.channel.receive(STARTUP_TIMEOUT_S, last=False)
         if hello.get("loading"):
             try:
-                hello = self._receive(self.timeout_s)
+                hello = current.channel.receive(self.timeout_s)
             except TimeoutError:
                 hello = {"error": f"loading reward code failed: time limit exceeded ({self.timeout_s:g}s)"}
-            except _DeadWorker as exc:
-                hello = {"error": f"loading reward code failed: {exc}"}
-        if not hello.get("ready"):
-            self.load_error = str(hello.get("error", "the sandbox worker did not start"))
+            except ChannelError as exc:
+                hello = {"error": f"loading reward code failed: {self._death_reason(exc)}"}
+        if hello.get("ready") is not True:
+            self.load_error = str(hello.get("error", "the sandbox worker did not start"))[:MAX_ERROR_CHARS]
             self._stop()
-        else:
-            self.protections = [str(p) for p in hello.get("protections", [])]
 
     def _stop(self) -> None:
-        self._finalizer()
-        self.proc, self.scratch = None, None
+        if self._current is not None:
+            self.last_output = self._current.channel.output_tail(1000)
+        if self._finalizer is not None:
+            self._finalizer()
+        self._current, self._finalizer = None, None
 
     def close(self) -> None:
         with self._lock:
             self._stop()
 
-    def _stderr_tail(self) -> str:
-        if self.scratch is None:
-            return ""
+    def _death_reason(self, exc: ChannelError) -> str:
+        assert self._current is not None
+        proc = self._current.proc
         try:
-            with open(os.path.join(self.scratch, ".stderr.log"), "rb") as log:
-                log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - 300))
-                return log.read().decode(errors="replace").strip()
-        except OSError:
-            return ""
-
-    # -- wire ---------------------------------------------------------------------------------------------------
-    def _send(self, message: Mapping[str, Any]) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(json.dumps(message, default=str).encode() + b"\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise _DeadWorker("the sandbox worker exited") from exc
-
-    def _receive(self, timeout_s: float) -> dict[str, Any]:
-        assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                raise _DeadWorker(self._death_reason())
-            self._buffer += chunk
-            if len(self._buffer) > MAX_REPLY_BYTES:
-                raise _DeadWorker(f"the sandbox worker sent more than {MAX_REPLY_BYTES} bytes")
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        reply = json.loads(line)
-        if not isinstance(reply, dict):
-            raise _DeadWorker("the sandbox worker sent a malformed reply")
-        return reply
-
-    def _death_reason(self) -> str:
-        assert self.proc is not None
-        try:
-            code = self.proc.wait(timeout=5)
+            code = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            return "the sandbox worker closed its output stream"
+            return str(exc)
+        if code > 128 and self.mode == "jail":  # bwrap reports a signalled child as 128 + signal
+            code = -(code - 128)
         if code == -signal.SIGXCPU:
             return f"CPU time limit exceeded ({self.cpu_s}s)"
         if code < 0:
             reason = f"the sandbox worker was killed by {signal.Signals(-code).name}"
         else:
             reason = f"the sandbox worker exited with status {code}"
-        if code in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT):
+        if code in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT, -signal.SIGBUS):
             reason += " (memory limit or crash)"
-        tail = self._stderr_tail()
-        return f"{reason}: {tail[-200:]}" if tail else reason
+        self._current.channel.drain_output()
+        tail = self._current.channel.output_tail()
+        return f"{reason}: {tail}" if tail else reason
 
     # -- calls --------------------------------------------------------------------------------------------------
     def call(self, prompt: str, response: str, meta: Mapping[str, Any]) -> RewardOutcome:
         with self._lock:
-            if self.load_error is None and self.proc is None:
-                try:
-                    self._start()
-                except (TimeoutError, _DeadWorker, ValueError) as exc:
-                    self._stop()
-                    reason = str(exc) or f"no answer within {STARTUP_TIMEOUT_S:g}s"
-                    return RewardOutcome.failed(f"sandbox worker failed to start: {reason}")
-            if self.load_error is not None:
-                return RewardOutcome.failed(self.load_error)
             try:
-                self._send({"prompt": prompt, "response": response, "meta": dict(meta)})
-                reply = self._receive(self.timeout_s)
-            except TimeoutError:
+                return self._call(prompt, response, meta)
+            except StaleReply:  # the previous sample's code wrote extra replies: score this one on a fresh worker
                 self._restart()
-                return RewardOutcome.failed(f"time limit exceeded ({self.timeout_s:g}s wall clock)")
-            except (_DeadWorker, ValueError) as exc:
+            try:
+                return self._call(prompt, response, meta)
+            except StaleReply as exc:  # written again before this sample ran: the code itself is broken
                 self._restart()
                 return RewardOutcome.failed(str(exc))
-            if not reply.get("ok"):
-                if reply.get("restart"):
-                    self._restart()
-                return RewardOutcome.failed(str(reply.get("error", "reward code failed")))
+
+    def _call(self, prompt: str, response: str, meta: Mapping[str, Any]) -> RewardOutcome:
+        if self._current is not None and self._current.proc.poll() is not None:
+            self._stop()  # died while idle (bwrap --die-with-parent follows the thread that started it): start anew
+        if self.load_error is None and self._current is None:
             try:
-                return outcome_from_result(reply.get("result"))
-            except RewardResultError as exc:
-                return RewardOutcome.failed(str(exc))
+                self._start()
+            except (TimeoutError, ChannelError, OSError, SandboxUnavailable) as exc:
+                reason = str(exc) or f"no answer within {STARTUP_TIMEOUT_S:g}s"
+                if isinstance(exc, ChannelError) and self._current is not None:
+                    reason = self._death_reason(exc)
+                self._stop()
+                return RewardOutcome.failed(f"sandbox worker failed to start: {reason}"[:MAX_ERROR_CHARS])
+        if self.load_error is not None:
+            return RewardOutcome.failed(self.load_error)
+        assert self._current is not None
+        channel = self._current.channel
+        try:
+            channel.send({"prompt": prompt, "response": response, "meta": dict(meta)})
+            reply = channel.receive(self.timeout_s)
+        except TimeoutError:
+            self._restart()
+            return RewardOutcome.failed(f"time limit exceeded ({self.timeout_s:g}s wall clock)")
+        except StaleReply:
+            raise
+        except ChannelError as exc:
+            reason = self._death_reason(exc)
+            self._restart()
+            return RewardOutcome.failed(reason[:MAX_ERROR_CHARS])
+        if reply.get("ok") is not True:
+            if reply.get("restart"):
+                self._restart()
+            return RewardOutcome.failed(str(reply.get("error", "reward code failed"))[:MAX_ERROR_CHARS])
+        try:
+            return outcome_from_result(reply.get("result"))
+        except RewardResultError as exc:
+            return RewardOutcome.failed(str(exc)[:MAX_ERROR_CHARS])
 
     def _restart(self) -> None:
         self._stop()  # the next call starts a fresh worker
@@ -224,16 +240,19 @@ class SandboxWorker:
 
 
 class PythonReward(Reward):
-    """`type: python`: params timeout_s (2.0), memory_mb (256)."""
+    """`type: python`: params timeout_s (2.0, at most 60), memory_mb (256, 64..4096).
+
+    Building it chooses the sandbox mode and raises SandboxUnavailable (jail.py) where python rewards may not run.
+    """
 
     name = "python"
 
-    def __init__(self, code: str, *, timeout_s: float = 2.0, memory_mb: int = 256):
-        if not 0 < timeout_s <= 600:
-            raise ValueError(f"reward 'python': param 'timeout_s' must be in (0, 600], got {timeout_s}")
-        if not 32 <= memory_mb <= 65536:
-            raise ValueError(f"reward 'python': param 'memory_mb' must be in [32, 65536], got {memory_mb}")
-        self.worker = SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb)
+    def __init__(self, code: str, *, timeout_s: float = 2.0, memory_mb: int = 256, mode: str | None = None):
+        self.worker = SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb, mode=mode)
+
+    @property
+    def sandbox_mode(self) -> str | None:
+        return self.worker.mode
 
     def score(self, prompt: str, response: str, meta: Mapping[str, Any] | None = None) -> RewardOutcome:
         return self.worker.call(prompt, response, meta or {})

@@ -1,14 +1,16 @@
-"""The sandbox worker: runs user reward code, one sample per request line. Stdlib only; started by sandbox.py as
-`[unshare --net --] python -I sandbox_child.py` with the scratch dir as cwd.
+"""The reward harness: runs user reward code, one sample per request. Stdlib only; started by sandbox.py as
+`python -I -S sandbox_child.py REQ_FD REPLY_FD`, inside the bwrap jail (mode `jail`) or as a plain process (`weak`).
 
-Protocol (JSON lines): stdin line 1 is the config; the child answers {"ready": true, "protections": [...]} or
-{"ready": false, "error": ...}. Then each request {"prompt", "response", "meta"} gets {"ok": true, "result": ...} or
-{"ok": false, "error": ..., "restart": bool}. User prints go to stderr, never to the protocol stream.
+Protocol: length-prefixed JSON frames (4-byte big-endian length) on two private pipes, never on stdout/stderr
+(those carry user prints to the parent, which keeps a bounded tail). The first request is the config; every request
+carries a fresh nonce from the parent and the harness echoes it, so bytes user code writes to the reply pipe cannot
+be taken for a later sample's answer (the parent restarts the worker on any stray or mismatched frame).
+Replies: {"loading"} then {"ready": true} or {"ready": false, "error"}; per sample {"ok": true, "result"} or
+{"ok": false, "error", "restart"}.
 
-Layers, in the order they are applied (each documented in docs of workers/rewards/sandbox.py):
-  rlimits (address space, file size, no core files, per-call CPU time) -> drop root to `nobody` when root ->
-  RLIMIT_NPROC=0 (no fork/threads; effective for non-root) -> audit hook refusing process creation, sockets, ctypes,
-  writes outside the scratch dir and rlimit changes other than CPU time -> user code.
+Order of setup: (jail, as root) drop to the jail uid -> RLIMIT_NPROC=0 and the per-call CPU limit -> (weak only)
+an audit hook refusing process creation, sockets, ctypes and writes outside the scratch dir -> user code.
+In `jail` mode the audit hook is not installed: the kernel is the boundary, not Python.
 """
 
 import json
@@ -17,32 +19,30 @@ import resource
 import sys
 import traceback
 
-# imported before privileges drop so user code can use them even when the interpreter's stdlib is not world-readable
+# imported before privileges drop (weak mode) so user code can use them when the stdlib is not world-readable
 PRELOADED = ("math", "re", "json", "string", "collections", "itertools", "functools", "statistics", "random",
              "difflib", "unicodedata", "decimal", "fractions", "datetime", "textwrap", "operator", "heapq", "bisect")
 BLOCKED_IMPORTS = {"ctypes", "_ctypes", "_posixsubprocess", "subprocess", "multiprocessing", "_multiprocessing",
                    "socket", "_socket", "ssl", "_ssl", "pty", "fcntl", "mmap", "signal", "_signal", "threading",
-                   "_thread", "concurrent", "asyncio", "select", "selectors"}
+                   "_thread", "concurrent", "asyncio", "select", "selectors", "gc"}
 BLOCKED_EVENT_PREFIXES = ("os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "os.kill",
                           "os.killpg", "subprocess.", "socket.", "ctypes.", "signal.", "os.setuid", "os.setgid",
-                          "os.chroot", "os.startfile", "_thread.", "mmap.", "sys.remote_exec")
+                          "os.chroot", "os.startfile", "_thread.", "mmap.", "sys.remote_exec", "gc.")
 WRITE_EVENTS = {"os.remove", "os.unlink", "os.rename", "os.replace", "os.mkdir", "os.rmdir", "os.chmod", "os.chown",
                 "os.link", "os.symlink", "os.truncate", "os.utime", "os.mkfifo", "os.mknod", "shutil.rmtree",
                 "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.move", "shutil.chown"}
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-class SandboxViolation(PermissionError):
-    pass
-
-
 def _install_audit_hook(scratch: str) -> None:
+    """Weak mode only. A Python audit hook is not a security boundary (C code and interpreter tricks get past it)."""
+
     def inside_scratch(path: object) -> bool:
-        if isinstance(path, int):  # an already-open descriptor
-            return True
         if isinstance(path, bytes):
             path = os.fsdecode(path)
-        real = os.path.realpath(str(path))
+        if not isinstance(path, str) or not os.path.isabs(path):
+            return False  # descriptors and relative paths (dir_fd) are refused for writes
+        real = os.path.realpath(path)
         return real == scratch or real.startswith(scratch + os.sep)
 
     def hook(event: str, args: tuple) -> None:
@@ -50,58 +50,63 @@ def _install_audit_hook(scratch: str) -> None:
             path, mode, flags = (tuple(args) + (None, None))[:3]
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                 isinstance(flags, int) and flags & WRITE_FLAGS)
-            if writing and not inside_scratch(path):
-                raise SandboxViolation(f"sandbox: writing outside the scratch dir is not allowed ({path!r})")
+            if writing and not inside_scratch(os.path.join(scratch, path) if isinstance(path, str) else path):
+                raise PermissionError(f"sandbox: writing outside the scratch dir is not allowed ({path!r})")
         elif event in WRITE_EVENTS:
             for path in args[:2]:
-                if isinstance(path, str | bytes) and not inside_scratch(path):
-                    raise SandboxViolation(f"sandbox: {event} outside the scratch dir is not allowed ({path!r})")
+                if isinstance(path, str | bytes) and not inside_scratch(os.path.join(scratch, os.fsdecode(path))):
+                    raise PermissionError(f"sandbox: {event} outside the scratch dir is not allowed ({path!r})")
+            if any(isinstance(a, int) and a != -100 for a in args[2:]):  # dir_fd other than AT_FDCWD
+                raise PermissionError(f"sandbox: {event} with dir_fd is not allowed")
         elif event == "import":
             if str(args[0]).split(".")[0] in BLOCKED_IMPORTS:
-                what = "network access" if "socket" in str(args[0]) or "ssl" in str(args[0]) else "this module"
-                raise SandboxViolation(f"sandbox: {what} is not allowed (import {args[0]})")
+                raise PermissionError(f"sandbox: import {args[0]} is not allowed")
         elif event == "resource.setrlimit":
-            if args[0] != resource.RLIMIT_CPU:
-                raise SandboxViolation("sandbox: changing resource limits is not allowed")
+            if args[0] != resource.RLIMIT_CPU:  # the harness moves the CPU limit per call
+                raise PermissionError("sandbox: changing resource limits is not allowed")
         elif event.startswith(BLOCKED_EVENT_PREFIXES):
-            kind = "network access" if event.startswith("socket.") else "process creation" \
-                if event.startswith(("os.fork", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.")) \
-                else event
-            raise SandboxViolation(f"sandbox: {kind} is not allowed ({event})")
+            raise PermissionError(f"sandbox: {event} is not allowed")
 
+    for name in [m for m in sys.modules if m.split(".")[0] in BLOCKED_IMPORTS]:
+        del sys.modules[name]  # so that importing them again goes through the audit hook
     sys.addaudithook(hook)
 
 
-def _setup(config: dict) -> list[str]:
-    protections = ["subprocess", "wall-timeout"]
-    mb = int(config["memory_mb"])
-    resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    lifetime = int(config["cpu_lifetime_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (lifetime, lifetime))
-    protections += [f"rlimit-as={mb}MB", "rlimit-fsize=16MB", "rlimit-cpu"]
-    if config.get("netns"):
-        protections.append("network-namespace")
+class Wire:
+    def __init__(self, req_fd: int, reply_fd: int):
+        self.req_fd, self.reply_fd, self.nonce = req_fd, reply_fd, ""
+
+    def _read_exact(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = os.read(self.req_fd, size - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def receive(self) -> dict:
+        message = json.loads(self._read_exact(int.from_bytes(self._read_exact(4), "big")))
+        self.nonce = message.pop("nonce")
+        return message
+
+    def send(self, message: dict) -> None:
+        payload = json.dumps({**message, "nonce": self.nonce}, allow_nan=False).encode()
+        data = len(payload).to_bytes(4, "big") + payload
+        while data:
+            data = data[os.write(self.reply_fd, data):]
+
+
+def _drop_privileges(uid: int) -> None:
     for name in PRELOADED:
         __import__(name)
-    if os.geteuid() == 0 and config.get("drop_uid") is not None:
-        os.setgroups([])
-        os.setgid(int(config["drop_gid"]))
-        os.setuid(int(config["drop_uid"]))
-        protections.append(f"uid={os.getuid()}")
-    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
-    if os.geteuid() != 0:
-        protections.append("rlimit-nproc=0")
-    for name in [m for m in sys.modules if m.split(".")[0] in BLOCKED_IMPORTS]:
-        del sys.modules[name]  # so that importing them again goes through the audit hook
-    _install_audit_hook(os.path.realpath(os.getcwd()))
-    protections.append("audit-hook")
-    return protections
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
 
 
 def _limit_cpu(per_call: int, lifetime: int) -> None:
-    """Soft RLIMIT_CPU = CPU seconds used so far + per_call: the next call gets SIGXCPU past its share."""
+    """Soft RLIMIT_CPU = CPU seconds used so far + per_call: the call gets SIGXCPU past its share."""
     used = resource.getrusage(resource.RUSAGE_SELF)
     spent = int(used.ru_utime + used.ru_stime) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (min(spent + per_call, lifetime), lifetime))
@@ -110,53 +115,67 @@ def _limit_cpu(per_call: int, lifetime: int) -> None:
 def _error_text(exc: BaseException) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<reward>"]
     where = f" (line {frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    return f"{type(exc).__name__}: {exc}{where}"[:1000]
+
+
+def _number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what} must be a float, got {type(value).__name__}")
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ValueError(f"{what} is too large to be a float") from None
+    if result != result or result in (float("inf"), float("-inf")):
+        raise ValueError(f"{what} must be finite, got {result}")
+    return result
 
 
 def _check_result(raw: object) -> object:
-    if isinstance(raw, bool) or not isinstance(raw, int | float | dict):
-        raise TypeError(f"reward() must return a float or a dict of floats, got {type(raw).__name__}")
     if isinstance(raw, dict):
-        for key, val in raw.items():
-            if not isinstance(key, str) or isinstance(val, bool) or not isinstance(val, int | float):
-                raise TypeError(f"reward() dict must map str to float, got {key!r}: {type(val).__name__}")
-    return raw
+        if not all(isinstance(key, str) for key in raw):
+            raise TypeError("reward() dict must map str to float")
+        return {key: _number(val, f"reward() dict value {key!r}") for key, val in raw.items()}
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise TypeError(f"reward() must return a float or a dict of floats, got {type(raw).__name__}")
+    return _number(raw, "reward()")
 
 
 def main() -> None:
-    proto_out = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # user prints go to the stderr log
-    sys.stdout = sys.stderr
-
-    def send(message: dict) -> None:
-        proto_out.write(json.dumps(message) + "\n")
-        proto_out.flush()
-
-    config = json.loads(sys.stdin.readline())
-    per_call = int(config["cpu_per_call_s"])
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    wire = Wire(int(sys.argv[1]), int(sys.argv[2]))
+    config = wire.receive()
+    if config.get("drop_uid") is not None:
+        _drop_privileges(int(config["drop_uid"]))
+    per_call, lifetime = int(config["cpu_per_call_s"]), int(config["cpu_lifetime_s"])
+    resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # no fork, no threads
+    if config["mode"] == "weak":
+        _install_audit_hook(os.path.realpath(os.getcwd()))
     try:
-        protections = _setup(config)
-        send({"loading": True})  # the parent now waits at most the per-call timeout for the code to load
-        _limit_cpu(per_call, int(config["cpu_lifetime_s"]))
+        wire.send({"loading": True})  # the parent now waits at most the per-call timeout for the code to load
+        _limit_cpu(per_call, lifetime)
         namespace: dict = {"__name__": "reward_code"}
         exec(compile(config["code"], "<reward>", "exec"), namespace)
         reward = namespace.get("reward")
         if not callable(reward):
             raise NameError("the code must define a function reward(prompt, response, meta)")
     except BaseException as exc:  # anything the user code does at import time is its error, reported once
-        send({"ready": False, "error": f"loading reward code failed: {_error_text(exc)}"})
+        wire.send({"ready": False, "error": f"loading reward code failed: {_error_text(exc)}"})
         return
-    send({"ready": True, "protections": protections})
-    for line in sys.stdin:
-        request = json.loads(line)
-        _limit_cpu(per_call, int(config["cpu_lifetime_s"]))
+    wire.send({"ready": True})
+    while True:
+        try:
+            request = wire.receive()
+        except EOFError:
+            return
+        _limit_cpu(per_call, lifetime)
         try:
             result = _check_result(reward(request["prompt"], request["response"], request["meta"]))
-            send({"ok": True, "result": result})
+            wire.send({"ok": True, "result": result})
         except MemoryError:
-            send({"ok": False, "error": f"memory limit exceeded ({config['memory_mb']} MB)", "restart": True})
+            wire.send({"ok": False, "error": f"memory limit exceeded ({config['memory_mb']} MB)", "restart": True})
         except BaseException as exc:  # user code's failure is this sample's error
-            send({"ok": False, "error": _error_text(exc), "restart": isinstance(exc, SystemExit | KeyboardInterrupt)})
+            restart = isinstance(exc, SystemExit | KeyboardInterrupt)
+            wire.send({"ok": False, "error": _error_text(exc), "restart": restart})
 
 
 if __name__ == "__main__":
