@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "backend.cli.plan_cmds",  # plan
     "backend.cli.model_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
     "backend.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
+    "backend.cli.checkpoints",  # checkpoints list|download
 ]
 
 app = typer.Typer(
