@@ -3,16 +3,35 @@
  * algorithm, mode and resources with the planner's suggestion; 422 errors appear next to the fields they name.
  */
 import { useEffect, useState, type FormEvent } from "react";
-import { useNavigate } from "react-router";
+import { Link, useNavigate, useSearchParams } from "react-router";
 import { api, ApiError, unwrap } from "../api/client";
 import type { Dataset, Model } from "../api/types";
 import { ErrorBanner, Field } from "../components/ui";
 import { PlanSuggestion } from "./PlanSuggestion";
 import { DatasetUpload } from "./DatasetUpload";
-import { DEFAULT_FORM, toSpec, type JobForm } from "../lib/jobForm";
+import { DEFAULT_FORM, fromSpec, mergeSpec, toSpec, type JobForm } from "../lib/jobForm";
+import { useJob } from "../lib/queries";
+import { useSession } from "../session";
 
 export function SubmitJobPage() {
+  const { canWrite } = useSession();
+  if (!canWrite) {
+    return (
+      <div className="not-found" data-testid="needs-member">
+        <h2>Submitting jobs needs the member role</h2>
+        <p className="muted">You are a viewer in this team; ask an admin to make you a member.</p>
+        <Link className="button" to="/jobs">← Back to runs</Link>
+      </div>
+    );
+  }
+  return <SubmitJobForm />;
+}
+
+function SubmitJobForm() {
   const navigate = useNavigate();
+  const fromId = Number(useSearchParams()[0].get("from")) || null;
+  const source = useJob(fromId);
+  const base = fromId !== null ? (source.data?.spec as Record<string, unknown> | undefined) : undefined;
   const [form, setForm] = useState<JobForm>(DEFAULT_FORM);
   const [models, setModels] = useState<Model[]>([]);
   const [datasets, setDatasets] = useState<Dataset[]>([]);
@@ -24,6 +43,10 @@ export function SubmitJobPage() {
   const err = (...keys: string[]) => keys.map((k) => fields[k]).filter(Boolean).join("; ") || undefined;
 
   useEffect(() => {
+    if (base) setForm(fromSpec(base));
+  }, [base]);
+
+  useEffect(() => {
     unwrap(api.GET("/api/v1/models"))
       .then((page) => {
         setModels(page.data);
@@ -31,7 +54,11 @@ export function SubmitJobPage() {
       })
       .catch(setError);
     unwrap(api.GET("/api/v1/datasets"))
-      .then((page) => setDatasets(page.data))
+      .then((page) => {
+        setDatasets(page.data);
+        // no uploaded dataset yet: start on a built-in task rather than an empty choice
+        if (page.data.length === 0) setForm((f) => (f["dataset.source"] === "uploaded" && !f["dataset.id"] ? { ...f, "dataset.source": "builtin" } : f));
+      })
       .catch(setError);
   }, []);
 
@@ -42,7 +69,8 @@ export function SubmitJobPage() {
     setFields({});
     try {
       // The body is built from the form; the API validates it against JobSpec and answers 422 naming the fields.
-      const job = await unwrap(api.POST("/api/v1/jobs", { body: toSpec(form) as never }));
+      const body = base ? mergeSpec(base, toSpec(form)) : toSpec(form);
+      const job = await unwrap(api.POST("/api/v1/jobs", { body: body as never }));
       navigate(`/jobs/${job.id}`);
     } catch (caught) {
       if (caught instanceof ApiError && Object.keys(caught.fields).length > 0) {
@@ -62,9 +90,10 @@ export function SubmitJobPage() {
   return (
     <div>
       <div className="page-head">
-        <h2>Submit job</h2>
+        <h2>{fromId ? `Clone job #${fromId}` : "Submit job"}</h2>
       </div>
-      <ErrorBanner error={error} />
+      {fromId ? <div className="banner banner-info" data-testid="clone-banner">Pre-filled from job #{fromId}{source.data ? ` (${source.data.name})` : ""}; fields the form does not show are kept from its spec.</div> : null}
+      <ErrorBanner error={error ?? source.error} />
       {fields[""] ? <div className="banner banner-error">{fields[""]}</div> : null}
       <form className="submit-grid" onSubmit={submit} noValidate>
         <section className="card">
