@@ -56,6 +56,7 @@ def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api: M
     upload(page, "bad.jsonl", BAD_JSONL)
     upload_error = page.locator(".upload .field-error")
     expect(upload_error).to_contain_text("line 2")
+    expect(upload_error).not_to_contain_text("file.line")  # the line is named once, not as a field path too
     shot(page, "02-dataset-line-error")
 
     upload(page, "arith.jsonl", GOOD_JSONL)

@@ -57,3 +57,14 @@ describe("lengthHistogram", () => {
     expect(() => lengthHistogram([1], 0)).toThrow(/binCount/);
   });
 });
+
+import { truncated } from "./histogram";
+
+describe("truncated", () => {
+  it("counts responses that reached max_tokens and their share", () => {
+    expect(truncated([10, 64, 64, 30], 64)).toEqual({ count: 2, share: 0.5 });
+    expect(truncated([10, 20], 64)).toEqual({ count: 0, share: 0 });
+    expect(truncated([], 64)).toEqual({ count: 0, share: 0 });
+    expect(truncated([5], undefined)).toEqual({ count: 0, share: 0 });
+  });
+});

@@ -65,3 +65,10 @@ export function lengthHistogram(lengths: readonly number[], binCount = 24, alpha
     tailCount: lengths.filter((length) => length >= tailThreshold).length,
   };
 }
+
+/** How many responses hit the `max_tokens` cut-off (length >= maxTokens: generation was stopped, not finished). */
+export function truncated(lengths: readonly number[], maxTokens: number | null | undefined): { count: number; share: number } {
+  if (!maxTokens || lengths.length === 0) return { count: 0, share: 0 };
+  const count = lengths.filter((length) => length >= maxTokens).length;
+  return { count, share: count / lengths.length };
+}

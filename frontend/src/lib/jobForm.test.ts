@@ -56,3 +56,13 @@ describe("clone: fromSpec + mergeSpec", () => {
     expect(merged.reward).toEqual({ type: "numeric" });
   });
 });
+
+import { localErrors } from "./jobForm";
+
+describe("localErrors", () => {
+  it("reports every non-number and min > max under both instance fields at once", () => {
+    const errors = localErrors({ ...DEFAULT_FORM, "training.lr": "abc", "generation.batch_size": "x", "autoscale.min_instances": "5", "autoscale.max_instances": "2" });
+    expect(Object.keys(errors).sort()).toEqual(["autoscale.max_instances", "autoscale.min_instances", "generation.batch_size", "training.lr"]);
+    expect(localErrors(DEFAULT_FORM)).toEqual({});
+  });
+});

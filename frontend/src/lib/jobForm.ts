@@ -105,3 +105,29 @@ export function mergeSpec(base: Obj, patch: Obj): Obj {
   }
   return out;
 }
+
+const NUMERIC: (keyof JobForm)[] = [
+  "dataset.num_prompts", "algorithm.group_size", "algorithm.kl_coef", "max_staleness", "generation.instances",
+  "generation.batch_size", "generation.max_tokens", "generation.temperature", "training.devices", "training.iterations",
+  "training.prompts_per_iteration", "training.lr", "autoscale.min_instances", "autoscale.max_instances",
+];
+
+/**
+ * Mistakes the form can see before sending, all at once (the API validates cross-field rules only after every field
+ * parses, so it would report them one round-trip at a time): non-numbers, and min above max instances.
+ */
+export function localErrors(form: JobForm): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of NUMERIC) {
+    const raw = form[key].trim();
+    if (raw !== "" && !Number.isFinite(Number(raw))) out[key] = `"${raw}" is not a number`;
+  }
+  if (form["autoscale.policy"] === "auto" || form["autoscale.min_instances"] || form["autoscale.max_instances"]) {
+    const [lo, hi] = [Number(form["autoscale.min_instances"]), Number(form["autoscale.max_instances"])];
+    if (Number.isFinite(lo) && Number.isFinite(hi) && form["autoscale.min_instances"] && form["autoscale.max_instances"] && lo > hi) {
+      out["autoscale.min_instances"] = `min (${lo}) is above max (${hi})`;
+      out["autoscale.max_instances"] = `max (${hi}) is below min (${lo})`;
+    }
+  }
+  return out;
+}

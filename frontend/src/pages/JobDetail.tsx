@@ -64,6 +64,7 @@ export function JobDetailPage() {
       ],
       skew: [s("skew_p99_p50", "p99/p50 skew", COLORS.orange), s("len_p99", "p99 length", COLORS.purple, "right")],
       rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
+      instances: [s("instances", "producing instances", COLORS.blue), s("instances_live", "live instance rows", COLORS.grey)],
     };
   }, [live.iterations]);
 
@@ -138,6 +139,7 @@ export function JobDetailPage() {
       <ErrorBanner error={actionError} />
       {job.error && health?.state !== "failed" ? <div className="banner banner-error">Job failed: {job.error}</div> : null}
       {health ? <HealthBanner health={health} /> : null}
+      <ExportMenu jobId={job.id} />
       {showYaml ? <Card title="Spec (YAML)" className="yaml-card"><SpecYaml jobId={job.id} /></Card> : null}
 
       <div className="kpis" data-testid="kpis">
@@ -163,7 +165,7 @@ export function JobDetailPage() {
         <Card title={`Reward errors${health?.reward_errors_total ? ` (${health.reward_errors_total} in all)` : ""}`}>
           <div data-testid="reward-errors-chart"><LineChart series={series.rewardErrors} /></div>
         </Card>
-        <Card title="Exports"><ExportMenu jobId={job.id} /></Card>
+        <Card title="Instances over iterations"><LineChart series={series.instances} /></Card>
         <Card
           title="Response lengths (long tail)"
           actions={
@@ -173,7 +175,7 @@ export function JobDetailPage() {
             </select>
           }
         >
-          <LengthHistogram lengths={lengths} alpha={alpha} />
+          <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.generation?.max_tokens} />
         </Card>
         <Card title="Skew over iterations"><LineChart series={series.skew} /></Card>
         <Card title="Pipeline timeline" className="wide">

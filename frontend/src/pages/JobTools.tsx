@@ -13,7 +13,8 @@ const EXPORTS = [
 export function ExportMenu({ jobId }: { jobId: number }) {
   const [error, setError] = useState<unknown>(null);
   return (
-    <div className="menu" data-testid="exports">
+    <div className="menu exports" data-testid="exports">
+      <span className="muted">Export:</span>
       {EXPORTS.map(([file, label]) => (
         <button key={file} onClick={() => download(`/api/v1/jobs/${jobId}/export/${file}`, `job-${jobId}-${file}`).then(() => setError(null), setError)}>
           ⬇ {label}

@@ -12,6 +12,8 @@ import { Card, ErrorBanner, Field, formatNumber } from "../components/ui";
 const MODES = ["colocated", "sync", "async"] as const;
 const MODE_COLORS = ["#94a3b8", "#2563eb", "#059669"];
 
+const TIMELINE_LANES = 64;
+
 export function PlannerPage() {
   const [devices, setDevices] = useState<Device[]>([]);
   const [form, setForm] = useState({
@@ -43,6 +45,12 @@ export function PlannerPage() {
     setBusy(true);
     setError(null);
     setFields({});
+    if (Number(form.median) > Number(form.max_tokens)) {
+      // a median above the cut-off cannot be: every response stops at max_tokens
+      setFields({ "lengths.median": `the median (${form.median}) cannot exceed max tokens (${form.max_tokens})` });
+      setBusy(false);
+      return;
+    }
     const body: PlanRequest = {
       model_size: form.model_size,
       clusters: [
@@ -54,6 +62,7 @@ export function PlannerPage() {
       prompts_per_iteration: Number(form.prompts),
       group_size: Number(form.group_size),
       dispatch: form.dispatch,
+      timeline_lanes: TIMELINE_LANES, // draw every recommended instance (the API keeps 8 by default)
     };
     try {
       setPlan(await unwrap(api.POST("/api/v1/plans", { body })));
@@ -199,7 +208,7 @@ function PlanResult({ plan }: { plan: Plan }) {
         <Card title="Samples/s per cost by mode"><BarChart {...charts[1]} height={160} /></Card>
         <Card title="Iteration time by mode (s)"><BarChart {...charts[2]} height={160} /></Card>
       </div>
-      <Card title={`Simulated pipeline (${plan.predicted.mode})`}>
+      <Card title={`Simulated pipeline (${plan.predicted.mode}${plan.allocation.gen_instances > TIMELINE_LANES ? `, first ${TIMELINE_LANES} of ${plan.allocation.gen_instances} instances` : ""})`}>
         <PipelineTimeline spans={plan.timeline} now={end} windowSeconds={end} />
       </Card>
     </div>

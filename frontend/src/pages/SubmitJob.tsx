@@ -9,7 +9,7 @@ import type { Dataset, Model } from "../api/types";
 import { ErrorBanner, Field } from "../components/ui";
 import { PlanSuggestion } from "./PlanSuggestion";
 import { DatasetUpload } from "./DatasetUpload";
-import { DEFAULT_FORM, fromSpec, mergeSpec, toSpec, type JobForm } from "../lib/jobForm";
+import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, toSpec, type JobForm } from "../lib/jobForm";
 import { useJob } from "../lib/queries";
 import { useSession } from "../session";
 
@@ -64,9 +64,14 @@ function SubmitJobForm() {
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    setBusy(true);
     setError(null);
-    setFields({});
+    const local = localErrors(form);
+    setFields(local);
+    if (Object.keys(local).length > 0) {
+      setError(new Error("The job spec has errors: see the marked fields."));
+      return;
+    }
+    setBusy(true);
     try {
       // The body is built from the form; the API validates it against JobSpec and answers 422 naming the fields.
       const body = base ? mergeSpec(base, toSpec(form)) : toSpec(form);
@@ -233,16 +238,16 @@ function SubmitJobForm() {
             </Field>
           </div>
           <div className="row">
-            <Field label="Autoscale" error={err("autoscale.policy", "autoscale")}>
+            <Field label="Autoscale" error={err("autoscale.policy")}>
               <select name="autoscale" value={form["autoscale.policy"]} onChange={set("autoscale.policy")}>
                 <option value="manual">manual</option>
                 <option value="auto">auto</option>
               </select>
             </Field>
-            <Field label="Min instances" error={err("autoscale.min_instances")}>
+            <Field label="Min instances" error={err("autoscale.min_instances", "autoscale")}>
               <input name="min_instances" inputMode="numeric" value={form["autoscale.min_instances"]} onChange={set("autoscale.min_instances")} />
             </Field>
-            <Field label="Max instances" error={err("autoscale.max_instances")}>
+            <Field label="Max instances" error={err("autoscale.max_instances", "autoscale")}>
               <input name="max_instances" inputMode="numeric" value={form["autoscale.max_instances"]} onChange={set("autoscale.max_instances")} />
             </Field>
           </div>
