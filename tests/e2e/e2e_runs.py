@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from backend.db.enums import InstanceStatus, JobStatus
 from backend.db.models import GenerationInstance, Iteration, Job
 from backend.db.session import session_scope
-from backend.services.job_data import record_checkpoint, record_iteration
+from backend.services.job_data import record_checkpoint, record_iteration, record_spans
 from backend.services.jobs import record_event, transition_job
 
 
@@ -70,6 +70,12 @@ def finished_run(engine: Engine, world: World, name: str, rewards: list[float], 
             moment = start + timedelta(seconds=10 * i)
             session.query(Iteration).filter(Iteration.id == row.id).update({"created_at": moment})
             record_event(session=session, job_id=job["id"], kind="iteration", message=f"iteration {i} done")
+            t = (start + timedelta(seconds=10 * (i - 1))).timestamp()
+            record_spans(session=session, job_id=job["id"], spans=[
+                {"lane": "gen-0", "kind": "generating", "start": t, "end": t + 6},
+                {"lane": "trainer", "kind": "waiting", "start": t, "end": t + 6},
+                {"lane": "trainer", "kind": "training", "start": t + 6, "end": t + 10},
+            ])
     _set_status(engine, job["id"], JobStatus.succeeded)
     return world.api.get(f"/jobs/{job['id']}")
 

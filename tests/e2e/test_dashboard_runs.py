@@ -130,6 +130,13 @@ def test_exports_match_the_api_and_checkpoint_loads(
         page.get_by_test_id("checkpoints").get_by_role("button", name="download").click()
     with tarfile.open(info.value.path()) as archive:
         archive.extractall(tmp_path / "ui", filter="data")
+    page.get_by_label("timeline scope").select_option("all")  # the whole job, not the last 2 minutes
+    whole = page.get_by_test_id("whole-timeline")
+    expect(whole.locator(".timeline-canvas .lane-label")).to_have_text(["trainer", "gen-0"])
+    expect(whole).to_contain_text("40.0 s of 40 s")
+    expect(whole.get_by_test_id("time-axis").locator("span")).to_have_count(6)
+    whole.get_by_role("button", name="zoom in").click()
+    expect(whole).to_contain_text("20.0 s of 40 s")
     shot(page, "42-job-exports")
     cli_out = tmp_path / "cli" / "ckpt"
     cli = subprocess.run(

@@ -9,6 +9,7 @@ import { HealthBadge, HealthBanner } from "../components/HealthBadge";
 import { LengthHistogram } from "../components/LengthHistogram";
 import { LineChart, type LineSeries } from "../components/LineChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
+import { WholeJobTimeline } from "../components/WholeJobTimeline";
 import { Card, ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } from "../components/ui";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
@@ -68,6 +69,7 @@ export function JobDetailPage() {
     };
   }, [live.iterations]);
 
+  const [timelineScope, setTimelineScope] = useState<"recent" | "all">("recent");
   const [lengthScope, setLengthScope] = useState<"latest" | "all">("all");
   const lengths = useMemo(() => {
     const latest = live.samples.reduce((m, s) => Math.max(m, s.iteration), 0);
@@ -178,8 +180,15 @@ export function JobDetailPage() {
           <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.generation?.max_tokens} />
         </Card>
         <Card title="Skew over iterations"><LineChart series={series.skew} /></Card>
-        <Card title="Pipeline timeline" className="wide">
-          <PipelineTimeline spans={live.spans} now={now} />
+        <Card title="Pipeline timeline" className="wide" actions={
+          <select aria-label="timeline scope" value={timelineScope} onChange={(e) => setTimelineScope(e.target.value as "recent" | "all")}>
+            <option value="recent">last 2 minutes (live)</option>
+            <option value="all">whole job</option>
+          </select>
+        }>
+          {timelineScope === "recent"
+            ? <PipelineTimeline spans={live.spans} now={now} />
+            : <WholeJobTimeline jobId={job.id} live={!["succeeded", "failed", "cancelled"].includes(job.status)} />}
         </Card>
         <Card title="Iteration time breakdown"><LineChart series={series.time} /></Card>
         <Card title="Staleness"><LineChart series={series.staleness} /></Card>
