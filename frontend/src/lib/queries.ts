@@ -95,3 +95,16 @@ export function useCompared(ids: number[]) {
 }
 
 export type { Run };
+
+/** A read with `reload()` for pages that change what they show (team, keys, models): the cache key names the
+ * resource, so every page reading it shares one answer and a reload refreshes all of them. */
+export function useApiQuery<T>(key: readonly unknown[], load: () => Promise<T>) {
+  const query = useQuery({ queryKey: key, queryFn: load });
+  return {
+    data: query.data ?? null,
+    error: query.error,
+    reload: async () => {
+      await queryClient.invalidateQueries({ queryKey: key });
+    },
+  };
+}

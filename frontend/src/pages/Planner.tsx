@@ -2,8 +2,9 @@
  * Planner what-if: model, devices (one cluster, or two for heterogeneous generation/training), mode and output
  * lengths -> the recommended generation/training split, predicted throughput per mode and a simulated timeline.
  */
-import { useEffect, useMemo, useState, type FormEvent } from "react";
+import { useMemo, useState, type FormEvent } from "react";
 import { api, ApiError, unwrap } from "../api/client";
+import { useApiQuery } from "../lib/queries";
 import type { Device, Plan, PlanRequest } from "../api/types";
 import { BarChart } from "../components/BarChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
@@ -15,7 +16,8 @@ const MODE_COLORS = ["#94a3b8", "#2563eb", "#059669"];
 const TIMELINE_LANES = 64;
 
 export function PlannerPage() {
-  const [devices, setDevices] = useState<Device[]>([]);
+  const devicesQuery = useApiQuery(["plans", "devices"], () => unwrap(api.GET("/api/v1/plans/devices")));
+  const devices: Device[] = devicesQuery.data?.data ?? [];
   const [form, setForm] = useState({
     model_size: "7B",
     device: "H800",
@@ -35,10 +37,6 @@ export function PlannerPage() {
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const set = (key: keyof typeof form) => (e: { target: { value: string } }) => setForm((f) => ({ ...f, [key]: e.target.value }));
-
-  useEffect(() => {
-    unwrap(api.GET("/api/v1/plans/devices")).then((page) => setDevices(page.data), setError);
-  }, []);
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -87,7 +85,7 @@ export function PlannerPage() {
         <h2>Planner</h2>
         <span className="muted">what-if: how to split devices between generation and training, and what each mode gains</span>
       </div>
-      <ErrorBanner error={error} />
+      <ErrorBanner error={error ?? devicesQuery.error} />
       <div className="planner">
         <form className="card" onSubmit={submit}>
           <div className="row">

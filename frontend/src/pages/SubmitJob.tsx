@@ -10,7 +10,7 @@ import { ErrorBanner, Field } from "../components/ui";
 import { PlanSuggestion } from "./PlanSuggestion";
 import { DatasetUpload } from "./DatasetUpload";
 import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, toSpec, type JobForm } from "../lib/jobForm";
-import { useJob } from "../lib/queries";
+import { useApiQuery, useJob } from "../lib/queries";
 import { useSession } from "../session";
 
 export function SubmitJobPage() {
@@ -33,8 +33,10 @@ function SubmitJobForm() {
   const source = useJob(fromId);
   const base = fromId !== null ? (source.data?.spec as Record<string, unknown> | undefined) : undefined;
   const [form, setForm] = useState<JobForm>(DEFAULT_FORM);
-  const [models, setModels] = useState<Model[]>([]);
-  const [datasets, setDatasets] = useState<Dataset[]>([]);
+  const modelsQuery = useApiQuery(["models"], () => unwrap(api.GET("/api/v1/models")));
+  const datasetsQuery = useApiQuery(["datasets"], () => unwrap(api.GET("/api/v1/datasets")));
+  const models: Model[] = modelsQuery.data?.data ?? [];
+  const datasets: Dataset[] = datasetsQuery.data?.data ?? [];
   const [fields, setFields] = useState<Record<string, string>>({});
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -47,20 +49,16 @@ function SubmitJobForm() {
   }, [base]);
 
   useEffect(() => {
-    unwrap(api.GET("/api/v1/models"))
-      .then((page) => {
-        setModels(page.data);
-        if (page.data.length > 0) setForm((f) => (f.model ? f : { ...f, model: page.data[0].name }));
-      })
-      .catch(setError);
-    unwrap(api.GET("/api/v1/datasets"))
-      .then((page) => {
-        setDatasets(page.data);
-        // no uploaded dataset yet: start on a built-in task rather than an empty choice
-        if (page.data.length === 0) setForm((f) => (f["dataset.source"] === "uploaded" && !f["dataset.id"] ? { ...f, "dataset.source": "builtin" } : f));
-      })
-      .catch(setError);
-  }, []);
+    const first = modelsQuery.data?.data[0];
+    if (first) setForm((f) => (f.model ? f : { ...f, model: first.name }));
+  }, [modelsQuery.data]);
+
+  useEffect(() => {
+    // no uploaded dataset yet: start on a built-in task rather than an empty choice
+    if (datasetsQuery.data?.data.length === 0) {
+      setForm((f) => (f["dataset.source"] === "uploaded" && !f["dataset.id"] ? { ...f, "dataset.source": "builtin" } : f));
+    }
+  }, [datasetsQuery.data]);
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
@@ -88,7 +86,7 @@ function SubmitJobForm() {
   };
 
   const onUploaded = (dataset: Dataset) => {
-    setDatasets((list) => [dataset, ...list.filter((d) => d.id !== dataset.id)]);
+    void datasetsQuery.reload();
     setForm((f) => ({ ...f, "dataset.source": "uploaded", "dataset.id": String(dataset.id) }));
   };
 
@@ -98,7 +96,7 @@ function SubmitJobForm() {
         <h2>{fromId ? `Clone job #${fromId}` : "Submit job"}</h2>
       </div>
       {fromId ? <div className="banner banner-info" data-testid="clone-banner">Pre-filled from job #{fromId}{source.data ? ` (${source.data.name})` : ""}; fields the form does not show are kept from its spec.</div> : null}
-      <ErrorBanner error={error ?? source.error} />
+      <ErrorBanner error={error ?? source.error ?? modelsQuery.error ?? datasetsQuery.error} />
       {fields[""] ? <div className="banner banner-error">{fields[""]}</div> : null}
       <form className="submit-grid" onSubmit={submit} noValidate>
         <section className="card">

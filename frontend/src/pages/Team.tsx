@@ -2,7 +2,7 @@
 import { useState, type FormEvent } from "react";
 import { api, unwrap } from "../api/client";
 import { Card, ErrorBanner, Field, formatTime } from "../components/ui";
-import { usePolling } from "../lib/usePolling";
+import { useApiQuery } from "../lib/queries";
 import { useSession } from "../session";
 import { ModelsCard } from "./ModelsCard";
 
@@ -11,9 +11,9 @@ const ROLES = ["viewer", "member", "admin", "owner"];
 export function TeamPage() {
   const { me, isAdmin, canWrite } = useSession();
   const [error, setError] = useState<unknown>(null);
-  const team = usePolling(() => unwrap(api.GET("/api/v1/teams/current")), [], 0);
-  const members = usePolling(() => unwrap(api.GET("/api/v1/teams/current/members")), [], 0);
-  const keys = usePolling(() => unwrap(api.GET("/api/v1/keys")), [], 0);
+  const team = useApiQuery(["team"], () => unwrap(api.GET("/api/v1/teams/current")));
+  const members = useApiQuery(["team", "members"], () => unwrap(api.GET("/api/v1/teams/current/members")));
+  const keys = useApiQuery(["keys"], () => unwrap(api.GET("/api/v1/keys")));
 
   /** Run a change then reload what it changed; errors go to the banner. Resolves to whether it succeeded. */
   const run = async (call: () => Promise<unknown>, after: () => Promise<void>): Promise<boolean> => {
