@@ -76,6 +76,10 @@ def finished_run(engine: Engine, world: World, name: str, rewards: list[float], 
                 {"lane": "trainer", "kind": "waiting", "start": t, "end": t + 6},
                 {"lane": "trainer", "kind": "training", "start": t + 6, "end": t + 10},
             ])
+        if len(rewards) > 2:  # a manual scale decision between iterations 1 and 2 (a marker on the charts)
+            scale = record_event(session=session, job_id=job["id"], kind="scale", message="target_instances 2 -> 3",
+                                 data={"target_instances": 3})
+            scale.created_at = start + timedelta(seconds=15)
     _set_status(engine, job["id"], JobStatus.succeeded)
     return world.api.get(f"/jobs/{job['id']}")
 

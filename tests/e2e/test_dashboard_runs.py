@@ -178,6 +178,8 @@ def test_broken_reward_and_pending_instance_show_in_list_and_page(
     expect(banner).to_contain_text("NameError: name 'answr' is not defined")
     expect(page.get_by_test_id("reward-errors-chart").locator("canvas")).to_have_count(1)
     shot(page, "44-job-broken-reward")
+    record(engine, broken["id"], 2, {"reward_mean": 0.0, "reward_errors": 16.0}, ("worker", "instance gen-1 started"))
+    expect(page.get_by_test_id("events")).to_contain_text("instance gen-1 started")  # unpublished: found by polling
 
     page.goto(f"{api_server.url}/#/jobs/{stuck['id']}")
     expect(page.get_by_test_id("kpi-instances")).to_contain_text("2 / 3")  # not "3 / 3": one never started

@@ -13,6 +13,7 @@ import { WholeJobTimeline } from "../components/WholeJobTimeline";
 import { Card, ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } from "../components/ui";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
+import { scaleMarkers } from "../lib/markers";
 import { useJobHealth } from "../lib/queries";
 import { useJobLive } from "../lib/useJobLive";
 import { useSession } from "../session";
@@ -69,6 +70,7 @@ export function JobDetailPage() {
     };
   }, [live.iterations]);
 
+  const markers = useMemo(() => scaleMarkers(live.events, live.iterations), [live.events, live.iterations]);
   const [timelineScope, setTimelineScope] = useState<"recent" | "all">("recent");
   const [lengthScope, setLengthScope] = useState<"latest" | "all">("all");
   const lengths = useMemo(() => {
@@ -162,12 +164,12 @@ export function JobDetailPage() {
       </div>
 
       <div className="grid">
-        <Card title="Throughput"><LineChart series={series.throughput} /></Card>
-        <Card title="Reward and KL"><LineChart series={series.reward} /></Card>
+        <Card title="Throughput"><LineChart series={series.throughput} markers={markers} /></Card>
+        <Card title="Reward and KL"><LineChart series={series.reward} markers={markers} /></Card>
         <Card title={`Reward errors${health?.reward_errors_total ? ` (${health.reward_errors_total} in all)` : ""}`}>
           <div data-testid="reward-errors-chart"><LineChart series={series.rewardErrors} /></div>
         </Card>
-        <Card title="Instances over iterations"><LineChart series={series.instances} /></Card>
+        <Card title="Instances over iterations"><LineChart series={series.instances} markers={markers} /></Card>
         <Card
           title="Response lengths (long tail)"
           actions={
@@ -190,8 +192,8 @@ export function JobDetailPage() {
             ? <PipelineTimeline spans={live.spans} now={now} />
             : <WholeJobTimeline jobId={job.id} live={!["succeeded", "failed", "cancelled"].includes(job.status)} />}
         </Card>
-        <Card title="Iteration time breakdown"><LineChart series={series.time} /></Card>
-        <Card title="Staleness"><LineChart series={series.staleness} /></Card>
+        <Card title="Iteration time breakdown"><LineChart series={series.time} markers={markers} /></Card>
+        <Card title="Staleness"><LineChart series={series.staleness} markers={markers} /></Card>
         <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
         <Card title="Checkpoints" className="wide"><Checkpoints jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status} /></Card>
