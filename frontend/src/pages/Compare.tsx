@@ -7,12 +7,12 @@ import { Link, useSearchParams } from "react-router";
 import { jobSpec, type Job } from "../api/types";
 import { LineChart } from "../components/LineChart";
 import { Card, ErrorBanner, StatusBadge } from "../components/ui";
-import { availableMetrics, RUN_COLORS, runSeries, type XMode } from "../lib/compare";
+import { availableMetrics, PREFERRED_METRICS, RUN_COLORS, runSeries, type XMode } from "../lib/compare";
 import { useCompared } from "../lib/queries";
 import { parseIds } from "../lib/runs";
 import { specDiff } from "../lib/specDiff";
 
-const DEFAULT_PANELS = ["reward_mean", "eval_reward", "samples_per_s", "iteration_seconds", "len_p99", "kl"];
+const DEFAULT_PANELS = PREFERRED_METRICS.filter((m) => m !== "reward_errors"); // those a run recorded
 
 export function ComparePage() {
   const [params, setParams] = useSearchParams();
