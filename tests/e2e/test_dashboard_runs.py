@@ -184,6 +184,7 @@ def test_broken_reward_and_pending_instance_show_in_list_and_page(
     page.goto(f"{api_server.url}/#/jobs/{stuck['id']}")
     expect(page.get_by_test_id("kpi-instances")).to_contain_text("2 / 3")  # not "3 / 3": one never started
     expect(page.get_by_test_id("kpi-instances")).to_contain_text("1 pending")
+    expect(page.get_by_test_id("running-instances")).to_have_text("2")  # the scaling panel agrees
     expect(page.get_by_test_id("health-banner")).to_contain_text("2 of 3 instances running, 1 pending")
     shot(page, "45-job-pending-instance")
 

@@ -194,7 +194,7 @@ export function JobDetailPage() {
         </Card>
         <Card title="Iteration time breakdown"><LineChart series={series.time} markers={markers} /></Card>
         <Card title="Staleness"><LineChart series={series.staleness} markers={markers} /></Card>
-        <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
+        <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} health={health} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
         <Card title="Checkpoints" className="wide"><Checkpoints jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status} /></Card>
         <Card title="Samples" className="wide"><SampleBrowser samples={live.samples} /></Card>
