@@ -66,6 +66,10 @@ def test_compare_two_finished_runs(page: Page, api_server: Server, runs: tuple[W
     page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)  # hover the last iteration
     expect(panel.locator(".u-legend .u-series").nth(1).locator(".u-value")).to_have_text("0.7")
     expect(panel.locator(".u-legend .u-series").nth(2).locator(".u-value")).to_have_text("0.25")
+    summary = page.get_by_test_id("summary")  # why one learned faster: the same reward, reached sooner
+    expect(summary.locator("thead")).to_contain_text("Reached 0.250 at")
+    expect(summary.locator("tbody tr").nth(0)).to_contain_text("iteration 2")
+    expect(summary.locator("tbody tr").nth(1)).to_contain_text("iteration 4")
     diff = page.get_by_test_id("spec-diff")
     expect(diff.locator("tr.differs[data-path='training.lr']")).to_contain_text("0.0003")
     expect(diff.locator("tr[data-path='generation.top_p']")).to_have_count(0)  # same in both: hidden

@@ -24,3 +24,18 @@ describe("availableMetrics", () => {
     ]);
   });
 });
+
+import { commonTarget, runSummary } from "./compare";
+
+describe("runSummary", () => {
+  const fast = [0.1, 0.5, 0.7].map((r, i) => ({ iteration: i + 1, created_at: "", metrics: { reward_mean: r, samples_per_s: 10, iteration_seconds: 2 + i } }));
+  const slow = [0.1, 0.2, 0.3].map((r, i) => ({ iteration: i + 1, created_at: "", metrics: { reward_mean: r } }));
+
+  it("gives final/best reward, means, and when each run reached the common target", () => {
+    const target = commonTarget([runSummary(fast, null), runSummary(slow, null)]);
+    expect(target).toBe(0.3);
+    expect(runSummary(fast, target)).toEqual({ iterations: 3, finalReward: 0.7, bestReward: 0.7, meanSamplesPerS: 10, meanIterationS: 3, firstIterationAtReward: 2 });
+    expect(runSummary(slow, target)).toMatchObject({ firstIterationAtReward: 3, meanSamplesPerS: null });
+    expect(commonTarget([runSummary([], null), runSummary(slow, null)])).toBeNull();
+  });
+});

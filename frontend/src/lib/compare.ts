@@ -36,3 +36,37 @@ export function availableMetrics(runs: readonly (readonly IterationLike[])[]): s
   const preferred = PREFERRED_METRICS.filter((m) => seen.has(m));
   return [...preferred, ...[...seen].filter((m) => !preferred.includes(m)).sort()];
 }
+
+export interface RunSummary {
+  iterations: number;
+  finalReward: number | null;
+  bestReward: number | null;
+  meanSamplesPerS: number | null;
+  meanIterationS: number | null;
+  firstIterationAtReward: number | null; // first iteration whose reward reached `target` (null: never)
+}
+
+const values = (rows: readonly IterationLike[], key: string) =>
+  rows.map((r) => r.metrics[key]).filter((v): v is number => typeof v === "number" && Number.isFinite(v));
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+
+/** Per-run figures for the compare table; `target` is the reward the "reached at" column looks for. */
+export function runSummary(rows: readonly IterationLike[], target: number | null): RunSummary {
+  const sorted = [...rows].sort((a, b) => a.iteration - b.iteration);
+  const rewards = values(sorted, "reward_mean");
+  const reached = target === null ? undefined : sorted.find((r) => typeof r.metrics.reward_mean === "number" && (r.metrics.reward_mean as number) >= target);
+  return {
+    iterations: sorted.length,
+    finalReward: rewards.length ? rewards[rewards.length - 1] : null,
+    bestReward: rewards.length ? Math.max(...rewards) : null,
+    meanSamplesPerS: mean(values(sorted, "samples_per_s")),
+    meanIterationS: mean(values(sorted, "iteration_seconds")),
+    firstIterationAtReward: reached ? reached.iteration : null,
+  };
+}
+
+/** The reward every compared run can be measured against: the lowest of their best rewards (null if any has none). */
+export function commonTarget(summaries: readonly { bestReward: number | null }[]): number | null {
+  const bests = summaries.map((s) => s.bestReward);
+  return bests.length && bests.every((b) => b !== null) ? Math.min(...(bests as number[])) : null;
+}

@@ -6,8 +6,9 @@ import { useMemo, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { jobSpec, type Job } from "../api/types";
 import { LineChart } from "../components/LineChart";
-import { Card, ErrorBanner, StatusBadge } from "../components/ui";
-import { availableMetrics, PREFERRED_METRICS, RUN_COLORS, runSeries, type XMode } from "../lib/compare";
+import { Card, ErrorBanner, formatNumber, StatusBadge } from "../components/ui";
+import { availableMetrics, commonTarget, PREFERRED_METRICS, RUN_COLORS, runSeries, runSummary, type XMode } from "../lib/compare";
+import { formatDuration } from "../lib/runs";
 import { useCompared } from "../lib/queries";
 import { parseIds } from "../lib/runs";
 import { specDiff } from "../lib/specDiff";
@@ -27,6 +28,8 @@ export function ComparePage() {
   const panels = (params.get("m")?.split(",").filter(Boolean) ?? DEFAULT_PANELS.filter((m) => metrics.includes(m)));
   const diff = useMemo(() => specDiff(loadedJobs.map(jobSpec)), [loadedJobs]);
   const error = [...jobs, ...iterations].find((q) => q.error)?.error;
+  const target = commonTarget(rows.map((r) => runSummary(r, null)));
+  const summaries = rows.map((r) => runSummary(r, target));
 
   const update = (key: string, value: string | null) => {
     const next = new URLSearchParams(params);
@@ -76,6 +79,36 @@ export function ComparePage() {
         </div>
       </div>
       <ErrorBanner error={error} />
+      <Card title="Summary" className="summary-card">
+        <table className="table compact" data-testid="summary">
+          <thead>
+            <tr>
+              <th>Run</th><th>Iterations</th><th>Duration</th><th>Final reward</th><th>Best reward</th>
+              <th>Reached {target === null ? "–" : formatNumber(target, 3)} at</th><th>Mean samples/s</th><th>Mean iteration s</th>
+            </tr>
+          </thead>
+          <tbody>
+            {ids.map((id, i) => {
+              const job = loadedJobs.find((j) => j.id === id);
+              const sum = summaries[i];
+              const started = job?.started_at ? Date.parse(job.started_at) : null;
+              const ended = job?.finished_at ? Date.parse(job.finished_at) : Date.now();
+              return (
+                <tr key={id}>
+                  <td><span className="run-chip"><i style={{ background: RUN_COLORS[i % RUN_COLORS.length] }} />{job?.name ?? `#${id}`}</span></td>
+                  <td>{sum?.iterations ?? "–"}</td>
+                  <td>{formatDuration(started === null ? null : (ended - started) / 1000)}</td>
+                  <td>{formatNumber(sum?.finalReward, 3)}</td>
+                  <td>{formatNumber(sum?.bestReward, 3)}</td>
+                  <td>{sum?.firstIterationAtReward == null ? "–" : `iteration ${sum.firstIterationAtReward}`}</td>
+                  <td>{formatNumber(sum?.meanSamplesPerS, 1)}</td>
+                  <td>{formatNumber(sum?.meanIterationS, 2)}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </Card>
       <div className="grid">
         {panels.map((metric) => (
           <Card key={metric} title={metric} actions={<button className="link" onClick={() => togglePanel(metric)} aria-label={`remove ${metric}`}>✕</button>}>
