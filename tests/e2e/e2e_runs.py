@@ -47,13 +47,14 @@ def spec(name: str, **overrides: Any) -> dict[str, Any]:
     return body
 
 
-def _set_status(engine: Engine, job_id: int, *path: JobStatus, started_ago_s: float = 0.0) -> None:
+def _set_status(engine: Engine, job_id: int, *path: JobStatus, started_ago_s: float | None = None) -> None:
     with session_scope(engine) as session:
         job = session.get(Job, job_id)
         assert job is not None
         for status in path:
             transition_job(session=session, job=job, to=status)
-        job.started_at = datetime.now(UTC) - timedelta(seconds=started_ago_s)
+        if started_ago_s is not None:
+            job.started_at = datetime.now(UTC) - timedelta(seconds=started_ago_s)
 
 
 def finished_run(engine: Engine, world: World, name: str, rewards: list[float], **overrides: Any) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def finished_run(engine: Engine, world: World, name: str, rewards: list[float], 
 
 def running_run(engine: Engine, world: World, name: str, **overrides: Any) -> dict[str, Any]:
     job = world.api.post("/jobs", json=spec(name, **overrides))
-    _set_status(engine, job["id"], JobStatus.starting, JobStatus.running)
+    _set_status(engine, job["id"], JobStatus.starting, JobStatus.running, started_ago_s=0.0)
     return job
 
 
