@@ -23,7 +23,6 @@ from backend.db.enums import InstanceStatus
 from backend.db.session import make_engine
 
 pytestmark = pytest.mark.e2e
-WIDE = {"width": 1400, "height": 1000}
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +44,15 @@ def runs(api_server: Server, engine: Engine) -> tuple[World, dict[str, dict]]:
 
 def test_compare_two_finished_runs(page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]) -> None:
     world, jobs = runs
-    page.set_viewport_size(WIDE)
+    api_calls: list[str] = []
+    page.on("request", lambda request: api_calls.append(request.url) if "/api/v1/" in request.url else None)
     open_signed_in(page, api_server, world.token, "/jobs")
     table = page.get_by_test_id("jobs-table")
     expect(table.get_by_test_id(f"run-{jobs['fast']['id']}")).to_contain_text("0.700")  # latest reward column
     table.get_by_role("columnheader", name=re.compile("^Reward")).click()  # sort by reward, best first
     expect(table.locator("tbody tr").first).to_contain_text("lr-high")
+    per_job = [url for url in api_calls if re.search(r"/api/v1/jobs/\d+", url)]
+    assert not per_job and any("/api/v1/runs" in url for url in api_calls), api_calls  # one request, not one per job
     page.get_by_label("select lr-high").check()
     page.get_by_label("select lr-low").check()
     shot(page, "40-runs-table")
@@ -84,7 +86,6 @@ def test_compare_two_finished_runs(page: Page, api_server: Server, runs: tuple[W
 
 def test_one_point_chart_and_zoom(page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]) -> None:
     world, jobs = runs
-    page.set_viewport_size(WIDE)
     ids = f"{jobs['single']['id']},{jobs['fast']['id']}"
     open_signed_in(page, api_server, world.token, f"/compare?ids={ids}&m=reward_mean")
     panel = page.get_by_test_id("panel-reward_mean")
@@ -115,7 +116,6 @@ def test_exports_match_the_api_and_checkpoint_loads(
     world, jobs = runs
     job_id = jobs["fast"]["id"]
     add_checkpoint(engine, api_server, job_id, 4)
-    page.set_viewport_size(WIDE)
     open_signed_in(page, api_server, world.token, f"/jobs/{job_id}")
     exports = page.get_by_test_id("exports")
     with page.expect_download() as info:
@@ -168,7 +168,6 @@ def test_broken_reward_and_pending_instance_show_in_list_and_page(
     stuck = running_run(engine, world, "one-pending", generation={"instances": 3})
     running, starting = InstanceStatus.running, InstanceStatus.starting
     add_instances(engine, stuck["id"], [("gen-0", running, True), ("gen-1", running, True), ("gen-2", starting, False)])
-    page.set_viewport_size(WIDE)
     open_signed_in(page, api_server, world.token, "/jobs")
     table = page.get_by_test_id("jobs-table")
     expect(table.get_by_test_id(f"run-{broken['id']}").get_by_test_id("health")).to_have_text("reward errors")
@@ -196,7 +195,6 @@ def test_broken_reward_and_pending_instance_show_in_list_and_page(
 def test_clone_round_trip_and_yaml(page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]) -> None:
     world, jobs = runs
     source = jobs["fast"]
-    page.set_viewport_size(WIDE)
     open_signed_in(page, api_server, world.token, f"/jobs/{source['id']}")
     page.get_by_role("button", name="YAML").click()
     yaml_text = page.get_by_test_id("spec-yaml").locator("pre")
@@ -222,7 +220,6 @@ def test_viewer_is_offered_no_submit(page: Page, api_server: Server, runs: tuple
 
     viewer = Api(api_server.url)
     token = viewer.login(email, PASSWORD)["token"]
-    page.set_viewport_size(WIDE)
     open_signed_in(page, api_server, token, "/jobs")
     expect(page.get_by_test_id("jobs-table")).to_contain_text("lr-high")
     expect(page.get_by_role("link", name="New job")).to_have_count(0)
