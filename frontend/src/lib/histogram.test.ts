@@ -68,3 +68,16 @@ describe("truncated", () => {
     expect(truncated([5], undefined)).toEqual({ count: 0, share: 0 });
   });
 });
+
+import { latestIterationLengths } from "./histogram";
+
+describe("latestIterationLengths", () => {
+  it("prefers the newest iteration's recorded lengths sample over the few stored samples", () => {
+    const iterations = [{ iteration: 1, metrics: { lengths: [1, 2] } }, { iteration: 2, metrics: { lengths: [5, 6, 7] } }];
+    const samples = [{ iteration: 2, length: 9 }];
+    expect(latestIterationLengths(iterations, samples)).toEqual({ iteration: 2, lengths: [5, 6, 7], source: "metrics" });
+    expect(latestIterationLengths([{ iteration: 2, metrics: {} }], [{ iteration: 1, length: 3 }, { iteration: 2, length: 9 }])).toEqual({
+      iteration: 2, lengths: [9], source: "samples",
+    });
+  });
+});

@@ -72,3 +72,20 @@ export function truncated(lengths: readonly number[], maxTokens: number | null |
   const count = lengths.filter((length) => length >= maxTokens).length;
   return { count, share: count / lengths.length };
 }
+
+/**
+ * Lengths to draw for the newest iteration: its recorded `lengths` metric (a sample of every response's length,
+ * when the runtime stores one) or else the lengths of the stored samples of that iteration.
+ */
+export function latestIterationLengths(
+  iterations: readonly { iteration: number; metrics: Record<string, unknown> }[],
+  samples: readonly { iteration: number; length: number }[],
+): { iteration: number | null; lengths: number[]; source: "metrics" | "samples" } {
+  const newest = iterations.reduce<(typeof iterations)[number] | null>((m, it) => (m && m.iteration >= it.iteration ? m : it), null);
+  const recorded = newest?.metrics.lengths;
+  if (newest && Array.isArray(recorded) && recorded.every((v) => typeof v === "number")) {
+    return { iteration: newest.iteration, lengths: recorded as number[], source: "metrics" };
+  }
+  const latest = samples.reduce<number | null>((m, s) => (m === null || s.iteration > m ? s.iteration : m), null);
+  return { iteration: latest, lengths: samples.filter((s) => s.iteration === latest).map((s) => s.length), source: "samples" };
+}

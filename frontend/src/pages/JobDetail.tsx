@@ -13,6 +13,7 @@ import { WholeJobTimeline } from "../components/WholeJobTimeline";
 import { Card, ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } from "../components/ui";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
+import { latestIterationLengths } from "../lib/histogram";
 import { scaleMarkers } from "../lib/markers";
 import { useJobHealth } from "../lib/queries";
 import { useJobLive } from "../lib/useJobLive";
@@ -73,10 +74,11 @@ export function JobDetailPage() {
   const markers = useMemo(() => scaleMarkers(live.events, live.iterations), [live.events, live.iterations]);
   const [timelineScope, setTimelineScope] = useState<"recent" | "all">("recent");
   const [lengthScope, setLengthScope] = useState<"latest" | "all">("all");
-  const lengths = useMemo(() => {
-    const latest = live.samples.reduce((m, s) => Math.max(m, s.iteration), 0);
-    return live.samples.filter((s) => lengthScope === "all" || s.iteration === latest).map((s) => s.length);
-  }, [live.samples, lengthScope]);
+  const latestLengths = useMemo(() => latestIterationLengths(live.iterations, live.samples), [live.iterations, live.samples]);
+  const lengths = useMemo(
+    () => (lengthScope === "all" ? live.samples.map((s) => s.length) : latestLengths.lengths),
+    [live.samples, lengthScope, latestLengths],
+  );
   const job = live.job;
   if (!job) {
     if (live.error instanceof ApiError && live.error.status === 404) {
@@ -175,7 +177,7 @@ export function JobDetailPage() {
           actions={
             <select aria-label="length scope" value={lengthScope} onChange={(e) => setLengthScope(e.target.value as "latest" | "all")}>
               <option value="all">all loaded samples</option>
-              <option value="latest">latest iteration</option>
+              <option value="latest">latest iteration{latestLengths.iteration !== null ? ` (${latestLengths.lengths.length} ${latestLengths.source === "metrics" ? "recorded" : "stored samples"})` : ""}</option>
             </select>
           }
         >
