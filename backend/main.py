@@ -21,7 +21,7 @@ from backend.db.session import make_engine
 from contract.settings import Settings, get_settings
 
 API_PREFIX = "/api/v1"
-OPTIONAL_ROUTERS = ("plans",)  # backend/api/routes/<name>.py exporting `router`, included when present
+OPTIONAL_ROUTERS = ("plans", "runs", "exports")  # backend/api/routes/<name>.py with `router`, included when present
 log = logging.getLogger(__name__)
 
 

@@ -1,5 +1,6 @@
 /** Routes and the signed-in shell (navigation, team switcher). Hash routing: the API serves one index.html. */
 import { HashRouter, Navigate, NavLink, Route, Routes } from "react-router";
+import { ComparePage } from "./pages/Compare";
 import { JobDetailPage } from "./pages/JobDetail";
 import { JobsPage } from "./pages/Jobs";
 import { PlannerPage } from "./pages/Planner";
@@ -28,7 +29,7 @@ function TeamSwitcher() {
 }
 
 function Shell() {
-  const { me, loading, signOut } = useSession();
+  const { me, loading, signOut, canWrite } = useSession();
   if (loading) return <div className="splash">Loading…</div>;
   if (!me) return <SignInPage />;
   return (
@@ -36,7 +37,7 @@ function Shell() {
       <nav className="topbar">
         <span className="brand">StreamRL</span>
         <NavLink to="/jobs">Jobs</NavLink>
-        <NavLink to="/submit">Submit job</NavLink>
+        {canWrite ? <NavLink to="/submit">Submit job</NavLink> : null /* viewers cannot submit: not offered */}
         <NavLink to="/planner">Planner</NavLink>
         <NavLink to="/team">Team</NavLink>
         <span className="spacer" />
@@ -53,6 +54,7 @@ function Shell() {
           <Route path="/" element={<Navigate to="/jobs" replace />} />
           <Route path="/jobs" element={<JobsPage />} />
           <Route path="/jobs/:jobId" element={<JobDetailPage />} />
+          <Route path="/compare" element={<ComparePage />} />
           <Route path="/submit" element={<SubmitJobPage />} />
           <Route path="/planner" element={<PlannerPage />} />
           <Route path="/team" element={<TeamPage />} />

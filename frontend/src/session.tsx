@@ -2,6 +2,7 @@
 import { createContext, useCallback, useContext, useEffect, useMemo, useState, type ReactNode } from "react";
 import { api, getToken, onUnauthorized, setToken, unwrap } from "./api/client";
 import type { Me } from "./api/types";
+import { queryClient } from "./lib/queries";
 
 interface SessionValue {
   me: Me | null;
@@ -27,6 +28,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const signOut = useCallback(() => {
     setToken(null);
     setMe(null);
+    queryClient.clear(); // cached answers belong to the signed-out session
   }, []);
 
   useEffect(() => onUnauthorized(signOut), [signOut]);
@@ -59,6 +61,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     async (teamId: number) => {
       const answer = await unwrap(api.POST("/api/v1/auth/switch-team", { body: { team_id: teamId } }));
       setToken(answer.token);
+      queryClient.clear(); // every cached answer is scoped to the previous team
       await loadMe();
     },
     [loadMe],

@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "streamrl.cli.plan_cmds",  # plan
     "streamrl.cli.make_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
     "streamrl.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
+    "streamrl.cli.checkpoints",  # checkpoints list|download
 ]
 
 app = typer.Typer(

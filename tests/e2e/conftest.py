@@ -112,9 +112,10 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
-    """A fresh browser context (no shared localStorage) with a 1440x1000 viewport; console errors are logged to
-    test-artifacts/e2e/console.log (expected ones too, e.g. the 422 and 404 answers the tests provoke)."""
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    """A fresh browser context (no shared localStorage) with a 1400x1000 viewport (the screenshot width); console
+    errors are logged to test-artifacts/e2e/console.log (expected ones too, e.g. the 422 and 404 answers the tests
+    provoke)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(15_000)
     tab = context.new_page()
     console_errors: list[str] = []

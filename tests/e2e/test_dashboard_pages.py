@@ -24,6 +24,10 @@ def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api:
     page.get_by_role("button", name="Create key").click()
     secret = page.get_by_test_id("new-key-secret").locator("code")
     expect(secret).to_have_text(re.compile(r"^srl_"))
+    card = page.get_by_test_id("new-key-secret").bounding_box()
+    code = secret.bounding_box()
+    assert card and code and code["x"] + code["width"] <= card["x"] + card["width"]  # the secret stays in its card
+    expect(page.get_by_test_id("new-key-secret").get_by_role("button", name="Copy")).to_be_visible()
     token = secret.inner_text()
     assert make_api().http.get("/jobs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     page.get_by_role("button", name="done").click()
@@ -56,6 +60,12 @@ def test_planner_what_if(page: Page, api_server: Server, make_api: MakeApi) -> N
     expect(plan.locator(".uplot")).to_have_count(3)
     expect(plan.get_by_test_id("timeline").locator(".lane").first).to_be_visible()
     shot(page, "30-planner")
+
+    page.locator("input[name=median]").fill("99999")  # above max tokens: refused before planning
+    page.get_by_role("button", name="Plan").click()
+    median_field = page.locator(".field", has=page.locator("input[name=median]"))
+    expect(median_field.locator(".field-error")).to_contain_text("cannot exceed max tokens")
+    page.locator("input[name=median]").fill("2000")
 
     page.locator("input[name=count]").fill("0")
     page.get_by_role("button", name="Plan").click()

@@ -50,10 +50,13 @@ def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api: M
 
     page.get_by_role("link", name="Submit job").click()
     expect(page.locator("select[name=model]")).to_have_value("tiny-1m")
+    expect(page.locator("select[name=dataset_source]")).to_have_value("builtin")  # no dataset uploaded yet
+    page.locator("select[name=dataset_source]").select_option("uploaded")
 
     upload(page, "bad.jsonl", BAD_JSONL)
     upload_error = page.locator(".upload .field-error")
     expect(upload_error).to_contain_text("line 2")
+    expect(upload_error).not_to_contain_text("file.line")  # the line is named once, not as a field path too
     shot(page, "02-dataset-line-error")
 
     upload(page, "arith.jsonl", GOOD_JSONL)
@@ -90,6 +93,10 @@ def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api: M
     expect(page.get_by_test_id("target-instances")).to_have_text("3")
     shot(page, "04b-scaling-quota")
 
+    page.once("dialog", lambda dialog: dialog.dismiss())  # cancel asks first; saying no keeps the job
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_test_id("status").first).not_to_have_text("cancelled")
+    page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Cancel").click()
     expect(page.get_by_test_id("status").first).to_have_text("cancelled")
     expect(page.get_by_role("button", name="scale up")).to_be_disabled()
@@ -109,9 +116,12 @@ def test_team_workflow_and_isolation(page: Page, api_server: Server, make_api: M
     sign_up(page, api_server, bob, f"team-b-{tag}")
     expect(page.get_by_test_id("jobs-table").locator("tbody tr")).to_have_count(0)
     page.get_by_role("link", name="Submit job").click()
+    expect(page.locator("select[name=dataset_source]")).to_have_value("builtin")  # no dataset uploaded yet
+    page.locator("select[name=dataset_source]").select_option("uploaded")
     expect(page.locator("select[name=dataset] option")).to_have_count(1)  # only the placeholder
     page.goto(f"{api_server.url}/#/jobs/{job_id}")
-    expect(page.get_by_role("alert")).to_contain_text(re.compile("not found", re.I))
+    expect(page.get_by_test_id("job-not-found")).to_contain_text(re.compile("not found", re.I))
+    expect(page.get_by_role("link", name="Back to runs")).to_be_visible()  # a way back
     shot(page, "06-other-team-not-found")
     other = make_api()
     other.login(bob, PASSWORD)

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from backend.schemas.spec import RewardSpec
+
 from workers.rewards.builtins import bind_builtin
 
 MAX_TIMEOUT_S = 60.0

@@ -272,6 +272,106 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/jobs/{job_id}/export/checkpoints/{iteration}.tar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Checkpoint Export
+         * @description The checkpoint saved at `iteration` as an uncompressed tar of its HF directory, streamed.
+         */
+        get: operations["checkpoint_export_api_v1_jobs__job_id__export_checkpoints__iteration__tar_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/export/events.jsonl": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Events Export
+         * @description The job's events, oldest first, one JSON object per line.
+         */
+        get: operations["events_export_api_v1_jobs__job_id__export_events_jsonl_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/export/metrics.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Metrics Csv Export
+         * @description Every iteration's metrics as CSV: iteration, created_at, then the metric keys sorted.
+         */
+        get: operations["metrics_csv_export_api_v1_jobs__job_id__export_metrics_csv_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/export/metrics.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Metrics Json Export
+         * @description Every iteration's metrics as a JSON array (the same objects as GET /jobs/{id}/iterations).
+         */
+        get: operations["metrics_json_export_api_v1_jobs__job_id__export_metrics_json_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/health": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job Health
+         * @description What the job is doing, from instance rows, iteration times and metrics, events and its error.
+         */
+        get: operations["job_health_api_v1_jobs__job_id__health_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/jobs/{job_id}/iterations": {
         parameters: {
             query?: never;
@@ -366,6 +466,26 @@ export interface paths {
          * @description Set the target generation instances and/or autoscaling (403 naming `max_generation_instances`).
          */
         post: operations["scale_job_api_v1_jobs__job_id__scale_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/spec.yaml": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job Spec Yaml
+         * @description The job's spec as YAML (copy it into a file for `streamrl jobs submit`).
+         */
+        get: operations["job_spec_yaml_api_v1_jobs__job_id__spec_yaml_get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -556,6 +676,26 @@ export interface paths {
          * @description Database and Redis reachable: 200, else 503 naming what is down.
          */
         get: operations["ready_api_v1_ready_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Runs
+         * @description The team's jobs with health, duration and eval reward: the whole runs table in one request.
+         */
+        get: operations["list_runs_api_v1_runs_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1012,6 +1152,24 @@ export interface components {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
         };
+        /**
+         * InstanceHealth
+         * @description Generation instances by what the database says they are doing (not what was asked for).
+         */
+        InstanceHealth: {
+            /** Dead Recent */
+            dead_recent: number;
+            /** Oldest Pending S */
+            oldest_pending_s: number | null;
+            /** Pending */
+            pending: number;
+            /** Running */
+            running: number;
+            /** Silent */
+            silent: number;
+            /** Target */
+            target: number;
+        };
         /** IterationPublic */
         IterationPublic: {
             /**
@@ -1043,6 +1201,31 @@ export interface components {
             kind: string;
             /** Message */
             message: string;
+        };
+        /** JobHealth */
+        JobHealth: {
+            /** Healthy */
+            healthy: boolean;
+            instances: components["schemas"]["InstanceHealth"];
+            /** Last Progress At */
+            last_progress_at: string | null;
+            /** Latest Error */
+            latest_error: string | null;
+            /** Reward Errors Latest */
+            reward_errors_latest: number;
+            /** Reward Errors Total */
+            reward_errors_total: number;
+            /** Seconds Since Progress */
+            seconds_since_progress: number | null;
+            /** Stall After S */
+            stall_after_s: number;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "queued" | "paused" | "generating" | "waiting_for_instances" | "stalled" | "crash_looping" | "reward_errors" | "succeeded" | "failed" | "cancelled";
+            /** Summary */
+            summary: string;
         };
         /** JobPublic */
         JobPublic: {
@@ -1292,6 +1475,13 @@ export interface components {
             count: number;
             /** Data */
             data: components["schemas"]["ModelPublic"][];
+        };
+        /** Page[RunPublic] */
+        Page_RunPublic_: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["RunPublic"][];
         };
         /** Page[SamplePublic] */
         Page_SamplePublic_: {
@@ -1548,6 +1738,56 @@ export interface components {
          * @enum {string}
          */
         Role: "viewer" | "member" | "admin" | "owner";
+        /**
+         * RunPublic
+         * @description A row of the runs table: the job plus what the table sorts and filters by.
+         */
+        RunPublic: {
+            /** Autoscale */
+            autoscale: boolean;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Created By */
+            created_by: number | null;
+            /** Created By Email */
+            created_by_email: string | null;
+            /** Duration S */
+            duration_s: number | null;
+            /** Error */
+            error: string | null;
+            /** Eval Reward */
+            eval_reward: number | null;
+            /** Finished At */
+            finished_at: string | null;
+            health: components["schemas"]["JobHealth"];
+            /** Id */
+            id: number;
+            /** Latest Metrics */
+            latest_metrics: {
+                [key: string]: unknown;
+            } | null;
+            /** Name */
+            name: string;
+            progress: components["schemas"]["Progress"];
+            /** Ptl Profile */
+            ptl_profile: {
+                [key: string]: unknown;
+            } | null;
+            /** Running Instances */
+            running_instances: number;
+            /** Spec */
+            spec: {
+                [key: string]: unknown;
+            };
+            /** Started At */
+            started_at: string | null;
+            status: components["schemas"]["JobStatus"];
+            /** Target Instances */
+            target_instances: number;
+        };
         /** SamplePublic */
         SamplePublic: {
             /** Instance Id */
@@ -2166,6 +2406,164 @@ export interface operations {
             };
         };
     };
+    checkpoint_export_api_v1_jobs__job_id__export_checkpoints__iteration__tar_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+                iteration: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the checkpoint's HF directory */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-tar": unknown;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    events_export_api_v1_jobs__job_id__export_events_jsonl_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description one JSON event per line */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": unknown;
+                    "text/plain": string;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    metrics_csv_export_api_v1_jobs__job_id__export_metrics_csv_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description one row per iteration, one column per metric */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": unknown;
+                    "text/plain": string;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    metrics_json_export_api_v1_jobs__job_id__export_metrics_json_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IterationPublic"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    job_health_api_v1_jobs__job_id__health_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobHealth"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     list_iterations_api_v1_jobs__job_id__iterations_get: {
         parameters: {
             query?: {
@@ -2318,6 +2716,38 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    job_spec_yaml_api_v1_jobs__job_id__spec_yaml_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the JobSpec as YAML */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/yaml": unknown;
+                    "text/plain": string;
                 };
             };
             /** @description Validation Error */
@@ -2671,6 +3101,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+        };
+    };
+    list_runs_api_v1_runs_get: {
+        parameters: {
+            query?: {
+                status?: components["schemas"]["JobStatus"] | null;
+                /** @description substring of the job name */
+                name?: string | null;
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_RunPublic_"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
             };
         };
     };

@@ -27,3 +27,7 @@ export const JOB_STATUSES: readonly JobStatus[] = ["queued", "starting", "runnin
 export function jobSpec(job: Job): JobSpec {
   return job.spec as unknown as JobSpec;
 }
+export type Run = Schemas["RunPublic"];
+export type JobHealth = Schemas["JobHealth"];
+export type HealthState = JobHealth["state"];
+export type Checkpoint = Schemas["CheckpointPublic"];

@@ -1,12 +1,16 @@
-/** Response-length histogram: regular bins vs the long tail (top alpha share), with p50 / p99 and their skew. */
+/**
+ * Response-length histogram: regular bins vs the long tail (top alpha share), with p50 / p99 and their skew, and
+ * the `max_tokens` cut-off with the share of responses it truncated.
+ */
 import { useMemo } from "react";
-import { lengthHistogram } from "../lib/histogram";
+import { lengthHistogram, truncated } from "../lib/histogram";
 import { BarChart } from "./BarChart";
 
 const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toFixed(digits) : "–");
 
-export function LengthHistogram({ lengths, alpha = 0.2 }: { lengths: number[]; alpha?: number }) {
+export function LengthHistogram({ lengths, alpha = 0.2, maxTokens }: { lengths: number[]; alpha?: number; maxTokens?: number }) {
   const hist = useMemo(() => lengthHistogram(lengths, 24, alpha), [lengths, alpha]);
+  const cut = useMemo(() => truncated(lengths, maxTokens), [lengths, maxTokens]);
   const categories = useMemo(() => hist.bins.map((b) => `${b.lo}`), [hist]);
   const series = useMemo(
     () => [
@@ -26,6 +30,11 @@ export function LengthHistogram({ lengths, alpha = 0.2 }: { lengths: number[]; a
         <span>max <b>{fmt(hist.max)}</b></span>
         <span className={hist.skew >= 3 ? "warn" : ""}>p99/p50 skew <b>{fmt(hist.skew, 2)}×</b></span>
         <span>tail ≥ <b>{fmt(hist.tailThreshold)}</b> tokens ({hist.tailCount} of {lengths.length})</span>
+        {maxTokens ? (
+          <span className={cut.share >= 0.1 ? "warn" : ""} data-testid="truncated">
+            max_tokens <b>{maxTokens}</b>: <b>{(cut.share * 100).toFixed(0)}%</b> truncated ({cut.count})
+          </span>
+        ) : null}
       </div>
       <BarChart categories={categories} series={series} xLabel="response length (tokens)" yLabel="samples" height={180} />
     </div>

@@ -57,3 +57,27 @@ describe("lengthHistogram", () => {
     expect(() => lengthHistogram([1], 0)).toThrow(/binCount/);
   });
 });
+
+import { truncated } from "./histogram";
+
+describe("truncated", () => {
+  it("counts responses that reached max_tokens and their share", () => {
+    expect(truncated([10, 64, 64, 30], 64)).toEqual({ count: 2, share: 0.5 });
+    expect(truncated([10, 20], 64)).toEqual({ count: 0, share: 0 });
+    expect(truncated([], 64)).toEqual({ count: 0, share: 0 });
+    expect(truncated([5], undefined)).toEqual({ count: 0, share: 0 });
+  });
+});
+
+import { latestIterationLengths } from "./histogram";
+
+describe("latestIterationLengths", () => {
+  it("prefers the newest iteration's recorded lengths sample over the few stored samples", () => {
+    const iterations = [{ iteration: 1, metrics: { lengths: [1, 2] } }, { iteration: 2, metrics: { lengths: [5, 6, 7] } }];
+    const samples = [{ iteration: 2, length: 9 }];
+    expect(latestIterationLengths(iterations, samples)).toEqual({ iteration: 2, lengths: [5, 6, 7], source: "metrics" });
+    expect(latestIterationLengths([{ iteration: 2, metrics: {} }], [{ iteration: 1, length: 3 }, { iteration: 2, length: 9 }])).toEqual({
+      iteration: 2, lengths: [9], source: "samples",
+    });
+  });
+});

@@ -65,3 +65,27 @@ export function lengthHistogram(lengths: readonly number[], binCount = 24, alpha
     tailCount: lengths.filter((length) => length >= tailThreshold).length,
   };
 }
+
+/** How many responses hit the `max_tokens` cut-off (length >= maxTokens: generation was stopped, not finished). */
+export function truncated(lengths: readonly number[], maxTokens: number | null | undefined): { count: number; share: number } {
+  if (!maxTokens || lengths.length === 0) return { count: 0, share: 0 };
+  const count = lengths.filter((length) => length >= maxTokens).length;
+  return { count, share: count / lengths.length };
+}
+
+/**
+ * Lengths to draw for the newest iteration: its recorded `lengths` metric (a sample of every response's length,
+ * when the runtime stores one) or else the lengths of the stored samples of that iteration.
+ */
+export function latestIterationLengths(
+  iterations: readonly { iteration: number; metrics: Record<string, unknown> }[],
+  samples: readonly { iteration: number; length: number }[],
+): { iteration: number | null; lengths: number[]; source: "metrics" | "samples" } {
+  const newest = iterations.reduce<(typeof iterations)[number] | null>((m, it) => (m && m.iteration >= it.iteration ? m : it), null);
+  const recorded = newest?.metrics.lengths;
+  if (newest && Array.isArray(recorded) && recorded.every((v) => typeof v === "number")) {
+    return { iteration: newest.iteration, lengths: recorded as number[], source: "metrics" };
+  }
+  const latest = samples.reduce<number | null>((m, s) => (m === null || s.iteration > m ? s.iteration : m), null);
+  return { iteration: latest, lengths: samples.filter((s) => s.iteration === latest).map((s) => s.length), source: "samples" };
+}

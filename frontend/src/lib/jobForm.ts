@@ -68,3 +68,66 @@ export function toSpec(form: JobForm): Record<string, unknown> {
     },
   };
 }
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
+const str = (v: unknown, fallback: string) => (v === null || v === undefined ? fallback : String(v));
+
+/** The form pre-filled from an existing job's spec (clone); fields the form does not show stay in the base spec. */
+export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
+  const get = (path: string): unknown => path.split(".").reduce<unknown>((node, key) => (isObj(node) ? node[key] : undefined), spec);
+  const form = { ...defaults };
+  for (const key of Object.keys(defaults) as (keyof JobForm)[]) {
+    if (key === "dataset.source") continue;
+    const value = key === "reward.type" ? get("reward.type") : get(key);
+    if (value === null && (key === "generation.instances" || key === "dataset.id")) (form as Record<string, string>)[key] = "";
+    else if (value !== undefined && value !== null && typeof value !== "object") (form as Record<string, string>)[key] = String(value);
+  }
+  form.name = `${str(spec.name, "job")}-clone`;
+  form["dataset.source"] = get("dataset.builtin") ? "builtin" : "uploaded";
+  return form;
+}
+
+/**
+ * The form's spec laid over the spec it was cloned from: nested sections merge (so e.g. `checkpoint`, `top_p` or
+ * reward params survive), but a dataset whose source changed (built-in vs uploaded) or a reward whose type changed
+ * is replaced whole, never mixed.
+ */
+export function mergeSpec(base: Obj, patch: Obj): Obj {
+  const out: Obj = { ...base };
+  for (const [key, value] of Object.entries(patch)) {
+    const old = base[key];
+    const replace =
+      (key === "dataset" && isObj(old) && isObj(value) && Boolean(old.builtin) !== Boolean(value.builtin)) ||
+      (key === "reward" && isObj(old) && isObj(value) && old.type !== value.type);
+    if (value === undefined) continue;
+    out[key] = !replace && isObj(old) && isObj(value) ? mergeSpec(old, value) : value;
+  }
+  return out;
+}
+
+const NUMERIC: (keyof JobForm)[] = [
+  "dataset.num_prompts", "algorithm.group_size", "algorithm.kl_coef", "max_staleness", "generation.instances",
+  "generation.batch_size", "generation.max_tokens", "generation.temperature", "training.devices", "training.iterations",
+  "training.prompts_per_iteration", "training.lr", "autoscale.min_instances", "autoscale.max_instances",
+];
+
+/**
+ * Mistakes the form can see before sending, all at once (the API validates cross-field rules only after every field
+ * parses, so it would report them one round-trip at a time): non-numbers, and min above max instances.
+ */
+export function localErrors(form: JobForm): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of NUMERIC) {
+    const raw = form[key].trim();
+    if (raw !== "" && !Number.isFinite(Number(raw))) out[key] = `"${raw}" is not a number`;
+  }
+  if (form["autoscale.policy"] === "auto" || form["autoscale.min_instances"] || form["autoscale.max_instances"]) {
+    const [lo, hi] = [Number(form["autoscale.min_instances"]), Number(form["autoscale.max_instances"])];
+    if (Number.isFinite(lo) && Number.isFinite(hi) && form["autoscale.min_instances"] && form["autoscale.max_instances"] && lo > hi) {
+      out["autoscale.min_instances"] = `min (${lo}) is above max (${hi})`;
+      out["autoscale.max_instances"] = `max (${hi}) is below min (${lo})`;
+    }
+  }
+  return out;
+}

@@ -58,3 +58,26 @@ describe("layoutTimeline", () => {
     expect(kept).toHaveLength(1);
   });
 });
+
+import { panView, timeTicks, zoomView } from "./timeline";
+
+describe("whole-job view", () => {
+  it("zooms around a centre and stays inside the job", () => {
+    expect(zoomView({ from: 0, to: 1 }, 0.5)).toEqual({ from: 0.25, to: 0.75 });
+    expect(zoomView({ from: 0, to: 1 }, 0.5, 0)).toEqual({ from: 0, to: 0.5 });
+    expect(zoomView({ from: 0.25, to: 0.75 }, 4)).toEqual({ from: 0, to: 1 });
+  });
+
+  it("pans without leaving [0, 1] or changing the width", () => {
+    expect(panView({ from: 0.2, to: 0.4 }, 0.1)).toEqual({ from: 0.30000000000000004, to: 0.5 });
+    expect(panView({ from: 0.2, to: 0.4 }, 5)).toEqual({ from: 0.8, to: 1 });
+    expect(panView({ from: 0.2, to: 0.4 }, -5)).toEqual({ from: 0, to: 0.2 });
+  });
+
+  it("labels evenly spaced ticks with wall-clock time", () => {
+    const ticks = timeTicks(1000, 1100, 3);
+    expect(ticks.map((t) => [t.t, t.x])).toEqual([[1000, 0], [1050, 0.5], [1100, 1]]);
+    expect(ticks[0].label).toMatch(/^\d\d:\d\d:\d\d$/);
+    expect(timeTicks(5, 5)).toEqual([]);
+  });
+});

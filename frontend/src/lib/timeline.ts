@@ -87,3 +87,43 @@ export function layoutTimeline(
 export function pruneSpans<T extends Span>(spans: readonly T[], since: number): T[] {
   return spans.filter((span) => span.end === null || toSeconds(span.end) >= since);
 }
+
+/** A visible part of the whole job as shares of its extent: 0 <= from < to <= 1. */
+export interface View {
+  from: number;
+  to: number;
+}
+
+const MIN_WIDTH = 0.002;
+
+/** Zoom around `center` (a share of the extent; default the view's middle) by `factor` (<1 zooms in), kept inside [0, 1]. */
+export function zoomView(view: View, factor: number, center = (view.from + view.to) / 2): View {
+  const width = Math.min(1, Math.max(MIN_WIDTH, (view.to - view.from) * factor));
+  const left = center - (center - view.from) * (width / (view.to - view.from));
+  return clampView(left, width);
+}
+
+/** Move the view by `delta` (a share of the extent), same width, kept inside [0, 1]. */
+export function panView(view: View, delta: number): View {
+  return clampView(view.from + delta, view.to - view.from);
+}
+
+function clampView(left: number, width: number): View {
+  const from = Math.min(Math.max(0, left), 1 - width);
+  return { from, to: from + width };
+}
+
+/** `count` evenly spaced tick times across [start, end] (epoch seconds), with labels as wall-clock time. */
+export function timeTicks(start: number, end: number, count = 6): { t: number; x: number; label: string }[] {
+  if (!(end > start) || count < 2) return [];
+  const span = end - start;
+  const withSeconds = span < 3600 * 6;
+  return Array.from({ length: count }, (_, i) => {
+    const t = start + (span * i) / (count - 1);
+    const date = new Date(t * 1000);
+    const hh = String(date.getHours()).padStart(2, "0");
+    const mm = String(date.getMinutes()).padStart(2, "0");
+    const ss = String(date.getSeconds()).padStart(2, "0");
+    return { t, x: i / (count - 1), label: withSeconds ? `${hh}:${mm}:${ss}` : `${hh}:${mm}` };
+  });
+}

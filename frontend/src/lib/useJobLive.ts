@@ -41,10 +41,19 @@ export function useJobLive(jobId: number): JobLive {
   const [connected, setConnected] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const alive = useRef(true);
+  const lastEventId = useRef(0);
 
   const reloadJob = useCallback(async () => {
     const fresh = await unwrap(api.GET("/api/v1/jobs/{job_id}", { params: { path: { job_id: jobId } } }));
     if (alive.current) setJob(fresh);
+  }, [jobId]);
+
+  /** Events after the newest one held: every kind shows up within one poll even when nobody published it live. */
+  const loadNewEvents = useCallback(async () => {
+    const page = await unwrap(
+      api.GET("/api/v1/jobs/{job_id}/events", { params: { path: { job_id: jobId }, query: { after_id: lastEventId.current, limit: MAX_EVENTS } } }),
+    );
+    if (alive.current && page.data.length) setEvents((cur) => mergeByKey(cur, page.data, (ev) => ev.id, MAX_EVENTS).sort((a, b) => a.id - b.id));
   }, [jobId]);
 
   const loadSnapshot = useCallback(async () => {
@@ -64,6 +73,7 @@ export function useJobLive(jobId: number): JobLive {
 
   useEffect(() => {
     alive.current = true;
+    lastEventId.current = 0;
     setJob(null);
     setIterations([]);
     setEvents([]);
@@ -117,9 +127,12 @@ export function useJobLive(jobId: number): JobLive {
       onRefused: (status, body) => setError(new ApiError(status, body)),
       onMessage: (message) => handlers[message.event]?.(JSON.parse(message.data)),
     });
-    // Transitions made by the controller (admission, instance counts) are not all published live: poll the row too.
+    // Transitions made by the controller (admission, instance counts) are not all published live: poll the row and
+    // the events after the newest one held too.
     const poll = setInterval(() => {
-      if (!document.hidden) reloadJob().catch(setError);
+      if (document.hidden) return;
+      reloadJob().catch(setError);
+      loadNewEvents().catch(setError);
     }, JOB_POLL_MS);
     return () => {
       alive.current = false;
@@ -127,7 +140,11 @@ export function useJobLive(jobId: number): JobLive {
       clearTimeout(finalReload);
       stream.close();
     };
-  }, [jobId, reloadJob, loadSnapshot]);
+  }, [jobId, reloadJob, loadSnapshot, loadNewEvents]);
+
+  useEffect(() => {
+    lastEventId.current = events.reduce((m, ev) => Math.max(m, ev.id), 0);
+  }, [events]);
 
   return { job, iterations, events, spans, samples, connected, error, setJob, reloadJob };
 }

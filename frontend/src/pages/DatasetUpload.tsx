@@ -31,7 +31,9 @@ export function DatasetUpload({ onUploaded }: { onUploaded: (dataset: Dataset) =
       setDone(`uploaded ${dataset.name}: ${dataset.row_count} rows`);
       onUploaded(dataset);
     } catch (caught) {
-      setError(caught instanceof ApiError || caught instanceof Error ? caught.message : String(caught));
+      // a 422 names the line in its loc and again in its message: show the messages only ("line 2: invalid JSON")
+      const lines = caught instanceof ApiError ? Object.values(caught.fields) : [];
+      setError(lines.length ? lines.join("; ") : caught instanceof Error ? caught.message : String(caught));
     } finally {
       setBusy(false);
     }

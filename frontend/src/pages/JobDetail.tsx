@@ -1,17 +1,26 @@
-/** One job, live over SSE: throughput, reward/KL, long-tail lengths, staleness, pipeline timeline, scaling, samples. */
+/**
+ * One job, live over SSE: health, throughput, reward/KL, reward errors, long-tail lengths, staleness, pipeline
+ * timeline, scaling, samples; exports, spec YAML and clone.
+ */
 import { useEffect, useMemo, useState } from "react";
-import { Link, useParams } from "react-router";
-import { api, unwrap } from "../api/client";
+import { Link, useNavigate, useParams } from "react-router";
+import { api, ApiError, unwrap } from "../api/client";
+import { HealthBadge, HealthBanner } from "../components/HealthBadge";
 import { LengthHistogram } from "../components/LengthHistogram";
 import { LineChart, type LineSeries } from "../components/LineChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
+import { WholeJobTimeline } from "../components/WholeJobTimeline";
 import { Card, ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } from "../components/ui";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
+import { latestIterationLengths } from "../lib/histogram";
+import { scaleMarkers } from "../lib/markers";
+import { useJobHealth } from "../lib/queries";
 import { useJobLive } from "../lib/useJobLive";
 import { useSession } from "../session";
 import { Checkpoints } from "./Checkpoints";
 import { EventsLog } from "./EventsLog";
+import { ExportMenu, SpecYaml } from "./JobTools";
 import { SampleBrowser } from "./SampleBrowser";
 import { ScalingPanel } from "./ScalingPanel";
 
@@ -27,6 +36,9 @@ const ACTIONS: Record<Action, string[]> = {
 export function JobDetailPage() {
   const jobId = Number(useParams().jobId);
   const live = useJobLive(jobId);
+  const health = useJobHealth(jobId).data;
+  const navigate = useNavigate();
+  const [showYaml, setShowYaml] = useState(false);
   const { canWrite } = useSession();
   const [actionError, setActionError] = useState<unknown>(null);
   const [now, setNow] = useState(() => Date.now() / 1000);
@@ -54,23 +66,40 @@ export function JobDetailPage() {
         s("weight_sync_seconds", "weight sync s", COLORS.orange),
       ],
       skew: [s("skew_p99_p50", "p99/p50 skew", COLORS.orange), s("len_p99", "p99 length", COLORS.purple, "right")],
+      rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
+      instances: [s("instances", "producing instances", COLORS.blue), s("instances_live", "live instance rows", COLORS.grey)],
     };
   }, [live.iterations]);
 
+  const markers = useMemo(() => scaleMarkers(live.events, live.iterations), [live.events, live.iterations]);
+  const [timelineScope, setTimelineScope] = useState<"recent" | "all">("recent");
   const [lengthScope, setLengthScope] = useState<"latest" | "all">("all");
-  const lengths = useMemo(() => {
-    const latest = live.samples.reduce((m, s) => Math.max(m, s.iteration), 0);
-    return live.samples.filter((s) => lengthScope === "all" || s.iteration === latest).map((s) => s.length);
-  }, [live.samples, lengthScope]);
+  const latestLengths = useMemo(() => latestIterationLengths(live.iterations, live.samples), [live.iterations, live.samples]);
+  const lengths = useMemo(
+    () => (lengthScope === "all" ? live.samples.map((s) => s.length) : latestLengths.lengths),
+    [live.samples, lengthScope, latestLengths],
+  );
   const job = live.job;
   if (!job) {
-    return live.error ? <ErrorBanner error={live.error} /> : <div className="splash">Loading job…</div>;
+    if (live.error instanceof ApiError && live.error.status === 404) {
+      return (
+        <div className="not-found" data-testid="job-not-found">
+          <h2>Job #{jobId} not found</h2>
+          <p className="muted">It does not exist or belongs to another team.</p>
+          <Link className="button" to="/jobs">← Back to runs</Link>
+        </div>
+      );
+    }
+    return live.error ? (
+      <div><ErrorBanner error={live.error} /><Link to="/jobs">← Back to runs</Link></div>
+    ) : <div className="splash">Loading job…</div>;
   }
   const latest = (job.latest_metrics ?? {}) as Record<string, unknown>;
   const spec = jobSpec(job);
   const alpha = spec.dispatch?.alpha ?? 0.2;
 
   const act = async (action: Action) => {
+    if (action === "cancel" && !window.confirm(`Cancel job "${job.name}" (#${job.id})? It cannot be resumed.`)) return;
     setActionError(null);
     try {
       const path = { params: { path: { job_id: job.id } } };
@@ -93,6 +122,7 @@ export function JobDetailPage() {
           <Link to="/jobs" className="muted">← Jobs</Link>
           <h2>
             {job.name} <span className="muted">#{job.id}</span> <StatusBadge status={job.status} />
+            {health ? <HealthBadge health={health} /> : null}
             <span className={`live-dot ${live.connected ? "on" : ""}`} title={live.connected ? "live" : "reconnecting"} />
           </h2>
           <div className="muted">
@@ -108,10 +138,15 @@ export function JobDetailPage() {
                 </button>
               ))
             : null}
+          {canWrite ? <button onClick={() => navigate(`/submit?from=${job.id}`)}>Clone</button> : null}
+          <button onClick={() => setShowYaml((v) => !v)} aria-pressed={showYaml}>YAML</button>
         </div>
       </div>
       <ErrorBanner error={actionError} />
-      {job.error ? <div className="banner banner-error">Job failed: {job.error}</div> : null}
+      {job.error && health?.state !== "failed" ? <div className="banner banner-error">Job failed: {job.error}</div> : null}
+      {health ? <HealthBanner health={health} /> : null}
+      <ExportMenu jobId={job.id} />
+      {showYaml ? <Card title="Spec (YAML)" className="yaml-card"><SpecYaml jobId={job.id} /></Card> : null}
 
       <div className="kpis" data-testid="kpis">
         <Kpi label="samples/s" value={formatNumber(latest.samples_per_s, 1)} />
@@ -120,31 +155,48 @@ export function JobDetailPage() {
         <Kpi label="KL" value={formatNumber(latest.kl, 4)} />
         <Kpi label="p99/p50 skew" value={formatNumber(latest.skew_p99_p50, 2)} />
         <Kpi label="staleness" value={formatNumber(latest.staleness_mean, 2)} />
-        <Kpi label="instances" value={`${job.running_instances ?? 0} / ${job.target_instances ?? 0}`} />
+        <Kpi
+          label="instances"
+          value={health ? `${health.instances.running} / ${health.instances.target}` : `${job.running_instances ?? 0} / ${job.target_instances ?? 0}`}
+          note={health && (health.instances.pending || health.instances.silent)
+            ? [health.instances.pending ? `${health.instances.pending} pending` : "", health.instances.silent ? `${health.instances.silent} silent` : ""].filter(Boolean).join(", ")
+            : undefined}
+        />
         <Kpi label="iteration" value={`${job.progress?.iteration ?? 0}`} />
       </div>
 
       <div className="grid">
-        <Card title="Throughput"><LineChart series={series.throughput} /></Card>
-        <Card title="Reward and KL"><LineChart series={series.reward} /></Card>
+        <Card title="Throughput"><LineChart series={series.throughput} markers={markers} /></Card>
+        <Card title="Reward and KL"><LineChart series={series.reward} markers={markers} /></Card>
+        <Card title={`Reward errors${health?.reward_errors_total ? ` (${health.reward_errors_total} in all)` : ""}`}>
+          <div data-testid="reward-errors-chart"><LineChart series={series.rewardErrors} /></div>
+        </Card>
+        <Card title="Instances over iterations"><LineChart series={series.instances} markers={markers} /></Card>
         <Card
           title="Response lengths (long tail)"
           actions={
             <select aria-label="length scope" value={lengthScope} onChange={(e) => setLengthScope(e.target.value as "latest" | "all")}>
               <option value="all">all loaded samples</option>
-              <option value="latest">latest iteration</option>
+              <option value="latest">latest iteration{latestLengths.iteration !== null ? ` (${latestLengths.lengths.length} ${latestLengths.source === "metrics" ? "recorded" : "stored samples"})` : ""}</option>
             </select>
           }
         >
-          <LengthHistogram lengths={lengths} alpha={alpha} />
+          <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.generation?.max_tokens} />
         </Card>
         <Card title="Skew over iterations"><LineChart series={series.skew} /></Card>
-        <Card title="Pipeline timeline" className="wide">
-          <PipelineTimeline spans={live.spans} now={now} />
+        <Card title="Pipeline timeline" className="wide" actions={
+          <select aria-label="timeline scope" value={timelineScope} onChange={(e) => setTimelineScope(e.target.value as "recent" | "all")}>
+            <option value="recent">last 2 minutes (live)</option>
+            <option value="all">whole job</option>
+          </select>
+        }>
+          {timelineScope === "recent"
+            ? <PipelineTimeline spans={live.spans} now={now} />
+            : <WholeJobTimeline jobId={job.id} live={!["succeeded", "failed", "cancelled"].includes(job.status)} />}
         </Card>
-        <Card title="Iteration time breakdown"><LineChart series={series.time} /></Card>
-        <Card title="Staleness"><LineChart series={series.staleness} /></Card>
-        <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
+        <Card title="Iteration time breakdown"><LineChart series={series.time} markers={markers} /></Card>
+        <Card title="Staleness"><LineChart series={series.staleness} markers={markers} /></Card>
+        <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} health={health} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
         <Card title="Checkpoints" className="wide"><Checkpoints jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status} /></Card>
         <Card title="Samples" className="wide"><SampleBrowser samples={live.samples} /></Card>
@@ -153,11 +205,11 @@ export function JobDetailPage() {
   );
 }
 
-function Kpi({ label, value }: { label: string; value: string }) {
+function Kpi({ label, value, note }: { label: string; value: string; note?: string }) {
   return (
     <div className="kpi" data-testid={`kpi-${label}`}>
       <span className="kpi-value">{value}</span>
-      <span className="kpi-label">{label}</span>
+      <span className="kpi-label">{label}{note ? <b className="kpi-note"> · {note}</b> : null}</span>
     </div>
   );
 }

@@ -2,10 +2,10 @@
 import { useState, type FormEvent } from "react";
 import { api, unwrap } from "../api/client";
 import { Card, ErrorBanner, formatTime } from "../components/ui";
-import { usePolling } from "../lib/usePolling";
+import { useApiQuery } from "../lib/queries";
 
 export function ModelsCard({ canWrite }: { canWrite: boolean }) {
-  const models = usePolling(() => unwrap(api.GET("/api/v1/models")), [], 0);
+  const models = useApiQuery(["models"], () => unwrap(api.GET("/api/v1/models")));
   const [name, setName] = useState("");
   const [path, setPath] = useState("");
   const [error, setError] = useState<unknown>(null);

@@ -2,8 +2,9 @@
  * Planner what-if: model, devices (one cluster, or two for heterogeneous generation/training), mode and output
  * lengths -> the recommended generation/training split, predicted throughput per mode and a simulated timeline.
  */
-import { useEffect, useMemo, useState, type FormEvent } from "react";
+import { useMemo, useState, type FormEvent } from "react";
 import { api, ApiError, unwrap } from "../api/client";
+import { useApiQuery } from "../lib/queries";
 import type { Device, Plan, PlanRequest } from "../api/types";
 import { BarChart } from "../components/BarChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
@@ -12,8 +13,11 @@ import { Card, ErrorBanner, Field, formatNumber } from "../components/ui";
 const MODES = ["colocated", "sync", "async"] as const;
 const MODE_COLORS = ["#94a3b8", "#2563eb", "#059669"];
 
+const TIMELINE_LANES = 64;
+
 export function PlannerPage() {
-  const [devices, setDevices] = useState<Device[]>([]);
+  const devicesQuery = useApiQuery(["plans", "devices"], () => unwrap(api.GET("/api/v1/plans/devices")));
+  const devices: Device[] = devicesQuery.data?.data ?? [];
   const [form, setForm] = useState({
     model_size: "7B",
     device: "H800",
@@ -34,15 +38,17 @@ export function PlannerPage() {
   const [busy, setBusy] = useState(false);
   const set = (key: keyof typeof form) => (e: { target: { value: string } }) => setForm((f) => ({ ...f, [key]: e.target.value }));
 
-  useEffect(() => {
-    unwrap(api.GET("/api/v1/plans/devices")).then((page) => setDevices(page.data), setError);
-  }, []);
-
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     setBusy(true);
     setError(null);
     setFields({});
+    if (Number(form.median) > Number(form.max_tokens)) {
+      // a median above the cut-off cannot be: every response stops at max_tokens
+      setFields({ "lengths.median": `the median (${form.median}) cannot exceed max tokens (${form.max_tokens})` });
+      setBusy(false);
+      return;
+    }
     const body: PlanRequest = {
       model_size: form.model_size,
       clusters: [
@@ -54,6 +60,7 @@ export function PlannerPage() {
       prompts_per_iteration: Number(form.prompts),
       group_size: Number(form.group_size),
       dispatch: form.dispatch,
+      timeline_lanes: TIMELINE_LANES, // draw every recommended instance (the API keeps 8 by default)
     };
     try {
       setPlan(await unwrap(api.POST("/api/v1/plans", { body })));
@@ -78,7 +85,7 @@ export function PlannerPage() {
         <h2>Planner</h2>
         <span className="muted">what-if: how to split devices between generation and training, and what each mode gains</span>
       </div>
-      <ErrorBanner error={error} />
+      <ErrorBanner error={error ?? devicesQuery.error} />
       <div className="planner">
         <form className="card" onSubmit={submit}>
           <div className="row">
@@ -200,7 +207,7 @@ function PlanResult({ plan }: { plan: Plan }) {
         <Card title="Samples/s per cost by mode"><BarChart {...charts[1]} height={160} /></Card>
         <Card title="Iteration time by mode (s)"><BarChart {...charts[2]} height={160} /></Card>
       </div>
-      <Card title={`Simulated pipeline (${plan.predicted.mode})`}>
+      <Card title={`Simulated pipeline (${plan.predicted.mode}${plan.allocation.gen_instances > TIMELINE_LANES ? `, first ${TIMELINE_LANES} of ${plan.allocation.gen_instances} instances` : ""})`}>
         <PipelineTimeline spans={plan.timeline} now={end} windowSeconds={end} />
       </Card>
     </div>

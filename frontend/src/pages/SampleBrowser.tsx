@@ -1,4 +1,5 @@
-/** Browse generated samples (prompt, response, reward, length); click a row to read it in full. */
+/** Browse generated samples (iteration, prompt, response, reward, length); filter by iteration; click a row to read it
+ * in full. "Latest first" orders by iteration (newest first), whatever order the REST snapshot and SSE merged them in. */
 import { useMemo, useState } from "react";
 import type { SampleRow } from "../api/types";
 import { formatNumber } from "../components/ui";
@@ -9,13 +10,18 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
   const [sort, setSort] = useState<SortKey>("latest");
   const [query, setQuery] = useState("");
   const [open, setOpen] = useState<string | null>(null);
+  const [iteration, setIteration] = useState<number | null>(null);
+  const iterations = useMemo(() => [...new Set(samples.map((s) => s.iteration))].sort((a, b) => b - a), [samples]);
   const rows = useMemo(() => {
     const q = query.toLowerCase();
-    const filtered = samples.filter((s) => !q || s.prompt.toLowerCase().includes(q) || s.response.toLowerCase().includes(q));
+    const filtered = samples.filter(
+      (s) => (iteration === null || s.iteration === iteration) && (!q || s.prompt.toLowerCase().includes(q) || s.response.toLowerCase().includes(q)),
+    );
     if (sort === "reward") return [...filtered].sort((a, b) => (b.reward ?? -Infinity) - (a.reward ?? -Infinity));
     if (sort === "length") return [...filtered].sort((a, b) => b.length - a.length);
-    return [...filtered].reverse();
-  }, [samples, sort, query]);
+    const position = new Map(samples.map((s, i) => [s.sample_id, i]));
+    return [...filtered].sort((a, b) => b.iteration - a.iteration || (position.get(b.sample_id) ?? 0) - (position.get(a.sample_id) ?? 0));
+  }, [samples, sort, query, iteration]);
 
   return (
     <div className="samples" data-testid="samples">
@@ -26,11 +32,16 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
           <option value="reward">highest reward</option>
           <option value="length">longest</option>
         </select>
+        <select aria-label="iteration filter" value={iteration ?? ""} onChange={(e) => setIteration(e.target.value === "" ? null : Number(e.target.value))}>
+          <option value="">all iterations</option>
+          {iterations.map((it) => <option key={it} value={it}>iteration {it}</option>)}
+        </select>
         <span className="muted">{samples.length} samples</span>
       </div>
       <table className="table compact">
         <thead>
           <tr>
+            <th>Iter</th>
             <th>Prompt</th>
             <th>Response</th>
             <th>Reward</th>
@@ -42,6 +53,7 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
         <tbody>
           {rows.slice(0, 100).map((s) => (
             <tr key={s.sample_id} className={open === s.sample_id ? "open" : ""} onClick={() => setOpen(open === s.sample_id ? null : s.sample_id)}>
+              <td>{s.iteration}</td>
               <td className="clip">{s.prompt}</td>
               <td className="clip mono">{s.response}</td>
               <td>{formatNumber(s.reward, 3)}</td>

@@ -1,12 +1,15 @@
 /** Current vs target generation instances, +/− and the autoscale toggle, with the scaling events and their reasons. */
 import { useState } from "react";
 import { api, unwrap } from "../api/client";
-import type { Job, JobEvent } from "../api/types";
+import type { Job, JobEvent, JobHealth } from "../api/types";
 import { Card, ErrorBanner, formatTime } from "../components/ui";
 
 const TERMINAL = ["succeeded", "failed", "cancelled"];
 
-export function ScalingPanel({ job, events, canWrite, onChange }: { job: Job; events: JobEvent[]; canWrite: boolean; onChange: (job: Job) => void }) {
+export function ScalingPanel({ job, events, canWrite, onChange, health }: { job: Job; events: JobEvent[]; canWrite: boolean; onChange: (job: Job) => void; health?: JobHealth }) {
+  // running = heart-beating instances (health); an instance asked for but never started is pending, not running
+  const running = health ? health.instances.running : (job.running_instances ?? 0);
+  const pending = health?.instances.pending ?? 0;
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const scalingEvents = events.filter((e) => e.kind.includes("scal")).slice(-20).reverse();
@@ -28,8 +31,8 @@ export function ScalingPanel({ job, events, canWrite, onChange }: { job: Job; ev
     <Card title="Scaling" className="scaling">
       <div className="scaling-row">
         <div className="kpi">
-          <span className="kpi-value" data-testid="running-instances">{job.running_instances ?? 0}</span>
-          <span className="kpi-label">running</span>
+          <span className="kpi-value" data-testid="running-instances">{running}</span>
+          <span className="kpi-label">running{pending ? <b className="kpi-note"> · {pending} pending</b> : null}</span>
         </div>
         <div className="stepper">
           <button aria-label="scale down" disabled={!editable || busy || job.autoscale || job.target_instances <= 1} onClick={() => void scale({ target_instances: job.target_instances - 1 })}>

@@ -3,19 +3,40 @@
  * algorithm, mode and resources with the planner's suggestion; 422 errors appear next to the fields they name.
  */
 import { useEffect, useState, type FormEvent } from "react";
-import { useNavigate } from "react-router";
+import { Link, useNavigate, useSearchParams } from "react-router";
 import { api, ApiError, unwrap } from "../api/client";
 import type { Dataset, Model } from "../api/types";
 import { ErrorBanner, Field } from "../components/ui";
 import { PlanSuggestion } from "./PlanSuggestion";
 import { DatasetUpload } from "./DatasetUpload";
-import { DEFAULT_FORM, toSpec, type JobForm } from "../lib/jobForm";
+import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, toSpec, type JobForm } from "../lib/jobForm";
+import { useApiQuery, useJob } from "../lib/queries";
+import { useSession } from "../session";
 
 export function SubmitJobPage() {
+  const { canWrite } = useSession();
+  if (!canWrite) {
+    return (
+      <div className="not-found" data-testid="needs-member">
+        <h2>Submitting jobs needs the member role</h2>
+        <p className="muted">You are a viewer in this team; ask an admin to make you a member.</p>
+        <Link className="button" to="/jobs">← Back to runs</Link>
+      </div>
+    );
+  }
+  return <SubmitJobForm />;
+}
+
+function SubmitJobForm() {
   const navigate = useNavigate();
+  const fromId = Number(useSearchParams()[0].get("from")) || null;
+  const source = useJob(fromId);
+  const base = fromId !== null ? (source.data?.spec as Record<string, unknown> | undefined) : undefined;
   const [form, setForm] = useState<JobForm>(DEFAULT_FORM);
-  const [models, setModels] = useState<Model[]>([]);
-  const [datasets, setDatasets] = useState<Dataset[]>([]);
+  const modelsQuery = useApiQuery(["models"], () => unwrap(api.GET("/api/v1/models")));
+  const datasetsQuery = useApiQuery(["datasets"], () => unwrap(api.GET("/api/v1/datasets")));
+  const models: Model[] = modelsQuery.data?.data ?? [];
+  const datasets: Dataset[] = datasetsQuery.data?.data ?? [];
   const [fields, setFields] = useState<Record<string, string>>({});
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -24,25 +45,35 @@ export function SubmitJobPage() {
   const err = (...keys: string[]) => keys.map((k) => fields[k]).filter(Boolean).join("; ") || undefined;
 
   useEffect(() => {
-    unwrap(api.GET("/api/v1/models"))
-      .then((page) => {
-        setModels(page.data);
-        if (page.data.length > 0) setForm((f) => (f.model ? f : { ...f, model: page.data[0].name }));
-      })
-      .catch(setError);
-    unwrap(api.GET("/api/v1/datasets"))
-      .then((page) => setDatasets(page.data))
-      .catch(setError);
-  }, []);
+    if (base) setForm(fromSpec(base));
+  }, [base]);
+
+  useEffect(() => {
+    const first = modelsQuery.data?.data[0];
+    if (first) setForm((f) => (f.model ? f : { ...f, model: first.name }));
+  }, [modelsQuery.data]);
+
+  useEffect(() => {
+    // no uploaded dataset yet: start on a built-in task rather than an empty choice
+    if (datasetsQuery.data?.data.length === 0) {
+      setForm((f) => (f["dataset.source"] === "uploaded" && !f["dataset.id"] ? { ...f, "dataset.source": "builtin" } : f));
+    }
+  }, [datasetsQuery.data]);
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
-    setBusy(true);
     setError(null);
-    setFields({});
+    const local = localErrors(form);
+    setFields(local);
+    if (Object.keys(local).length > 0) {
+      setError(new Error("The job spec has errors: see the marked fields."));
+      return;
+    }
+    setBusy(true);
     try {
       // The body is built from the form; the API validates it against JobSpec and answers 422 naming the fields.
-      const job = await unwrap(api.POST("/api/v1/jobs", { body: toSpec(form) as never }));
+      const body = base ? mergeSpec(base, toSpec(form)) : toSpec(form);
+      const job = await unwrap(api.POST("/api/v1/jobs", { body: body as never }));
       navigate(`/jobs/${job.id}`);
     } catch (caught) {
       if (caught instanceof ApiError && Object.keys(caught.fields).length > 0) {
@@ -55,16 +86,17 @@ export function SubmitJobPage() {
   };
 
   const onUploaded = (dataset: Dataset) => {
-    setDatasets((list) => [dataset, ...list.filter((d) => d.id !== dataset.id)]);
+    void datasetsQuery.reload();
     setForm((f) => ({ ...f, "dataset.source": "uploaded", "dataset.id": String(dataset.id) }));
   };
 
   return (
     <div>
       <div className="page-head">
-        <h2>Submit job</h2>
+        <h2>{fromId ? `Clone job #${fromId}` : "Submit job"}</h2>
       </div>
-      <ErrorBanner error={error} />
+      {fromId ? <div className="banner banner-info" data-testid="clone-banner">Pre-filled from job #{fromId}{source.data ? ` (${source.data.name})` : ""}; fields the form does not show are kept from its spec.</div> : null}
+      <ErrorBanner error={error ?? source.error ?? modelsQuery.error ?? datasetsQuery.error} />
       {fields[""] ? <div className="banner banner-error">{fields[""]}</div> : null}
       <form className="submit-grid" onSubmit={submit} noValidate>
         <section className="card">
@@ -204,16 +236,16 @@ export function SubmitJobPage() {
             </Field>
           </div>
           <div className="row">
-            <Field label="Autoscale" error={err("autoscale.policy", "autoscale")}>
+            <Field label="Autoscale" error={err("autoscale.policy")}>
               <select name="autoscale" value={form["autoscale.policy"]} onChange={set("autoscale.policy")}>
                 <option value="manual">manual</option>
                 <option value="auto">auto</option>
               </select>
             </Field>
-            <Field label="Min instances" error={err("autoscale.min_instances")}>
+            <Field label="Min instances" error={err("autoscale.min_instances", "autoscale")}>
               <input name="min_instances" inputMode="numeric" value={form["autoscale.min_instances"]} onChange={set("autoscale.min_instances")} />
             </Field>
-            <Field label="Max instances" error={err("autoscale.max_instances")}>
+            <Field label="Max instances" error={err("autoscale.max_instances", "autoscale")}>
               <input name="max_instances" inputMode="numeric" value={form["autoscale.max_instances"]} onChange={set("autoscale.max_instances")} />
             </Field>
           </div>

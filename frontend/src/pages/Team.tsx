@@ -2,7 +2,7 @@
 import { useState, type FormEvent } from "react";
 import { api, unwrap } from "../api/client";
 import { Card, ErrorBanner, Field, formatTime } from "../components/ui";
-import { usePolling } from "../lib/usePolling";
+import { useApiQuery } from "../lib/queries";
 import { useSession } from "../session";
 import { ModelsCard } from "./ModelsCard";
 
@@ -11,9 +11,9 @@ const ROLES = ["viewer", "member", "admin", "owner"];
 export function TeamPage() {
   const { me, isAdmin, canWrite } = useSession();
   const [error, setError] = useState<unknown>(null);
-  const team = usePolling(() => unwrap(api.GET("/api/v1/teams/current")), [], 0);
-  const members = usePolling(() => unwrap(api.GET("/api/v1/teams/current/members")), [], 0);
-  const keys = usePolling(() => unwrap(api.GET("/api/v1/keys")), [], 0);
+  const team = useApiQuery(["team"], () => unwrap(api.GET("/api/v1/teams/current")));
+  const members = useApiQuery(["team", "members"], () => unwrap(api.GET("/api/v1/teams/current/members")));
+  const keys = useApiQuery(["keys"], () => unwrap(api.GET("/api/v1/keys")));
 
   /** Run a change then reload what it changed; errors go to the banner. Resolves to whether it succeeded. */
   const run = async (call: () => Promise<unknown>, after: () => Promise<void>): Promise<boolean> => {
@@ -35,7 +35,7 @@ export function TeamPage() {
         <span className="muted">your role: {me?.role}</span>
       </div>
       <ErrorBanner error={error ?? team.error ?? members.error ?? keys.error} />
-      <div className="grid">
+      <div className="grid team-grid">
         <Card title="Members">
           <table className="table compact" data-testid="members">
             <thead>
@@ -141,6 +141,7 @@ interface KeyRow {
 function ApiKeys({ keys, isAdmin, reload, onError }: { keys: KeyRow[]; isAdmin: boolean; reload: () => Promise<void>; onError: (err: unknown) => void }) {
   const [name, setName] = useState("");
   const [secret, setSecret] = useState<string | null>(null);
+  const [copied, setCopied] = useState(false);
   const create = async (e: FormEvent) => {
     e.preventDefault();
     try {
@@ -164,8 +165,11 @@ function ApiKeys({ keys, isAdmin, reload, onError }: { keys: KeyRow[]; isAdmin: 
     <div>
       {secret ? (
         <div className="banner banner-info" data-testid="new-key-secret">
-          Copy this key now, it is shown only once: <code>{secret}</code>{" "}
-          <button className="link" onClick={() => setSecret(null)}>done</button>
+          Copy this key now, it is shown only once: <code className="secret">{secret}</code>
+          <span className="menu">
+            <button type="button" onClick={() => void navigator.clipboard.writeText(secret).then(() => setCopied(true))}>{copied ? "Copied" : "Copy"}</button>
+            <button className="link" onClick={() => { setSecret(null); setCopied(false); }}>done</button>
+          </span>
         </div>
       ) : null}
       <table className="table compact" data-testid="keys">

@@ -1,0 +1,79 @@
+"""Downloads: metrics (CSV, JSON), events (JSONL) and a checkpoint's HF directory as a streamed tar; team-scoped."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse, StreamingResponse
+from sqlalchemy import select
+
+from backend.api.deps import SessionDep, SettingsDep, ViewerAuth
+from backend.db.models import Checkpoint, Iteration, JobEvent
+from backend.schemas.jobs import IterationPublic
+from backend.services.errors import NotFound, not_found
+from backend.services.exports import checkpoint_dir, events_jsonl, metrics_csv, tar_stream
+from backend.services.jobs import get_job
+
+router = APIRouter(prefix="/jobs/{job_id}/export", tags=["exports"])
+
+
+def _attachment(filename: str) -> dict[str, str]:
+    return {"Content-Disposition": f'attachment; filename="{filename}"'}
+
+
+def _iterations(session: SessionDep, job_id: int) -> list[Iteration]:
+    query = select(Iteration).where(Iteration.job_id == job_id).order_by(Iteration.iteration)
+    return list(session.scalars(query))
+
+
+@router.get(
+    "/metrics.csv",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/csv": {}}, "description": "one row per iteration, one column per metric"}},
+)
+def metrics_csv_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
+    """Every iteration's metrics as CSV: iteration, created_at, then the metric keys sorted."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)
+    body = metrics_csv(_iterations(session, job.id))
+    return PlainTextResponse(body, media_type="text/csv", headers=_attachment(f"job-{job.id}-metrics.csv"))
+
+
+@router.get("/metrics.json")
+def metrics_json_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> list[IterationPublic]:
+    """Every iteration's metrics as a JSON array (the same objects as GET /jobs/{id}/iterations)."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)
+    return [IterationPublic.model_validate(row) for row in _iterations(session, job.id)]
+
+
+@router.get(
+    "/events.jsonl",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}, "description": "one JSON event per line"}},
+)
+def events_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
+    """The job's events, oldest first, one JSON object per line."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)
+    events = list(session.scalars(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)))
+    headers = _attachment(f"job-{job.id}-events.jsonl")
+    return PlainTextResponse(events_jsonl(events), media_type="application/x-ndjson", headers=headers)
+
+
+@router.get(
+    "/checkpoints/{iteration}.tar",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-tar": {}}, "description": "the checkpoint's HF directory"}},
+)
+def checkpoint_export(
+    job_id: int, iteration: int, auth: ViewerAuth, session: SessionDep, settings: SettingsDep
+) -> StreamingResponse:
+    """The checkpoint saved at `iteration` as an uncompressed tar of its HF directory, streamed."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)
+    row = session.scalar(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.iteration == iteration))
+    if row is None:
+        raise not_found("checkpoint of iteration", iteration)
+    directory = checkpoint_dir(row.path, settings.artifacts)
+    if directory is None:
+        raise NotFound(f"checkpoint of iteration {iteration}: its files ({row.path}) are not on this server")
+    name = f"job-{job.id}-iter-{iteration}"
+    return StreamingResponse(
+        tar_stream(directory, name), media_type="application/x-tar", headers=_attachment(f"{name}.tar")
+    )
