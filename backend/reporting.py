@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from backend.db import Dataset, GenerationInstance, Job
 from backend.db.session import session_scope
+from backend.schemas.jobs import JobEventPublic
 from backend.services.job_data import record_checkpoint, record_iteration, record_samples, record_spans
 from backend.services.jobs import record_event, transition_job
 from backend.services.live import publish_live
@@ -134,7 +135,9 @@ class DatabaseReporter(Reporter):
     @_retrying
     def record_event(self, job_id: int, kind: str, message: str, data: dict[str, Any] | None = None) -> None:
         with session_scope() as session:
-            record_event(session=session, job_id=job_id, kind=kind, message=message, data=data)
+            event = record_event(session=session, job_id=job_id, kind=kind, message=message, data=data)
+            public = JobEventPublic.model_validate(event).model_dump(mode="json")
+        publish_live(self.client, job_id, "event", public)
 
     @_retrying
     def record_spans(self, job_id: int, spans: list[dict[str, Any]]) -> None:

@@ -135,6 +135,13 @@ class FailoverSpec(_Strict):
                                      "error after which instances are no longer replaced and the job fails")
 
 
+class TelemetrySpec(_Strict):
+    """What each iteration keeps for the dashboard besides its metrics row."""
+
+    samples_per_iteration: int = Field(8, ge=0, le=1024, description="full samples (prompt, response, reward)")
+    lengths_per_iteration: int = Field(256, ge=0, le=65_536, description="response lengths for the histogram")
+
+
 class CheckpointSpec(_Strict):
     interval: int = Field(10, ge=1, description="checkpoint every N iterations")
     keep: int = Field(3, ge=1)
@@ -157,4 +164,5 @@ class JobSpec(_Strict):
     autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     failover: FailoverSpec = Field(default_factory=FailoverSpec)
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     seed: int = 0

@@ -137,7 +137,7 @@ def model_section(model: type[BaseModel], path: str) -> list[str]:
 
 
 def builtin_rewards_section() -> str:
-    from workers.rewards.builtins import REGISTRY
+    from contract.rewards.builtins import REGISTRY
 
     lines = [
         "## Built-in rewards",

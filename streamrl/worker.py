@@ -21,6 +21,7 @@ import redis
 from celery import Task
 from celery.signals import worker_ready, worker_shutting_down
 
+from backend.private_files import restrict_umask
 from backend.reporting import DatabaseReporter
 from contract import keys, tasks
 from contract.redis_client import connect
@@ -28,6 +29,7 @@ from contract.settings import get_settings
 
 log = logging.getLogger(__name__)
 app = tasks.make_celery(include=["streamrl.worker"])
+restrict_umask()  # checkpoints, weight versions and logs written by the tasks: 0600 files, 0700 directories
 REGISTRY_BEAT_S, REGISTRY_TTL_S = 5.0, 20
 
 

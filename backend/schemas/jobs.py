@@ -68,6 +68,8 @@ class SamplePublic(ORMModel):
     length: int
     policy_version: int
     instance_id: str
+    reward_components: dict[str, float] | None = None
+    reward_error: str | None = None
 
 
 class SpanPublic(ORMModel):

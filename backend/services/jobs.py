@@ -20,6 +20,7 @@ from backend.planner.service import suggest_instances
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
 from backend.services.job_data import record_iteration  # noqa: F401  (re-exported for writers)
 from backend.services.models import find_model
+from contract.rewards import validate_reward_spec
 from contract.spec import JobSpec
 
 
@@ -49,6 +50,10 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Jo
         )
     if spec.tokenizer is not None and find_model(session=session, team_id=team.id, name=spec.tokenizer) is None:
         raise InvalidInput(f"tokenizer {spec.tokenizer!r} is not a registered model", loc=("body", "tokenizer"))
+    try:
+        validate_reward_spec(spec.reward)
+    except ValueError as err:
+        raise InvalidInput(str(err), loc=("body", "reward")) from err
     if spec.dataset.path is not None:
         raise InvalidInput(
             "dataset.path is only for train-local; upload the file (POST /datasets)", loc=("body", "dataset", "path")

@@ -1,4 +1,4 @@
-"""driver failover and instance errors
+"""driver failover, instance errors, per-sample reward details
 
 Revision ID: 0002
 Revises: 0001
@@ -22,9 +22,15 @@ def upgrade() -> None:
         batch.add_column(sa.Column('driver_failures', sa.Integer(), nullable=False, server_default='0'))
     with op.batch_alter_table('generation_instances') as batch:
         batch.add_column(sa.Column('error', sa.Text(), nullable=True))
+    with op.batch_alter_table('job_samples') as batch:
+        batch.add_column(sa.Column('reward_components', sa.JSON(), nullable=True))
+        batch.add_column(sa.Column('reward_error', sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table('job_samples') as batch:
+        batch.drop_column('reward_error')
+        batch.drop_column('reward_components')
     with op.batch_alter_table('generation_instances') as batch:
         batch.drop_column('error')
     with op.batch_alter_table('jobs') as batch:

@@ -11,6 +11,7 @@ import importlib
 
 import typer
 
+from backend.private_files import restrict_umask
 from streamrl.cli.common import Globals
 from streamrl.cli.errors import StreamRLGroup
 
@@ -46,6 +47,7 @@ def _root(
     token: str | None = typer.Option(None, "--token", envvar="STREAMRL_TOKEN", help="session token or API key"),
     as_json: bool = typer.Option(False, "--json", help="print raw JSON answers"),
 ) -> None:
+    restrict_umask()  # every file a command (or a process it starts) writes is private to the platform user
     ctx.obj = Globals(url=url, token=token, as_json=as_json)
 
 

@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 from typing import IO
 
+from backend.private_files import private_dir
 from streamrl.cli.errors import CLIError
 
 LOCK_FILE = "up.lock"
@@ -17,7 +18,7 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
     """Hold an exclusive lock on `<data_dir>/up.lock` for as long as the returned file stays open.
 
     A second `up` on the same data dir would share (and, on start-up, replace) the first one's embedded Redis."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)  # 0700: tenant data is readable by the platform only
     handle = (data_dir / LOCK_FILE).open("a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -144,10 +144,11 @@ def _wait_failed(platform: Platform, job_id: int):
 
 
 def test_an_instance_that_always_fails_ends_the_job_with_its_error(fault_platform: Platform) -> None:
-    """The spec passes the API's checks only in `services.create_job` (the API refuses unknown rewards at submit);
-    every instance then fails building its reward, and the controller stops replacing them."""
-    job_id = fault_platform.submit(mode="sync", reward={"type": "no_such_reward"}, failover={"instance_crash_loop": 2},
-                                   generation={"instances": 1}, training={"iterations": 2, "prompts_per_iteration": P})
+    """Every instance fails building its reward (a spec stored before its reward was refused at submit, e.g. by an
+    older version of the platform); the controller stops replacing them and fails the job with the error."""
+    job_id = fault_platform.submit(mode="sync", failover={"instance_crash_loop": 2}, generation={"instances": 1},
+                                   training={"iterations": 2, "prompts_per_iteration": P},
+                                   stored_overrides={"reward": {"type": "no_such_reward"}})
     job = _wait_failed(fault_platform, job_id)
     assert job.error is not None and job.error.startswith("generation instances keep failing"), job.error
     assert "no_such_reward" in job.error

@@ -2,8 +2,8 @@
 
 import pytest
 
+from contract.rewards.builtins import extract_number
 from workers.rewards import build_reward
-from workers.rewards.builtins import extract_number
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,8 @@
 
 import pytest
 
+from contract.rewards.validate import MAX_DEPTH
 from workers.rewards import validate_reward_spec
-from workers.rewards.validate import MAX_DEPTH
 
 GOOD = "def reward(prompt, response, meta):\n    return 1.0\n"
 

@@ -3,9 +3,9 @@
 See docs/architecture.md#stable-interfaces.
 """
 
+from contract.rewards.validate import validate_reward_spec
 from workers.rewards.base import Reward, RewardFn, RewardOutcome
 from workers.rewards.factory import build_reward
 from workers.rewards.jail import SandboxUnavailable
-from workers.rewards.validate import validate_reward_spec
 
 __all__ = ["Reward", "RewardFn", "RewardOutcome", "SandboxUnavailable", "build_reward", "validate_reward_spec"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from contract.rewards.builtins import bind_builtin
+from contract.rewards.validate import python_params, validate_reward_spec
 from contract.spec import RewardSpec
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
-from workers.rewards.builtins import bind_builtin
 from workers.rewards.sandbox import PythonReward
-from workers.rewards.validate import python_params, validate_reward_spec
 
 
 class BuiltinReward(Reward):

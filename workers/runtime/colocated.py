@@ -32,7 +32,7 @@ class ColocatedDriver(Driver):
     def __init__(self, ctx: JobContext, **kwargs: Any):
         super().__init__(ctx, **kwargs)
         self.engine = components.make_engine(ctx.spec, ctx.model_dir, device=str(self.trainer.device))
-        self.reward = components.make_reward(ctx.spec)
+        self.reward = components.make_reward(ctx)
         self.sampling = sampling_params(ctx.spec.generation)
 
     def start(self) -> None:

@@ -18,7 +18,7 @@ from workers.datasets import load_dataset
 from workers.dispatch.ptl import measure_ptl
 from workers.generation.engine import GenerationEngine
 from workers.generation.engines import setup_engine
-from workers.rewards import Reward, build_reward
+from workers.rewards import Reward, SandboxUnavailable, build_reward
 from workers.runtime.context import JobContext, JobSetupError
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,19 @@ def make_engine(spec: JobSpec, model_dir: Path, device: str | None = None) -> Ge
     return setup_engine(spec.generation.engine, **kwargs)
 
 
-def make_reward(spec: JobSpec) -> Reward:
+def make_reward(ctx: JobContext) -> Reward:
+    """The job's reward; the first process to build a sandboxed one says in the job's events how it is confined."""
     try:
-        return build_reward(spec.reward)
-    except ValueError as err:
+        reward = build_reward(ctx.spec.reward)
+    except (ValueError, SandboxUnavailable) as err:
         raise JobSetupError(f"reward: {err}") from err
+    first = ctx.redis is None or ctx.redis.set(f"{keys.prefix(ctx.job_id)}:sandbox_noted", 1, nx=True, ex=86400)
+    if reward.sandbox_mode is not None and first:
+        protections = list(getattr(getattr(reward, "worker", None), "protections", []))
+        ctx.reporter.record_event(ctx.job_id, "reward_sandbox", f"python reward runs in {reward.sandbox_mode} mode: "
+                                  f"{', '.join(protections) or 'no details'}",
+                                  {"mode": reward.sandbox_mode, "protections": protections})
+    return reward
 
 
 def load_rows(ctx: JobContext, split: str = "train", **params: Any) -> list[dict[str, Any]]:

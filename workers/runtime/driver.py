@@ -28,7 +28,7 @@ from workers.core.prompts import EVAL_PREFIX, PromptSchedule, TokenCache, make_r
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.dispatching import PromptDispatcher
-from workers.runtime.recorder import IterationRecorder
+from workers.runtime.recorder import IterationRecorder, RewardFailed
 from workers.runtime.shutdown import HandBack, ShutdownWatch
 from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
@@ -65,7 +65,7 @@ class Driver(ABC):
                                warmup_steps=warmup_steps)
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir)
-        self.rec = IterationRecorder(ctx.job_id, self.lane, ctx.reporter)
+        self.rec = IterationRecorder(ctx.job_id, self.lane, ctx.reporter, ctx.spec.telemetry)
         self.encode = TokenCache(lambda text: self.trainer.tokenizer(text)["input_ids"])
         self.schedule = PromptSchedule(components.load_rows(ctx, **ctx.dataset_params), ctx.spec)
         self.eval_rows = components.load_rows(ctx, "eval", **ctx.dataset_params) if self.spec.training.eval_every \
@@ -105,7 +105,7 @@ class Driver(ABC):
             self._hand_back()
         except Exception as err:
             outcome = "failed"
-            message = str(err) if isinstance(err, JobSetupError) else f"{type(err).__name__}: {err}"
+            message = str(err) if isinstance(err, JobSetupError | RewardFailed) else f"{type(err).__name__}: {err}"
             log.error("job %s failed: %s", self.job_id, traceback.format_exc())
             try:
                 self.reporter.set_job_status(self.job_id, JobStatus.failed, error=message)

@@ -81,7 +81,7 @@ class InstanceRunner:
                 self._load_latest()
             components.profile_ptl_once(self.ctx, self.engine)
             self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.running)
-            self.reward = components.make_reward(self.spec)
+            self.reward = components.make_reward(self.ctx)
             try:
                 for result in self.engine.generate_stream(self._feed()):
                     self._emit(result)

@@ -15,18 +15,19 @@ from typing import Any
 
 from contract.reporter import Reporter
 from contract.sample import Sample
+from contract.spec import TelemetrySpec
 from workers.runtime import metrics
 from workers.runtime.telemetry import SpanRecorder
 
-SAMPLES_KEPT_PER_ITERATION = 8
 SPAN_KIND = {"generating": "generating", "training": "training", "waiting": "waiting", "weight_sync": "loading_weights"}
 ROW_KEY = {"generating": "gen_seconds", "training": "train_seconds", "waiting": "trainer_idle_seconds",
            "weight_sync": "weight_sync_seconds"}
 
 
 class IterationRecorder:
-    def __init__(self, job_id: int, lane: str, reporter: Reporter):
-        self.job_id, self.reporter = job_id, reporter
+    def __init__(self, job_id: int, lane: str, reporter: Reporter, telemetry: TelemetrySpec):
+        self.job_id, self.reporter, self.telemetry = job_id, reporter, telemetry
+        self.reward_errors_seen: set[str] = set()  # first message of each kind goes to the events
         self.spans = SpanRecorder(job_id, lane, reporter)
         self.seconds: dict[str, float] = {}
         self.started = time.time()
@@ -55,15 +56,36 @@ class IterationRecorder:
         row["samples"] = len(samples)
         if row.get("weight_sync_seconds") is not None:
             row["weight_sync_fraction"] = row["weight_sync_seconds"] / max(row["iteration_seconds"], 1e-9)
+        row["lengths"] = [len(s.response_ids) for s in samples[: self.telemetry.lengths_per_iteration]]
         row = metrics.finite(row)
-        kept = [sample_row(s, it) for s in samples[:SAMPLES_KEPT_PER_ITERATION]]
+        kept = [sample_row(s, it) for s in samples[: self.telemetry.samples_per_iteration]]
         self.reporter.record_iteration(self.job_id, it + 1, row, kept)
+        self.report_reward_errors(it, samples)
         self.spans.flush()  # the trainer lane reaches the live timeline every iteration, like the instances' lanes
         self.seconds, self.started = {}, now
         return row
 
 
+    def report_reward_errors(self, it: int, samples: list[Sample]) -> None:
+        """The first error of each kind becomes an event; an iteration in which every reward failed ends the job (its
+        update would be computed from zeros)."""
+        errors = [s.reward_error for s in samples if s.reward_error]
+        for error in errors:
+            kind = error.split(":", 1)[0]
+            if kind not in self.reward_errors_seen:
+                self.reward_errors_seen.add(kind)
+                self.reporter.record_event(self.job_id, "reward_error", f"reward failed: {error}",
+                                           {"iteration": it + 1, "error": error})
+        if samples and len(errors) == len(samples):
+            raise RewardFailed(f"every reward of iteration {it + 1} failed: {errors[0]}")
+
+
+class RewardFailed(RuntimeError):
+    """Every sample of an iteration has a reward error: the job fails with the first message."""
+
+
 def sample_row(sample: Sample, iteration: int) -> dict[str, Any]:
     return {"iteration": iteration + 1, "sample_id": sample.sample_id, "prompt": sample.prompt_text,
             "response": sample.response_text, "reward": float(sample.reward), "length": len(sample.response_ids),
-            "policy_version": sample.policy_version, "instance_id": sample.instance_id}
+            "policy_version": sample.policy_version, "instance_id": sample.instance_id,
+            "reward_components": dict(sample.reward_components) or None, "reward_error": sample.reward_error}

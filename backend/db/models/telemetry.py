@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
@@ -27,6 +28,8 @@ class JobSample(Base):
     length: Mapped[int]  # response tokens
     policy_version: Mapped[int]
     instance_id: Mapped[str] = mapped_column(String(200), default="")
+    reward_components: Mapped[dict[str, Any] | None]  # composite / dict rewards: name -> value
+    reward_error: Mapped[str | None] = mapped_column(Text)  # why the reward failed for this sample
     created_at: Mapped[datetime] = created_at_column()
 
 

@@ -2,7 +2,7 @@
 
 The control plane calls it on submit and answers 422 with the message; `build_reward` calls it too, so a spec that
 passes here builds. Raises ValueError naming what is wrong:
-- an unknown `type` (built-ins: workers/rewards/builtins.py, or 'composite', 'python');
+- an unknown `type` (built-ins: contract/rewards/builtins.py, or 'composite', 'python');
 - unknown, missing or mistyped params of a built-in, or an invalid regular expression;
 - python: code that does not compile (with its line), code that defines no top-level `reward`, params other than
   timeout_s (0 < t <= MAX_TIMEOUT_S) and memory_mb (MIN_MEMORY_MB <= m <= MAX_MEMORY_MB);
@@ -16,9 +16,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from backend.schemas.spec import RewardSpec
-
-from workers.rewards.builtins import bind_builtin
+from contract.rewards.builtins import bind_builtin
+from contract.spec import RewardSpec
 
 MAX_TIMEOUT_S = 60.0
 MIN_MEMORY_MB, MAX_MEMORY_MB = 64, 4096
