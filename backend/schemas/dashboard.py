@@ -14,6 +14,7 @@ HealthState = Literal[
     "paused",
     "generating",
     "waiting_for_instances",
+    "restarting_driver",
     "stalled",
     "crash_looping",
     "reward_errors",

@@ -146,6 +146,9 @@ def _classify(
         return "queued", "queued: waiting for a free job slot", None
     if status == JobStatus.paused:
         return "paused", "paused", None
+    worker_news = facts.events.get("worker", "")
+    if status == JobStatus.running and worker_news.startswith("training driver") and "restarting it" in worker_news:
+        return "restarting_driver", worker_news, None  # the controller restarts it from the newest checkpoint
     if inst.dead_recent >= CRASH_LOOP_DEAD:
         error = facts.events.get("error") or facts.events.get("worker")
         minutes = CRASH_WINDOW_S / 60

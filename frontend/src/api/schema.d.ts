@@ -1110,6 +1110,30 @@ export interface components {
              */
             policy?: "random" | "round_robin" | "skew_aware";
         };
+        /**
+         * FailoverSpec
+         * @description What happens when a job's processes die: the controller restarts the driver from the newest checkpoint.
+         */
+        FailoverSpec: {
+            /**
+             * Backoff S
+             * @description wait before restart k: backoff_s * 2**(k-1)
+             * @default 5
+             */
+            backoff_s?: number;
+            /**
+             * Instance Crash Loop
+             * @description consecutive instance failures with the same error after which instances are no longer replaced and the job fails
+             * @default 5
+             */
+            instance_crash_loop?: number;
+            /**
+             * Max Restarts
+             * @description driver restarts after unplanned deaths before the job fails (clean hand-backs on worker shutdown do not count)
+             * @default 3
+             */
+            max_restarts?: number;
+        };
         /** GenerationSpec */
         GenerationSpec: {
             /**
@@ -1223,7 +1247,7 @@ export interface components {
              * State
              * @enum {string}
              */
-            state: "queued" | "paused" | "generating" | "waiting_for_instances" | "stalled" | "crash_looping" | "reward_errors" | "succeeded" | "failed" | "cancelled";
+            state: "queued" | "paused" | "generating" | "waiting_for_instances" | "restarting_driver" | "stalled" | "crash_looping" | "reward_errors" | "succeeded" | "failed" | "cancelled";
             /** Summary */
             summary: string;
         };
@@ -1286,6 +1310,7 @@ export interface components {
             checkpoint?: components["schemas"]["CheckpointSpec"];
             dataset: components["schemas"]["DatasetSpec"];
             dispatch?: components["schemas"]["DispatchSpec"];
+            failover?: components["schemas"]["FailoverSpec"];
             generation?: components["schemas"]["GenerationSpec"];
             /**
              * Max Staleness
@@ -1315,6 +1340,7 @@ export interface components {
              * @default 0
              */
             seed?: number;
+            telemetry?: components["schemas"]["TelemetrySpec"];
             /**
              * Tokenizer
              * @description defaults to the model's own tokenizer
@@ -1804,6 +1830,12 @@ export interface components {
             response: string;
             /** Reward */
             reward: number;
+            /** Reward Components */
+            reward_components?: {
+                [key: string]: number;
+            } | null;
+            /** Reward Error */
+            reward_error?: string | null;
             /** Sample Id */
             sample_id: string;
         };
@@ -1830,6 +1862,24 @@ export interface components {
             quotas: components["schemas"]["Quotas"];
             role?: components["schemas"]["Role"] | null;
         };
+        /**
+         * TelemetrySpec
+         * @description What each iteration keeps for the dashboard besides its metrics row.
+         */
+        TelemetrySpec: {
+            /**
+             * Lengths Per Iteration
+             * @description response lengths for the histogram
+             * @default 256
+             */
+            lengths_per_iteration?: number;
+            /**
+             * Samples Per Iteration
+             * @description full samples (prompt, response, reward)
+             * @default 8
+             */
+            samples_per_iteration?: number;
+        };
         /** TimelinePublic */
         TimelinePublic: {
             /** Spans */
@@ -1842,6 +1892,12 @@ export interface components {
              * @default 1
              */
             devices?: number;
+            /**
+             * Eval Every
+             * @description held-out reward (one sample per eval prompt, at the current weights) every N iterations and after the last; 0: never
+             * @default 5
+             */
+            eval_every?: number;
             /**
              * Grad Clip
              * @default 1

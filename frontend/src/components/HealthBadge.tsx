@@ -6,6 +6,7 @@ const LABELS: Record<JobHealth["state"], string> = {
   paused: "paused",
   generating: "healthy",
   waiting_for_instances: "waiting for instances",
+  restarting_driver: "restarting driver",
   stalled: "stalled",
   crash_looping: "crash-looping",
   reward_errors: "reward errors",
@@ -14,8 +15,11 @@ const LABELS: Record<JobHealth["state"], string> = {
   cancelled: "cancelled",
 };
 
+/** States the platform is recovering from by itself. */
+const WARN_STATES = new Set<JobHealth["state"]>(["waiting_for_instances", "restarting_driver"]);
+
 export function HealthBadge({ health }: { health: JobHealth }) {
-  const tone = health.healthy ? "ok" : health.state === "waiting_for_instances" ? "warn" : "bad";
+  const tone = health.healthy ? "ok" : WARN_STATES.has(health.state) ? "warn" : "bad";
   return (
     <span className={`health health-${tone}`} data-testid="health" data-state={health.state} title={health.summary}>
       {LABELS[health.state]}
@@ -26,7 +30,7 @@ export function HealthBadge({ health }: { health: JobHealth }) {
 /** A banner on the job page for an unhealthy job: what is wrong and the newest error text. */
 export function HealthBanner({ health }: { health: JobHealth }) {
   if (health.healthy) return null;
-  const tone = health.state === "waiting_for_instances" ? "banner-warn" : "banner-error";
+  const tone = WARN_STATES.has(health.state) ? "banner-warn" : "banner-error";
   return (
     <div className={`banner ${tone}`} role="status" data-testid="health-banner">
       <b>{LABELS[health.state]}</b>: {health.summary}

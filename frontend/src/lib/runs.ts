@@ -4,7 +4,7 @@ import type { Run } from "../api/types";
 export type SortKey = "name" | "status" | "health" | "duration" | "reward" | "eval" | "throughput" | "mode" | "model" | "owner" | "created";
 export const MAX_COMPARE = 8;
 
-const HEALTH_ORDER = ["crash_looping", "reward_errors", "stalled", "failed", "waiting_for_instances", "generating", "queued", "paused", "succeeded", "cancelled"];
+const HEALTH_ORDER = ["crash_looping", "reward_errors", "stalled", "failed", "restarting_driver", "waiting_for_instances", "generating", "queued", "paused", "succeeded", "cancelled"];
 
 function metric(run: Run, key: string): number | null {
   const value = (run.latest_metrics as Record<string, unknown> | null)?.[key];
