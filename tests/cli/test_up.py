@@ -169,3 +169,57 @@ def test_up_with_controller_and_workers_stops_cleanly(tmp_path: Path) -> None:
     while not _all_gone(family) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _all_gone(family)
+
+
+@pytest.mark.slow
+def test_up_restarted_mid_job_continues_the_job(tmp_path: Path) -> None:
+    """Ctrl-C of `streamrl up` while a job runs hands the job back (checkpoint, no end marker); the next `up`
+    restarts its driver from that checkpoint and the job completes with every iteration recorded once."""
+    from workers.models import build_tiny_model
+
+    data_dir, config, port = tmp_path / "data", tmp_path / "config.json", free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = _start_up(data_dir, port, config, "--workers")
+    iterations = 8
+    try:
+        _wait_healthy(proc, url)
+        api = StreamRLClient(url, token=_wait_bootstrapped(config, url))
+        build_tiny_model("tiny-1m", data_dir / "artifacts" / "models" / "tiny", seed=0)
+        api.register_model("tiny", "models/tiny")
+        job = api.submit_job({
+            "name": "restart-me", "model": "tiny", "mode": "sync", "dataset": {"builtin": "arithmetic"},
+            "algorithm": {"group_size": 4}, "generation": {"instances": 1, "max_tokens": 8, "batch_size": 16},
+            "training": {"iterations": iterations, "prompts_per_iteration": 4, "micro_batch_size": 8},
+            "checkpoint": {"interval": 1}})
+        deadline = time.monotonic() + 240
+        while api.get_job(job["id"])["current_iteration"] < 2:
+            assert time.monotonic() < deadline, "the job made no progress"
+            time.sleep(0.5)
+    finally:
+        out = _stop(proc, signal.SIGINT)
+    assert proc.returncode == 0, out
+    assert api_job_status_offline(data_dir, job["id"]) == "running"  # handed back, not finished
+
+    proc = _start_up(data_dir, port, config, "--workers")
+    try:
+        _wait_healthy(proc, url)
+        deadline = time.monotonic() + 300
+        while (state := api.get_job(job["id"]))["status"] not in ("succeeded", "failed", "cancelled"):
+            assert time.monotonic() < deadline, f"the job did not finish after the restart: {state}"
+            time.sleep(1.0)
+        assert state["status"] == "succeeded", state
+        rows = api.job_iterations(job["id"])["data"]
+        assert [r["iteration"] for r in rows] == list(range(1, iterations + 1))
+        assert all(r["metrics"]["samples"] == 16 for r in rows)
+        events = [e["message"] for e in api.job_events(job["id"], limit=500)["data"]]
+        assert any("handed the job back" in e for e in events), events
+    finally:
+        _stop(proc, signal.SIGINT)
+
+
+def api_job_status_offline(data_dir: Path, job_id: int) -> str:
+    """The job's status read straight from the embedded SQLite database (the platform is down)."""
+    import sqlite3
+
+    with sqlite3.connect(data_dir / "streamrl.db") as conn:
+        return str(conn.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()[0])

@@ -83,7 +83,7 @@ class Driver(ABC):
         succeeds; otherwise (hand-back, or the database unreachable) it removes its heartbeat and leaves the job to
         the controller, the one place that declares a driver dead and restarts it from the newest checkpoint."""
         heartbeat = Heartbeat(self._beat, name=f"driver-{self.job_id}").start()
-        outcome: str | None = "succeeded"
+        outcome: str | None = None  # stays None when the process is torn down (SystemExit of a cold shutdown)
         try:
             self._resume_from_checkpoint()
             self.reporter.set_job_status(self.job_id, JobStatus.running)
@@ -95,6 +95,7 @@ class Driver(ABC):
                 if (it + 1) % self.spec.checkpoint.interval == 0 or it + 1 == self.spec.training.iterations:
                     self._checkpoint(it + 1)
             self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
+            outcome = "succeeded"
         except JobCancelled:
             outcome = "cancelled"
         except Superseded:  # the controller started a newer driver: it owns the job now
