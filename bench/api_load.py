@@ -1,0 +1,171 @@
+"""API load benchmark: p50/p99 latency and requests/s of `GET /jobs` and `GET /jobs/{id}/iterations` under 50
+concurrent clients, with one job that has a few hundred iterations recorded (what a dashboard polls).
+
+Starts its own API server (uvicorn, the same factory `streamrl up` runs) on a fresh database: PostgreSQL
+(STREAMRL_BENCH_DATABASE_URL, default the local server) or `--sqlite`. Each configuration is measured in this process:
+the baseline is one uvicorn worker, the candidate `--workers N` (default: the CPU count).
+
+Run: `python bench/api_load.py [--requests 2000] [--clients 50] [--sqlite]`.
+Final line: `RESULT p50_ms=... p99_ms=... req_s=... baseline_p99_ms=... p99_ratio=...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from backend.db.migrate import upgrade_database  # noqa: E402
+from backend.db.models import Iteration, Membership, Model, Team, User  # noqa: E402
+from backend.db.session import make_engine, normalize_database_url, session_scope  # noqa: E402
+from backend.services.auth import issue_session_token  # noqa: E402
+from backend.services.jobs import create_job  # noqa: E402
+from contract.spec import JobSpec  # noqa: E402
+
+SECRET = "bench-secret-key-0123456789abcdef"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fresh_database(sqlite: bool, workdir: Path) -> str:
+    if sqlite:
+        url = f"sqlite:///{workdir / 'bench.db'}"
+    else:
+        server = make_url(normalize_database_url(os.environ.get(
+            "STREAMRL_BENCH_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")))
+        name = f"streamrl_bench_{uuid.uuid4().hex[:10]}"
+        with create_engine(server, isolation_level="AUTOCOMMIT").connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        url = server.set(database=name).render_as_string(hide_password=False)
+    upgrade_database(url)
+    return url
+
+
+def seed(url: str, workdir: Path, jobs: int, iterations: int) -> tuple[str, int]:
+    """A team with `jobs` jobs, the first with `iterations` metric rows; returns (token, that job's id)."""
+    engine = make_engine(url)
+    model_dir = workdir / "artifacts" / "models" / "m"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.json").write_text('{"model_type": "llama"}')
+    with session_scope(engine) as session:
+        team = Team(name="bench", max_concurrent_jobs=1000, max_generation_instances=10_000)
+        user = User(email="bench@example.com")
+        session.add_all([team, user])
+        session.flush()
+        session.add(Membership(team_id=team.id, user_id=user.id, role="owner"))
+        session.add(Model(team_id=team.id, name="m", path=str(model_dir), created_by_id=user.id))
+        session.flush()
+        spec = JobSpec.model_validate({"model": "m", "dataset": {"builtin": "arithmetic"}})
+        ids = [create_job(session=session, team=team, user=user, spec=spec).id for _ in range(jobs)]
+        metrics = {"reward_mean": 0.5, "gen_seconds": 1.0, "train_seconds": 0.5, "samples_per_s": 30.0,
+                   "len_p50": 12.0, "len_p99": 40.0, "lengths": list(range(64))}
+        session.add_all(Iteration(job_id=ids[0], iteration=i + 1, metrics=metrics) for i in range(iterations))
+        token = issue_session_token(user_id=user.id, team_id=team.id, secret_key=SECRET, ttl_s=3600)
+    engine.dispose()
+    return token, ids[0]
+
+
+def start_api(url: str, workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "STREAMRL_DATABASE_URL": url, "STREAMRL_DATA_DIR": str(workdir),
+           "STREAMRL_SECRET_KEY": SECRET, "STREAMRL_AUTO_MIGRATE": "false", "STREAMRL_REDIS_URL": "redis://127.0.0.1:1/0"}
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "backend.main:create_app", "--factory", "--port",
+                             str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"],
+                            env=env, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{base}/api/v1/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("the API did not start")
+
+
+async def load(base: str, token: str, job_id: int, requests: int, clients: int) -> tuple[list[float], float, int]:
+    """`requests` GETs from `clients` concurrent clients, alternating the two routes; (latencies s, wall s, errors)."""
+    paths = ["/api/v1/jobs", f"/api/v1/jobs/{job_id}/iterations?limit=500"]
+    latencies: list[float] = []
+    errors = 0
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for i in range(requests):
+        queue.put_nowait(paths[i % 2])
+
+    async def client() -> None:
+        nonlocal errors
+        async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"},
+                                     timeout=30) as http:
+            while not queue.empty():
+                path = queue.get_nowait()
+                start = time.perf_counter()
+                response = await http.get(path)
+                latencies.append(time.perf_counter() - start)
+                errors += response.status_code != 200
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies, time.perf_counter() - started, errors
+
+
+def measure(url: str, workdir: Path, token: str, job_id: int, workers: int, args: argparse.Namespace) -> dict:
+    proc, base = start_api(url, workdir, workers)
+    try:
+        asyncio.run(load(base, token, job_id, min(200, args.requests), args.clients))  # warm up
+        latencies, wall, errors = asyncio.run(load(base, token, job_id, args.requests, args.clients))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    ordered = sorted(latencies)
+    figures = {"workers": workers, "p50_ms": 1000 * statistics.median(ordered),
+               "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))], "req_s": len(ordered) / wall,
+               "errors": errors}
+    print(f"workers={workers}: p50 {figures['p50_ms']:.0f} ms, p99 {figures['p99_ms']:.0f} ms, "
+          f"{figures['req_s']:.0f} req/s, {errors} errors", flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--jobs", type=int, default=30, help="jobs in the team (the list page)")
+    parser.add_argument("--iterations", type=int, default=300, help="iterations of the polled job")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="streamrl-bench-") as tmp:
+        workdir = Path(tmp)
+        url = fresh_database(args.sqlite, workdir)
+        token, job_id = seed(url, workdir, args.jobs, args.iterations)
+        print(f"database: {'sqlite' if args.sqlite else 'postgres'}; {args.jobs} jobs, {args.iterations} iterations "
+              f"on job {job_id}; {args.requests} GETs from {args.clients} clients", flush=True)
+        baseline = measure(url, workdir, token, job_id, 1, args)
+        candidate = measure(url, workdir, token, job_id, args.workers, args)
+    print(f"RESULT p50_ms={candidate['p50_ms']:.1f} p99_ms={candidate['p99_ms']:.1f} req_s={candidate['req_s']:.1f} "
+          f"baseline_p99_ms={baseline['p99_ms']:.1f} p99_ratio={candidate['p99_ms'] / baseline['p99_ms']:.2f} "
+          f"errors={candidate['errors'] + baseline['errors']}")
+
+
+if __name__ == "__main__":
+    main()
