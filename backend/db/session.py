@@ -30,6 +30,10 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
+    # a request holds its connection from auth to response: the pool matches the server's worker threads (40) closely
+    # enough that requests do not queue for a connection (pool_size + max_overflow = 30 per process)
+    kwargs.setdefault("pool_size", 10)
+    kwargs.setdefault("max_overflow", 20)
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 
