@@ -12,6 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from sqlalchemy.orm import sessionmaker
 
 from backend.api.errors import install_error_handlers
+from backend.api.guard import BodyGuard, SecurityHeaders
 from backend.api.metrics import install_metrics
 from backend.api.redis_link import open_redis
 from backend.api.routes import auth, datasets, health, job_data, jobs, keys, models, stream, teams
@@ -21,7 +22,9 @@ from backend.db.session import make_engine
 from backend.settings import Settings, get_settings
 
 API_PREFIX = "/api/v1"
-OPTIONAL_ROUTERS = ("plans",)  # backend/api/routes/<name>.py exporting `router`, included when present
+OPTIONAL_ROUTERS = ("plans",)
+UPLOAD_PATHS = (f"{API_PREFIX}/datasets",)  # multipart uploads: capped by max_upload_bytes, not max_request_bytes
+UPLOAD_OVERHEAD_BYTES = 64 * 1024  # backend/api/routes/<name>.py exporting `router`, included when present
 log = logging.getLogger(__name__)
 
 
@@ -70,6 +73,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
         )
+    app.add_middleware(
+        BodyGuard,
+        limits=lambda: (settings.max_request_bytes, settings.max_upload_bytes + UPLOAD_OVERHEAD_BYTES),
+        upload_paths=UPLOAD_PATHS,
+    )
+    app.add_middleware(SecurityHeaders)  # outermost: also on answers the guard gives
     install_error_handlers(app)
     install_metrics(app, app.state.session_factory)
     app.include_router(api_router())

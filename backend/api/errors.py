@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 
 from backend.services.errors import ServiceError, Unauthorized
 
 RETRY_AFTER_S = "30"
+MAX_ECHO_CHARS = 200
+
+
+def _safe(value: Any) -> Any:
+    """A JSON-serialisable, bounded echo of an input: non-finite floats and invalid Unicode become text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, str):
+        text = value if len(value) <= MAX_ECHO_CHARS else value[:MAX_ECHO_CHARS] + "..."
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    return None  # containers are not echoed (they may be huge); `loc` names the place
+
+
+def _issue(error: dict[str, Any]) -> dict[str, Any]:
+    issue = {"loc": [_safe(part) if isinstance(part, str) else part for part in error.get("loc", ())],
+             "msg": _safe(str(error.get("msg", ""))), "type": str(error.get("type", "value_error"))}
+    echoed = _safe(error.get("input"))
+    if echoed is not None:
+        issue["input"] = echoed
+    return issue
+
+
+async def validation_error_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 shape, built so it always serialises (FastAPI's own echoes NaN and surrogates and fails)."""
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse({"detail": [_issue(error) for error in exc.errors()]}, status_code=422)
 
 
 async def service_error_handler(_request: Request, exc: Exception) -> JSONResponse:
@@ -18,6 +50,7 @@ async def service_error_handler(_request: Request, exc: Exception) -> JSONRespon
         headers["WWW-Authenticate"] = "Bearer"
     if exc.status_code == 429:
         headers["Retry-After"] = RETRY_AFTER_S
+    headers.update(exc.headers)
     return JSONResponse(exc.body(), status_code=exc.status_code, headers=headers or None)
 
 
@@ -28,4 +61,5 @@ async def integrity_error_handler(_request: Request, _exc: Exception) -> JSONRes
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, service_error_handler)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(IntegrityError, integrity_error_handler)

@@ -14,6 +14,8 @@ def _as_utc(moment: datetime) -> datetime:
 
 UtcDatetime = Annotated[datetime, AfterValidator(_as_utc)]
 T = TypeVar("T")
+MAX_ID = 2**31 - 1  # ids are 32-bit integer columns on Postgres: larger ones are 422, not a database error
+MAX_OFFSET = 2**31 - 1
 
 
 class ORMModel(BaseModel):
@@ -25,3 +27,15 @@ class Page(BaseModel, Generic[T]):
 
     data: list[T]
     count: int
+
+
+class ValidationIssue(BaseModel):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx/5xx answer: `detail` is a message, or for 422 a list of issues naming the field (`loc`)."""
+
+    detail: str | list[ValidationIssue]

@@ -1,0 +1,204 @@
+"""ASGI middleware in front of every route.
+
+- `BodyGuard`: request bodies are capped (413; uploads to `upload_paths` get the upload limit, everything else
+  `max_request_bytes`); a JSON body must parse as strict JSON (no NaN/Infinity, integers of at most
+  `MAX_INT_DIGITS` digits, nesting at most `MAX_DEPTH`, no lone UTF-16 surrogates in any string or key) or it is
+  422 before any route sees it: such values could not be stored or serialised back.
+- `SecurityHeaders`: CSP, frame-ancestors/X-Frame-Options, nosniff and Referrer-Policy on every answer, API and
+  dashboard alike (the interactive /docs pages get a CSP that allows the CDN they load from).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 200
+BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+APP_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
+    "worker-src 'self' blob:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+DOCS_PATHS = ("/docs", "/redoc")
+
+
+class BadJson(ValueError):
+    pass
+
+
+class _TooLarge(HTTPException):
+    """Raised from `receive` while a route parses its body; FastAPI passes HTTPExceptions through as answers."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body exceeds the limit of {limit} bytes")
+
+
+def _reject_constant(name: str) -> Any:
+    raise BadJson(f"{name} is not valid JSON (numbers must be finite)")
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise BadJson(f"an integer has {len(text)} digits; at most {MAX_INT_DIGITS} are accepted")
+    return int(text)
+
+
+def _check_string(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadJson(f"{where}: contains a lone UTF-16 surrogate (not valid Unicode)") from None
+
+
+def check_value(value: Any, where: str = "body", depth: int = 0) -> None:
+    """Raise BadJson for nesting deeper than MAX_DEPTH or strings that are not valid Unicode."""
+    if depth > MAX_DEPTH:
+        raise BadJson(f"nesting deeper than {MAX_DEPTH} levels")
+    if isinstance(value, str):
+        _check_string(value, where)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_string(key, where)
+            check_value(item, f"{where}.{key!a}", depth + 1)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_value(item, f"{where}[{index}]", depth + 1)
+
+
+def strict_json_loads(raw: bytes | str) -> Any:
+    """json.loads that refuses what the API cannot store or echo back (see the module docstring)."""
+    try:
+        value = json.loads(raw, parse_constant=_reject_constant, parse_int=_parse_int)
+    except RecursionError:
+        raise BadJson(f"nesting deeper than {MAX_DEPTH} levels") from None
+    except BadJson:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadJson(f"not valid JSON ({exc})") from None
+    check_value(value)
+    return value
+
+
+async def _send_json(send: Send, status: int, detail: Any) -> None:
+    body = json.dumps({"detail": detail}, ensure_ascii=True).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyGuard:
+    def __init__(self, app: ASGIApp, *, limits: Callable[[], tuple[int, int]], upload_paths: tuple[str, ...]) -> None:
+        self.app, self.limits, self.upload_paths = app, limits, upload_paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        max_request, max_upload = self.limits()
+        path: str = scope["path"]
+        limit = max_upload if path.rstrip("/").endswith(self.upload_paths) else max_request
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > limit:
+            await _send_json(send, 413, f"request body exceeds the limit of {limit} bytes")
+            return
+        content_type = headers.get(b"content-type", b"").lower()
+        if not content_type or b"json" in content_type:  # FastAPI parses a body without a content type as JSON
+            await self._json(scope, receive, send, limit)
+        else:
+            await self._streamed(scope, receive, send, limit)
+
+    async def _json(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        chunks, total, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # client went away
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > limit:
+                await _send_json(send, 413, f"request body exceeds the limit of {limit} bytes")
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if body.strip():
+            try:
+                strict_json_loads(body)
+            except BadJson as exc:
+                issue = {"loc": ["body"], "msg": str(exc), "type": "json_invalid"}
+                await _send_json(send, 422, [issue])
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _streamed(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        total, started = 0, False
+
+        async def counting() -> Message:
+            nonlocal total
+            message = await receive()
+            if message["type"] == "http.request":
+                total += len(message.get("body", b""))
+                if total > limit:
+                    raise _TooLarge(limit)
+            return message
+
+        async def tracking(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counting, tracking)
+        except _TooLarge:
+            if started:
+                raise
+            await _send_json(send, 413, f"request body exceeds the limit of {limit} bytes")
+
+
+class SecurityHeaders:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = DOCS_CSP if scope["path"].startswith(DOCS_PATHS) else APP_CSP
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _OURS]
+                headers += [
+                    (b"content-security-policy", csp.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"x-frame-options", b"DENY"),
+                    (b"referrer-policy", b"no-referrer"),
+                ]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+_OURS = {b"content-security-policy", b"x-content-type-options", b"x-frame-options", b"referrer-policy"}
