@@ -6,14 +6,16 @@ from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import redis
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from backend.db.enums import Role
 from backend.db.models import Team, User
+from backend.schemas.common import MAX_ID
 from backend.services.auth import AuthContext, resolve_token
 from backend.services.errors import Forbidden, Unauthorized
+from backend.services.sessions import is_platform_admin
 from backend.settings import Settings
 
 
@@ -28,6 +30,7 @@ def get_db(request: Request) -> Iterator[Session]:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="object id")]
 SessionDep = Annotated[Session, Depends(get_db)]
 _bearer = HTTPBearer(auto_error=False, description="session token (POST /auth/login) or API key srl_...")
 
@@ -69,6 +72,16 @@ def require_role(minimum: Role) -> Callable[[AuthContext], AuthContext]:
     return check
 
 
+def require_platform_admin(auth: AuthDep, settings: SettingsDep) -> AuthContext:
+    """Dependency: the caller is an operator (platform admin) using a session or an admin-scoped key (else 403)."""
+    if not is_platform_admin(auth.user, settings.platform_admins):
+        raise Forbidden("only a platform admin (operator) may change this; see STREAMRL_PLATFORM_ADMINS")
+    if auth.api_key is not None and "admin" not in auth.api_key.scopes:
+        raise Forbidden("this action needs an API key with the admin scope")
+    return auth
+
+
+PlatformAdminAuth = Annotated[AuthContext, Depends(require_platform_admin)]
 ViewerAuth = Annotated[AuthContext, Depends(require_role(Role.viewer))]
 MemberAuth = Annotated[AuthContext, Depends(require_role(Role.member))]
 AdminAuth = Annotated[AuthContext, Depends(require_role(Role.admin))]

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from backend.api.deps import SessionDep, ViewerAuth
-from backend.schemas.common import Page
+from backend.api.deps import IdPath, SessionDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
+from backend.schemas.common import MAX_ID, Page
 from backend.schemas.jobs import (
     CheckpointPublic,
     IterationPublic,
@@ -19,15 +20,15 @@ from backend.schemas.jobs import (
 from backend.services import job_data
 from backend.services.jobs import get_job
 
-router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"])
+router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
 
 @router.get("/events")
 def list_events(
-    job_id: int,
+    job_id: IdPath,
     auth: ViewerAuth,
     session: SessionDep,
-    after_id: Annotated[int, Query(ge=0)] = 0,
+    after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> Page[JobEventPublic]:
     """The job's typed log, oldest first, after event `after_id` (for polling / `logs --follow`)."""
@@ -38,10 +39,10 @@ def list_events(
 
 @router.get("/iterations")
 def list_iterations(
-    job_id: int,
+    job_id: IdPath,
     auth: ViewerAuth,
     session: SessionDep,
-    after: Annotated[int, Query(ge=-1)] = -1,
+    after: Annotated[int, Query(ge=-1, le=MAX_ID)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Page[IterationPublic]:
     """Per-iteration metrics after iteration `after`."""
@@ -52,10 +53,10 @@ def list_iterations(
 
 @router.get("/samples")
 def list_samples(
-    job_id: int,
+    job_id: IdPath,
     auth: ViewerAuth,
     session: SessionDep,
-    iteration: int | None = None,
+    iteration: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> Page[SamplePublic]:
     """Recent finished samples (newest first), optionally of one iteration."""
@@ -65,7 +66,12 @@ def list_samples(
 
 
 @router.get("/timeline")
-def timeline(job_id: int, auth: ViewerAuth, session: SessionDep, since: float = 0.0) -> TimelinePublic:
+def timeline(
+    job_id: IdPath,
+    auth: ViewerAuth,
+    session: SessionDep,
+    since: Annotated[float, Query(ge=0, le=1e11, description="epoch seconds")] = 0.0,
+) -> TimelinePublic:
     """Pipeline spans ending at or after `since` (epoch seconds)."""
     job = get_job(session=session, team=auth.team, job_id=job_id)
     spans = job_data.list_spans(session=session, job_id=job.id, since=since)
@@ -73,7 +79,7 @@ def timeline(job_id: int, auth: ViewerAuth, session: SessionDep, since: float = 
 
 
 @router.get("/checkpoints")
-def list_checkpoints(job_id: int, auth: ViewerAuth, session: SessionDep) -> Page[CheckpointPublic]:
+def list_checkpoints(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> Page[CheckpointPublic]:
     """Saved checkpoints, oldest first."""
     job = get_job(session=session, team=auth.team, job_id=job_id)
     rows = job_data.list_checkpoints(session=session, job_id=job.id)

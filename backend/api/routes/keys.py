@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from backend.api.deps import AdminAuth, SessionDep, ViewerAuth
+from backend.api.deps import AdminAuth, IdPath, SessionDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.schemas.auth import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
 from backend.schemas.common import Page
 from backend.services import keys as key_service
 
-router = APIRouter(prefix="/keys", tags=["keys"])
+router = APIRouter(prefix="/keys", tags=["keys"], responses=errors(*AUTHENTICATED))
 
 
 @router.get("")
@@ -19,7 +20,7 @@ def list_keys(auth: ViewerAuth, session: SessionDep) -> Page[ApiKeyPublic]:
     return Page(data=keys, count=len(keys))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def create_key(body: ApiKeyCreate, auth: AdminAuth, session: SessionDep) -> ApiKeyCreated:
     """Create a key (admin); the answer holds the secret, shown this once."""
     key, secret = key_service.create_key(
@@ -30,7 +31,7 @@ def create_key(body: ApiKeyCreate, auth: AdminAuth, session: SessionDep) -> ApiK
 
 
 @router.delete("/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_key(key_id: int, auth: AdminAuth, session: SessionDep) -> Response:
+def revoke_key(key_id: IdPath, auth: AdminAuth, session: SessionDep) -> Response:
     """Revoke a key (admin); it is refused from the next request on."""
     key_service.revoke_key(session=session, team=auth.team, key_id=key_id)
     session.commit()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response, status
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.api.deps import AdminAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.deps import PlatformAdminAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.db.models import JobSample, Team
 from backend.planner import catalog_store
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
@@ -25,7 +28,8 @@ from backend.services.jobs import get_job
 
 MAX_JOB_LENGTHS = 100_000  # most recent recorded samples used as the empirical distribution
 
-router = APIRouter(prefix="/plans", tags=["plans"])
+router = APIRouter(prefix="/plans", tags=["plans"], responses=errors(*AUTHENTICATED))
+DeviceName = Annotated[str, Path(min_length=1, max_length=64, description="device name")]
 
 
 @router.post("")
@@ -64,8 +68,8 @@ def list_devices(auth: ViewerAuth, settings: SettingsDep) -> DevicesPublic:
 
 
 @router.put("/devices/{name}")
-def put_device(name: str, body: DeviceUpdate, auth: AdminAuth, settings: SettingsDep) -> DevicePublic:
-    """Override a device's figures or add a device (admin)."""
+def put_device(name: DeviceName, body: DeviceUpdate, auth: PlatformAdminAuth, settings: SettingsDep) -> DevicePublic:
+    """Override a device's figures or add a device (platform admin: the catalog is shared by every team)."""
     if not name.strip() or len(name) > 64:
         raise InvalidInput("device name must be 1-64 characters", loc=("path", "name"))
     spec = catalog_store.save_override(settings.data_dir, DeviceSpec(name=name.strip(), **body.model_dump()))
@@ -73,8 +77,8 @@ def put_device(name: str, body: DeviceUpdate, auth: AdminAuth, settings: Setting
 
 
 @router.delete("/devices/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_device(name: str, auth: AdminAuth, settings: SettingsDep) -> Response:
-    """Drop an override: a default device reverts to its defaults, an added device disappears (admin)."""
+def delete_device(name: DeviceName, auth: PlatformAdminAuth, settings: SettingsDep) -> Response:
+    """Drop an override: a default device reverts to its defaults, an added device disappears (platform admin)."""
     if not catalog_store.delete_override(settings.data_dir, name):
         hint = " (it has its default figures)" if name in DEFAULT_DEVICES else ""
         raise NotFound(f"device {name} has no override{hint}")

@@ -16,13 +16,14 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from backend.api.deps import ViewerAuth
+from backend.api.deps import IdPath, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import job_public
 from backend.db.enums import TERMINAL_JOB_STATUSES
 from backend.services.jobs import get_job
 from backend.services.live import live_channel
 
-router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"])
+router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"], responses=errors(*AUTHENTICATED))
 HEARTBEAT_S = 15.0
 
 
@@ -34,8 +35,12 @@ def _is_terminal(status_data: Any) -> bool:
     return isinstance(status_data, dict) and status_data.get("status") in TERMINAL_JOB_STATUSES
 
 
-@router.get("/stream", response_class=StreamingResponse, responses={200: {"content": {"text/event-stream": {}}}})
-async def stream_job(job_id: int, request: Request, auth: ViewerAuth) -> StreamingResponse:
+@router.get(
+    "/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}, **errors(503)},
+)
+async def stream_job(job_id: IdPath, request: Request, auth: ViewerAuth) -> StreamingResponse:
     """Live events of a job (SSE); 503 when Redis is unavailable."""
 
     def snapshot() -> dict[str, Any]:
