@@ -49,6 +49,16 @@ def get_auth(
 AuthDep = Annotated[AuthContext, Depends(get_auth)]
 
 
+def get_bearer_token(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    """The raw bearer token (for re-checking it later, e.g. during a long-lived stream)."""
+    if creds is None:
+        raise Unauthorized("missing bearer token: send `Authorization: Bearer <session token or API key>`")
+    return creds.credentials
+
+
+BearerToken = Annotated[str, Depends(get_bearer_token)]
+
+
 def get_current_user(auth: AuthDep) -> User:
     return auth.user
 

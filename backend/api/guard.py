@@ -1,9 +1,8 @@
 """ASGI middleware in front of every route.
 
 - `BodyGuard`: request bodies are capped (413; uploads to `upload_paths` get the upload limit, everything else
-  `max_request_bytes`); a JSON body must parse as strict JSON (no NaN/Infinity, integers of at most
-  `MAX_INT_DIGITS` digits, nesting at most `MAX_DEPTH`, no lone UTF-16 surrogates in any string or key) or it is
-  422 before any route sees it: such values could not be stored or serialised back.
+  `max_request_bytes`); a JSON body must parse as strict JSON (backend.services.strict_json: no NaN/Infinity,
+  bounded integers and nesting, no lone UTF-16 surrogates) or it is 422 before any route sees it.
 - `SecurityHeaders`: CSP, frame-ancestors/X-Frame-Options, nosniff and Referrer-Policy on every answer, API and
   dashboard alike (the interactive /docs pages get a CSP that allows the CDN they load from).
 """
@@ -17,8 +16,8 @@ from typing import Any
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-MAX_DEPTH = 64
-MAX_INT_DIGITS = 200
+from backend.services.strict_json import BadJson, strict_json_loads
+
 BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 APP_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -33,61 +32,11 @@ DOCS_CSP = (
 DOCS_PATHS = ("/docs", "/redoc")
 
 
-class BadJson(ValueError):
-    pass
-
-
 class _TooLarge(HTTPException):
     """Raised from `receive` while a route parses its body; FastAPI passes HTTPExceptions through as answers."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"request body exceeds the limit of {limit} bytes")
-
-
-def _reject_constant(name: str) -> Any:
-    raise BadJson(f"{name} is not valid JSON (numbers must be finite)")
-
-
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise BadJson(f"an integer has {len(text)} digits; at most {MAX_INT_DIGITS} are accepted")
-    return int(text)
-
-
-def _check_string(text: str, where: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadJson(f"{where}: contains a lone UTF-16 surrogate (not valid Unicode)") from None
-
-
-def check_value(value: Any, where: str = "body", depth: int = 0) -> None:
-    """Raise BadJson for nesting deeper than MAX_DEPTH or strings that are not valid Unicode."""
-    if depth > MAX_DEPTH:
-        raise BadJson(f"nesting deeper than {MAX_DEPTH} levels")
-    if isinstance(value, str):
-        _check_string(value, where)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _check_string(key, where)
-            check_value(item, f"{where}.{key!a}", depth + 1)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_value(item, f"{where}[{index}]", depth + 1)
-
-
-def strict_json_loads(raw: bytes | str) -> Any:
-    """json.loads that refuses what the API cannot store or echo back (see the module docstring)."""
-    try:
-        value = json.loads(raw, parse_constant=_reject_constant, parse_int=_parse_int)
-    except RecursionError:
-        raise BadJson(f"nesting deeper than {MAX_DEPTH} levels") from None
-    except BadJson:
-        raise
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadJson(f"not valid JSON ({exc})") from None
-    check_value(value)
-    return value
 
 
 async def _send_json(send: Send, status: int, detail: Any) -> None:
