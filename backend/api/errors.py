@@ -6,13 +6,18 @@ import math
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import IntegrityError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from backend.services.errors import ServiceError, Unauthorized
 
 RETRY_AFTER_S = "30"
+SPA_PATH = "/{path:path}"  # backend.api.static
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 MAX_ECHO_CHARS = 200
 
 
@@ -59,7 +64,33 @@ async def integrity_error_handler(_request: Request, _exc: Exception) -> JSONRes
     return JSONResponse({"detail": "conflicts with an existing object (retry the request)"}, status_code=409)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route accepts at this path (FastAPI makes one route per method, so Starlette's own 405
+    names only the first route that matched the path): each method is tried against the routing table."""
+    routes = [r for r in request.app.router.routes if getattr(r, "path", "") != SPA_PATH]  # not the dashboard's
+    methods = {
+        method
+        for method in HTTP_METHODS
+        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes)
+    }
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+async def http_error_handler(request: Request, exc: Exception) -> Response:
+    """FastAPI's handler; a 405 carries the full `Allow` list."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        allowed = allowed_methods(request)
+        headers = {**(exc.headers or {}), "Allow": ", ".join(allowed)}
+        return JSONResponse({"detail": f"method {request.method} not allowed here; allowed: {', '.join(allowed)}"},
+                            status_code=405, headers=headers)
+    return await http_exception_handler(request, exc)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, http_error_handler)
     app.add_exception_handler(ServiceError, service_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(IntegrityError, integrity_error_handler)
