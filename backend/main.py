@@ -7,10 +7,11 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from sqlalchemy.orm import sessionmaker
 
+from backend.api.deps import reject_unknown_query
 from backend.api.errors import install_error_handlers
 from backend.api.guard import BodyGuard, SecurityHeaders
 from backend.api.metrics import install_metrics
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 def api_router() -> APIRouter:
-    router = APIRouter(prefix=API_PREFIX)
+    router = APIRouter(prefix=API_PREFIX, dependencies=[Depends(reject_unknown_query)])
     for module in (health, auth, teams, keys, models, datasets, jobs, job_data, stream):
         router.include_router(module.router)
     for name in OPTIONAL_ROUTERS:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import redis
 from fastapi import Depends, HTTPException, Path, Request
@@ -14,9 +14,36 @@ from backend.db.enums import Role
 from backend.db.models import Team, User
 from backend.schemas.common import MAX_ID
 from backend.services.auth import AuthContext, resolve_token
-from backend.services.errors import Forbidden, Unauthorized
+from backend.services.errors import Forbidden, InvalidInput, Unauthorized
 from backend.services.sessions import is_platform_admin
 from backend.settings import Settings
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}
+
+
+def _query_names(dependant: Any) -> Iterator[str]:
+    for param in dependant.query_params:
+        yield getattr(param, "alias", None) or param.name
+    for sub in dependant.dependencies:
+        yield from _query_names(sub)
+
+
+def reject_unknown_query(request: Request) -> None:
+    """Router dependency: a query parameter the route does not declare is 422 (a typo such as `?ofset=` must not
+    be silently ignored)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known = _QUERY_NAMES.get(id(route))
+    if known is None:
+        known = frozenset(_query_names(dependant))
+        _QUERY_NAMES[id(route)] = known
+    for name in request.query_params:
+        if name not in known:
+            shown = ascii(name[:100])
+            expected = ", ".join(sorted(known)) or "none"
+            raise InvalidInput(f"unknown query parameter {shown} (expected: {expected})", loc=("query", shown))
 
 
 def get_settings_dep(request: Request) -> Settings:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -35,7 +35,7 @@ class _Strict(BaseModel):
     def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, bool) and info.field_name is not None:
             annotation = cls.model_fields[info.field_name].annotation
-            if annotation is not bool:
+            if annotation is not bool and annotation is not Any and bool not in get_args(annotation):
                 raise ValueError("true/false is not accepted here: give a number")
         return value
 
