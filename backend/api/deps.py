@@ -29,8 +29,8 @@ def _query_names(dependant: Any) -> Iterator[str]:
 
 
 def reject_unknown_query(request: Request) -> None:
-    """Router dependency: a query parameter the route does not declare is 422 (a typo such as `?ofset=` must not
-    be silently ignored)."""
+    """Router dependency: a query parameter the route does not declare, or one given twice, is 422 (a typo such
+    as `?ofset=` must not be silently ignored; every declared parameter is a single value)."""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None:
@@ -40,10 +40,12 @@ def reject_unknown_query(request: Request) -> None:
         known = frozenset(_query_names(dependant))
         _QUERY_NAMES[id(route)] = known
     for name in request.query_params:
+        shown = ascii(name[:100])
         if name not in known:
-            shown = ascii(name[:100])
             expected = ", ".join(sorted(known)) or "none"
             raise InvalidInput(f"unknown query parameter {shown} (expected: {expected})", loc=("query", shown))
+        if len(request.query_params.getlist(name)) > 1:
+            raise InvalidInput(f"query parameter {shown} is given more than once", loc=("query", name))
 
 
 def get_settings_dep(request: Request) -> Settings:
