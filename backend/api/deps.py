@@ -16,6 +16,7 @@ from backend.schemas.common import MAX_ID
 from backend.services.auth import AuthContext, resolve_token
 from backend.services.errors import Forbidden, InvalidInput, Unauthorized
 from backend.services.sessions import is_platform_admin
+from backend.services.strict_json import BadJson, check_text
 from backend.settings import Settings
 
 _QUERY_NAMES: dict[int, frozenset[str]] = {}
@@ -44,8 +45,13 @@ def reject_unknown_query(request: Request) -> None:
         if name not in known:
             expected = ", ".join(sorted(known)) or "none"
             raise InvalidInput(f"unknown query parameter {shown} (expected: {expected})", loc=("query", shown))
-        if len(request.query_params.getlist(name)) > 1:
+        values = request.query_params.getlist(name)
+        if len(values) > 1:
             raise InvalidInput(f"query parameter {shown} is given more than once", loc=("query", name))
+        try:
+            check_text(values[0], name)
+        except BadJson as exc:
+            raise InvalidInput(str(exc), loc=("query", name)) from None
 
 
 def get_settings_dep(request: Request) -> Settings:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from backend.db.models import Dataset, Team, User
 from backend.services.errors import InvalidInput, PayloadTooLarge, not_found
-from backend.services.strict_json import BadJson, strict_json_loads
+from backend.services.strict_json import BadJson, check_text, strict_json_loads
 
 CHUNK_BYTES = 1 << 20
 
@@ -74,6 +74,10 @@ def create_dataset(
     name = name.strip()
     if not name or len(name) > 200:
         raise InvalidInput("name must be 1-200 characters", loc=("body", "name"))
+    try:
+        check_text(name, "name")
+    except BadJson as exc:
+        raise InvalidInput(str(exc), loc=("body", "name")) from None
     row_count = validate_jsonl(content)
     dataset = Dataset(
         team_id=team.id,

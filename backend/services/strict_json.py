@@ -1,6 +1,6 @@
 """Strict JSON parsing for whatever the API stores and echoes back: no NaN/Infinity, integers of at most
-`MAX_INT_DIGITS` digits, nesting at most `MAX_DEPTH`, no lone UTF-16 surrogates in any string or key. Such values
-could not be stored (Postgres, UTF-8) or serialised back, so they are refused up front with `BadJson`."""
+`MAX_INT_DIGITS` digits, nesting at most `MAX_DEPTH`, no NUL and no lone UTF-16 surrogates in any string or key.
+Such values could not be stored (Postgres, UTF-8) or serialised back, so they are refused up front with `BadJson`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
-def _check_string(text: str, where: str) -> None:
+def check_text(text: str, where: str) -> None:
+    """Raise BadJson when `text` cannot be stored: a NUL character (Postgres text) or a lone surrogate (UTF-8)."""
+    if "\x00" in text:
+        raise BadJson(f"{where}: contains a NUL character (\\u0000)")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -37,10 +40,10 @@ def check_value(value: Any, where: str = "body", depth: int = 0) -> None:
     if depth > MAX_DEPTH:
         raise BadJson(f"nesting deeper than {MAX_DEPTH} levels")
     if isinstance(value, str):
-        _check_string(value, where)
+        check_text(value, where)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_string(key, where)
+            check_text(key, where)
             check_value(item, f"{where}.{key!a}", depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import math
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response, status
 from fastapi.concurrency import run_in_threadpool
@@ -39,9 +40,22 @@ async def create_plan(body: PlanRequest, auth: ViewerAuth, session: SessionDep, 
     if body.from_job_id is not None:
         body = body.model_copy(update={"lengths": _job_lengths(session, auth.team, body.from_job_id)})
     try:
-        return await run_in_threadpool(make_plan, body, catalog)  # CPU-bound: keep the event loop free
+        plan = await run_in_threadpool(make_plan, body, catalog)  # CPU-bound: keep the event loop free
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
+    if not _all_finite(plan.model_dump()):
+        raise InvalidInput("the plan's figures overflow (inf/NaN): use realistic mfu, lengths and device figures")
+    return plan
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_all_finite(v) for v in value)
+    return True
 
 
 def _job_lengths(session: Session, team: Team, job_id: int) -> LengthSpec:
