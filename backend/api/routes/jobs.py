@@ -36,7 +36,7 @@ def _last_event_id(session: Session, job_id: int) -> int:
     return last[0] if last else 0
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409, 429))
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def submit_job(spec: JobCreate, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Submit a job (member); it waits in `queued` until the controller admits it within the team's quotas."""
     job = job_service.create_job(session=session, team=auth.team, user=auth.user, spec=spec)
