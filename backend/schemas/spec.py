@@ -21,7 +21,7 @@ BuiltinTask = Literal["arithmetic", "long_tail"]
 WeightSyncBackend = Literal["shared_store", "broadcast"]
 MAX_SEED = 2**31 - 1
 MAX_PARAMS_BYTES = 16 * 1024  # reward.params as JSON: specs are stored per job and listed by GET /jobs
-MAX_STOP_STRINGS, MAX_STOP_CHARS = 16, 256
+MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
 
 
 class _Strict(BaseModel):

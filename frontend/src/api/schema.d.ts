@@ -1046,7 +1046,7 @@ export interface components {
             max_tokens?: number;
             /**
              * Stop
-             * @description up to 16 stop strings
+             * @description up to 64 stop strings
              */
             stop?: string[];
             /**
