@@ -179,6 +179,23 @@ def test_security_headers_on_api_answers_and_errors(app_client: TestClient) -> N
         assert "frame-ancestors 'none'" in csp and "default-src 'self'" in csp and "'unsafe-eval'" not in csp
 
 
+def test_security_headers_on_the_dashboard(pg_backend: Any, tmp_path: Any) -> None:
+    from backend.api.static import install_frontend
+    from backend.main import create_app
+
+    (tmp_path / "index.html").write_text("<div id=root></div>")
+    app = create_app(pg_backend.settings)
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", "") != "/{path:path}"]
+    assert install_frontend(app, dist=tmp_path)
+    with TestClient(app) as client:
+        for path in ("/", "/jobs/42"):
+            page = client.get(path)
+            assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+            assert page.headers["x-frame-options"] == "DENY" and page.headers["referrer-policy"] == "no-referrer"
+        assert client.get("/api/v1/auth/login").status_code == 405  # an API path without GET, not the SPA
+        assert client.get("/api/v1/auth/login").headers["allow"] == "POST"
+
+
 def test_openapi_documents_error_statuses_with_the_error_schema(app_client: TestClient) -> None:
     document = app_client.get("/openapi.json").json()
     assert "ErrorBody" in document["components"]["schemas"]
