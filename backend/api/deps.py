@@ -49,9 +49,9 @@ def reject_unknown_query(request: Request) -> None:
         if len(values) > 1:
             raise InvalidInput(f"query parameter {shown} is given more than once", loc=("query", name))
         try:
-            check_text(values[0], name)
+            check_text(values[0])
         except BadJson as exc:
-            raise InvalidInput(str(exc), loc=("query", name)) from None
+            raise InvalidInput(f"query parameter {shown} {exc}", loc=("query", name)) from None
 
 
 def get_settings_dep(request: Request) -> Settings:

@@ -86,7 +86,7 @@ class BodyGuard:
             try:
                 strict_json_loads(body)
             except BadJson as exc:
-                issue = {"loc": ["body"], "msg": str(exc), "type": "json_invalid"}
+                issue = {"loc": ["body", *exc.loc], "msg": str(exc), "type": "json_invalid"}
                 await _send_json(send, 422, [issue])
                 return
         replayed = False

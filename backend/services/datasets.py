@@ -56,7 +56,8 @@ def validate_jsonl(content: bytes) -> int:
         try:
             row = strict_json_loads(line)
         except BadJson as exc:
-            raise _line_error(number, str(exc)) from None
+            where = "".join(f"[{part!r}]" for part in exc.loc)
+            raise _line_error(number, f"{where} {exc}" if where else str(exc)) from None
         if not isinstance(row, dict):
             raise _line_error(number, "each line must be a JSON object")
         prompt = row.get("prompt")
@@ -75,9 +76,9 @@ def create_dataset(
     if not name or len(name) > 200:
         raise InvalidInput("name must be 1-200 characters", loc=("body", "name"))
     try:
-        check_text(name, "name")
+        check_text(name)
     except BadJson as exc:
-        raise InvalidInput(str(exc), loc=("body", "name")) from None
+        raise InvalidInput(f"name {exc}", loc=("body", "name")) from None
     row_count = validate_jsonl(content)
     dataset = Dataset(
         team_id=team.id,

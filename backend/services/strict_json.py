@@ -12,7 +12,11 @@ MAX_INT_DIGITS = 200
 
 
 class BadJson(ValueError):
-    pass
+    """`loc`: keys/indices of the offending value inside the document (empty when unknown)."""
+
+    def __init__(self, message: str, loc: tuple[str | int, ...] = ()) -> None:
+        super().__init__(message)
+        self.loc = loc
 
 
 def _reject_constant(name: str) -> Any:
@@ -25,29 +29,33 @@ def _parse_int(text: str) -> int:
     return int(text)
 
 
-def check_text(text: str, where: str) -> None:
+def check_text(text: str, loc: tuple[str | int, ...] = ()) -> None:
     """Raise BadJson when `text` cannot be stored: a NUL character (Postgres text) or a lone surrogate (UTF-8)."""
     if "\x00" in text:
-        raise BadJson(f"{where}: contains a NUL character (\\u0000)")
+        raise BadJson("contains a NUL character (\\u0000)", loc)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadJson(f"{where}: contains a lone UTF-16 surrogate (not valid Unicode)") from None
+        raise BadJson("contains a lone UTF-16 surrogate (not valid Unicode)", loc) from None
 
 
-def check_value(value: Any, where: str = "body", depth: int = 0) -> None:
-    """Raise BadJson for nesting deeper than MAX_DEPTH or strings that are not valid Unicode."""
+def _safe_key(key: str) -> str:
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")[:100]
+
+
+def check_value(value: Any, loc: tuple[str | int, ...] = (), depth: int = 0) -> None:
+    """Raise BadJson for nesting deeper than MAX_DEPTH or strings that cannot be stored (see `check_text`)."""
     if depth > MAX_DEPTH:
-        raise BadJson(f"nesting deeper than {MAX_DEPTH} levels")
+        raise BadJson(f"nesting deeper than {MAX_DEPTH} levels", loc)
     if isinstance(value, str):
-        check_text(value, where)
+        check_text(value, loc)
     elif isinstance(value, dict):
         for key, item in value.items():
-            check_text(key, where)
-            check_value(item, f"{where}.{key!a}", depth + 1)
+            check_text(key, (*loc, _safe_key(key)))
+            check_value(item, (*loc, key), depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            check_value(item, f"{where}[{index}]", depth + 1)
+            check_value(item, (*loc, index), depth + 1)
 
 
 def strict_json_loads(raw: bytes | str) -> Any:

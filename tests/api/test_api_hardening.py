@@ -67,6 +67,8 @@ def test_hostile_json_is_422_with_a_serialisable_body(
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert detail[0]["loc"][0] == "body" and detail[0]["msg"]
+    if b"\\u" in raw:  # the offending string is named by its place in the document
+        assert len(detail[0]["loc"]) > 1, detail
 
 
 @pytest.mark.parametrize(
