@@ -48,7 +48,7 @@ def list_jobs(
     auth: ViewerAuth,
     session: SessionDep,
     status: JobStatus | None = None,
-    name: Annotated[str | None, Query(max_length=200, description="substring of the job name")] = None,
+    name: Annotated[str | None, Query(min_length=1, max_length=200, description="substring of the job name")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobsPublic:
