@@ -19,7 +19,7 @@ from backend.services.sessions import is_platform_admin
 from backend.services.strict_json import BadJson, check_text
 from backend.settings import Settings
 
-_QUERY_NAMES: dict[int, frozenset[str]] = {}
+_QUERY_NAMES_ATTR = "_streamrl_query_names"  # cached on the route object
 
 
 def _query_names(dependant: Any) -> Iterator[str]:
@@ -36,10 +36,10 @@ def reject_unknown_query(request: Request) -> None:
     dependant = getattr(route, "dependant", None)
     if dependant is None:
         return
-    known = _QUERY_NAMES.get(id(route))
+    known: frozenset[str] | None = getattr(route, _QUERY_NAMES_ATTR, None)
     if known is None:
         known = frozenset(_query_names(dependant))
-        _QUERY_NAMES[id(route)] = known
+        setattr(route, _QUERY_NAMES_ATTR, known)
     for name in request.query_params:
         shown = ascii(name[:100])
         if name not in known:
