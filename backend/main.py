@@ -7,11 +7,13 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from sqlalchemy.orm import sessionmaker
 
+from backend.api.deps import reject_unknown_query
 from backend.api.errors import install_error_handlers
+from backend.api.guard import BodyGuard, SecurityHeaders
 from backend.api.metrics import install_metrics
 from backend.api.redis_link import open_redis
 from backend.api.routes import auth, datasets, health, job_data, jobs, keys, models, stream, teams
@@ -22,11 +24,13 @@ from contract.settings import Settings, get_settings
 
 API_PREFIX = "/api/v1"
 OPTIONAL_ROUTERS = ("plans", "runs", "exports")  # backend/api/routes/<name>.py with `router`, included when present
+UPLOAD_PATHS = (f"{API_PREFIX}/datasets",)  # multipart uploads: capped by max_upload_bytes, not max_request_bytes
+UPLOAD_OVERHEAD_BYTES = 64 * 1024
 log = logging.getLogger(__name__)
 
 
 def api_router() -> APIRouter:
-    router = APIRouter(prefix=API_PREFIX)
+    router = APIRouter(prefix=API_PREFIX, dependencies=[Depends(reject_unknown_query)])
     for module in (health, auth, teams, keys, models, datasets, jobs, job_data, stream):
         router.include_router(module.router)
     for name in OPTIONAL_ROUTERS:
@@ -70,6 +74,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
         )
+    app.add_middleware(
+        BodyGuard,
+        limits=lambda: (settings.max_request_bytes, settings.max_upload_bytes + UPLOAD_OVERHEAD_BYTES),
+        upload_paths=UPLOAD_PATHS,
+    )
+    app.add_middleware(SecurityHeaders)  # outermost: also on answers the guard gives
     install_error_handlers(app)
     install_metrics(app, app.state.session_factory)
     app.include_router(api_router())

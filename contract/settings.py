@@ -33,7 +33,14 @@ class Settings(BaseSettings):
         default_factory=list, description="extra dirs models may be registered from"
     )
     max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1)
+    max_request_bytes: int = Field(1024 * 1024, ge=1024, description="cap of every non-upload request body (413)")
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60)
+    platform_admins: list[str] = Field(
+        default_factory=list, description="emails of operators (device catalog); the first user ever is one too"
+    )
+    login_window_s: int = Field(900, ge=1, description="failed logins are counted over this many seconds")
+    login_max_failures_per_account: int = Field(5, ge=1)
+    login_max_failures_per_address: int = Field(50, ge=1)
     auto_migrate: bool = Field(True, description="run `alembic upgrade head` when the app starts")
     allow_registration: bool = Field(True, description="POST /auth/register may create new teams")
     cors_origins: list[str] = Field(default_factory=list)

@@ -7,9 +7,11 @@ Validation errors name the field and the reason (pydantic's `loc` + `msg`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import json
+import math
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Mode = Literal["colocated", "sync", "async"]
 EngineName = Literal["hf", "vllm"]
@@ -17,12 +19,37 @@ AlgorithmName = Literal["grpo", "ppo", "rloo", "reinforce_pp"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 BuiltinTask = Literal["arithmetic", "long_tail"]
 WeightSyncBackend = Literal["shared_store", "broadcast"]
+MAX_SEED = 2**31 - 1
+MAX_PARAMS_BYTES = 16 * 1024  # reward.params as JSON: specs are stored per job and listed by GET /jobs
+MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
 
 
 class _Strict(BaseModel):
-    """Unknown keys are errors: a typo in a spec must not be silently ignored."""
+    """Unknown keys are errors: a typo in a spec must not be silently ignored. NaN/Infinity are refused in every
+    float field, and a boolean is never accepted where a number is expected (`true` is not 1)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if annotation is not bool and annotation is not Any and bool not in get_args(annotation):
+                raise ValueError("true/false is not accepted here: give a number")
+        return value
+
+
+def _check_json_value(value: Any, where: str) -> None:
+    """`value` is plain JSON with finite numbers only (raises ValueError naming the place otherwise)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: NaN and Infinity are not allowed")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_json_value(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json_value(item, f"{where}[{index}]")
 
 
 class DatasetSpec(_Strict):
@@ -31,8 +58,8 @@ class DatasetSpec(_Strict):
     Rows are JSON objects with at least `prompt` (str); `answer` and any other keys are passed to the reward.
     """
 
-    id: int | None = Field(None, description="id of a dataset uploaded to the control plane")
-    path: str | None = Field(None, description="local JSONL file (train-local only)")
+    id: int | None = Field(None, ge=1, le=2**31 - 1, description="id of a dataset uploaded to the control plane")
+    path: str | None = Field(None, max_length=4096, description="local JSONL file (train-local only)")
     builtin: BuiltinTask | None = Field(None, description="generate prompts from a built-in task")
     num_prompts: int = Field(256, ge=1, le=1_000_000, description="prompts to generate for a built-in task")
     eval_prompts: int = Field(64, ge=0, le=100_000, description="held-out prompts for evaluation")
@@ -51,11 +78,25 @@ class RewardSpec(_Strict):
     User code defines `def reward(prompt: str, response: str, meta: dict) -> float | dict`.
     """
 
-    type: str = Field("exact_match", min_length=1, description="built-in name, 'composite' or 'python'")
-    params: dict[str, Any] = Field(default_factory=dict)
-    weight: float = 1.0
-    components: list[RewardSpec] = Field(default_factory=list)
+    type: str = Field(
+        "exact_match", min_length=1, max_length=100, description="built-in name, 'composite' or 'python'"
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description=f"at most {MAX_PARAMS_BYTES} bytes as JSON")
+    weight: float = Field(1.0, ge=-1e6, le=1e6)
+    components: list[RewardSpec] = Field(default_factory=list, max_length=32)
     code: str | None = Field(None, max_length=100_000)
+
+    @field_validator("params")
+    @classmethod
+    def _params_bounded(cls, params: dict[str, Any]) -> dict[str, Any]:
+        _check_json_value(params, "params")
+        try:
+            size = len(json.dumps(params).encode())
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"params must be plain JSON ({exc})") from None
+        if size > MAX_PARAMS_BYTES:
+            raise ValueError(f"params is {size} bytes as JSON; the limit is {MAX_PARAMS_BYTES}")
+        return params
 
     @model_validator(mode="after")
     def _consistent(self) -> RewardSpec:
@@ -87,7 +128,17 @@ class GenerationSpec(_Strict):
     temperature: float = Field(1.0, ge=0, le=10)
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(64, ge=1, le=131_072)
-    stop: list[str] = Field(default_factory=list)
+    stop: list[str] = Field(
+        default_factory=list, max_length=MAX_STOP_STRINGS, description=f"up to {MAX_STOP_STRINGS} stop strings"
+    )
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings_bounded(cls, stop: list[str]) -> list[str]:
+        for index, text in enumerate(stop):
+            if not text or len(text) > MAX_STOP_CHARS:
+                raise ValueError(f"stop[{index}] must be 1-{MAX_STOP_CHARS} characters")
+        return stop
 
 
 class TrainingSpec(_Strict):
@@ -110,13 +161,13 @@ class DispatchSpec(_Strict):
 
 class AutoscaleSpec(_Strict):
     policy: Literal["manual", "auto"] = "manual"
-    min_instances: int = Field(1, ge=1)
-    max_instances: int = Field(4, ge=1)
-    cooldown_s: float = Field(30.0, ge=0)
+    min_instances: int = Field(1, ge=1, le=1024)
+    max_instances: int = Field(4, ge=1, le=1024)
+    cooldown_s: float = Field(30.0, ge=0, le=86_400)
     hysteresis: int = Field(3, ge=1, le=100, description="consecutive iterations, measured at the current instance "
                             "count, that must agree before the autoscaler changes it")
-    threshold_s: float = Field(0.0, ge=0, description="extra margin in seconds: scale only when the imbalance "
-                               "exceeds what one instance more (or fewer) changes by at least this much")
+    threshold_s: float = Field(0.0, ge=0, le=86_400, description="extra margin in seconds: scale only when the "
+                               "imbalance exceeds what one instance more (or fewer) changes by at least this much")
 
     @model_validator(mode="after")
     def _bounds(self) -> AutoscaleSpec:
@@ -143,16 +194,18 @@ class TelemetrySpec(_Strict):
 
 
 class CheckpointSpec(_Strict):
-    interval: int = Field(10, ge=1, description="checkpoint every N iterations")
-    keep: int = Field(3, ge=1)
+    interval: int = Field(10, ge=1, le=1_000_000, description="checkpoint every N iterations")
+    keep: int = Field(3, ge=1, le=1000)
 
 
 class JobSpec(_Strict):
     """One RL job. Defaults give a small, sane GRPO run."""
 
     name: str = Field("job", min_length=1, max_length=200)
-    model: str = Field(..., min_length=1, description="registered model name (or path for train-local)")
-    tokenizer: str | None = Field(None, description="defaults to the model's own tokenizer")
+    model: str = Field(
+        ..., min_length=1, max_length=1000, description="registered model name (or path for train-local)"
+    )
+    tokenizer: str | None = Field(None, max_length=1000, description="defaults to the model's own tokenizer")
     dataset: DatasetSpec
     reward: RewardSpec = Field(default_factory=RewardSpec)
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
@@ -165,4 +218,4 @@ class JobSpec(_Strict):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     failover: FailoverSpec = Field(default_factory=FailoverSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED)

@@ -3,19 +3,56 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import redis
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from backend.db.enums import Role
 from backend.db.models import Job, Team, User
+from backend.schemas.common import MAX_ID
 from backend.services.auth import AuthContext, resolve_token
-from backend.services.errors import Forbidden, Unauthorized
+from backend.services.errors import Forbidden, InvalidInput, Unauthorized
 from backend.services.jobs import get_job
+from backend.services.sessions import is_platform_admin
+from backend.services.strict_json import BadJson, check_text
 from contract.settings import Settings
+
+_QUERY_NAMES_ATTR = "_streamrl_query_names"  # cached on the route object
+
+
+def _query_names(dependant: Any) -> Iterator[str]:
+    for param in dependant.query_params:
+        yield getattr(param, "alias", None) or param.name
+    for sub in dependant.dependencies:
+        yield from _query_names(sub)
+
+
+def reject_unknown_query(request: Request) -> None:
+    """Router dependency: a query parameter the route does not declare, or one given twice, is 422 (a typo such
+    as `?ofset=` must not be silently ignored; every declared parameter is a single value)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    known: frozenset[str] | None = getattr(route, _QUERY_NAMES_ATTR, None)
+    if known is None:
+        known = frozenset(_query_names(dependant))
+        setattr(route, _QUERY_NAMES_ATTR, known)
+    for name in request.query_params:
+        shown = ascii(name[:100])
+        if name not in known:
+            expected = ", ".join(sorted(known)) or "none"
+            raise InvalidInput(f"unknown query parameter {shown} (expected: {expected})", loc=("query", shown))
+        values = request.query_params.getlist(name)
+        if len(values) > 1:
+            raise InvalidInput(f"query parameter {shown} is given more than once", loc=("query", name))
+        try:
+            check_text(values[0])
+        except BadJson as exc:
+            raise InvalidInput(f"query parameter {shown} {exc}", loc=("query", name)) from None
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -29,6 +66,7 @@ def get_db(request: Request) -> Iterator[Session]:
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="object id")]
 SessionDep = Annotated[Session, Depends(get_db)]
 _bearer = HTTPBearer(auto_error=False, description="session token (POST /auth/login) or API key srl_...")
 
@@ -45,6 +83,16 @@ def get_auth(
 
 
 AuthDep = Annotated[AuthContext, Depends(get_auth)]
+
+
+def get_bearer_token(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    """The raw bearer token (for re-checking it later, e.g. during a long-lived stream)."""
+    if creds is None:
+        raise Unauthorized("missing bearer token: send `Authorization: Bearer <session token or API key>`")
+    return creds.credentials
+
+
+BearerToken = Annotated[str, Depends(get_bearer_token)]
 
 
 def get_current_user(auth: AuthDep) -> User:
@@ -70,12 +118,22 @@ def require_role(minimum: Role) -> Callable[[AuthContext], AuthContext]:
     return check
 
 
+def require_platform_admin(auth: AuthDep, settings: SettingsDep) -> AuthContext:
+    """Dependency: the caller is an operator (platform admin) using a session or an admin-scoped key (else 403)."""
+    if not is_platform_admin(auth.user, settings.platform_admins):
+        raise Forbidden("only a platform admin (operator) may change this; see STREAMRL_PLATFORM_ADMINS")
+    if auth.api_key is not None and "admin" not in auth.api_key.scopes:
+        raise Forbidden("this action needs an API key with the admin scope")
+    return auth
+
+
+PlatformAdminAuth = Annotated[AuthContext, Depends(require_platform_admin)]
 ViewerAuth = Annotated[AuthContext, Depends(require_role(Role.viewer))]
 MemberAuth = Annotated[AuthContext, Depends(require_role(Role.member))]
 AdminAuth = Annotated[AuthContext, Depends(require_role(Role.admin))]
 
 
-def get_viewed_job(job_id: int, auth: ViewerAuth, session: SessionDep) -> Job:
+def get_viewed_job(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> Job:
     """The path's `job_id` among the caller's team's jobs (404 for a missing job or another team's)."""
     return get_job(session=session, team=auth.team, job_id=job_id)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse
+
+from backend.api.errors import allowed_methods
 
 DIST = Path(__file__).resolve().parents[2] / "frontend" / "dist"
 NOT_SPA = ("api/", "metrics", "docs", "redoc", "openapi.json")
@@ -19,8 +21,10 @@ def install_frontend(app: FastAPI, dist: Path = DIST) -> bool:
     root = dist.resolve()
 
     @app.get("/{path:path}", include_in_schema=False)
-    def spa(path: str) -> FileResponse:
+    def spa(path: str, request: Request) -> FileResponse:
         if path.startswith(NOT_SPA):
+            if allowed_methods(request):
+                raise HTTPException(405)  # an API path without GET (the handler adds Allow)
             raise HTTPException(404, f"no route /{path}")
         candidate = (root / path).resolve()
         if path and candidate.is_file() and candidate.is_relative_to(root):

@@ -38,5 +38,5 @@ def enum_column(enum_cls: type[StrEnum], **kwargs: Any) -> Any:
     )
 
 
-def created_at_column() -> Any:
-    return mapped_column(default=utcnow)
+def created_at_column(**kwargs: Any) -> Any:
+    return mapped_column(default=utcnow, **kwargs)

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from backend.schemas.common import MAX_ID, RequestModel
 from contract.spec import AlgorithmName, DispatchPolicy, JobSpec, Mode
 
 MAX_PLAN_PROMPTS = 4096  # the simulator dispatches prompts one by one: keeps a plan within seconds
@@ -17,8 +18,10 @@ MAX_PLAN_SAMPLES = 65_536
 _STALENESS = JobSpec.model_fields["max_staleness"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(RequestModel):
+    """Unknown keys, true/false for numbers and non-finite floats are 422."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ClusterSpec(_Strict):
@@ -69,10 +72,11 @@ class PlanRequest(_Strict):
     elastic: bool = Field(False, description="simulate the autoscaler adding/removing generation instances")
     length_growth: float = Field(0.0, ge=-0.5, le=1.0, description="response-length growth per iteration")
     from_job_id: int | None = Field(
-        None, description="API only: use this job's recorded response lengths as an empirical distribution")
+        None, ge=1, le=MAX_ID,
+        description="API only: use this job's recorded response lengths as an empirical distribution")
     iterations: int = Field(3, ge=2, le=50, description="simulated iterations (the first is warm-up)")
     timeline_lanes: int = Field(8, ge=1, le=256, description="generation lanes kept in the returned timeline")
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1)
 
     @model_validator(mode="after")
     def _model_given(self) -> PlanRequest:

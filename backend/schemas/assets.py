@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from backend.schemas.common import ORMModel, UtcDatetime
+from backend.schemas.common import ORMModel, RequestModel, UtcDatetime
 
 
 class DatasetPublic(ORMModel):
@@ -16,7 +16,7 @@ class DatasetPublic(ORMModel):
     created_at: UtcDatetime
 
 
-class ModelCreate(BaseModel):
+class ModelCreate(RequestModel):
     name: str = Field(min_length=1, max_length=200, pattern=r"^[\w.\-/:]+$")
     path: str = Field(min_length=1, max_length=1000)
 

@@ -5,23 +5,30 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from backend.db.enums import Role
-from backend.schemas.common import ORMModel, UtcDatetime
+from backend.schemas.common import MAX_ID, ORMModel, RequestModel, UtcDatetime
+
+PASSWORD_RULE = "10-200 characters, 5+ distinct, not a common password, not containing the email's name"
 
 
-class RegisterRequest(BaseModel):
+class RegisterRequest(RequestModel):
     email: str = Field(min_length=3, max_length=320)
-    password: str = Field(min_length=8, max_length=200)
+    password: str = Field(min_length=10, max_length=200, description=PASSWORD_RULE)
     team_name: str = Field(min_length=1, max_length=200)
 
 
-class LoginRequest(BaseModel):
+class LoginRequest(RequestModel):
     email: str = Field(min_length=3, max_length=320)
     password: str = Field(min_length=1, max_length=200)
-    team_id: int | None = None
+    team_id: int | None = Field(None, ge=1, le=MAX_ID)
 
 
-class SwitchTeamRequest(BaseModel):
-    team_id: int
+class PasswordChange(RequestModel):
+    current_password: str = Field(min_length=1, max_length=200)
+    new_password: str = Field(min_length=10, max_length=200, description=PASSWORD_RULE)
+
+
+class SwitchTeamRequest(RequestModel):
+    team_id: int = Field(ge=1, le=MAX_ID)
 
 
 class UserPublic(ORMModel):
@@ -35,7 +42,7 @@ class Quotas(BaseModel):
     max_generation_instances: int = Field(ge=0, le=100_000)
 
 
-class QuotasUpdate(BaseModel):
+class QuotasUpdate(RequestModel):
     max_concurrent_jobs: int | None = Field(None, ge=0, le=10_000)
     max_generation_instances: int | None = Field(None, ge=0, le=100_000)
 
@@ -65,6 +72,7 @@ class MeResponse(BaseModel):
     role: Role
     teams: list[TeamPublic]
     auth: str  # "session" | "api_key"
+    platform_admin: bool = False  # an operator: may change the device catalog
 
 
 class MemberPublic(BaseModel):
@@ -73,17 +81,17 @@ class MemberPublic(BaseModel):
     role: Role
 
 
-class MemberCreate(BaseModel):
+class MemberCreate(RequestModel):
     email: str = Field(min_length=3, max_length=320)
     role: Role = Role.member
-    password: str | None = Field(None, min_length=8, max_length=200)
+    password: str | None = Field(None, min_length=10, max_length=200, description=PASSWORD_RULE)
 
 
-class MemberUpdate(BaseModel):
+class MemberUpdate(RequestModel):
     role: Role
 
 
-class ApiKeyCreate(BaseModel):
+class ApiKeyCreate(RequestModel):
     name: str = Field(min_length=1, max_length=200)
     scopes: list[str] | None = Field(None, description="subset of read, write, admin (default read+write)")
 

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from backend.db.enums import JobStatus
-from backend.schemas.common import ORMModel, Page, UtcDatetime
+from backend.schemas.common import ORMModel, Page, RequestModel, UtcDatetime
 from contract.spec import JobSpec
 
 JobCreate = JobSpec
@@ -40,7 +40,7 @@ class JobPublic(BaseModel):
 JobsPublic = Page[JobPublic]
 
 
-class JobScale(BaseModel):
+class JobScale(RequestModel):
     target_instances: int | None = Field(None, ge=1, le=1024)
     autoscale: bool | None = None
 

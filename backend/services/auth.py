@@ -1,7 +1,9 @@
 """Passwords (scrypt), UI session tokens (HMAC-signed, carry user + team + expiry) and API keys (hashed secrets).
 
 API key format: `srl_<prefix>_<secret>`; `prefix` (12 hex) is public and indexed, only sha256(secret) is stored.
-Every request re-reads the membership (and the key), so removals and revocations take effect at once.
+Every request re-reads the membership (and the key), so removals and revocations take effect at once. A session
+token carries an id (`j`) and its issue time in ms (`i`): logout records the id in `revoked_sessions`, a password
+change sets `users.sessions_valid_after`, and either refuses the token from the next request on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from backend.db.base import utcnow
 from backend.db.enums import Role
-from backend.db.models import ApiKey, Membership, Team, User
+from backend.db.models import ApiKey, Membership, RevokedSession, Team, User
 from backend.services.errors import Unauthorized
 
 SESSION_PREFIX = "sess_"
@@ -28,6 +30,7 @@ KEY_PREFIX = "srl_"
 SCOPE_ROLES = {"read": Role.viewer, "write": Role.member, "admin": Role.admin}
 DEFAULT_SCOPES = ["read", "write"]
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+MAX_TOKEN_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,8 @@ class AuthContext:
     team: Team
     role: Role
     api_key: ApiKey | None = None
+    session_id: str | None = None  # the session token's `j` (None for API keys)
+    session_expires: int | None = None  # epoch seconds
 
 
 def hash_password(password: str) -> str:
@@ -66,23 +71,35 @@ def _unb64(text: str) -> bytes:
 
 
 def issue_session_token(*, user_id: int, team_id: int, secret_key: str, ttl_s: int) -> str:
-    payload = _b64(json.dumps({"u": user_id, "t": team_id, "e": int(time.time()) + ttl_s}).encode())
+    now_ms = int(time.time() * 1000)
+    claims = {"u": user_id, "t": team_id, "e": now_ms // 1000 + ttl_s, "i": now_ms, "j": secrets.token_hex(16)}
+    payload = _b64(json.dumps(claims).encode())
     signature = _b64(hmac.new(secret_key.encode(), payload.encode(), hashlib.sha256).digest())
     return f"{SESSION_PREFIX}{payload}.{signature}"
 
 
-def _decode_session_token(token: str, secret_key: str) -> tuple[int, int]:
+@dataclass(frozen=True)
+class SessionClaims:
+    user_id: int
+    team_id: int
+    expires: int  # epoch seconds
+    issued_ms: int
+    jti: str
+
+
+def _decode_session_token(token: str, secret_key: str) -> SessionClaims:
     try:
         payload, signature = token.removeprefix(SESSION_PREFIX).split(".")
         expected = _b64(hmac.new(secret_key.encode(), payload.encode(), hashlib.sha256).digest())
         if not hmac.compare_digest(signature, expected):
             raise ValueError("bad signature")
-        claims = json.loads(_unb64(payload))
-    except ValueError:
+        raw = json.loads(_unb64(payload))
+        claims = SessionClaims(int(raw["u"]), int(raw["t"]), int(raw["e"]), int(raw["i"]), str(raw["j"]))
+    except (ValueError, TypeError, KeyError):
         raise Unauthorized("invalid session token") from None
-    if claims["e"] < time.time():
+    if claims.expires < time.time():
         raise Unauthorized("session expired: log in again")
-    return int(claims["u"]), int(claims["t"])
+    return claims
 
 
 def membership_of(*, session: Session, user_id: int, team_id: int) -> Membership | None:
@@ -142,12 +159,25 @@ def as_utc(moment: datetime) -> datetime:
 
 def resolve_token(*, session: Session, token: str, secret_key: str) -> AuthContext:
     """The caller behind a bearer token (session token or API key); `Unauthorized` otherwise."""
+    if not token.isascii() or len(token) > MAX_TOKEN_CHARS:
+        raise Unauthorized("malformed bearer token")
     if token.startswith(KEY_PREFIX):
         return _authenticate_api_key(session, token)
     if not token.startswith(SESSION_PREFIX):
         raise Unauthorized("unrecognised token: expected a session token or an srl_ API key")
-    user_id, team_id = _decode_session_token(token, secret_key)
-    membership = membership_of(session=session, user_id=user_id, team_id=team_id)
+    claims = _decode_session_token(token, secret_key)
+    if session.get(RevokedSession, claims.jti) is not None:
+        raise Unauthorized("session ended (logged out): log in again")
+    membership = membership_of(session=session, user_id=claims.user_id, team_id=claims.team_id)
     if membership is None or not membership.user.is_active:
         raise Unauthorized("no longer a member of this team: log in again")
-    return AuthContext(user=membership.user, team=membership.team, role=membership.role)
+    cutoff = membership.user.sessions_valid_after
+    if cutoff is not None and claims.issued_ms < int(as_utc(cutoff).timestamp() * 1000):
+        raise Unauthorized("session ended (password changed): log in again")
+    return AuthContext(
+        user=membership.user,
+        team=membership.team,
+        role=membership.role,
+        session_id=claims.jti,
+        session_expires=claims.expires,
+    )

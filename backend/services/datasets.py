@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from backend.db.models import Dataset, Team, User
 from backend.private_files import private_dir, write_private
 from backend.services.errors import InvalidInput, PayloadTooLarge, not_found
+from backend.services.strict_json import BadJson, check_text, strict_json_loads
 
 CHUNK_BYTES = 1 << 20
 
@@ -37,19 +38,26 @@ def _line_error(number: int, reason: str) -> InvalidInput:
 
 
 def validate_jsonl(content: bytes) -> int:
-    """Row count of a JSONL prompt file; `InvalidInput` naming the first bad line (1-based). Blank lines are skipped."""
+    """Row count of a JSONL prompt file; `InvalidInput` naming the first bad line (1-based). Blank lines are skipped.
+
+    Lines are split on `\n` only, exactly as `read_rows` reads them back (a `\x0c` or U+2028 between two objects
+    is one bad line, not two rows), and each line must be strict JSON (see backend.services.strict_json).
+    """
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _line_error(content.count(b"\n", 0, exc.start) + 1, "not valid UTF-8") from None
     rows = 0
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
+        if "\r" in line[:-1]:  # readers with universal newlines would split the line there
+            raise _line_error(number, "a carriage return inside a line (lines end with \\n or \\r\\n)")
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _line_error(number, f"invalid JSON ({exc.msg})") from None
+            row = strict_json_loads(line)
+        except BadJson as exc:
+            where = "".join(f"[{part!r}]" for part in exc.loc)
+            raise _line_error(number, f"{where} {exc}" if where else str(exc)) from None
         if not isinstance(row, dict):
             raise _line_error(number, "each line must be a JSON object")
         prompt = row.get("prompt")
@@ -67,6 +75,10 @@ def create_dataset(
     name = name.strip()
     if not name or len(name) > 200:
         raise InvalidInput("name must be 1-200 characters", loc=("body", "name"))
+    try:
+        check_text(name)
+    except BadJson as exc:
+        raise InvalidInput(f"name {exc}", loc=("body", "name")) from None
     row_count = validate_jsonl(content)
     dataset = Dataset(
         team_id=team.id,
@@ -101,6 +113,6 @@ def get_dataset(*, session: Session, team: Team, dataset_id: int) -> Dataset:
 
 
 def read_rows(dataset: Dataset, *, limit: int, offset: int) -> list[dict[str, Any]]:
-    with open(dataset.storage_path, encoding="utf-8") as handle:
+    with open(dataset.storage_path, encoding="utf-8", newline="\n") as handle:  # split as validate_jsonl does
         rows = (json.loads(line) for line in handle if line.strip())
         return list(itertools.islice(rows, offset, offset + limit))

@@ -7,6 +7,7 @@ from typing import Any
 
 class ServiceError(Exception):
     status_code = 400
+    headers: dict[str, str] = {}  # extra response headers
 
     def __init__(self, detail: str, **extra: Any) -> None:
         super().__init__(detail)
@@ -50,6 +51,16 @@ class QuotaExceeded(ServiceError):
 
 class PayloadTooLarge(ServiceError):
     status_code = 413
+
+
+class TooManyRequests(ServiceError):
+    """429 with a Retry-After header of `retry_after_s`."""
+
+    status_code = 429
+
+    def __init__(self, detail: str, *, retry_after_s: int) -> None:
+        super().__init__(detail)
+        self.headers = {"Retry-After": str(retry_after_s)}
 
 
 class InvalidInput(ServiceError):

@@ -34,3 +34,20 @@ def publish_live(client: redis.Redis | None, job_id: int, type: LiveType, data: 
         log.warning("live publish for job %s failed: %s", job_id, exc)
         return False
     return True
+
+
+REVOCATIONS_CHANNEL = "streamrl:auth:revocations"
+
+
+def publish_revocation(client: redis.Redis | None, reason: str) -> bool:
+    """Tell open SSE streams that some principal lost access (logout, password change, member removed, key revoked):
+    each stream then re-checks its own credentials at once. Streams also re-check periodically, so a lost message
+    only delays the close."""
+    if client is None:
+        return False
+    try:
+        client.publish(REVOCATIONS_CHANNEL, json.dumps({"reason": reason}))
+    except redis.RedisError as exc:
+        log.warning("revocation publish failed: %s", exc)
+        return False
+    return True

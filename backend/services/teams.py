@@ -9,6 +9,7 @@ from backend.db.enums import Role
 from backend.db.models import Membership, Team, User
 from backend.services.auth import hash_password
 from backend.services.errors import Conflict, Forbidden, InvalidInput, not_found
+from backend.services.sessions import check_password_strength
 
 
 def normalize_email(email: str) -> str:
@@ -33,6 +34,8 @@ def create_user(*, session: Session, email: str, password: str | None) -> User:
     email = normalize_email(email)
     if session.scalar(select(User.id).where(User.email == email)) is not None:
         raise Conflict(f"email {email} is already registered")
+    if password is not None:
+        check_password_strength(password, email=email)
     user = User(email=email, password_hash=hash_password(password) if password else None)
     session.add(user)
     session.flush()
@@ -40,8 +43,10 @@ def create_user(*, session: Session, email: str, password: str | None) -> User:
 
 
 def register(*, session: Session, email: str, password: str, team_name: str) -> tuple[User, Team]:
-    """Bootstrap: a new user owning a new team."""
+    """Bootstrap: a new user owning a new team. The first user of the server is its platform (operator) admin."""
+    first = session.scalar(select(func.count()).select_from(User)) == 0
     user = create_user(session=session, email=email, password=password)
+    user.is_platform_admin = first
     team = create_team(session=session, name=team_name)
     session.add(Membership(team_id=team.id, user_id=user.id, role=Role.owner))
     session.flush()

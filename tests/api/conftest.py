@@ -1,18 +1,25 @@
 """Fixtures of the API tests: `world` (a team with a user per role and a registered model `tiny`), `other_world`,
-`make_world(backend)`, `register_model(backend, team, name)` and `job_spec(**overrides)`."""
+`make_world(backend)`, `register_model(backend, team, name)`, `job_spec(**overrides)` and `live_server` (the API on
+a real uvicorn, for SSE)."""
 
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from backend.db.enums import Role
 from backend.db.models import Model, Team, User
+from backend.main import create_app
 
 
 def register_model(backend: Any, team: Team, name: str = "tiny") -> Model:
@@ -79,3 +86,21 @@ def register_model_fixture() -> Any:
 @pytest.fixture(name="job_spec")
 def job_spec_fixture() -> Any:
     return job_spec
+
+
+@pytest.fixture
+def live_server(pg_backend: Any) -> Iterator[str]:
+    """The API on a real uvicorn server (SSE needs a real streaming transport)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(pg_backend.settings), port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import pytest
 import redis
-import uvicorn
 from fastapi.testclient import TestClient
 
 from backend.main import create_app
@@ -61,24 +56,6 @@ def test_job_actions_publish_status_and_events(app_client: TestClient, world: An
     subscriber.close()
     assert [m["type"] for m in received] == ["status", "event"]
     assert received[0]["data"]["status"] == "cancelled" and received[1]["data"]["message"] == "queued -> cancelled"
-
-
-@pytest.fixture
-def live_server(pg_backend: Any) -> Iterator[str]:
-    """The API on a real uvicorn server (SSE needs a real streaming transport)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(pg_backend.settings), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
 
 
 def test_sse_stream_sends_snapshot_then_live_events_and_ends_on_terminal_status(

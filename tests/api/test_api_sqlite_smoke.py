@@ -72,3 +72,25 @@ def test_dataset_refusals_on_sqlite(sqlite_client: TestClient, sqlite_backend: A
     assert upload(b'{"prompt": "aaaaaaaaaa"}\n' * 200).status_code == 413
     assert _count(sqlite_backend, Dataset, world.team) == 0
     assert upload(b'{"prompt": "a"}\n').status_code == 201
+
+
+def test_sessions_and_throttle_on_sqlite(sqlite_client: TestClient) -> None:
+    """Revocation cutoffs and the throttle window compare timestamps: SQLite stores them without a zone."""
+    body = {"email": "sqlite-sessions@example.com", "password": "long-enough-pw", "team_name": "sqlite-sessions"}
+    assert sqlite_client.post(f"{API}/auth/register", json=body).status_code == 201
+    login = {"email": body["email"], "password": body["password"]}
+    first = sqlite_client.post(f"{API}/auth/login", json=login).json()["token"]
+    second = sqlite_client.post(f"{API}/auth/login", json=login).json()["token"]
+    assert sqlite_client.post(f"{API}/auth/logout", headers={"Authorization": f"Bearer {first}"}).status_code == 204
+    assert sqlite_client.get(f"{API}/auth/me", headers={"Authorization": f"Bearer {first}"}).status_code == 401
+    change = {"current_password": body["password"], "new_password": "another-long-pw"}
+    changed = sqlite_client.post(f"{API}/auth/password", json=change, headers={"Authorization": f"Bearer {second}"})
+    assert changed.status_code == 200
+    assert sqlite_client.get(f"{API}/auth/me", headers={"Authorization": f"Bearer {second}"}).status_code == 401
+    fresh = {"Authorization": f"Bearer {changed.json()['token']}"}
+    assert sqlite_client.get(f"{API}/auth/me", headers=fresh).status_code == 200
+    for _ in range(5):
+        wrong = {"email": body["email"], "password": "wrong-password"}
+        assert sqlite_client.post(f"{API}/auth/login", json=wrong).status_code == 401
+    throttled = sqlite_client.post(f"{API}/auth/login", json={"email": body["email"], "password": "another-long-pw"})
+    assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0

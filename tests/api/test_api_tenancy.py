@@ -119,3 +119,102 @@ def test_member_management_rules(app_client: TestClient, world: Any) -> None:
     assert by_owner.status_code == 200 and by_owner.json()["role"] == "admin"
     members = app_client.get(f"{API}/teams/current/members", headers=world.headers("viewer")).json()
     assert {m["role"] for m in members} == {"owner", "admin", "member", "viewer"}
+
+
+def _fake_checkpoint(backend: Any, job_id: int, name: str = "iter_000010") -> Any:
+    path = backend.settings.artifacts / "jobs" / str(job_id) / "checkpoints" / name
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text('{"model_type": "llama"}')
+    return path
+
+
+def test_model_registration_is_limited_to_the_teams_own_job_artifacts(
+    app_client: TestClient, world: Any, other_world: Any, tmp_path: Any
+) -> None:
+    backend = world.backend
+    job = world.submit(app_client)
+    checkpoint = _fake_checkpoint(backend, job["id"])
+    weights = backend.settings.artifacts / "jobs" / str(job["id"]) / "weights"
+    weights.mkdir(parents=True, exist_ok=True)
+    (weights / "config.json").write_text("{}")
+    relative = f"jobs/{job['id']}/checkpoints/iter_000010"
+    dataset_dir = backend.settings.artifacts / "datasets" / str(world.team.id) / "fake-model"
+    dataset_dir.mkdir(parents=True, exist_ok=True)
+    (dataset_dir / "config.json").write_text("{}")
+    link = backend.settings.artifacts / "models" / f"link-{job['id']}"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(checkpoint)
+    outsider = other_world.headers("owner")
+    for path in [
+        relative,
+        str(checkpoint),
+        str(weights),
+        f"models/../{relative}",
+        f"models/link-{job['id']}",  # a symlink under the shared dir resolves into A's job: refused
+        f"jobs/{job['id']}",
+        "jobs/999999/checkpoints/iter_000010",
+        f"datasets/{world.team.id}/fake-model",
+        ".",
+    ]:
+        refused = app_client.post(f"{API}/models", json={"name": "stolen", "path": path}, headers=outsider)
+        assert refused.status_code == 422, (path, refused.text)
+        assert refused.json()["detail"][0]["loc"] == ["body", "path"]
+    # An allow-listed root that contains the artifact dir does not open other teams' jobs either.
+    with backend.client(allowed_model_roots=[backend.settings.data_dir]) as client:
+        refused = client.post(f"{API}/models", json={"name": "stolen", "path": str(checkpoint)}, headers=outsider)
+        assert refused.status_code == 422, refused.text
+    listed = app_client.get(f"{API}/models", headers=outsider).json()
+    assert "stolen" not in {m["name"] for m in listed["data"]}
+    # The owning team may continue from its own checkpoint (relative or absolute) and its weights.
+    member = world.headers("member")
+    for name, path in [("ckpt", relative), ("ckpt-abs", str(checkpoint)), ("weights", str(weights))]:
+        created = app_client.post(f"{API}/models", json={"name": name, "path": path}, headers=member)
+        assert created.status_code == 201, created.text
+    assert created.json()["path"] == str(weights.resolve())
+    spec = {"model": "ckpt", "dataset": {"builtin": "arithmetic"}}
+    assert app_client.post(f"{API}/jobs", json=spec, headers=member).status_code == 201
+    assert app_client.post(f"{API}/jobs", json=spec, headers=outsider).status_code == 422
+
+
+def test_only_platform_admins_change_the_device_catalog(pg_backend: Any, world: Any, other_world: Any) -> None:
+    update = {"bf16_tflops": 1300, "mem_bandwidth_tbps": 5.3, "memory_gb": 192, "cost_per_hour": 1.1}
+    operator = pg_backend.make_user(other_world.team, Role.viewer)
+    with pg_backend.client(platform_admins=[operator.email.upper()]) as client:
+        for role in Role:  # every role of a self-registered team, owner included
+            for team_world in (world, other_world):
+                headers = team_world.headers(role)
+                assert client.put(f"{API}/plans/devices/H800", json=update, headers=headers).status_code == 403
+                assert client.delete(f"{API}/plans/devices/H800", headers=headers).status_code == 403
+        devices = client.get(f"{API}/plans/devices", headers=world.headers("viewer")).json()["data"]
+        assert not any(d["overridden"] for d in devices if d["name"] == "H800")
+        ops = pg_backend.auth_headers(operator, other_world.team)
+        assert client.get(f"{API}/auth/me", headers=ops).json()["platform_admin"] is True
+        assert client.get(f"{API}/auth/me", headers=world.headers("owner")).json()["platform_admin"] is False
+        created = client.put(f"{API}/plans/devices/TestChip", json=update, headers=ops)
+        assert created.status_code == 200 and created.json()["overridden"] is True
+        seen = client.get(f"{API}/plans/devices", headers=world.headers("viewer")).json()["data"]
+        assert "TestChip" in {d["name"] for d in seen}  # one catalog for every team
+        read_key = client.post(f"{API}/keys", json={"name": "ro", "scopes": ["read"]}, headers=world.headers("admin"))
+        key_headers = {"Authorization": f"Bearer {read_key.json()['secret']}"}
+        assert client.delete(f"{API}/plans/devices/TestChip", headers=key_headers).status_code == 403
+        assert client.delete(f"{API}/plans/devices/TestChip", headers=ops).status_code == 204
+
+
+def test_the_first_registered_user_is_the_platform_admin(redis_url: str, tmp_path: Any) -> None:
+    from backend.db.migrate import upgrade_database
+    from backend.main import create_app
+    from contract.settings import Settings
+    from tests.conftest import TEST_SECRET
+
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    upgrade_database(url)
+    settings = Settings(database_url=url, redis_url=redis_url, data_dir=tmp_path, secret_key=TEST_SECRET,
+                        auto_migrate=False)
+    with TestClient(create_app(settings)) as client:
+        flags = []
+        for name in ("first", "second"):
+            body = {"email": f"{name}@example.com", "password": "a-long-password", "team_name": name}
+            assert client.post(f"{API}/auth/register", json=body).status_code == 201
+            token = client.post(f"{API}/auth/login", json=body).json()["token"]
+            flags.append(client.get(f"{API}/auth/me", headers={"Authorization": f"Bearer {token}"}).json())
+    assert [me["platform_admin"] for me in flags] == [True, False]

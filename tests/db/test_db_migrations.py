@@ -29,6 +29,8 @@ EXPECTED_TABLES = {
     "checkpoints",
     "workers",
     "generation_instances",
+    "revoked_sessions",
+    "login_failures",
     "alembic_version",
 }
 

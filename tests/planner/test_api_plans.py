@@ -13,7 +13,12 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def headers(pg_backend: Any) -> dict[str, dict[str, str]]:
     team = pg_backend.make_team()
-    return {role: pg_backend.auth_headers(pg_backend.make_user(team, role), team) for role in ("viewer", "admin")}
+    headers = {role: pg_backend.auth_headers(pg_backend.make_user(team, role), team) for role in ("viewer", "admin")}
+    operator = pg_backend.make_user(team, "admin")
+    with pg_backend.session() as session:
+        session.get(type(operator), operator.id).is_platform_admin = True  # the device catalog is the operator's
+    headers["operator"] = pg_backend.auth_headers(operator, team)
+    return headers
 
 
 def test_post_plan(app_client: TestClient, headers: dict[str, dict[str, str]]) -> None:
@@ -45,16 +50,18 @@ def test_device_catalog_admin_overrides(app_client: TestClient, headers: dict[st
     assert r.status_code == 200 and {d["name"] for d in r.json()["data"]} >= {"H800", "H20", "CPU"}
     update = {"bf16_tflops": 1300, "mem_bandwidth_tbps": 5.3, "memory_gb": 192, "cost_per_hour": 1.1}
     assert app_client.put("/api/v1/plans/devices/MI300X", json=update, headers=headers["viewer"]).status_code == 403
-    r = app_client.put("/api/v1/plans/devices/MI300X", json=update, headers=headers["admin"])
+    assert app_client.put("/api/v1/plans/devices/MI300X", json=update, headers=headers["admin"]).status_code == 403
+    r = app_client.put("/api/v1/plans/devices/MI300X", json=update, headers=headers["operator"])
     assert r.status_code == 200 and r.json()["overridden"] is True
     r = app_client.post("/api/v1/plans", json={"clusters": [{"device": "mi300x", "count": 4}],
                                                "prompts_per_iteration": 16, "group_size": 2},
                         headers=headers["viewer"])
     assert r.status_code == 200 and r.json()["allocation"]["gen_device"] == "MI300X"
-    bad = app_client.put("/api/v1/plans/devices/X", json={**update, "memory_gb": 0}, headers=headers["admin"])
+    bad = app_client.put("/api/v1/plans/devices/X", json={**update, "memory_gb": 0}, headers=headers["operator"])
     assert bad.status_code == 422
-    assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["admin"]).status_code == 204
-    assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["admin"]).status_code == 404
+    assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["admin"]).status_code == 403
+    assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["operator"]).status_code == 204
+    assert app_client.delete("/api/v1/plans/devices/MI300X", headers=headers["operator"]).status_code == 404
 
 
 def test_plan_from_a_jobs_recorded_lengths(pg_backend: Any, app_client: TestClient) -> None:

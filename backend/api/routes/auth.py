@@ -1,28 +1,46 @@
-"""Sign-up, login (password -> session token), team switching and who-am-I."""
+"""Sign-up, login (password -> session token), logout, password change, team switching and who-am-I."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
-from backend.api.deps import AuthDep, SessionDep, SettingsDep
+from backend.api.deps import AuthDep, OptionalRedisDep, SessionDep, SettingsDep
+from backend.api.openapi import errors
 from backend.api.presenters import team_public
 from backend.db.models import User
 from backend.schemas.auth import (
     LoginRequest,
     MeResponse,
+    PasswordChange,
     RegisterRequest,
     RegisterResponse,
     SessionResponse,
     SwitchTeamRequest,
     UserPublic,
 )
+from backend.services import sessions
 from backend.services import teams as team_service
 from backend.services.auth import authenticate_password, issue_session_token
-from backend.services.errors import Forbidden, InvalidInput
+from backend.services.errors import Forbidden, InvalidInput, Unauthorized
+from backend.services.live import publish_revocation
 from contract.settings import Settings
 
 router = APIRouter(prefix="/auth", tags=["auth"])
+
+
+def _throttle(settings: Settings) -> sessions.Throttle:
+    return sessions.Throttle(
+        window_s=settings.login_window_s,
+        per_account=settings.login_max_failures_per_account,
+        per_address=settings.login_max_failures_per_address,
+    )
+
+
+def _client_address(request: Request) -> str | None:
+    return request.client.host if request.client else None
 
 
 def _session_response(session: Session, settings: Settings, user: User, team_id: int | None) -> SessionResponse:
@@ -44,9 +62,15 @@ def _session_response(session: Session, settings: Settings, user: User, team_id:
     )
 
 
-@router.post("/register", status_code=status.HTTP_201_CREATED)
+def _session_only(auth: AuthDep, action: str) -> None:
+    if auth.api_key is not None:
+        raise InvalidInput(f"an API key cannot {action}; log in with a password", loc=("header", "authorization"))
+
+
+@router.post("/register", status_code=status.HTTP_201_CREATED, responses=errors(403, 409))
 def register(body: RegisterRequest, session: SessionDep, settings: SettingsDep) -> RegisterResponse:
-    """Create a user owning a new team (unless the operator turned registration off)."""
+    """Create a user owning a new team (unless the operator turned registration off). Passwords need 10+
+    characters, 5+ distinct ones, not a common password and not the email's name."""
     if not settings.allow_registration:
         raise Forbidden("registration is disabled on this server: ask a team admin to add you")
     user, team = team_service.register(
@@ -56,23 +80,77 @@ def register(body: RegisterRequest, session: SessionDep, settings: SettingsDep) 
     return RegisterResponse(user=UserPublic.model_validate(user), team=team_public(team, role=None))
 
 
-@router.post("/login")
-def login(body: LoginRequest, session: SessionDep, settings: SettingsDep) -> SessionResponse:
-    """Password login; the token carries the chosen team (default: the first)."""
-    user = authenticate_password(session=session, email=body.email, password=body.password)
-    return _session_response(session, settings, user, body.team_id)
+@router.post("/login", responses=errors(401, 403, 429))
+def login(body: LoginRequest, request: Request, session: SessionDep, settings: SettingsDep) -> SessionResponse:
+    """Password login; the token carries the chosen team (default: the first). Repeated failures per account or
+    per client address answer 429 with Retry-After."""
+    throttle, address = _throttle(settings), _client_address(request)
+    throttle.check(session, email=body.email, address=address)
+    try:
+        user = authenticate_password(session=session, email=body.email, password=body.password)
+    except Unauthorized:
+        throttle.record_failure(session, email=body.email, address=address)
+        session.commit()
+        raise
+    throttle.clear_account(session, email=body.email)
+    answer = _session_response(session, settings, user, body.team_id)
+    session.commit()
+    return answer
 
 
-@router.post("/switch-team")
+@router.post("/logout", status_code=status.HTTP_204_NO_CONTENT, responses=errors(401))
+def logout(
+    auth: AuthDep,
+    session: SessionDep,
+    redis: OptionalRedisDep,
+    everywhere: Annotated[bool, Query(description="end every session of the caller, not just this one")] = False,
+) -> Response:
+    """End this session (its token is refused from now on, open live streams close); `everywhere` ends them all."""
+    _session_only(auth, "log out (revoke it with DELETE /keys/{id})")
+    if everywhere:
+        sessions.end_all_sessions(session, auth.user)
+    else:
+        sessions.revoke_session(session, auth)
+    session.commit()
+    publish_revocation(redis, "logout")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/password", responses=errors(401, 403, 429))
+def change_password(
+    body: PasswordChange,
+    auth: AuthDep,
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    redis: OptionalRedisDep,
+) -> SessionResponse:
+    """Change the caller's password; every other session ends and the answer holds a fresh token."""
+    _session_only(auth, "change a password")
+    throttle, address = _throttle(settings), _client_address(request)
+    throttle.check(session, email=auth.user.email, address=address)
+    try:
+        sessions.change_password(session, auth.user, current=body.current_password, new=body.new_password)
+    except InvalidInput as exc:
+        if exc.loc == ("body", "current_password"):
+            throttle.record_failure(session, email=auth.user.email, address=address)
+            session.commit()
+        raise
+    answer = _session_response(session, settings, auth.user, auth.team.id)
+    session.commit()
+    publish_revocation(redis, "password changed")
+    return answer
+
+
+@router.post("/switch-team", responses=errors(401, 403))
 def switch_team(body: SwitchTeamRequest, auth: AuthDep, session: SessionDep, settings: SettingsDep) -> SessionResponse:
     """A new session token for another team of the caller."""
-    if auth.api_key is not None:
-        raise InvalidInput("an API key belongs to one team; log in to switch teams", loc=("header", "authorization"))
+    _session_only(auth, "switch teams (it belongs to one team)")
     return _session_response(session, settings, auth.user, body.team_id)
 
 
-@router.get("/me")
-def me(auth: AuthDep, session: SessionDep) -> MeResponse:
+@router.get("/me", responses=errors(401))
+def me(auth: AuthDep, session: SessionDep, settings: SettingsDep) -> MeResponse:
     """The caller, their current team and role, and all their teams."""
     return MeResponse(
         user=UserPublic.model_validate(auth.user),
@@ -80,4 +158,5 @@ def me(auth: AuthDep, session: SessionDep) -> MeResponse:
         role=auth.role,
         teams=[team_public(t, r) for t, r in team_service.teams_of(session=session, user=auth.user)],
         auth="api_key" if auth.api_key is not None else "session",
+        platform_admin=sessions.is_platform_admin(auth.user, settings.platform_admins),
     )

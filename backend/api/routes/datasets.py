@@ -7,14 +7,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request, UploadFile, status
 
-from backend.api.deps import MemberAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.deps import IdPath, MemberAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import page_of
 from backend.schemas.assets import DatasetPublic
-from backend.schemas.common import Page
+from backend.schemas.common import MAX_OFFSET, Page
 from backend.services import datasets as dataset_service
 from backend.services.errors import PayloadTooLarge
 
-router = APIRouter(prefix="/datasets", tags=["datasets"])
+router = APIRouter(prefix="/datasets", tags=["datasets"], responses=errors(*AUTHENTICATED))
 MULTIPART_OVERHEAD = 64 * 1024
 
 
@@ -23,14 +24,14 @@ def list_datasets(
     auth: ViewerAuth,
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Page[DatasetPublic]:
     """The team's datasets, newest first."""
     rows, total = dataset_service.list_datasets(session=session, team=auth.team, limit=limit, offset=offset)
     return page_of(DatasetPublic, rows, total)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(400, 409))
 def upload_dataset(
     request: Request,
     file: UploadFile,
@@ -56,7 +57,7 @@ def upload_dataset(
 
 
 @router.get("/{dataset_id}")
-def get_dataset(dataset_id: int, auth: ViewerAuth, session: SessionDep) -> DatasetPublic:
+def get_dataset(dataset_id: IdPath, auth: ViewerAuth, session: SessionDep) -> DatasetPublic:
     """One dataset."""
     dataset = dataset_service.get_dataset(session=session, team=auth.team, dataset_id=dataset_id)
     return DatasetPublic.model_validate(dataset)
@@ -64,11 +65,11 @@ def get_dataset(dataset_id: int, auth: ViewerAuth, session: SessionDep) -> Datas
 
 @router.get("/{dataset_id}/rows")
 def dataset_rows(
-    dataset_id: int,
+    dataset_id: IdPath,
     auth: ViewerAuth,
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Page[dict[str, Any]]:
     """A page of the dataset's rows; `count` is the dataset's row count."""
     dataset = dataset_service.get_dataset(session=session, team=auth.team, dataset_id=dataset_id)

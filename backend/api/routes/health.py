@@ -6,16 +6,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from backend.api.openapi import errors
+
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health")
+@router.get("/health", responses=errors())
 def health() -> dict[str, str]:
     """The process is up (no dependencies checked)."""
     return {"status": "ok"}
 
 
-@router.get("/ready", responses={503: {"description": "a dependency is down"}})
+@router.get("/ready", responses={503: {"description": "a dependency is down"}, **errors()})
 def ready(request: Request) -> JSONResponse:
     """Database and Redis reachable: 200, else 503 naming what is down."""
     report: dict[str, str] = {}

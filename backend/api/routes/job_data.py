@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from backend.api.deps import SessionDep, ViewedJob
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import page_of
-from backend.schemas.common import Page
+from backend.schemas.common import MAX_ID, Page
 from backend.schemas.jobs import (
     CheckpointPublic,
     IterationPublic,
@@ -19,14 +20,14 @@ from backend.schemas.jobs import (
 )
 from backend.services import job_data
 
-router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"])
+router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
 
 @router.get("/events")
 def list_events(
     job: ViewedJob,
     session: SessionDep,
-    after_id: Annotated[int, Query(ge=0)] = 0,
+    after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> Page[JobEventPublic]:
     """The job's typed log, oldest first, after event `after_id` (for polling / `logs --follow`)."""
@@ -38,7 +39,7 @@ def list_events(
 def list_iterations(
     job: ViewedJob,
     session: SessionDep,
-    after: Annotated[int, Query(ge=-1)] = -1,
+    after: Annotated[int, Query(ge=-1, le=MAX_ID)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Page[IterationPublic]:
     """Per-iteration metrics after iteration `after`."""
@@ -50,7 +51,7 @@ def list_iterations(
 def list_samples(
     job: ViewedJob,
     session: SessionDep,
-    iteration: int | None = None,
+    iteration: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> Page[SamplePublic]:
     """Recent finished samples (newest first), optionally of one iteration."""
@@ -59,7 +60,11 @@ def list_samples(
 
 
 @router.get("/timeline")
-def timeline(job: ViewedJob, session: SessionDep, since: float = 0.0) -> TimelinePublic:
+def timeline(
+    job: ViewedJob,
+    session: SessionDep,
+    since: Annotated[float, Query(ge=0, le=1e11, description="epoch seconds")] = 0.0,
+) -> TimelinePublic:
     """Pipeline spans ending at or after `since` (epoch seconds)."""
     spans = job_data.list_spans(session=session, job_id=job.id, since=since)
     return TimelinePublic(spans=[SpanPublic.model_validate(s) for s in spans])

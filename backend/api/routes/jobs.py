@@ -8,15 +8,17 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 from sqlalchemy.orm import Session
 
-from backend.api.deps import MemberAuth, OptionalRedisDep, SessionDep, ViewedJob, ViewerAuth
+from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, ViewedJob, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import job_public, jobs_public
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
+from backend.schemas.common import MAX_OFFSET
 from backend.schemas.jobs import JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
 from backend.services import jobs as job_service
 from backend.services.live import publish_live
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
 
 def _commit_and_publish(session: Session, redis: OptionalRedisDep, job: Job, since_event_id: int) -> JobPublic:
@@ -35,7 +37,7 @@ def _last_event_id(session: Session, job_id: int) -> int:
     return last[0] if last else 0
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def submit_job(spec: JobCreate, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Submit a job (member); it waits in `queued` until the controller admits it within the team's quotas."""
     job = job_service.create_job(session=session, team=auth.team, user=auth.user, spec=spec)
@@ -47,9 +49,9 @@ def list_jobs(
     auth: ViewerAuth,
     session: SessionDep,
     status: JobStatus | None = None,
-    name: Annotated[str | None, Query(max_length=200, description="substring of the job name")] = None,
+    name: Annotated[str | None, Query(min_length=1, max_length=200, description="substring of the job name")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobsPublic:
     """The team's jobs, newest first, filtered by status and/or name."""
     jobs, total = job_service.list_jobs(
@@ -74,28 +76,30 @@ def _act(
     return _commit_and_publish(session, redis, job, since)
 
 
-@router.post("/{job_id}/cancel")
-def cancel_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+@router.post("/{job_id}/cancel", responses=errors(409))
+def cancel_job(job_id: IdPath, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Cancel a job that has not finished (409 otherwise)."""
     return _act(job_id, auth, session, redis, lambda job: job_service.cancel_job(session=session, job=job))
 
 
-@router.post("/{job_id}/pause")
-def pause_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+@router.post("/{job_id}/pause", responses=errors(409))
+def pause_job(job_id: IdPath, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Pause a running job (409 otherwise); it releases its generation instances."""
     return _act(job_id, auth, session, redis, lambda job: job_service.pause_job(session=session, job=job))
 
 
-@router.post("/{job_id}/resume")
-def resume_job(job_id: int, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+@router.post("/{job_id}/resume", responses=errors(409, 429))
+def resume_job(job_id: IdPath, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Resume a paused job (409 otherwise; 429 when the team has no free job slot)."""
     return _act(
         job_id, auth, session, redis, lambda job: job_service.resume_job(session=session, team=auth.team, job=job)
     )
 
 
-@router.post("/{job_id}/scale")
-def scale_job(job_id: int, body: JobScale, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
+@router.post("/{job_id}/scale", responses=errors(409))
+def scale_job(
+    job_id: IdPath, body: JobScale, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep
+) -> JobPublic:
     """Set the target generation instances and/or autoscaling (403 naming `max_generation_instances`)."""
 
     def scale(job: Job) -> None:

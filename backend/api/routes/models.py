@@ -5,12 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from backend.api.deps import MemberAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import page_of
 from backend.schemas.assets import ModelCreate, ModelPublic
 from backend.schemas.common import Page
 from backend.services import models as model_service
 
-router = APIRouter(prefix="/models", tags=["models"])
+router = APIRouter(prefix="/models", tags=["models"], responses=errors(*AUTHENTICATED))
 
 
 @router.get("")
@@ -19,7 +20,7 @@ def list_models(auth: ViewerAuth, session: SessionDep) -> Page[ModelPublic]:
     return page_of(ModelPublic, model_service.list_models(session=session, team=auth.team))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def register_model(body: ModelCreate, auth: MemberAuth, session: SessionDep, settings: SettingsDep) -> ModelPublic:
     """Register a model directory under the artifact dir or an allow-listed root (member)."""
     model = model_service.register_model(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+import math
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Response, status
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.api.deps import AdminAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.deps import PlatformAdminAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.db.models import JobSample, Team
 from backend.planner import catalog_store
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
@@ -25,7 +29,8 @@ from backend.services.jobs import get_job
 
 MAX_JOB_LENGTHS = 100_000  # most recent recorded samples used as the empirical distribution
 
-router = APIRouter(prefix="/plans", tags=["plans"])
+router = APIRouter(prefix="/plans", tags=["plans"], responses=errors(*AUTHENTICATED))
+DeviceName = Annotated[str, Path(min_length=1, max_length=64, description="device name")]
 
 
 @router.post("")
@@ -35,9 +40,22 @@ async def create_plan(body: PlanRequest, auth: ViewerAuth, session: SessionDep, 
     if body.from_job_id is not None:
         body = body.model_copy(update={"lengths": _job_lengths(session, auth.team, body.from_job_id)})
     try:
-        return await run_in_threadpool(make_plan, body, catalog)  # CPU-bound: keep the event loop free
+        plan = await run_in_threadpool(make_plan, body, catalog)  # CPU-bound: keep the event loop free
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
+    if not _all_finite(plan.model_dump()):
+        raise InvalidInput("the plan's figures overflow (inf/NaN): use realistic mfu, lengths and device figures")
+    return plan
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_all_finite(v) for v in value)
+    return True
 
 
 def _job_lengths(session: Session, team: Team, job_id: int) -> LengthSpec:
@@ -64,8 +82,8 @@ def list_devices(auth: ViewerAuth, settings: SettingsDep) -> DevicesPublic:
 
 
 @router.put("/devices/{name}")
-def put_device(name: str, body: DeviceUpdate, auth: AdminAuth, settings: SettingsDep) -> DevicePublic:
-    """Override a device's figures or add a device (admin)."""
+def put_device(name: DeviceName, body: DeviceUpdate, auth: PlatformAdminAuth, settings: SettingsDep) -> DevicePublic:
+    """Override a device's figures or add a device (platform admin: the catalog is shared by every team)."""
     if not name.strip() or len(name) > 64:
         raise InvalidInput("device name must be 1-64 characters", loc=("path", "name"))
     spec = catalog_store.save_override(settings.data_dir, DeviceSpec(name=name.strip(), **body.model_dump()))
@@ -73,8 +91,8 @@ def put_device(name: str, body: DeviceUpdate, auth: AdminAuth, settings: Setting
 
 
 @router.delete("/devices/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_device(name: str, auth: AdminAuth, settings: SettingsDep) -> Response:
-    """Drop an override: a default device reverts to its defaults, an added device disappears (admin)."""
+def delete_device(name: DeviceName, auth: PlatformAdminAuth, settings: SettingsDep) -> Response:
+    """Drop an override: a default device reverts to its defaults, an added device disappears (platform admin)."""
     if not catalog_store.delete_override(settings.data_dir, name):
         hint = " (it has its default figures)" if name in DEFAULT_DEVICES else ""
         raise NotFound(f"device {name} has no override{hint}")

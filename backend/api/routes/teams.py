@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from backend.api.deps import AdminAuth, SessionDep, ViewerAuth
+from backend.api.deps import AdminAuth, IdPath, OptionalRedisDep, SessionDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import team_public
 from backend.db.models import Membership
 from backend.schemas.auth import MemberCreate, MemberPublic, MemberUpdate, QuotasUpdate, TeamPublic
 from backend.services import teams as team_service
+from backend.services.live import publish_revocation
 
-router = APIRouter(prefix="/teams/current", tags=["teams"])
+router = APIRouter(prefix="/teams/current", tags=["teams"], responses=errors(*AUTHENTICATED))
 
 
 def _member(membership: Membership) -> MemberPublic:
@@ -42,7 +44,7 @@ def list_members(auth: ViewerAuth, session: SessionDep) -> list[MemberPublic]:
     return [_member(m) for m in team_service.list_members(session=session, team=auth.team)]
 
 
-@router.post("/members", status_code=status.HTTP_201_CREATED)
+@router.post("/members", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def add_member(body: MemberCreate, auth: AdminAuth, session: SessionDep) -> MemberPublic:
     """Add a member (admin); a new email creates the user."""
     membership = team_service.add_member(
@@ -53,18 +55,22 @@ def add_member(body: MemberCreate, auth: AdminAuth, session: SessionDep) -> Memb
 
 
 @router.patch("/members/{user_id}")
-def change_role(user_id: int, body: MemberUpdate, auth: AdminAuth, session: SessionDep) -> MemberPublic:
+def change_role(
+    user_id: IdPath, body: MemberUpdate, auth: AdminAuth, session: SessionDep, redis: OptionalRedisDep
+) -> MemberPublic:
     """Change a member's role (admin)."""
     membership = team_service.change_role(
         session=session, team=auth.team, actor_role=auth.role, user_id=user_id, role=body.role
     )
     session.commit()
+    publish_revocation(redis, "role changed")
     return _member(membership)
 
 
 @router.delete("/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
-def remove_member(user_id: int, auth: AdminAuth, session: SessionDep) -> Response:
-    """Remove a member (admin); their sessions and keys stop working at once."""
+def remove_member(user_id: IdPath, auth: AdminAuth, session: SessionDep, redis: OptionalRedisDep) -> Response:
+    """Remove a member (admin); their sessions, keys and open live streams stop working at once."""
     team_service.remove_member(session=session, team=auth.team, user_id=user_id)
     session.commit()
+    publish_revocation(redis, "member removed")
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -3,6 +3,7 @@
 from backend.db.models.assets import Dataset, Model
 from backend.db.models.fleet import GenerationInstance, Worker
 from backend.db.models.jobs import Checkpoint, Iteration, Job, JobEvent
+from backend.db.models.security import LoginFailure, RevokedSession
 from backend.db.models.telemetry import JobSample, TimelineSpan
 from backend.db.models.tenancy import ApiKey, Membership, Team, User
 
@@ -15,8 +16,10 @@ __all__ = [
     "Job",
     "JobEvent",
     "JobSample",
+    "LoginFailure",
     "Membership",
     "Model",
+    "RevokedSession",
     "Team",
     "TimelineSpan",
     "User",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint
+from sqlalchemy import ForeignKey, String, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from backend.db.base import Base, created_at_column, enum_column
@@ -28,6 +28,8 @@ class User(Base):
     email: Mapped[str] = mapped_column(String(320), unique=True)
     password_hash: Mapped[str | None] = mapped_column(String(400))  # None: cannot log in (API keys only)
     is_active: Mapped[bool] = mapped_column(default=True)
+    is_platform_admin: Mapped[bool] = mapped_column(default=False, server_default=false())  # operator: device catalog
+    sessions_valid_after: Mapped[datetime | None]  # session tokens issued before this are refused (password change)
     created_at: Mapped[datetime] = created_at_column()
 
 
