@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import redis
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -64,6 +65,17 @@ async def integrity_error_handler(_request: Request, _exc: Exception) -> JSONRes
     return JSONResponse({"detail": "conflicts with an existing object (retry the request)"}, status_code=409)
 
 
+OUTAGE_RETRY_AFTER_S = 5
+
+
+async def outage_handler(_request: Request, exc: Exception) -> JSONResponse:
+    """The database or Redis is unreachable (a restart, a failover): 503 with Retry-After, never a 500; nothing was
+    half-written (the request's transaction did not commit)."""
+    service = "the database" if isinstance(exc, OperationalError | InterfaceError) else "Redis"
+    return JSONResponse({"detail": f"{service} is unavailable right now; retry in {OUTAGE_RETRY_AFTER_S} s"},
+                        status_code=503, headers={"Retry-After": str(OUTAGE_RETRY_AFTER_S)})
+
+
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route accepts at this path (FastAPI makes one route per method, so Starlette's own 405
     names only the first route that matched the path): each method is tried against the routing table."""
@@ -94,3 +106,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, service_error_handler)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     app.add_exception_handler(IntegrityError, integrity_error_handler)
+    for outage in (OperationalError, InterfaceError, redis.ConnectionError, redis.TimeoutError):
+        app.add_exception_handler(outage, outage_handler)

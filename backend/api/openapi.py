@@ -17,9 +17,9 @@ DESCRIPTIONS = {
     413: "Request body too large",
     422: "Invalid input; `detail` names the field",
     429: "Too many requests or no free job slot (Retry-After header)",
-    503: "A backing service (Redis) is unavailable",
+    503: "The database or Redis is unavailable (Retry-After header)",
 }
-ERRORS_EVERY_ROUTE = (413, 422)
+ERRORS_EVERY_ROUTE = (413, 422, 503)
 AUTHENTICATED = (401, 403, 404)
 
 

@@ -6,14 +6,15 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import select
 
-from backend.api.deps import SessionDep, SettingsDep, ViewerAuth
+from backend.api.deps import IdPath, SessionDep, SettingsDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.db.models import Checkpoint, Iteration, JobEvent
 from backend.schemas.jobs import IterationPublic
 from backend.services.errors import NotFound, not_found
 from backend.services.exports import checkpoint_dir, events_jsonl, metrics_csv, tar_stream
 from backend.services.jobs import get_job
 
-router = APIRouter(prefix="/jobs/{job_id}/export", tags=["exports"])
+router = APIRouter(prefix="/jobs/{job_id}/export", tags=["exports"], responses=errors(*AUTHENTICATED))
 
 
 def _attachment(filename: str) -> dict[str, str]:
@@ -27,10 +28,9 @@ def _iterations(session: SessionDep, job_id: int) -> list[Iteration]:
 
 @router.get(
     "/metrics.csv",
-    response_class=PlainTextResponse,
     responses={200: {"content": {"text/csv": {}}, "description": "one row per iteration, one column per metric"}},
 )
-def metrics_csv_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
+def metrics_csv_export(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
     """Every iteration's metrics as CSV: iteration, created_at, then the metric keys sorted."""
     job = get_job(session=session, team=auth.team, job_id=job_id)
     body = metrics_csv(_iterations(session, job.id))
@@ -38,7 +38,7 @@ def metrics_csv_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> Pl
 
 
 @router.get("/metrics.json")
-def metrics_json_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> list[IterationPublic]:
+def metrics_json_export(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> list[IterationPublic]:
     """Every iteration's metrics as a JSON array (the same objects as GET /jobs/{id}/iterations)."""
     job = get_job(session=session, team=auth.team, job_id=job_id)
     return [IterationPublic.model_validate(row) for row in _iterations(session, job.id)]
@@ -46,10 +46,9 @@ def metrics_json_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> l
 
 @router.get(
     "/events.jsonl",
-    response_class=PlainTextResponse,
     responses={200: {"content": {"application/x-ndjson": {}}, "description": "one JSON event per line"}},
 )
-def events_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
+def events_export(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
     """The job's events, oldest first, one JSON object per line."""
     job = get_job(session=session, team=auth.team, job_id=job_id)
     events = list(session.scalars(select(JobEvent).where(JobEvent.job_id == job.id).order_by(JobEvent.id)))
@@ -59,11 +58,10 @@ def events_export(job_id: int, auth: ViewerAuth, session: SessionDep) -> PlainTe
 
 @router.get(
     "/checkpoints/{iteration}.tar",
-    response_class=StreamingResponse,
     responses={200: {"content": {"application/x-tar": {}}, "description": "the checkpoint's HF directory"}},
 )
 def checkpoint_export(
-    job_id: int, iteration: int, auth: ViewerAuth, session: SessionDep, settings: SettingsDep
+    job_id: IdPath, iteration: IdPath, auth: ViewerAuth, session: SessionDep, settings: SettingsDep
 ) -> StreamingResponse:
     """The checkpoint saved at `iteration` as an uncompressed tar of its HF directory, streamed."""
     job = get_job(session=session, team=auth.team, job_id=job_id)

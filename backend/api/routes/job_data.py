@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from backend.api.deps import SessionDep, ViewedJob
+from backend.api.deps import IdPath, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import page_of
 from backend.schemas.common import MAX_ID, Page
@@ -19,58 +19,68 @@ from backend.schemas.jobs import (
     TimelinePublic,
 )
 from backend.services import job_data
+from backend.services.jobs import get_job
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
 
 @router.get("/events")
 def list_events(
-    job: ViewedJob,
+    job_id: IdPath,
+    auth: ViewerAuth,
     session: SessionDep,
     after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> Page[JobEventPublic]:
     """The job's typed log, oldest first, after event `after_id` (for polling / `logs --follow`)."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
     events = job_data.list_events(session=session, job_id=job.id, after_id=after_id, limit=limit)
     return page_of(JobEventPublic, events)
 
 
 @router.get("/iterations")
 def list_iterations(
-    job: ViewedJob,
+    job_id: IdPath,
+    auth: ViewerAuth,
     session: SessionDep,
     after: Annotated[int, Query(ge=-1, le=MAX_ID)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Page[IterationPublic]:
     """Per-iteration metrics after iteration `after`."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
     rows = job_data.list_iterations(session=session, job_id=job.id, after=after, limit=limit)
     return page_of(IterationPublic, rows)
 
 
 @router.get("/samples")
 def list_samples(
-    job: ViewedJob,
+    job_id: IdPath,
+    auth: ViewerAuth,
     session: SessionDep,
     iteration: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> Page[SamplePublic]:
     """Recent finished samples (newest first), optionally of one iteration."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
     rows = job_data.list_samples(session=session, job_id=job.id, iteration=iteration, limit=limit)
     return page_of(SamplePublic, rows)
 
 
 @router.get("/timeline")
 def timeline(
-    job: ViewedJob,
+    job_id: IdPath,
+    auth: ViewerAuth,
     session: SessionDep,
     since: Annotated[float, Query(ge=0, le=1e11, description="epoch seconds")] = 0.0,
 ) -> TimelinePublic:
     """Pipeline spans ending at or after `since` (epoch seconds)."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
     spans = job_data.list_spans(session=session, job_id=job.id, since=since)
     return TimelinePublic(spans=[SpanPublic.model_validate(s) for s in spans])
 
 
 @router.get("/checkpoints")
-def list_checkpoints(job: ViewedJob, session: SessionDep) -> Page[CheckpointPublic]:
+def list_checkpoints(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> Page[CheckpointPublic]:
     """Saved checkpoints, oldest first."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
     return page_of(CheckpointPublic, job_data.list_checkpoints(session=session, job_id=job.id))

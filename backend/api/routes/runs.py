@@ -11,7 +11,8 @@ from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from backend.api.deps import SessionDep, ViewerAuth
+from backend.api.deps import IdPath, SessionDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import jobs_public
 from backend.db.enums import JobStatus
 from backend.db.models import Iteration, Job
@@ -19,7 +20,7 @@ from backend.schemas.dashboard import JobHealth, RunPublic, RunsPublic
 from backend.services import jobs as job_service
 from backend.services.health import jobs_health
 
-router = APIRouter(tags=["dashboard"])
+router = APIRouter(tags=["dashboard"], responses=errors(*AUTHENTICATED))
 
 
 def _eval_rewards(session: Session, job_ids: list[int]) -> dict[int, float]:
@@ -67,7 +68,7 @@ def list_runs(
 
 
 @router.get("/jobs/{job_id}/health")
-def job_health(job_id: int, auth: ViewerAuth, session: SessionDep) -> JobHealth:
+def job_health(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> JobHealth:
     """What the job is doing, from instance rows, iteration times and metrics, events and its error."""
     job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
     return jobs_health(session=session, jobs=[job])[job.id]
@@ -80,10 +81,9 @@ def spec_yaml(spec: dict[str, Any]) -> str:
 
 @router.get(
     "/jobs/{job_id}/spec.yaml",
-    response_class=PlainTextResponse,
     responses={200: {"content": {"application/yaml": {}}, "description": "the JobSpec as YAML"}},
 )
-def job_spec_yaml(job_id: int, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
+def job_spec_yaml(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> PlainTextResponse:
     """The job's spec as YAML (copy it into a file for `streamrl jobs submit`)."""
     job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
     return PlainTextResponse(spec_yaml(job.spec), media_type="application/yaml")

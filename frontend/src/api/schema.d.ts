@@ -1224,11 +1224,6 @@ export interface components {
              */
             top_p?: number;
         };
-        /** HTTPValidationError */
-        HTTPValidationError: {
-            /** Detail */
-            detail?: components["schemas"]["ValidationError"][];
-        };
         /**
          * InstanceHealth
          * @description Generation instances by what the database says they are doing (not what was asked for).
@@ -2026,19 +2021,6 @@ export interface components {
             /** Id */
             id: number;
         };
-        /** ValidationError */
-        ValidationError: {
-            /** Context */
-            ctx?: Record<string, never>;
-            /** Input */
-            input?: unknown;
-            /** Location */
-            loc: (string | number)[];
-            /** Message */
-            msg: string;
-            /** Error Type */
-            type: string;
-        };
         /** ValidationIssue */
         ValidationIssue: {
             /** Loc */
@@ -2149,6 +2131,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     logout_api_v1_auth_logout_post: {
@@ -2197,6 +2188,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     me_api_v1_auth_me_get: {
@@ -2237,6 +2237,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2313,6 +2322,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     register_api_v1_auth_register_post: {
@@ -2373,6 +2391,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     switch_team_api_v1_auth_switch_team_post: {
@@ -2426,6 +2453,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2494,6 +2530,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2588,6 +2633,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_dataset_api_v1_datasets__dataset_id__get: {
@@ -2649,6 +2703,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2727,6 +2790,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     health_api_v1_health_get: {
@@ -2760,6 +2832,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2831,6 +2912,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2916,6 +3006,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_job_api_v1_jobs__job_id__get: {
@@ -2977,6 +3076,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3061,6 +3169,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_checkpoints_api_v1_jobs__job_id__checkpoints_get: {
@@ -3122,6 +3239,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3200,6 +3326,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     checkpoint_export_api_v1_jobs__job_id__export_checkpoints__iteration__tar_get: {
@@ -3207,7 +3342,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description object id */
                 job_id: number;
+                /** @description object id */
                 iteration: number;
             };
             cookie?: never;
@@ -3220,16 +3357,62 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": unknown;
                     "application/x-tar": unknown;
                 };
             };
-            /** @description Validation Error */
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3239,6 +3422,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description object id */
                 job_id: number;
             };
             cookie?: never;
@@ -3251,17 +3435,62 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": unknown;
                     "application/x-ndjson": unknown;
-                    "text/plain": string;
                 };
             };
-            /** @description Validation Error */
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3271,6 +3500,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description object id */
                 job_id: number;
             };
             cookie?: never;
@@ -3283,17 +3513,62 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": unknown;
                     "text/csv": unknown;
-                    "text/plain": string;
                 };
             };
-            /** @description Validation Error */
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3303,6 +3578,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description object id */
                 job_id: number;
             };
             cookie?: never;
@@ -3318,13 +3594,58 @@ export interface operations {
                     "application/json": components["schemas"]["IterationPublic"][];
                 };
             };
-            /** @description Validation Error */
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3334,6 +3655,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description object id */
                 job_id: number;
             };
             cookie?: never;
@@ -3349,13 +3671,58 @@ export interface operations {
                     "application/json": components["schemas"]["JobHealth"];
                 };
             };
-            /** @description Validation Error */
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3422,6 +3789,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3499,6 +3875,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3592,6 +3977,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_samples_api_v1_jobs__job_id__samples_get: {
@@ -3656,6 +4050,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3744,6 +4147,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     job_spec_yaml_api_v1_jobs__job_id__spec_yaml_get: {
@@ -3751,6 +4163,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description object id */
                 job_id: number;
             };
             cookie?: never;
@@ -3763,17 +4176,62 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    "application/json": unknown;
                     "application/yaml": unknown;
-                    "text/plain": string;
                 };
             };
-            /** @description Validation Error */
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -3844,7 +4302,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A backing service (Redis) is unavailable */
+            /** @description The database or Redis is unavailable (Retry-After header) */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3924,6 +4382,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_keys_api_v1_keys_get: {
@@ -3982,6 +4449,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4067,6 +4543,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     revoke_key_api_v1_keys__key_id__delete: {
@@ -4133,6 +4618,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_models_api_v1_models_get: {
@@ -4191,6 +4685,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4276,6 +4779,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     create_plan_api_v1_plans_post: {
@@ -4345,6 +4857,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_devices_api_v1_plans_devices_get: {
@@ -4403,6 +4924,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4482,6 +5012,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     delete_device_api_v1_plans_devices__name__delete: {
@@ -4548,6 +5087,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     ready_api_v1_ready_get: {
@@ -4586,12 +5134,14 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description a dependency is down */
+            /** @description The database or Redis is unavailable (Retry-After header) */
             503: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
             };
         };
     };
@@ -4619,13 +5169,58 @@ export interface operations {
                     "application/json": components["schemas"]["Page_RunPublic_"];
                 };
             };
-            /** @description Validation Error */
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
         };
@@ -4693,6 +5288,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_members_api_v1_teams_current_members_get: {
@@ -4751,6 +5355,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4836,6 +5449,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     remove_member_api_v1_teams_current_members__user_id__delete: {
@@ -4895,6 +5517,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4974,6 +5605,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     update_quotas_api_v1_teams_current_quotas_patch: {
@@ -5036,6 +5676,15 @@ export interface operations {
             };
             /** @description Invalid input; `detail` names the field */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
