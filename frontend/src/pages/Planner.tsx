@@ -9,6 +9,7 @@ import type { Device, Plan, PlanRequest } from "../api/types";
 import { BarChart } from "../components/BarChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
 import { Card, ErrorBanner, Field, formatNumber } from "../components/ui";
+import { DISPATCH_POLICIES } from "../lib/choices";
 
 const MODES = ["colocated", "sync", "async"] as const;
 const MODE_COLORS = ["#94a3b8", "#2563eb", "#059669"];
@@ -140,9 +141,7 @@ export function PlannerPage() {
             </Field>
             <Field label="Dispatch" error={fields.dispatch}>
               <select name="dispatch" value={form.dispatch} onChange={set("dispatch")}>
-                <option value="skew_aware">skew-aware</option>
-                <option value="random">random</option>
-                <option value="round_robin">round robin</option>
+                {DISPATCH_POLICIES.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
               </select>
             </Field>
           </div>

@@ -1,5 +1,5 @@
 /** Browse generated samples (iteration, prompt, response, reward, length); filter by iteration; click a row to read it
- * in full. "Latest first" orders by iteration (newest first), whatever order the REST snapshot and SSE merged them in. */
+ * in full with its reward components and reward error. "Latest first" orders by iteration (newest first), whatever order the REST snapshot and SSE merged them in. */
 import { useMemo, useState } from "react";
 import type { SampleRow } from "../api/types";
 import { formatNumber } from "../components/ui";
@@ -22,6 +22,7 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
     const position = new Map(samples.map((s, i) => [s.sample_id, i]));
     return [...filtered].sort((a, b) => b.iteration - a.iteration || (position.get(b.sample_id) ?? 0) - (position.get(a.sample_id) ?? 0));
   }, [samples, sort, query, iteration]);
+  const openRow = rows.find((s) => s.sample_id === open);
 
   return (
     <div className="samples" data-testid="samples">
@@ -56,7 +57,9 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
               <td>{s.iteration}</td>
               <td className="clip">{s.prompt}</td>
               <td className="clip mono">{s.response}</td>
-              <td>{formatNumber(s.reward, 3)}</td>
+              <td title={s.reward_error ?? undefined} className={s.reward_error ? "bad" : undefined}>
+                {s.reward_error ? "error" : formatNumber(s.reward, 3)}
+              </td>
               <td>{s.length}</td>
               <td>{s.policy_version}</td>
               <td>{s.instance_id}</td>
@@ -64,6 +67,21 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
           ))}
         </tbody>
       </table>
+      {openRow && (openRow.reward_error || openRow.reward_components) && (
+        <div className="sample-detail" data-testid="sample-detail">
+          {openRow.reward_error && <p className="error">reward error: {openRow.reward_error}</p>}
+          {openRow.reward_components && (
+            <table className="table compact">
+              <thead><tr><th>Reward component</th><th>Value</th></tr></thead>
+              <tbody>
+                {Object.entries(openRow.reward_components).map(([name, value]) => (
+                  <tr key={name}><td>{name}</td><td>{formatNumber(value, 3)}</td></tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </div>
+      )}
     </div>
   );
 }

@@ -12,6 +12,7 @@ import { DatasetUpload } from "./DatasetUpload";
 import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, toSpec, type JobForm } from "../lib/jobForm";
 import { useApiQuery, useJob } from "../lib/queries";
 import { useSession } from "../session";
+import { DISPATCH_POLICIES, MODES } from "../lib/choices";
 
 export function SubmitJobPage() {
   const { canWrite } = useSession();
@@ -179,9 +180,7 @@ function SubmitJobForm() {
           <div className="row">
             <Field label="Mode" error={err("mode")}>
               <select name="mode" value={form.mode} onChange={set("mode")}>
-                <option value="sync">sync (dynamic-batch pipelining)</option>
-                <option value="async">async (1-step off-policy)</option>
-                <option value="colocated">colocated (baseline)</option>
+                {MODES.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
               </select>
             </Field>
             <Field label="Max staleness" error={err("max_staleness")}>
@@ -189,9 +188,7 @@ function SubmitJobForm() {
             </Field>
             <Field label="Dispatch" error={err("dispatch.policy")}>
               <select name="dispatch" value={form["dispatch.policy"]} onChange={set("dispatch.policy")}>
-                <option value="skew_aware">skew-aware</option>
-                <option value="random">random</option>
-                <option value="round_robin">round robin</option>
+                {DISPATCH_POLICIES.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
               </select>
             </Field>
           </div>
