@@ -122,3 +122,9 @@ def driver_marker(job_id: int) -> str:
 def driver_unknown_since(job_id: int) -> str:
     """The controller found a running job with no trace of its driver in Redis (Redis lost its data)."""
     return f"{prefix(job_id)}:driver:unknown_since"
+
+
+def noted(job_id: int, what: str) -> str:
+    """Set once when something was said in the job's events (`what`: e.g. `pending:gen-3`, `capacity:4`,
+    `sandbox`), so the controller and the runtime say it once, not every pass."""
+    return f"{prefix(job_id)}:noted:{what}"

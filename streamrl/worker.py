@@ -96,6 +96,8 @@ _registration = _Registration()
 
 @worker_ready.connect
 def _register(sender: Any = None, **_: Any) -> None:
+    """A (re)started worker under a node name that shut down before starts with no shutdown flag."""
+    connect(tasks.platform_redis_url()).delete(keys.worker_shutdown(str(sender.controller.hostname)))
     _registration.start(sender)
 
 

@@ -153,7 +153,7 @@ def _report_pending(session: Session, job: Job, live: list[GenerationInstance], 
     for inst in live:
         waited = (_now() - _aware(inst.started_at)).total_seconds()
         if inst.heartbeat_at is None and waited > PENDING_REPORT_S and \
-                client.set(f"{keys.prefix(job.id)}:pending_noted:{inst.instance_id}", 1, nx=True, ex=86400):
+                client.set(keys.noted(job.id, f"pending:{inst.instance_id}"), 1, nx=True, ex=86400):
             slots = f" ({capacity.slots} generation slots, {capacity.in_use} in use)" if capacity else ""
             record_event(session=session, job_id=job.id, kind="capacity",
                          message=f"instance {inst.instance_id} is pending: no generation worker picked it up in "
@@ -167,7 +167,7 @@ def _note_capacity(session: Session, job: Job, live: list[GenerationInstance], t
         return
     holding = sum(1 for inst in live if inst.heartbeat_at is not None)
     short = target - holding - capacity.free
-    if short > 0 and client.set(f"{keys.prefix(job.id)}:capacity_noted:{target}", 1, nx=True, ex=86400):
+    if short > 0 and client.set(keys.noted(job.id, f"capacity:{target}"), 1, nx=True, ex=86400):
         record_event(session=session, job_id=job.id, kind="capacity",
                      message=f"target {target} instances exceeds the generation pool: {capacity.slots} slots, "
                              f"{capacity.free} free; {short} will stay pending until workers are added",

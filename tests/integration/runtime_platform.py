@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -97,7 +98,8 @@ class Platform:
         log = open(Path(self.env["STREAMRL_DATA_DIR"]) / f"worker-{pool}.log", "ab")  # noqa: SIM115
         self.workers[pool] = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "streamrl.worker:app", "worker", "-Q", pool,
-             "--concurrency", str(concurrency), "--pool", "prefork", "-n", f"{pool}-{os.getpid()}@%h",
+             "--concurrency", str(concurrency), "--pool", "prefork",
+             "-n", f"{pool}-{os.getpid()}-{uuid.uuid4().hex[:6]}@%h",  # a node name of its own: no stale flags
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -49,7 +49,7 @@ def make_reward(ctx: JobContext) -> Reward:
         reward = build_reward(ctx.spec.reward)
     except (ValueError, SandboxUnavailable) as err:
         raise JobSetupError(f"reward: {err}") from err
-    first = ctx.redis is None or ctx.redis.set(f"{keys.prefix(ctx.job_id)}:sandbox_noted", 1, nx=True, ex=86400)
+    first = ctx.redis is None or ctx.redis.set(keys.noted(ctx.job_id, "sandbox"), 1, nx=True, ex=86400)
     if reward.sandbox_mode is not None and first:
         protections = list(getattr(getattr(reward, "worker", None), "protections", []))
         ctx.reporter.record_event(ctx.job_id, "reward_sandbox", f"python reward runs in {reward.sandbox_mode} mode: "

@@ -41,9 +41,10 @@ class StreamDriver(Driver):
     def __init__(self, ctx: JobContext, **kwargs: Any):
         super().__init__(ctx, **kwargs)
         self.redis = ctx.require_redis()
-        self.lookahead = ctx.spec.max_staleness if ctx.spec.mode == "async" else 0
+        # async dispatches (and tolerates samples) up to max_staleness versions ahead; sync trains on-policy only
+        self.max_staleness = ctx.spec.max_staleness if ctx.spec.mode == "async" else 0
         self.stream = SampleStream(self.redis, ctx.job_id)
-        self.collector = SampleCollector(self.stream, ctx.spec.algorithm.group_size, self.lookahead, ctx.epoch)
+        self.collector = SampleCollector(self.stream, ctx.spec.algorithm.group_size, self.max_staleness, ctx.epoch)
         self.next_dispatch = 0
         self.dispatched_at: dict[int, float] = {}
         self.orphans: list[PromptRequest] = []
@@ -66,7 +67,7 @@ class StreamDriver(Driver):
 
     # -- one iteration ------------------------------------------------------------------------------------------------
     def iteration(self, it: int) -> IterationOutcome:
-        self.dispatch_through(it + self.lookahead)
+        self.dispatch_through(it + self.max_staleness)
         used: list[Held] = []
         for chunk in self.collect(it):
             with self.rec.phase("training"):
@@ -106,7 +107,7 @@ class StreamDriver(Driver):
         last = min(last, self.spec.training.iterations - 1)
         while self.next_dispatch <= last:
             j = self.next_dispatch
-            self.dispatcher.dispatch(j, self.wait_for_instances(), max(0, j - self.lookahead))
+            self.dispatcher.dispatch(j, self.wait_for_instances(), max(0, j - self.max_staleness))
             self.dispatched_at[j] = time.time()
             self.next_dispatch += 1
 
@@ -171,7 +172,7 @@ class StreamDriver(Driver):
         resend: list[PromptRequest] = []
         for j in range(it, self.next_dispatch):
             held = self.collector.have_ids(j) | self.collector.taken
-            resend += [r for g in self.dispatcher.requests_for(j, max(0, j - self.lookahead)) for r in g
+            resend += [r for g in self.dispatcher.requests_for(j, max(0, j - self.max_staleness)) for r in g
                        if r.sample_id not in held]
         for version in self.evals_pending:
             held = set(self.collector.evals.get(version, {}))
