@@ -117,6 +117,8 @@ def up(
     data_dir: Path | None = typer.Option(None, "--data-dir", help="default: $STREAMRL_DATA_DIR or ./data"),
     no_workers: bool = typer.Option(False, "--no-workers", help="only the API (and Redis): no controller, workers"),
     demo: bool = typer.Option(False, "--demo", help="submit a small demo RL job once the platform is up"),
+    api_workers: int = typer.Option(min(4, os.cpu_count() or 1), "--api-workers", min=1, max=64,
+                                    help="API server processes (uvicorn workers)"),
 ) -> None:
     """Run the platform on this machine: embedded Redis + API + controller + workers. Ctrl-C stops everything."""
     from backend.db.migrate import upgrade_database
@@ -140,8 +142,10 @@ def up(
         typer.echo(f"up: migrating {redact(settings.database_url)}")
         upgrade_database(settings.database_url)
         env = _child_env(settings, redis_url, api_url)
-        api_argv = [sys.executable, "-m", "uvicorn", API_APP, "--factory", "--host", host, "--port", str(port)]
-        supervisor.start(ChildSpec("api", api_argv, env, critical=True))
+        api_argv = [sys.executable, "-m", "uvicorn", API_APP, "--factory", "--host", host, "--port", str(port),
+                    "--workers", str(api_workers)]
+        # migrated above: the API processes must not race each other migrating
+        supervisor.start(ChildSpec("api", api_argv, {**env, "STREAMRL_AUTO_MIGRATE": "false"}, critical=True))
         wait_for_health(api_url, stop, alive=lambda: supervisor.is_alive("api"))
         if stop.is_set():
             return
