@@ -2,9 +2,11 @@
 
 Broker = the platform's Redis; three queues routed by task-name prefix: `generation.*` -> `generation` (one process per
 accelerator), `training.*` -> `training` (job drivers), `control.*` -> `control`. Tasks are long-running (a whole job or
-instance), so a worker takes one at a time (prefetch 1) and acknowledges only when the task ended (acks_late); a lost
-task is restarted by the controller, which owns desired state, so the broker's redelivery timeout is long and tasks
-are idempotent on their ids. The control plane sends tasks by name (`make_celery()` without task modules); the
+instance), so a worker takes a task only when one of its processes is free (`worker_disable_prefetch`: a busy worker
+never hoards tasks another could run) and acknowledges it when it starts. The broker never redelivers a task: a lost
+one is restarted by the controller, which owns desired state, and tasks are idempotent on their ids. (Acknowledging
+at the end would leave acknowledgements pending across a broker restart, which the Redis transport cannot send on the
+new connection: the worker would crash.) The control plane sends tasks by name (`make_celery()` without task modules); the
 worker application (`streamrl.worker`) registers the same names.
 """
 
@@ -49,8 +51,8 @@ def make_celery(redis_url: str | None = None, include: list[str] | None = None) 
     app.conf.update(
         task_routes=TASK_ROUTES,
         task_default_queue="control",
-        task_acks_late=True,
-        task_reject_on_worker_lost=False,  # the controller restarts lost work; redelivery would double-start it
+        task_acks_late=False,
+        worker_disable_prefetch=True,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_serializer="json",
