@@ -71,9 +71,10 @@ def _runtime_children(env: dict[str, str]) -> list[ChildSpec]:
     if "controller" in names:
         children.append(ChildSpec("controller", _cli("controller"), env))
     if "worker" in names:
-        # SIGQUIT: Celery's cold shutdown (running tasks are re-queued; the controller owns desired state). SIGTERM
-        # would wait for tasks that last as long as a job.
-        children += [ChildSpec(f"worker-{pool}", _cli("worker", "--pool", pool), env, stop_signal=signal.SIGQUIT)
+        # SIGTERM: Celery's warm shutdown. Running tasks see the worker's shutdown flag within a heartbeat and hand
+        # their work back (a driver checkpoints, an instance finishes what it admitted), so the job continues when
+        # `up` starts again (workers/runtime/shutdown.py); the supervisor's timeout bounds the wait.
+        children += [ChildSpec(f"worker-{pool}", _cli("worker", "--pool", pool), env, stop_signal=signal.SIGTERM)
                      for pool in ("generation", "training")]
     return children
 

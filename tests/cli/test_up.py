@@ -180,7 +180,7 @@ def test_up_restarted_mid_job_continues_the_job(tmp_path: Path) -> None:
     data_dir, config, port = tmp_path / "data", tmp_path / "config.json", free_port()
     url = f"http://127.0.0.1:{port}"
     proc = _start_up(data_dir, port, config, "--workers")
-    iterations = 8
+    iterations = 40  # long enough that the stop lands mid-job
     try:
         _wait_healthy(proc, url)
         api = StreamRLClient(url, token=_wait_bootstrapped(config, url))
@@ -192,7 +192,7 @@ def test_up_restarted_mid_job_continues_the_job(tmp_path: Path) -> None:
             "training": {"iterations": iterations, "prompts_per_iteration": 4, "micro_batch_size": 8},
             "checkpoint": {"interval": 1}})
         deadline = time.monotonic() + 240
-        while api.get_job(job["id"])["current_iteration"] < 2:
+        while api.get_job(job["id"])["progress"]["iteration"] < 2:
             assert time.monotonic() < deadline, "the job made no progress"
             time.sleep(0.5)
     finally:
