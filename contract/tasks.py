@@ -6,8 +6,8 @@ instance), so a worker takes a task only when one of its processes is free (`wor
 never hoards tasks another could run) and acknowledges it when it starts. The broker never redelivers a task: a lost
 one is restarted by the controller, which owns desired state, and tasks are idempotent on their ids. (Acknowledging
 at the end would leave acknowledgements pending across a broker restart, which the Redis transport cannot send on the
-new connection: the worker would crash.) The control plane sends tasks by name (`make_celery()` without task modules); the
-worker application (`streamrl.worker`) registers the same names.
+new connection: the worker would crash.) The control plane sends tasks by name (`make_celery()` without task
+modules); the worker application (`streamrl.worker`) registers the same names.
 """
 
 from __future__ import annotations
