@@ -16,7 +16,8 @@ from sqlalchemy import delete
 
 from backend.db.enums import Role
 from backend.db.models import LoginFailure
-from tests.conftest import DEFAULT_PASSWORD
+
+DEFAULT_PASSWORD = "correct-horse-battery"  # the users this module makes log in with it
 
 API = "/api/v1"
 

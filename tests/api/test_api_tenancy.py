@@ -204,12 +204,11 @@ def test_the_first_registered_user_is_the_platform_admin(redis_url: str, tmp_pat
     from backend.db.migrate import upgrade_database
     from backend.main import create_app
     from contract.settings import Settings
-    from tests.conftest import TEST_SECRET
 
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     upgrade_database(url)
-    settings = Settings(database_url=url, redis_url=redis_url, data_dir=tmp_path, secret_key=TEST_SECRET,
-                        auto_migrate=False)
+    settings = Settings(database_url=url, redis_url=redis_url, data_dir=tmp_path,
+                        secret_key="fresh-install-secret-0123456789ab", auto_migrate=False)
     with TestClient(create_app(settings)) as client:
         flags = []
         for name in ("first", "second"):

@@ -33,7 +33,6 @@ from backend.db.enums import Role
 from backend.main import create_app
 from backend.services.auth import issue_session_token
 from contract.settings import Settings
-from tests.conftest import TEST_SECRET
 
 pytestmark = pytest.mark.integration
 EXAMPLES = int(os.environ.get("STREAMRL_FUZZ_EXAMPLES", "25"))
@@ -73,16 +72,16 @@ class Principal:
         if path.endswith(STREAM_SUFFIX):
             return self.stream_viewer
         if path in FRESH_TOKEN_PATHS:
-            token = issue_session_token(user_id=self.user.id, team_id=self.team.id, secret_key=TEST_SECRET, ttl_s=600)
+            token = issue_session_token(user_id=self.user.id, team_id=self.team.id,
+                                        secret_key=self.backend.settings.secret_key, ttl_s=600)
             return {"Authorization": f"Bearer {token}"}
         return self.backend.auth_headers(self.user, self.team)
 
 
 @pytest.fixture(scope="module")
-def fuzz_app(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
-    from tests.conftest import _backend
-
-    backend = _backend(pg_url, redis_url, tmp_path_factory.mktemp("fuzz-data"))
+def fuzz_app(pg_url: str, redis_url: str, make_backend: Any,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
+    backend = make_backend(pg_url, redis_url, tmp_path_factory.mktemp("fuzz-data"))
     app = create_app(backend.settings)
     app.state.fuzz_principal = Principal(backend)
     from fastapi.testclient import TestClient
@@ -94,7 +93,8 @@ def fuzz_app(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFacto
 
 def _document() -> dict[str, Any]:
     """The app's OpenAPI document (building the app touches no database; the requests go to `fuzz_app`)."""
-    settings = Settings(database_url="sqlite://", secret_key=TEST_SECRET, data_dir=tempfile.gettempdir(),
+    settings = Settings(database_url="sqlite://", secret_key="openapi-document-only-0123456789",
+                        data_dir=tempfile.gettempdir(),
                         redis_url="redis://127.0.0.1:6379/0", auto_migrate=False)
     return create_app(settings).openapi()
 
