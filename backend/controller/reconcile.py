@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import redis
+from pydantic import ValidationError
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
@@ -109,7 +110,11 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
         sender.start_driver(job.id)
         report.drivers_started.append(job.id)
         record_event(session=session, job_id=job.id, kind="worker", message="training driver task sent")
-    spec = JobSpec.model_validate(job.spec)
+    try:
+        spec = JobSpec.model_validate(job.spec)
+    except ValidationError as err:  # stored by an older version, or written around the API: it cannot run
+        report.jobs_failed.append(job.id)
+        return _fail(session, job, client, f"the job's stored spec is not valid any more: {err}")
     if _driver_lost(client, job, timeouts):
         return recover_driver(session, job, spec, client, sender, timeouts, report)
     # a stopping instance finishes its admitted requests and exits (status stopped); one that goes silent meanwhile
