@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import redis
 from sqlalchemy import func, select
@@ -40,11 +41,13 @@ def registered_slots(client: redis.Redis, queue: str) -> int | None:
     return total if seen else None
 
 
-def generation_capacity(session: Session, client: redis.Redis) -> PoolCapacity | None:
+def generation_capacity(session: Session, client: redis.Redis, heartbeat_s: float) -> PoolCapacity | None:
+    """Registered generation slots, and the instances holding one (a heartbeat within `heartbeat_s`)."""
     slots = registered_slots(client, "generation")
     if slots is None:
         return None
+    recent = datetime.now(UTC) - timedelta(seconds=heartbeat_s)
     in_use = session.scalar(select(func.count(GenerationInstance.id)).where(
-        GenerationInstance.heartbeat_at.is_not(None),
+        GenerationInstance.heartbeat_at >= recent,
         GenerationInstance.status.in_([InstanceStatus.starting, InstanceStatus.running, InstanceStatus.stopping])))
     return PoolCapacity(slots=slots, in_use=int(in_use or 0))

@@ -94,7 +94,7 @@ def reconcile_once(
     with session_scope(engine) as session:
         jobs = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
                                                                    JobStatus.paused]))).all()
-        capacity = generation_capacity(session, client)
+        capacity = generation_capacity(session, client, timeouts.instance_heartbeat_s)
         for job in jobs:
             _reconcile_job(session, job, sender, client, timeouts, report, capacity)
         _stop_instances_of_finished_jobs(session, client, report)

@@ -69,6 +69,9 @@ class Platform:
     @contextmanager
     def start(cls, backend: Any, redis_url: str, model_dir: Path, timeouts: Timeouts = TEST_TIMEOUTS,
               extra_env: dict[str, str] | None = None, generation_slots: int = 3) -> Iterator[Platform]:
+        with backend.session() as session:  # the database is shared with earlier test modules: their unfinished jobs
+            for job in session.scalars(select(Job).where(Job.status.not_in(TERMINAL_JOB_STATUSES))):  # are not ours
+                job.status = JobStatus.cancelled
         team = backend.make_team(max_concurrent_jobs=4, max_generation_instances=8)
         user = backend.make_user(team)
         with backend.session() as session:
