@@ -103,4 +103,4 @@ def test_nothing_cites_the_design_notes() -> None:
             for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                 if re.search(r"DESIGN\s*§", line) and path != Path(__file__):
                     offenders.append(f"{path.relative_to(REPO)}:{lineno}")
-    assert not offenders, "cite docs/architecture.md#<section> instead of the design notes in:\n  " + "\n  ".join(offenders)
+    assert not offenders, "cite docs/architecture.md#<section>, not the design notes:\n  " + "\n  ".join(offenders)
