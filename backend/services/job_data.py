@@ -8,15 +8,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from backend.db.enums import LIVE_INSTANCE_STATUSES
 from backend.db.models import Checkpoint, GenerationInstance, Iteration, Job, JobEvent, JobSample, TimelineSpan
+from backend.services.strict_json import finite_or_null
 
 
 def record_iteration(*, session: Session, job_id: int, iteration: int, metrics: dict[str, Any]) -> Iteration:
-    """Insert or replace the metrics of one iteration; advances `job.current_iteration`."""
+    """Insert or replace the metrics of one iteration (non-finite numbers stored as null); advances
+    `job.current_iteration`."""
+    metrics = finite_or_null(metrics)
     row = session.scalar(select(Iteration).where(Iteration.job_id == job_id, Iteration.iteration == iteration))
     if row is None:
         row = Iteration(job_id=job_id, iteration=iteration, metrics=metrics)
@@ -92,9 +95,12 @@ def list_events(*, session: Session, job_id: int, after_id: int, limit: int) -> 
     return list(session.scalars(query.limit(limit)))
 
 
-def list_iterations(*, session: Session, job_id: int, after: int, limit: int) -> list[Iteration]:
-    query = select(Iteration).where(Iteration.job_id == job_id, Iteration.iteration > after)
-    return list(session.scalars(query.order_by(Iteration.iteration).limit(limit)))
+def iteration_rows(*, session: Session, job_id: int, after: int, limit: int) -> list[tuple[int, str, Any]]:
+    """Iterations after `after` as (iteration, metrics as stored JSON text, created_at): no ORM objects and no JSON
+    decode, for the page dashboards poll (`presenters.iterations_page_json`)."""
+    query = select(Iteration.iteration, cast(Iteration.metrics, Text), Iteration.created_at)
+    query = query.where(Iteration.job_id == job_id, Iteration.iteration > after)
+    return [tuple(row) for row in session.execute(query.order_by(Iteration.iteration).limit(limit))]
 
 
 def list_samples(*, session: Session, job_id: int, iteration: int | None, limit: int) -> list[JobSample]:

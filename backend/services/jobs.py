@@ -87,6 +87,14 @@ def get_job(*, session: Session, team: Team, job_id: int) -> Job:
     return job
 
 
+def require_job_id(*, session: Session, team: Team, job_id: int) -> int:
+    """`get_job` for routes that only need to know the job exists in the team (no row load, no spec decode)."""
+    found = session.scalar(select(Job.id).where(Job.id == job_id, Job.team_id == team.id))
+    if found is None:
+        raise not_found("job", job_id)
+    return found
+
+
 def list_jobs(
     *, session: Session, team: Team, status: JobStatus | None, name: str | None, limit: int, offset: int
 ) -> tuple[list[Job], int]:
@@ -95,8 +103,12 @@ def list_jobs(
         query = query.where(Job.status == status)
     if name:
         query = query.where(Job.name.contains(name, autoescape=True))
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    return list(session.scalars(query.order_by(Job.id.desc()).limit(limit).offset(offset))), total
+    # the total rides on the page's rows (a window count): one round trip unless the page is empty
+    rows = session.execute(query.add_columns(func.count().over()).order_by(Job.id.desc()).limit(limit).offset(offset))
+    page = rows.all()
+    if page:
+        return [job for job, _ in page], int(page[0][1])
+    return [], session.scalar(select(func.count()).select_from(query.subquery())) or 0
 
 
 def record_event(
