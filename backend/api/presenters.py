@@ -60,35 +60,36 @@ def team_public(team: Team, role: Role | None = None) -> TeamPublic:
     return TeamPublic(id=team.id, name=team.name, quotas=quotas, role=role)
 
 
+def job_row_public(job: Job, running: int, latest_metrics: dict[str, Any] | None, email: str | None) -> JobPublic:
+    return JobPublic(
+        id=job.id,
+        name=job.name,
+        status=job.status,
+        spec=job.spec,
+        target_instances=job.target_instances,
+        running_instances=running,
+        autoscale=job.autoscale,
+        created_by=job.created_by_id,
+        created_by_email=email if job.created_by_id is not None else None,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        error=job.error,
+        progress=Progress(
+            iteration=job.current_iteration,
+            total_iterations=int(job.spec.get("training", {}).get("iterations", 0)),
+        ),
+        latest_metrics=latest_metrics,
+        ptl_profile=job.ptl_profile,
+    )
+
+
 def jobs_public(session: Session, jobs: list[Job]) -> list[JobPublic]:
     ids = [job.id for job in jobs]
     summaries = job_summaries(session=session, job_ids=ids)
     creator_ids = {job.created_by_id for job in jobs if job.created_by_id is not None}
     emails = {uid: email for uid, email in session.execute(select(User.id, User.email).where(User.id.in_(creator_ids)))}
-    return [
-        JobPublic(
-            id=job.id,
-            name=job.name,
-            status=job.status,
-            spec=job.spec,
-            target_instances=job.target_instances,
-            running_instances=summaries[job.id][0],
-            autoscale=job.autoscale,
-            created_by=job.created_by_id,
-            created_by_email=emails.get(job.created_by_id) if job.created_by_id is not None else None,
-            created_at=job.created_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            error=job.error,
-            progress=Progress(
-                iteration=job.current_iteration,
-                total_iterations=int(job.spec.get("training", {}).get("iterations", 0)),
-            ),
-            latest_metrics=summaries[job.id][1],
-            ptl_profile=job.ptl_profile,
-        )
-        for job in jobs
-    ]
+    return [job_row_public(job, *summaries[job.id], emails.get(job.created_by_id or 0)) for job in jobs]
 
 
 def job_public(session: Session, job: Job) -> JobPublic:

@@ -12,7 +12,16 @@ from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from backend.db.enums import LIVE_INSTANCE_STATUSES
-from backend.db.models import Checkpoint, GenerationInstance, Iteration, Job, JobEvent, JobSample, TimelineSpan
+from backend.db.models import (
+    Checkpoint,
+    GenerationInstance,
+    Iteration,
+    Job,
+    JobEvent,
+    JobSample,
+    TimelineSpan,
+    User,
+)
 from backend.services.strict_json import finite_or_null
 
 
@@ -88,6 +97,27 @@ def job_summaries(*, session: Session, job_ids: list[int]) -> dict[int, tuple[in
     )
     latest: dict[int, dict[str, Any]] = {job_id: metrics for job_id, metrics in latest_rows}
     return {job_id: (running.get(job_id, 0), latest.get(job_id)) for job_id in job_ids}
+
+
+def summary_columns() -> tuple[Any, Any, Any]:
+    """`job_summaries` (+ the creator's email) as scalar subqueries correlated to `Job`, for a listing that wants
+    everything in one round trip: (running instances, latest iteration metrics, creator email)."""
+    running = (
+        select(func.count())
+        .where(GenerationInstance.job_id == Job.id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
+        .correlate(Job)
+        .scalar_subquery()
+    )
+    latest = (
+        select(Iteration.metrics)
+        .where(Iteration.job_id == Job.id)
+        .order_by(Iteration.iteration.desc())
+        .limit(1)
+        .correlate(Job)
+        .scalar_subquery()
+    )
+    email = select(User.email).where(User.id == Job.created_by_id).correlate(Job).scalar_subquery()
+    return running, latest, email
 
 
 def list_events(*, session: Session, job_id: int, after_id: int, limit: int) -> list[JobEvent]:
