@@ -6,6 +6,7 @@ Writers are the workers and the controller; every write is idempotent on its nat
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
@@ -125,12 +126,13 @@ def list_events(*, session: Session, job_id: int, after_id: int, limit: int) -> 
     return list(session.scalars(query.limit(limit)))
 
 
-def iteration_rows(*, session: Session, job_id: int, after: int, limit: int) -> list[tuple[int, str, Any]]:
+def iteration_rows(*, session: Session, job_id: int, after: int, limit: int) -> list[tuple[int, str, datetime]]:
     """Iterations after `after` as (iteration, metrics as stored JSON text, created_at): no ORM objects and no JSON
     decode, for the page dashboards poll (`presenters.iterations_page_json`)."""
     query = select(Iteration.iteration, cast(Iteration.metrics, Text), Iteration.created_at)
     query = query.where(Iteration.job_id == job_id, Iteration.iteration > after)
-    return [tuple(row) for row in session.execute(query.order_by(Iteration.iteration).limit(limit))]
+    rows = session.execute(query.order_by(Iteration.iteration).limit(limit))
+    return [(iteration, text, created) for iteration, text, created in rows]
 
 
 def list_samples(*, session: Session, job_id: int, iteration: int | None, limit: int) -> list[JobSample]:
