@@ -70,3 +70,15 @@ def test_pin_process_sets_affinity_and_threads() -> None:
     proc.start()
     assert out.get(timeout=60) == ([0], 1, "cpu:0")
     proc.join(10)
+
+
+def test_a_tensor_parallel_instance_needs_a_device_set_that_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contract.spec import JobSpec
+    from workers.runtime.components import make_engine
+    from workers.runtime.context import JobSetupError
+
+    spec = JobSpec.model_validate({"model": "m", "dataset": {"builtin": "arithmetic"},
+                                   "generation": {"engine": "vllm", "vllm": {"tensor_parallel_size": 2}}})
+    monkeypatch.setenv("STREAMRL_DEVICE_SET", "cuda:3")
+    with pytest.raises(JobSetupError, match=r"tensor_parallel_size is 2 but this worker process owns 1 GPU\(s\)"):
+        make_engine(spec, Path("/nonexistent"))
