@@ -21,6 +21,7 @@ from backend.services.strict_json import BadJson, check_text
 from contract.settings import Settings
 
 _QUERY_NAMES_ATTR = "_streamrl_query_names"  # cached on the route object
+READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 def _query_names(dependant: Any) -> Iterator[str]:
@@ -61,8 +62,11 @@ async def get_settings_dep(request: Request) -> Settings:
 
 
 def get_db(request: Request) -> Iterator[Session]:
-    """One session per request; routes commit explicitly, anything uncommitted is rolled back."""
-    with request.app.state.session_factory() as session:
+    """One session per request; routes commit explicitly, anything uncommitted is rolled back. GET and HEAD get an
+    autocommit session (each statement its own transaction: a read saves the BEGIN and ROLLBACK round trips; the one
+    write a read may make, an API key's throttled `last_used_at`, commits at once)."""
+    factory = request.app.state.read_session_factory if request.method in READ_METHODS else None
+    with (factory or request.app.state.session_factory)() as session:
         yield session
 
 
