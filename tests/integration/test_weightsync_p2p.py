@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ import redis
 import torch
 import torch.multiprocessing as mp
 
-from workers.weightsync import P2PPublisher, P2PReceiver
+from workers.weightsync import P2PPublisher, P2PReceiver, SharedStoreTransport
 from workers.weightsync.p2p import plan_buckets
 
 BUCKET = 64 * 1024  # small buckets: a version spans several of them
@@ -135,3 +136,46 @@ def test_p2p_late_join_dead_peer_and_leave(
             if proc.is_alive():
                 proc.kill()
                 proc.join(timeout=10)
+
+
+def _follower(redis_url: str, job_id: int, root: str, reports: Any, done: Any) -> None:
+    torch.set_num_threads(1)
+    client = redis.Redis.from_url(redis_url)
+    fallback = SharedStoreTransport(root, client=None, job_id=job_id, follow_disk=True)
+    rx = P2PReceiver(client, job_id, "gen-far", fallback=fallback)
+    rx.wait_for(1, timeout_s=60)  # the trainer's catch-up write of version 1
+    reports.put(("gen-far", rx.following_store, rx.fetch(rx.latest_version())))
+    rx.wait_for(2, timeout_s=60)
+    reports.put(("gen-far", rx.following_store, rx.fetch(2)))
+    done.wait(60)  # the tensors travel through shared memory: stay until the trainer has read them
+    rx.close()
+
+
+@pytest.mark.integration
+def test_auto_instance_that_cannot_reach_the_trainer_follows_the_shared_store(
+    redis_url: str, redis_client: redis.Redis, job_id: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`auto`: the trainer advertises an address the instance cannot reach (TEST-NET-2); the instance falls back to
+    the shared store, and the trainer then writes its current version and every later one there."""
+    monkeypatch.setenv("STREAMRL_P2P_JOIN_TIMEOUT_S", "3")
+    store = SharedStoreTransport(tmp_path, client=None, job_id=job_id)
+    publisher = P2PPublisher(redis_client, job_id, store=store, host="198.51.100.1", bucket_bytes=BUCKET)
+    ctx = mp.get_context("spawn")
+    reports, done = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=_follower, args=(redis_url, job_id, str(tmp_path), reports, done))
+    try:
+        publisher.publish(1, _state(1))
+        assert not list(tmp_path.glob("v*"))  # nobody follows the store yet: p2p only
+        proc.start()
+        iid, following, state = reports.get(timeout=90)
+        assert following and _same_bits(state, _state(1))
+        publisher.publish(2, _state(2))
+        iid, following, state = reports.get(timeout=60)
+        assert following and _same_bits(state, _state(2))
+        done.set()
+        proc.join(timeout=30)
+        assert proc.exitcode == 0 and publisher.peer_ids() == []
+    finally:
+        publisher.close()
+        if proc.is_alive():
+            proc.kill()

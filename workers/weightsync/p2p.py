@@ -56,7 +56,9 @@ from workers.weightsync.shared_store import SharedStoreTransport
 
 log = logging.getLogger(__name__)
 BUCKET_BYTES = 256 * 1024 * 1024
-POLL_S = 0.02
+POLL_S = 0.1  # rendezvous polls (Redis)
+JOIN_ATTEMPTS = 3  # consecutive failed joins (other than an unreachable trainer) before the instance gives up
+ANNOUNCE_POLL_S = 0.005  # an instance checks its own TCPStore for the next version (a local round trip)
 
 
 def _timeout_s() -> float:
@@ -159,12 +161,13 @@ def _port_range() -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def _listen_store(host: str, timeout: timedelta) -> dist.TCPStore:
-    """A TCPStore master on the first free port of `STREAMRL_P2P_PORTS` (any free port when unset)."""
+def _listen_store(timeout: timedelta) -> dist.TCPStore:
+    """A TCPStore master on the first free port of `STREAMRL_P2P_PORTS` (any free port when unset). The server
+    listens on every interface; the host given here is only where the master's own client connects."""
     last: Exception | None = None
     for port in _port_range():
         try:
-            return dist.TCPStore(host, port, 2, is_master=True, wait_for_workers=False, timeout=timeout)
+            return dist.TCPStore("127.0.0.1", port, 2, is_master=True, wait_for_workers=False, timeout=timeout)
         except Exception as err:  # port taken: try the next one
             last = err
     raise RuntimeError(
@@ -244,9 +247,7 @@ class P2PPublisher(WeightTransport):
             self._send(version, state_dict, list(self.peers.values()))
             if self.store is not None and self._store_followers:
                 self.store.publish(version, state_dict)
-            self.client.hset(
-                self.key, "trainer", json.dumps({"host": self.host, "epoch": self.epoch, "version": version})
-            )
+            self.client.hset(self.key, "trainer", json.dumps({"host": self.host, "epoch": self.epoch}))
             self.client.set(keys.weights_latest(self.job_id), version)
             self.client.publish(keys.weights_channel(self.job_id), version)
         if self._acceptor is None:
@@ -319,7 +320,7 @@ class P2PPublisher(WeightTransport):
 
     # -- joins ---------------------------------------------------------------------------------------------------------
     def _accept_loop(self) -> None:
-        while not self._stop.wait(POLL_S * 5):
+        while not self._stop.wait(POLL_S):
             try:
                 raw: Any = self.client.hgetall(self.key)
                 fields = {_text(k): _text(v) for k, v in raw.items()}
@@ -345,7 +346,7 @@ class P2PPublisher(WeightTransport):
     def _handshake(self, iid: str, request: dict[str, Any]) -> None:
         timeout = timedelta(seconds=_join_timeout_s())
         try:
-            store = _listen_store(self.host, timeout)
+            store = _listen_store(timeout)
             store.set("layout", self._layout)
             backend = "nccl" if self.device.type == "cuda" and request.get("cuda") else "gloo"
             self.client.hset(
@@ -443,6 +444,7 @@ class P2PReceiver(WeightTransport):
             self._thread.start()
 
     def _run(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             try:
                 joined = self._join()
@@ -459,8 +461,14 @@ class P2PReceiver(WeightTransport):
             except Exception as err:
                 if self._stop.is_set():
                     return
-                self._fail(RuntimeError(f"weight_sync p2p: joining the trainer failed: {err}"))
-                return
+                failures += 1
+                if failures >= JOIN_ATTEMPTS:
+                    self._fail(RuntimeError(f"weight_sync p2p: joining the trainer failed {failures} times: {err}"))
+                    return
+                log.warning("instance %s: joining p2p weight sync failed (%s); trying again", self.instance_id, err)
+                time.sleep(1.0)
+                continue
+            failures = 0
             try:
                 self._receive(joined)
             except Exception as err:  # the trainer went away (driver restart) or dropped us: join again
@@ -478,18 +486,25 @@ class P2PReceiver(WeightTransport):
             self._cond.notify_all()
 
     def _join(self) -> _Joined:
-        deadline = time.monotonic() + _join_timeout_s()
-        while self.client.hget(self.key, "trainer") is None:  # the driver has not published yet
-            self._wait_until(deadline, "the trainer announced no weights")
-        nonce = uuid.uuid4().hex
-        cuda = self.device.type == "cuda"
-        self.client.hset(self.key, f"join:{self.instance_id}", json.dumps({"nonce": nonce, "cuda": cuda}))
+        """Ask the trainer for a group and connect to it. Waits as long as it takes for a trainer (the driver may be
+        starting or restarting); the request is posted again whenever a new driver announces itself."""
+        announced: Any = None
+        nonce = ""
         while True:
-            raw = self.client.hget(self.key, f"accept:{self.instance_id}")
+            trainer = self.client.hget(self.key, "trainer")
+            if trainer is not None and trainer != announced:
+                announced, nonce = trainer, uuid.uuid4().hex
+                self.client.hset(
+                    self.key,
+                    f"join:{self.instance_id}",
+                    json.dumps({"nonce": nonce, "cuda": self.device.type == "cuda"}),
+                )
+            raw = self.client.hget(self.key, f"accept:{self.instance_id}") if nonce else None
             reply = json.loads(_text(raw)) if raw is not None else None
             if reply is not None and reply.get("nonce") == nonce:
                 break
-            self._wait_until(deadline, "the trainer did not answer the join request")
+            if self._stop.wait(POLL_S):
+                raise InterruptedError("closing")
         timeout = timedelta(seconds=_join_timeout_s())
         try:
             store = dist.TCPStore(
@@ -509,19 +524,12 @@ class P2PReceiver(WeightTransport):
         self._buckets = buckets
         return _Joined(store, group, buckets, self.device)
 
-    def _wait_until(self, deadline: float, what: str) -> None:
-        if self._stop.is_set():
-            raise InterruptedError("closing")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} within {_join_timeout_s():.0f}s")
-        time.sleep(POLL_S * 5)
-
     def _receive(self, joined: _Joined) -> None:
         seq, timeout = 0, timedelta(seconds=_timeout_s())
         while not self._stop.is_set():
             key = f"v/{seq}"
             if not joined.store.check([key]):
-                time.sleep(POLL_S)
+                time.sleep(ANNOUNCE_POLL_S)
                 continue
             version = int(json.loads(_text(joined.store.get(key)))["version"])
             for index, buf in enumerate(joined.incoming):
@@ -540,20 +548,21 @@ class P2PReceiver(WeightTransport):
         raise RuntimeError("a generation instance receives weights; the trainer publishes them")
 
     def _await_first(self, timeout_s: float) -> None:
-        """Block until the first version arrived (the trainer's catch-up), the store fallback took over, or an error."""
+        """Start receiving; when a trainer has announced itself, wait (up to `timeout_s`) for its catch-up version or
+        the store fallback. Without a trainer yet (the driver still starting) return at once: the instance starts on
+        the weights it has, and requests that need newer ones wait in `wait_for`."""
         self.start()
         with self._cond:
-            ok = self._cond.wait_for(
-                lambda: self._ready_version is not None or self.following_store or self._error is not None,
-                timeout=timeout_s,
-            )
+            if self._ready_version is None and self.client.hget(self.key, "trainer") is not None:
+                self._cond.wait_for(
+                    lambda: self._ready_version is not None or self.following_store or self._error is not None,
+                    timeout=timeout_s,
+                )
             if self._error is not None:
                 raise self._error
-            if not ok:
-                raise TimeoutError(f"no weights arrived over p2p within {timeout_s:.0f}s")
 
     def latest_version(self) -> int:
-        self._await_first(_join_timeout_s() * 2)
+        self._await_first(_join_timeout_s())
         if self.following_store and self.fallback is not None:
             return self.fallback.latest_version()
         with self._cond:
