@@ -34,10 +34,9 @@ def test_async_job_with_p2p_weight_sync_completes(platform: Any) -> None:
             (s.instance_id, s.policy_version)
             for s in session.scalars(select(JobSample).where(JobSample.job_id == job_id))
         ]
-    # the instances generated with versions the trainer published after the start: they arrived over p2p
-    assert max(version for _, version in used) >= ITERATIONS - 1, used
-    for iid in {iid for iid, _ in used}:
-        info = platform.instance_info(job_id, iid)
-        assert info is not None and info["version"] >= 1, (iid, info)  # the version its engine holds (heartbeat)
+    # iteration i's requests need weights >= i - max_staleness: the last one's came from versions published during
+    # the run, which reached the instances only over p2p
+    assert max(version for _, version in used) >= ITERATIONS - 2, used  # the version each sample reports
     weights = Path(platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(job_id) / "weights"
+    assert (weights.parent / "checkpoints").is_dir()  # the job's directory (its final checkpoint is there)
     assert not list(weights.glob("v*")), "p2p jobs do not write weights to the shared store"
