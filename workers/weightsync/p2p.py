@@ -16,7 +16,7 @@ Rendezvous (Redis hash `keys.weights_p2p(job)`):
 
 Per version the trainer sets the store key `v/<seq>` = {version} for that peer, then sends the weights as flat
 buckets (`BUCKET_BYTES`, one dtype each): every joined peer receives bucket i concurrently (one in-flight send per
-peer) before bucket i + 1 is built, so the trainer holds one bucket besides the state dict. A peer whose send fails or
+peer) while bucket i + 1 is built, so the trainer holds two buckets besides the state dict. A peer whose send fails or
 times out (`STREAMRL_P2P_TIMEOUT_S`) is dropped and never blocks the others. A joining instance first gets the
 trainer's current version (catch-up), under the same lock as publishes, so it misses none.
 
@@ -264,17 +264,20 @@ class P2PPublisher(WeightTransport):
             )
         self._buckets, self._layout = buckets, layout
 
-    def _buffer(self, bucket: Bucket) -> torch.Tensor:
-        """One reusable flat buffer per dtype, as large as that dtype's largest bucket."""
+    def _buffer(self, bucket: Bucket, slot: int) -> torch.Tensor:
+        """Two reusable flat buffers per dtype (`slot` 0/1), as large as that dtype's largest bucket: bucket i + 1 is
+        built while bucket i is on the wire."""
         need = max(b.numel for b in self._buckets if b.dtype == bucket.dtype)
-        buf = self._buffers.get(bucket.dtype)
+        key = f"{bucket.dtype}/{slot}"
+        buf = self._buffers.get(key)
         if buf is None or buf.numel() < need:
             buf = torch.empty(need, dtype=bucket.torch_dtype, device=self.device)
-            self._buffers[bucket.dtype] = buf
+            self._buffers[key] = buf
         return buf
 
     def _send(self, version: int, state: dict[str, torch.Tensor], peers: list[_Peer]) -> None:
-        """Send `version` to `peers`: per bucket, one send in flight to every peer, then wait for all of them."""
+        """Send `version` to `peers`: per bucket, one send in flight to every peer (the next bucket is flattened
+        meanwhile), then wait for all of them; a peer that fails is dropped, the others go on."""
         timeout = timedelta(seconds=_timeout_s())
         live = []
         for peer in peers:
@@ -283,16 +286,18 @@ class P2PPublisher(WeightTransport):
                 live.append(peer)
             except Exception as err:
                 self._drop(peer, f"announce failed: {err}")
-        for index, bucket in enumerate(self._buckets):
-            if not live:
+        flat = flatten_into(self._buckets[0], state, self._buffer(self._buckets[0], 0)) if self._buckets else None
+        for index, _bucket in enumerate(self._buckets):
+            if not live or flat is None:
                 break
-            flat = flatten_into(bucket, state, self._buffer(bucket))
             works = []
             for peer in live:
                 try:
                     works.append((peer, peer.group.send([flat], 1, index)))
                 except Exception as err:
                     self._drop(peer, f"send failed: {err}")
+            following = self._buckets[index + 1] if index + 1 < len(self._buckets) else None
+            flat = flatten_into(following, state, self._buffer(following, (index + 1) % 2)) if following else None
             live = []
             for peer, work in works:
                 try:
