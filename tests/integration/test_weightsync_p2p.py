@@ -179,3 +179,55 @@ def test_auto_instance_that_cannot_reach_the_trainer_follows_the_shared_store(
         publisher.close()
         if proc.is_alive():
             proc.kill()
+
+
+def _watcher(redis_url: str, job_id: int, iid: str, reports: Any, commands: Any) -> None:
+    """Report (instance id, version, tensors) whenever the received version changes, up or down."""
+    torch.set_num_threads(1)
+    rx = P2PReceiver(redis.Redis.from_url(redis_url), job_id, iid)
+    seen = None
+    while True:
+        try:
+            if commands.get(timeout=0.05) == "leave":
+                break
+        except Exception:  # queue.Empty
+            pass
+        latest = rx.latest_version()
+        if latest != seen:
+            seen = latest
+            reports.put((iid, latest, rx.fetch(latest)))
+    rx.close()
+    reports.put((iid, -1, {}))
+
+
+@pytest.mark.integration
+def test_instance_rejoins_a_restarted_trainer(redis_url: str, redis_client: redis.Redis, job_id: int) -> None:
+    """The driver dies and a new one (next epoch) resumes from an older checkpoint: the instance joins the new trainer
+    and gets its version, even though it is older (the runtime's rollback semantics), then the next ones."""
+    ctx = mp.get_context("spawn")
+    reports, commands = ctx.Queue(), ctx.Queue()
+    first = P2PPublisher(redis_client, job_id, epoch=0, bucket_bytes=BUCKET, host="127.0.0.1")
+    proc = ctx.Process(target=_watcher, args=(redis_url, job_id, "gen-a", reports, commands))
+    second = None
+    try:
+        first.publish(3, _state(3))
+        proc.start()
+        _expect(reports, {"gen-a": 3})
+        _wait_peers(first, ["gen-a"])
+        first.close()  # the old driver is gone: its groups and stores with it
+        second = P2PPublisher(redis_client, job_id, epoch=1, bucket_bytes=BUCKET, host="127.0.0.1")
+        second.publish(2, _state(2))  # resumed from checkpoint 2
+        _expect(reports, {"gen-a": 2})  # the catch-up of the new trainer
+        _wait_peers(second, ["gen-a"])
+        second.publish(3, _state(3))
+        _expect(reports, {"gen-a": 3})
+        commands.put("leave")
+        assert reports.get(timeout=30)[:2] == ("gen-a", -1)
+        proc.join(timeout=30)
+        assert proc.exitcode == 0
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+        if proc.is_alive():
+            proc.kill()
