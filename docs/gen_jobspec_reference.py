@@ -30,7 +30,8 @@ NOTES = {
     "mode": "colocated (one pool alternates generate/train), sync (disaggregated, dynamic-batch pipelining, "
     "on-policy) or async (generation of i+1 overlaps training of i, bounded by `max_staleness`)",
     "seed": "seeds the prompt shuffle, sampling and initialisation: same seed, same prompts in every mode",
-    "reward.params": "the built-in's parameters (table below); for `python`: `timeout_s` (2.0, <= 60), `memory_mb` (256, 64..4096)",
+    "reward.params": "the built-in's parameters (table below); for `python`: `timeout_s` (2.0, <= 60), "
+    "`memory_mb` (256, 64..4096)",
     "reward.weight": "this component's weight inside a `composite`",
     "reward.components": "sub-rewards of a `composite` (each a RewardSpec)",
     "reward.code": "`python` only: source defining `reward(prompt, response, meta)`",
