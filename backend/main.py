@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 from collections.abc import AsyncIterator
@@ -54,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             upgrade_database(settings.database_url)
         link = open_redis(settings)
         app.state.redis, app.state.redis_url = link.client, link.url
+        gc.freeze()  # the app's long-lived objects leave the collector's generations: shorter GC pauses per request
         try:
             yield
         finally:

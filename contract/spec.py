@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 Mode = Literal["colocated", "sync", "async"]
 EngineName = Literal["hf", "vllm"]
+VLLMDtype = Literal["auto", "float32", "float16", "bfloat16"]
 AlgorithmName = Literal["grpo", "ppo", "rloo", "reinforce_pp"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 BuiltinTask = Literal["arithmetic", "long_tail"]
@@ -121,6 +122,20 @@ class AlgorithmSpec(_Strict):
     is_cap: float = Field(2.0, ge=1, description="truncation of the importance ratio vs behaviour logprobs")
 
 
+class VLLMSpec(_Strict):
+    """Settings of the vLLM engine (`generation.engine: vllm` only)."""
+
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs per instance (tensor parallel): the "
+                                      "instance needs a worker process whose device set has that many GPUs")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory vLLM may use "
+                                          "for weights and KV cache")
+    max_model_len: int | None = Field(None, ge=16, le=1_048_576, description="context length (prompt + response); "
+                                      "None: the model's")
+    dtype: VLLMDtype = Field("float32", description="weights and activations: float32 gives the trainer's logprobs; "
+                             "bfloat16 is faster on GPUs (the importance ratio absorbs the rounding); auto: vLLM's "
+                             "choice for the model")
+
+
 class GenerationSpec(_Strict):
     engine: EngineName = "hf"
     instances: int | None = Field(None, ge=1, le=1024, description="None: use the planner's suggestion")
@@ -132,6 +147,8 @@ class GenerationSpec(_Strict):
         default_factory=list, max_length=MAX_STOP_STRINGS, description=f"up to {MAX_STOP_STRINGS} stop strings"
     )
 
+    vllm: VLLMSpec = Field(default_factory=VLLMSpec, description="vLLM engine settings (engine vllm only)")
+
     @field_validator("stop")
     @classmethod
     def _stop_strings_bounded(cls, stop: list[str]) -> list[str]:
@@ -139,6 +156,15 @@ class GenerationSpec(_Strict):
             if not text or len(text) > MAX_STOP_CHARS:
                 raise ValueError(f"stop[{index}] must be 1-{MAX_STOP_CHARS} characters")
         return stop
+
+    @model_validator(mode="after")
+    def _engine_settings(self) -> GenerationSpec:
+        if self.engine != "vllm" and self.vllm != VLLMSpec():
+            raise ValueError(f"`vllm` settings apply to engine 'vllm' only (this spec uses {self.engine!r})")
+        if self.vllm.max_model_len is not None and self.vllm.max_model_len <= self.max_tokens:
+            raise ValueError(f"vllm.max_model_len ({self.vllm.max_model_len}) must exceed max_tokens "
+                             f"({self.max_tokens}): it holds the prompt and the response")
+        return self
 
 
 class TrainingSpec(_Strict):
