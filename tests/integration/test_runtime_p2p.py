@@ -15,12 +15,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ITERATIONS, PROMPTS, GROUP = 4, 2, 4
 
 
-def test_async_job_with_p2p_weight_sync_completes(platform: Any) -> None:
+@pytest.mark.parametrize("weight_sync", ["p2p", "auto"])
+def test_async_job_with_p2p_weight_sync_completes(platform: Any, weight_sync: str) -> None:
+    """`auto` on one host: every instance reaches the trainer, so it is p2p too."""
     job_id = platform.submit(
         mode="async",
         max_staleness=1,
         generation={"instances": 2},
-        training={"iterations": ITERATIONS, "prompts_per_iteration": PROMPTS, "weight_sync": "p2p"},
+        training={"iterations": ITERATIONS, "prompts_per_iteration": PROMPTS, "weight_sync": weight_sync},
         algorithm={"group_size": GROUP},
     )
     job = platform.wait_done(job_id, timeout_s=300)
