@@ -408,8 +408,8 @@ class P2PPublisher(WeightTransport):
 
 # -- instance side ----------------------------------------------------------------------------------------------------
 class _Joined:
-    def __init__(self, store: Any, group: Any, buckets: list[Bucket], device: torch.device):
-        self.store, self.group, self.buckets = store, group, buckets
+    def __init__(self, store: Any, group: Any, buckets: list[Bucket], device: torch.device, trainer: Any):
+        self.store, self.group, self.buckets, self.trainer = store, group, buckets, trainer
         self.incoming = [torch.empty(b.numel, dtype=b.torch_dtype, device=device) for b in buckets]
 
 
@@ -437,6 +437,7 @@ class P2PReceiver(WeightTransport):
         self._cond = threading.Condition()
         self._ready: list[torch.Tensor] | None = None
         self._ready_version: int | None = None
+        self._synced: Any = None  # the `trainer` announcement whose version `_ready` holds
         self._buckets: list[Bucket] = []
         self._error: BaseException | None = None
         self._stop = threading.Event()
@@ -527,13 +528,18 @@ class P2PReceiver(WeightTransport):
         self.client.hset(self.key, f"peer:{self.instance_id}", time.time())
         self.joins += 1
         self._buckets = buckets
-        return _Joined(store, group, buckets, self.device)
+        return _Joined(store, group, buckets, self.device, announced)
 
     def _receive(self, joined: _Joined) -> None:
         seq, timeout = 0, timedelta(seconds=_timeout_s())
+        checked = time.monotonic()
         while not self._stop.is_set():
             key = f"v/{seq}"
             if not joined.store.check([key]):
+                if time.monotonic() - checked > POLL_S * 5:  # a newer driver replaced ours (it may still be alive)
+                    checked = time.monotonic()
+                    if self.client.hget(self.key, "trainer") != joined.trainer:
+                        raise ConnectionResetError("a new trainer announced itself")
                 time.sleep(ANNOUNCE_POLL_S)
                 continue
             version = int(json.loads(_text(joined.store.get(key)))["version"])
@@ -542,6 +548,7 @@ class P2PReceiver(WeightTransport):
             with self._cond:  # swap: the complete version becomes ready, the older ready set is reused
                 spare = self._ready if self._ready is not None and len(self._ready) == len(joined.incoming) else None
                 self._ready, self._ready_version = joined.incoming, version
+                self._synced = joined.trainer  # holds a version of the trainer now announced
                 joined.incoming = spare or [torch.empty_like(b) for b in joined.incoming]
                 self._cond.notify_all()
             if self.on_version is not None:
@@ -553,14 +560,16 @@ class P2PReceiver(WeightTransport):
         raise RuntimeError("a generation instance receives weights; the trainer publishes them")
 
     def _await_first(self, timeout_s: float) -> None:
-        """Start receiving; when a trainer has announced itself, wait (up to `timeout_s`) for its catch-up version or
+        """Start receiving; when a trainer has announced itself and the ready weights are not from it (the first
+        join, or a restarted driver that may have rolled back), wait up to `timeout_s` for its catch-up version or
         the store fallback. Without a trainer yet (the driver still starting) return at once: the instance starts on
         the weights it has, and requests that need newer ones wait in `wait_for`."""
         self.start()
+        trainer = self.client.hget(self.key, "trainer")
         with self._cond:
-            if self._ready_version is None and self.client.hget(self.key, "trainer") is not None:
+            if trainer is not None and self._synced != trainer and not self.following_store:
                 self._cond.wait_for(
-                    lambda: self._ready_version is not None or self.following_store or self._error is not None,
+                    lambda: self._synced == trainer or self.following_store or self._error is not None,
                     timeout=timeout_s,
                 )
             if self._error is not None:
