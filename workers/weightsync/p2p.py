@@ -40,7 +40,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
@@ -305,6 +304,8 @@ class P2PPublisher(WeightTransport):
                     live.append(peer)
                 except Exception as err:
                     self._drop(peer, f"send failed or timed out: {err}")
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # NCCL work completes asynchronously: publish ends when it is done
         for peer in live:
             peer.seq += 1
 
@@ -362,6 +363,9 @@ class P2PPublisher(WeightTransport):
             group = _group(backend, store, 0, self.host, timeout)
             peer = _Peer(iid, store, group)
             with self._lock:
+                if self._stop.is_set():  # the trainer closed meanwhile
+                    peer.close()
+                    return
                 old = self.peers.pop(iid, None)
                 if old is not None:
                     old.close()
@@ -424,14 +428,12 @@ class P2PReceiver(WeightTransport):
         *,
         device: str = "cpu",
         fallback: SharedStoreTransport | None = None,
-        on_version: Callable[[int], None] | None = None,
     ):
         super().__init__()
         self.client, self.job_id, self.instance_id = client, job_id, instance_id
         self.device = torch.device(device)
         self.fallback = fallback
         self.key = keys.weights_p2p(job_id)
-        self.on_version = on_version
         self.following_store = False
         self.joins = 0
         self._cond = threading.Condition()
@@ -551,8 +553,6 @@ class P2PReceiver(WeightTransport):
                 self._synced = joined.trainer  # holds a version of the trainer now announced
                 joined.incoming = spare or [torch.empty_like(b) for b in joined.incoming]
                 self._cond.notify_all()
-            if self.on_version is not None:
-                self.on_version(version)
             seq += 1
 
     # -- WeightTransport -----------------------------------------------------------------------------------------------
