@@ -174,6 +174,16 @@ def _listen_store(timeout: timedelta) -> dist.TCPStore:
     )
 
 
+def _backend(both_cuda: bool) -> str:
+    """`STREAMRL_P2P_BACKEND`: gloo, nccl or auto (the default: NCCL when both ends have a GPU, else gloo)."""
+    choice = os.environ.get("STREAMRL_P2P_BACKEND", "auto")
+    if choice not in ("auto", "gloo", "nccl"):
+        raise ValueError(f"STREAMRL_P2P_BACKEND must be auto, gloo or nccl, not {choice!r}")
+    if choice == "nccl" and not both_cuda:
+        raise ValueError("STREAMRL_P2P_BACKEND=nccl needs CUDA on the trainer and on the instance")
+    return "nccl" if choice == "nccl" or (choice == "auto" and both_cuda) else "gloo"
+
+
 def _group(backend: str, store: dist.TCPStore, rank: int, local_ip: str, timeout: timedelta) -> Any:
     """The two-rank group on `store` (never the process's default group: vLLM may hold one); its rendezvous keys
     live under a prefix, apart from the transport's own `layout` and `v/<seq>` keys."""
@@ -196,6 +206,7 @@ class _Peer:
     instance_id: str
     store: Any
     group: Any
+    backend: str = "gloo"
     seq: int = 0
 
     def close(self) -> None:
@@ -270,7 +281,7 @@ class P2PPublisher(WeightTransport):
         key = f"{bucket.dtype}/{slot}"
         buf = self._buffers.get(key)
         if buf is None or buf.numel() < need:
-            buf = torch.empty(need, dtype=bucket.torch_dtype, device=self.device)
+            buf = torch.empty(need, dtype=bucket.torch_dtype)  # CPU, like the state dict; NCCL peers get a copy
             self._buffers[key] = buf
         return buf
 
@@ -290,9 +301,10 @@ class P2PPublisher(WeightTransport):
             if not live or flat is None:
                 break
             works = []
+            on_gpu = flat.to(self.device) if any(p.backend == "nccl" for p in live) else None
             for peer in live:
                 try:
-                    works.append((peer, peer.group.send([flat], 1, index)))
+                    works.append((peer, peer.group.send([on_gpu if peer.backend == "nccl" else flat], 1, index)))
                 except Exception as err:
                     self._drop(peer, f"send failed: {err}")
             following = self._buckets[index + 1] if index + 1 < len(self._buckets) else None
@@ -354,14 +366,14 @@ class P2PPublisher(WeightTransport):
         try:
             store = _listen_store(timeout)
             store.set("layout", self._layout)
-            backend = "nccl" if self.device.type == "cuda" and request.get("cuda") else "gloo"
+            backend = _backend(self.device.type == "cuda" and bool(request.get("cuda")))
             self.client.hset(
                 self.key,
                 f"accept:{iid}",
                 json.dumps({"nonce": request["nonce"], "host": self.host, "port": store.port, "backend": backend}),
             )
             group = _group(backend, store, 0, self.host, timeout)
-            peer = _Peer(iid, store, group)
+            peer = _Peer(iid, store, group, backend)
             with self._lock:
                 if self._stop.is_set():  # the trainer closed meanwhile
                     peer.close()
@@ -530,7 +542,8 @@ class P2PReceiver(WeightTransport):
         self.client.hset(self.key, f"peer:{self.instance_id}", time.time())
         self.joins += 1
         self._buckets = buckets
-        return _Joined(store, group, buckets, self.device, announced)
+        device = self.device if reply["backend"] == "nccl" else torch.device("cpu")  # gloo sends CPU tensors
+        return _Joined(store, group, buckets, device, announced)
 
     def _receive(self, joined: _Joined) -> None:
         seq, timeout = 0, timedelta(seconds=_timeout_s())
