@@ -40,5 +40,7 @@ def test_async_job_with_p2p_weight_sync_completes(platform: Any, weight_sync: st
     # the run, which reached the instances only over p2p
     assert max(version for _, version in used) >= ITERATIONS - 2, used  # the version each sample reports
     weights = Path(platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(job_id) / "weights"
+    joined = [e for e in platform.events(job_id) if "joined p2p weight sync" in e]
+    assert {iid for iid, _ in used} <= {e.split()[1] for e in joined}, joined  # every producing instance joined
     assert (weights.parent / "checkpoints").is_dir()  # the job's directory (its final checkpoint is there)
     assert not list(weights.glob("v*")), "p2p jobs do not write weights to the shared store"

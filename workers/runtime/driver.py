@@ -166,7 +166,10 @@ class Driver(ABC):
     def publish_weights(self) -> float:
         """Publish the trainer's current version to every instance; returns the seconds it took."""
         with self.rec.phase("weight_sync"):
-            return self.transport.publish(self.trainer.version, self.trainer.state_dict_for_sync())
+            seconds = self.transport.publish(self.trainer.version, self.trainer.state_dict_for_sync())
+        for note in self.transport.take_notes():  # e.g. p2p: an instance joined, was dropped, follows the store
+            self.reporter.record_event(self.job_id, "worker", note)
+        return seconds
 
     def eval_due(self, trained: int) -> bool:
         every = self.spec.training.eval_every

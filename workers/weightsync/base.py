@@ -65,6 +65,10 @@ class WeightTransport(ABC):
         engine.load_tensors(version, self.fetch(version))
         return time.perf_counter() - start
 
+    def take_notes(self) -> list[str]:
+        """What the job's events should say since the last call (instances joining or dropped); default none."""
+        return []
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release sockets/groups."""
 

@@ -238,6 +238,7 @@ class P2PPublisher(WeightTransport):
         self.key = keys.weights_p2p(job_id)
         self.peers: dict[str, _Peer] = {}
         self.dropped: list[tuple[str, str]] = []  # (instance id, why)
+        self._notes: list[str] = []
         self._lock = threading.RLock()  # one send at a time: publishes and catch-ups never interleave per peer
         self._last: tuple[int, dict[str, torch.Tensor]] | None = None
         self._buckets: list[Bucket] = []
@@ -324,6 +325,7 @@ class P2PPublisher(WeightTransport):
     def _drop(self, peer: _Peer, why: str) -> None:
         log.warning("job %s: p2p weight sync drops instance %s (%s)", self.job_id, peer.instance_id, why)
         self.dropped.append((peer.instance_id, why))
+        self._notes.append(f"instance {peer.instance_id} left p2p weight sync ({why})")
         if self.peers.get(peer.instance_id) is peer:
             del self.peers[peer.instance_id]
         peer.close()
@@ -358,6 +360,10 @@ class P2PPublisher(WeightTransport):
     def _catch_up_store(self, iid: str) -> None:
         with self._lock:
             self._store_followers.add(iid)
+            self._notes.append(
+                f"instance {iid} cannot reach the trainer: it follows the shared store, which the "
+                "trainer now also writes"
+            )
             if self._last is not None and self.store is not None and self.store.latest_version() != self._last[0]:
                 self.store.publish(*self._last)
 
@@ -385,14 +391,22 @@ class P2PPublisher(WeightTransport):
                     self._send(self._last[0], self._last[1], [peer])  # catch-up: the current version first
                 if peer.group is not None:
                     self.peers[iid] = peer
+                    self._notes.append(f"instance {iid} joined p2p weight sync ({backend}, port {store.port})")
             log.info("job %s: instance %s joined p2p weight sync (%s, port %s)", self.job_id, iid, backend, store.port)
         except Exception as err:
             log.warning("job %s: instance %s could not join p2p weight sync: %s", self.job_id, iid, err)
-            self.dropped.append((iid, f"join failed: {err}"))
+            with self._lock:
+                self.dropped.append((iid, f"join failed: {err}"))
+                self._notes.append(f"instance {iid} could not join p2p weight sync: {err}")
         finally:
             self._joining.discard(iid)
 
     # -- the rest of the transport -------------------------------------------------------------------------------------
+    def take_notes(self) -> list[str]:
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return notes
+
     def peer_ids(self) -> list[str]:
         with self._lock:
             return sorted(self.peers)
