@@ -128,7 +128,7 @@ def test_p2p_late_join_dead_peer_and_leave(
         start = time.perf_counter()
         publisher.publish(6, _state(6))
         assert time.perf_counter() - start < 2
-        assert publisher.peer_ids() == [] and publisher.dropped[-1] == ("gen-b", "left")
+        assert publisher.peer_ids() == [] and publisher.dropped[-1] == ("gen-b", "stopped")
         assert int(redis_client.get(f"streamrl:job:{job_id}:weights:latest") or 0) == 6  # type: ignore[arg-type]
     finally:
         publisher.close()

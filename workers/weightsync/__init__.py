@@ -25,20 +25,34 @@ from workers.weightsync.p2p import P2PPublisher, P2PReceiver
 from workers.weightsync.shared_store import SharedStoreTransport
 
 
-def setup_weight_sync(spec: JobSpec, *, root: Path, client: redis.Redis | None, job_id: int, template_dir: Path,
-                      instance_id: str | None = None, epoch: int = 0, device: str = "cpu") -> WeightTransport:
+def setup_weight_sync(
+    spec: JobSpec,
+    *,
+    root: Path,
+    client: redis.Redis | None,
+    job_id: int,
+    template_dir: Path,
+    instance_id: str | None = None,
+    epoch: int = 0,
+    device: str = "cpu",
+) -> WeightTransport:
     """The job's transport: the trainer's end (`instance_id` None) or that generation instance's end."""
     choice = spec.training.weight_sync
     if choice == "shared_store" or client is None or spec.mode == "colocated":
         return SharedStoreTransport(root, client, job_id, template_dir=template_dir)
     if instance_id is None:
-        store = SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir) \
-            if choice == "auto" else None
+        store = (
+            SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir)
+            if choice == "auto"
+            else None
+        )
         return P2PPublisher(client, job_id, epoch=epoch, device=device, store=store)
-    fallback = SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir, follow_disk=True) \
-        if choice == "auto" else None
+    fallback = (
+        SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir, follow_disk=True)
+        if choice == "auto"
+        else None
+    )
     return P2PReceiver(client, job_id, instance_id, device=device, fallback=fallback)
 
 
-__all__ = ["P2PPublisher", "P2PReceiver", "SharedStoreTransport", "SyncTiming", "WeightTransport",
-           "setup_weight_sync"]
+__all__ = ["P2PPublisher", "P2PReceiver", "SharedStoreTransport", "SyncTiming", "WeightTransport", "setup_weight_sync"]

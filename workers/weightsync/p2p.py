@@ -335,7 +335,7 @@ class P2PPublisher(WeightTransport):
         fields = {_text(k) for k in names}
         for peer in list(self.peers.values()):
             if f"peer:{peer.instance_id}" not in fields:
-                self._drop(peer, "left")
+                self._drop(peer, "stopped")
         self._store_followers &= {f.split(":", 1)[1] for f in fields if f.startswith("store:")}
 
     # -- joins ---------------------------------------------------------------------------------------------------------
