@@ -19,7 +19,7 @@ VLLMDtype = Literal["auto", "float32", "float16", "bfloat16"]
 AlgorithmName = Literal["grpo", "ppo", "rloo", "reinforce_pp"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 BuiltinTask = Literal["arithmetic", "long_tail"]
-WeightSyncBackend = Literal["shared_store", "broadcast"]
+WeightSyncBackend = Literal["p2p", "shared_store", "auto"]
 MAX_SEED = 2**31 - 1
 MAX_PARAMS_BYTES = 16 * 1024  # reward.params as JSON: specs are stored per job and listed by GET /jobs
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
@@ -175,9 +175,20 @@ class TrainingSpec(_Strict):
     lr: float = Field(1e-4, gt=0, le=1)
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float = Field(1.0, gt=0)
-    weight_sync: WeightSyncBackend = "shared_store"
+    weight_sync: WeightSyncBackend = Field("shared_store", description="how new weights reach the generation "
+                                           "instances: p2p (torch.distributed, trainer to each instance), shared_store "
+                                           "(safetensors on the artifact store) or auto (p2p where an instance can "
+                                           "reach the trainer, else the shared store)")
     eval_every: int = Field(5, ge=0, le=1_000_000, description="held-out reward (one sample per eval prompt, at the "
                             "current weights) every N iterations and after the last; 0: never")
+
+
+    @field_validator("weight_sync", mode="before")
+    @classmethod
+    def _old_weight_sync(cls, value: Any) -> Any:
+        """Specs stored before p2p existed may say `broadcast` (the runtime ran them on the shared store): they run
+        as `auto`, which is that plus p2p where the trainer is reachable."""
+        return "auto" if value == "broadcast" else value
 
 
 class DispatchSpec(_Strict):
@@ -245,3 +256,10 @@ class JobSpec(_Strict):
     failover: FailoverSpec = Field(default_factory=FailoverSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     seed: int = Field(0, ge=0, le=MAX_SEED)
+
+    @model_validator(mode="after")
+    def _weight_sync_needs_instances(self) -> JobSpec:
+        if self.mode == "colocated" and self.training.weight_sync == "p2p":
+            raise ValueError("training.weight_sync 'p2p' sends weights to separate generation instances; colocated "
+                             "mode generates in the trainer's process: use shared_store or auto")
+        return self

@@ -2006,10 +2006,11 @@ export interface components {
             weight_decay?: number;
             /**
              * Weight Sync
+             * @description how new weights reach the generation instances: p2p (torch.distributed, trainer to each instance), shared_store (safetensors on the artifact store) or auto (p2p where an instance can reach the trainer, else the shared store)
              * @default shared_store
              * @enum {string}
              */
-            weight_sync?: "shared_store" | "broadcast";
+            weight_sync?: "p2p" | "shared_store" | "auto";
         };
         /** UserPublic */
         UserPublic: {
