@@ -56,7 +56,7 @@ echo "gpu_check: mode=$mode preset=$preset engine=$engine iterations=$iterations
 cli make-model --preset "$preset" --out "$STREAMRL_DATA_DIR/artifacts/models/gpu-check" >/dev/null
 up_args=(up --port "$port" --api-workers 1)
 [ -n "$devices" ] && up_args+=(--generation-devices "$devices" --training-devices "$devices")
-cli "${up_args[@]}" >"$work/up.log" 2>&1 &
+"$PYTHON" -m streamrl.cli.main "${up_args[@]}" >"$work/up.log" 2>&1 &  # not through `cli`: $! must be up's pid
 up_pid=$!
 for _ in $(seq 180); do
   grep -q "logged in\|admin" "$work/up.log" 2>/dev/null && cli whoami >/dev/null 2>&1 && break
@@ -83,14 +83,15 @@ for _ in $(seq 1800); do
 done
 cli jobs iterations "$job_id" \
   --keys tokens_per_s,samples_per_s,iteration_seconds,gen_seconds,train_seconds,trainer_idle_seconds,weight_sync_seconds,weight_sync_fraction
-cli --json jobs iterations "$job_id" | MODE="$mode" STATUS="$status" "$PYTHON" -c '
+cat >"$work/summary.py" <<'PY'
 import json, os, statistics, sys
 rows = [r["metrics"] for r in json.load(sys.stdin)["data"]][1:]  # the first iteration includes warm-up
 def median(key):
     values = [float(r[key]) for r in rows if r.get(key) is not None]
     return statistics.median(values) if values else float("nan")
-print(f"RESULT mode={os.environ[\"MODE\"]} status={os.environ[\"STATUS\"]} iterations={len(rows) + 1} "
-      f"tokens_per_s={median(\"tokens_per_s\"):.1f} iteration_s={median(\"iteration_seconds\"):.3f} "
-      f"weight_sync_s={median(\"weight_sync_seconds\"):.4f} weight_sync_fraction={median(\"weight_sync_fraction\"):.4f}")
-'
+print(f"RESULT mode={os.environ['MODE']} status={os.environ['STATUS']} iterations={len(rows) + 1} "
+      f"tokens_per_s={median('tokens_per_s'):.1f} iteration_s={median('iteration_seconds'):.3f} "
+      f"weight_sync_s={median('weight_sync_seconds'):.4f} weight_sync_fraction={median('weight_sync_fraction'):.4f}")
+PY
+cli --json jobs iterations "$job_id" | MODE="$mode" STATUS="$status" "$PYTHON" "$work/summary.py"
 [ "$status" = succeeded ] || { tail -50 "$work/up.log"; echo "gpu_check: job $job_id ended $status" >&2; exit 1; }

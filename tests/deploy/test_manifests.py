@@ -163,7 +163,9 @@ def test_k8s_roles() -> None:
     assert {s["kind"] for s in k8s_objects()} >= {"Service", "ConfigMap", "Secret", "PersistentVolumeClaim", "Job"}
     gen = deployments["streamrl-worker-generation"]["spec"]["template"]["spec"]["containers"][0]
     assert gen["resources"]["limits"]["nvidia.com/gpu"] == 1, "one accelerator per generation worker"
-    assert argv(gen["command"])[-2:] == ["--concurrency", "1"], "one process per accelerator"
+    assert argv(gen["command"])[-2:] == ["--devices", "0"], "one process, pinned to the pod's one accelerator"
+    service = {s["metadata"]["name"]: s for s in k8s_objects() if s["kind"] == "Service"}["streamrl-training"]
+    assert service["spec"]["clusterIP"] == "None"  # headless: the rendezvous goes to the pod IPs the drivers advertise
 
 
 def test_k8s_settings_are_real_and_valid(monkeypatch: pytest.MonkeyPatch) -> None:
