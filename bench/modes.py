@@ -95,7 +95,8 @@ def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> d
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
         "generation": {"instances": instances, "batch_size": 64, "max_tokens": args.max_tokens},
         "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
-                     "micro_batch_size": 16, "lr": 1e-4},
+                     "micro_batch_size": 16, "lr": 1e-4,
+                     "weight_sync": "shared_store" if mode == "colocated" else args.weight_sync},
         "dispatch": {"policy": policy}, "checkpoint": {"interval": 10_000},
     }
 
@@ -197,6 +198,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="cores every mode gets in total")
     parser.add_argument("--gen-cores", type=int, default=0, help="cores of the generation pool (default: half)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--weight-sync", default="p2p", choices=["p2p", "shared_store", "auto"],
+                        help="transport of sync/async (colocated shares one process: no transport)")
     parser.add_argument("--sft-seconds", type=float, default=45.0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
