@@ -3,6 +3,12 @@
 Layout: every sequence is [prompt, response] right-padded to L (B, L). Response token t of row b sits at
 position p = prompt_len_b + t and is predicted by the logits at p - 1; `gather_positions` (B, T) holds those p - 1,
 so every per-token tensor the losses see is response-aligned (B, T), left-aligned, padded with mask 0.
+
+A forward pass costs (B x L) padded tokens, so `token_budget_batches` cuts a batch into length-sorted micro-batches
+whose padded size stays within a token budget: neighbours in length order pad little to each other. (Packing several
+sequences into one row with restarting `position_ids` is what transformers' masks support too, but on CPU its
+sdpa/eager attention builds a dense mask over the packed row, so attention cost grows with the square of the packed
+length; sorted budget batches remove most padding without that.)
 """
 
 from __future__ import annotations
@@ -31,6 +37,34 @@ class TokenBatch:
 
     def to(self, device: torch.device | str) -> TokenBatch:
         return TokenBatch(*(getattr(self, name).to(device) for name in self.__dataclass_fields__))
+
+
+def sequence_length(sample: Sample) -> int:
+    return len(sample.prompt_ids) + len(sample.response_ids)
+
+
+def token_budget_batches(lengths: list[int], max_tokens: int, max_rows: int | None = None) -> list[list[int]]:
+    """Indices into `lengths`, cut into micro-batches in ascending length order: each micro-batch's padded cost
+    rows x longest stays <= `max_tokens` (a single longer sequence gets a micro-batch of its own) and it has at most
+    `max_rows` rows. Sorting makes consecutive sequences pad little to each other; greedy filling keeps few cuts."""
+    assert max_tokens >= 1 and (max_rows is None or max_rows >= 1)
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        full = max_rows is not None and len(current) >= max_rows
+        if current and (full or (len(current) + 1) * lengths[index] > max_tokens):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def padded_tokens(lengths: list[int]) -> int:
+    """What one padded micro-batch of these sequence lengths costs: rows x longest."""
+    return len(lengths) * max(lengths, default=0)
 
 
 def collate(samples: list[Sample], pad_id: int) -> TokenBatch:
