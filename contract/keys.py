@@ -113,6 +113,12 @@ def worker_registry(node: str) -> str:
 WORKER_REGISTRY_PATTERN = "streamrl:workers:*"
 
 
+def controller_wake() -> str:
+    """A list the API pushes to after every job change (submit, cancel, pause, resume, scale): the controller blocks
+    on it between reconcile passes instead of polling, so an idle platform reacts at once and burns no CPU."""
+    return "streamrl:controller:wake"
+
+
 def driver_seen(job_id: int) -> str:
     """Set by the controller once the driver it sent has beaten: from then on a missing heartbeat means it died
     (before that, the task may still be waiting for a free training worker)."""

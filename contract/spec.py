@@ -172,6 +172,15 @@ class TrainingSpec(_Strict):
     iterations: int = Field(20, ge=1, le=1_000_000, description="optimiser steps (one per iteration)")
     prompts_per_iteration: int = Field(16, ge=1, le=1_000_000)
     micro_batch_size: int = Field(16, ge=1, le=65_536, description="samples per micro-step (gradient accumulation)")
+    max_tokens_per_micro_batch: int | None = Field(
+        None, ge=1, le=16_777_216, description="padded-token budget of a forward pass: micro-batches are cut in "
+        "length order so rows x longest sequence stays within it (a longer sequence runs alone); same gradient, "
+        "less compute on padding. None: cut by micro_batch_size only"
+    )
+    bf16_autocast: bool = Field(False, description="run forward passes under bfloat16 autocast (weights, gradients "
+                                "and optimizer state stay float32)")
+    torch_compile: bool = Field(False, description="torch.compile the policy (dynamic shapes); the first steps pay "
+                                "the compilation")
     lr: float = Field(1e-4, gt=0, le=1)
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float = Field(1.0, gt=0)
@@ -262,4 +271,11 @@ class JobSpec(_Strict):
         if self.mode == "colocated" and self.training.weight_sync == "p2p":
             raise ValueError("training.weight_sync 'p2p' sends weights to separate generation instances; colocated "
                              "mode generates in the trainer's process: use shared_store or auto")
+        return self
+
+    @model_validator(mode="after")
+    def _budget_keeps_the_loss_exact(self) -> JobSpec:
+        if self.training.max_tokens_per_micro_batch is not None and self.algorithm.name == "reinforce_pp":
+            raise ValueError("training.max_tokens_per_micro_batch cannot be used with reinforce_pp: it whitens "
+                             "advantages over each micro-batch, so cutting by tokens would change its loss")
         return self

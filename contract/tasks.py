@@ -22,6 +22,7 @@ from contract.settings import get_settings
 RUN_INSTANCE = "generation.run_instance"
 RUN_JOB = "training.run_job"
 RECONCILE = "control.reconcile"
+BROKER_POLL_S = 10.0
 TASK_ROUTES = {
     "generation.*": {"queue": "generation"},
     "training.*": {"queue": "training"},
@@ -60,7 +61,12 @@ def make_celery(redis_url: str | None = None, include: list[str] | None = None) 
         broker_connection_retry_on_startup=True,
         broker_connection_retry=True,
         broker_connection_max_retries=None,  # a broker restart stalls the worker; it never gives up on its own
-        broker_transport_options={"visibility_timeout": int(os.environ.get("STREAMRL_VISIBILITY_TIMEOUT_S", 86400))},
+        broker_transport_options={
+            "visibility_timeout": int(os.environ.get("STREAMRL_VISIBILITY_TIMEOUT_S", 86400)),
+            # an idle worker blocks in BRPOP this long per call (a task arrival returns it at once): 1 s (kombu's
+            # default) re-issues it every second on every worker, the bulk of an idle platform's CPU
+            "polling_interval": BROKER_POLL_S,
+        },
         worker_hijack_root_logger=False,
         # a running driver or instance does not need the broker: a broker restart must not cancel it
         worker_cancel_long_running_tasks_on_connection_loss=False,

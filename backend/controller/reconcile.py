@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import redis
 from pydantic import ValidationError
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from backend.controller.capacity import PoolCapacity, generation_capacity
@@ -63,6 +63,7 @@ class ReconcileReport:
     instances_stopped: list[str] = field(default_factory=list)
     instances_dead: list[str] = field(default_factory=list)
     jobs_failed: list[int] = field(default_factory=list)
+    jobs_pending: int = 0  # jobs still queued, starting, running or paused after the pass (not a change)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +99,8 @@ def reconcile_once(
         for job in jobs:
             _reconcile_job(session, job, sender, client, timeouts, report, capacity)
         _stop_instances_of_finished_jobs(session, client, report)
+        report.jobs_pending = session.scalar(select(func.count()).select_from(Job).where(
+            Job.status.in_([JobStatus.queued, JobStatus.starting, JobStatus.running, JobStatus.paused]))) or 0
     return report
 
 

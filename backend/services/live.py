@@ -36,6 +36,24 @@ def publish_live(client: redis.Redis | None, job_id: int, type: LiveType, data: 
     return True
 
 
+def wake_controller(client: redis.Redis | None) -> bool:
+    """Wake the controller's reconcile loop now (`keys.controller_wake`); returns False when Redis is absent or
+    unreachable (the controller then notices at its next timed pass)."""
+    if client is None:
+        return False
+    try:
+        pipe = client.pipeline(transaction=False)
+        key = keys.controller_wake()
+        pipe.lpush(key, 1)
+        pipe.ltrim(key, 0, 0)  # one pending wake-up is enough
+        pipe.expire(key, 3600)  # no controller running: the key does not stay
+        pipe.execute()
+    except redis.RedisError as exc:
+        log.warning("controller wake-up failed: %s", exc)
+        return False
+    return True
+
+
 REVOCATIONS_CHANNEL = "streamrl:auth:revocations"
 
 

@@ -89,17 +89,30 @@ def worker(
 
 def controller(
     interval: float = typer.Option(1.0, "--interval", min=0.05, help="seconds between reconcile passes"),
+    idle_interval: float = typer.Option(
+        10.0, "--idle-interval", min=0.05, help="seconds between passes while no job is queued or active"
+    ),
     once: bool = typer.Option(False, "--once", help="run one pass and exit"),
 ) -> None:
-    """Run the reconcile loop: admit jobs, keep each job's generation instances at target, notice dead workers."""
+    """Run the reconcile loop: admit jobs, keep each job's generation instances at target, notice dead workers.
+
+    Between passes it blocks on the API's wake-up list (`keys.controller_wake`, pushed after every job change), so
+    a submitted or cancelled job is acted on at once; without a wake-up the next pass comes after `--interval`, or
+    after `--idle-interval` while there is no job to watch (an idle platform then costs almost no CPU)."""
     from backend.controller.reconcile import CeleryTaskSender, reconcile_once
+    from contract import keys
+    from contract.redis_client import connect
+    from contract.tasks import platform_redis_url
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s controller %(message)s")
     log = logging.getLogger("streamrl.controller")
     sender = CeleryTaskSender()
+    client = connect(platform_redis_url())  # one client for every pass (a new one per pass costs a connection)
     while True:
+        busy = True
         try:
-            report = reconcile_once(sender=sender).as_dict()
+            report = reconcile_once(sender=sender, client=client).as_dict()
+            busy = report.pop("jobs_pending") > 0
             changes = {k: v for k, v in report.items() if v}
             if changes:
                 log.info("%s", changes)
@@ -109,7 +122,20 @@ def controller(
             log.warning("reconcile pass failed: %s", exc)
         if once:
             return
-        time.sleep(interval)
+        wait_for_wake(client, keys.controller_wake(), interval if busy else max(interval, idle_interval))
+
+
+def wait_for_wake(client: Any, key: str, timeout_s: float) -> bool:
+    """Block until the wake-up list `key` has an entry (then empty it) or `timeout_s` passes; True when woken.
+    Without Redis it just sleeps."""
+    try:
+        woken = client.blpop([key], timeout=timeout_s) is not None
+        if woken:
+            client.delete(key)  # wake-ups that piled up during the pass: one pass covers them all
+        return woken
+    except Exception:  # Redis down: the reconcile pass reports it; keep the pace
+        time.sleep(timeout_s)
+        return False
 
 
 def submit_demo(api: Any, settings: Any) -> None:

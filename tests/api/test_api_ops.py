@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from backend.main import create_app
 from backend.services.live import live_channel, publish_live
+from contract import keys
 
 API = "/api/v1"
 
@@ -98,3 +99,15 @@ def test_built_dashboard_is_served_with_spa_fallback(pg_backend: Any, tmp_path: 
         assert client.get("/api/v1/nope").status_code == 404
         assert client.get("/api/v1/health").json() == {"status": "ok"}
         assert client.get("/metrics").status_code == 200
+
+
+def test_job_changes_wake_the_controller(app_client: TestClient, world: Any, redis_url: str) -> None:
+    """Every job change pushes one wake-up the controller's loop blocks on (so an idle controller need not poll)."""
+    client = redis.Redis.from_url(redis_url)
+    client.delete(keys.controller_wake())
+    job = world.submit(app_client)
+    assert client.lrange(keys.controller_wake(), 0, -1) == [b"1"]
+    assert 0 < client.ttl(keys.controller_wake()) <= 3600
+    client.delete(keys.controller_wake())
+    app_client.post(f"{API}/jobs/{job['id']}/cancel", headers=world.headers("member"))
+    assert client.llen(keys.controller_wake()) == 1

@@ -3,17 +3,28 @@
 Layout: every sequence is [prompt, response] right-padded to L (B, L). Response token t of row b sits at
 position p = prompt_len_b + t and is predicted by the logits at p - 1; `gather_positions` (B, T) holds those p - 1,
 so every per-token tensor the losses see is response-aligned (B, T), left-aligned, padded with mask 0.
+
+A forward pass costs (B x L) padded tokens, so `token_budget_batches` cuts a batch into length-sorted micro-batches
+whose padded size stays within a token budget, choosing the cuts that pad least. (Packing several
+sequences into one row with restarting `position_ids` is what transformers' masks support too, but on CPU its
+sdpa/eager attention builds a dense mask over the packed row, so attention cost grows with the square of the packed
+length; sorted budget batches remove most padding without that.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from contract.sample import Sample
+
+# what one more forward/backward pass costs, in padded-token equivalents, when cutting by a token budget: a small
+# constant so near-equal lengths share a pass instead of each running alone
+PASS_COST_TOKENS = 32
 
 
 @dataclass
@@ -31,6 +42,46 @@ class TokenBatch:
 
     def to(self, device: torch.device | str) -> TokenBatch:
         return TokenBatch(*(getattr(self, name).to(device) for name in self.__dataclass_fields__))
+
+
+def sequence_length(sample: Sample) -> int:
+    return len(sample.prompt_ids) + len(sample.response_ids)
+
+
+def token_budget_batches(
+    lengths: list[int], max_tokens: int, max_rows: int | None = None, pass_cost: int = PASS_COST_TOKENS
+) -> list[list[int]]:
+    """Indices into `lengths` cut into micro-batches of consecutive sequences in ascending length order, each within
+    the budget (rows x longest <= `max_tokens`; a single longer sequence runs alone) and `max_rows`. Among those
+    splits, the one with the least padded tokens + `pass_cost` per micro-batch (what one more forward/backward pass
+    costs, in tokens): an exact dynamic programme over the sorted lengths, O(n x rows) in vectorised steps."""
+    assert max_tokens >= 1 and (max_rows is None or max_rows >= 1)
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    ordered = np.array([lengths[i] for i in order], dtype=np.int64)
+    n = len(order)
+    best = np.zeros(n + 1, dtype=np.int64)  # best[k]: cheapest cost of the k shortest sequences
+    start_of = np.zeros(n + 1, dtype=np.int64)  # where the last micro-batch of that split starts
+    for end in range(1, n + 1):
+        longest = int(ordered[end - 1])
+        rows = max(1, max_tokens // max(longest, 1))
+        if max_rows is not None:
+            rows = min(rows, max_rows)
+        starts = np.arange(max(0, end - rows), end)
+        costs = best[starts] + (end - starts) * longest + pass_cost
+        pick = int(np.argmin(costs))
+        best[end], start_of[end] = costs[pick], starts[pick]
+    batches: list[list[int]] = []
+    end = n
+    while end > 0:
+        start = int(start_of[end])
+        batches.append(order[start:end])
+        end = start
+    return batches[::-1]
+
+
+def padded_tokens(lengths: list[int]) -> int:
+    """What one padded micro-batch of these sequence lengths costs: rows x longest."""
+    return len(lengths) * max(lengths, default=0)
 
 
 def collate(samples: list[Sample], pad_id: int) -> TokenBatch:

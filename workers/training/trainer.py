@@ -27,7 +27,7 @@ from contract.sample import Sample
 from contract.spec import JobSpec
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
-from workers.training.batch import collate, policy_forward
+from workers.training.batch import collate, policy_forward, sequence_length, token_budget_batches
 
 # metrics averaged over tokens across the micro-steps of one iteration
 TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight")
@@ -67,6 +67,10 @@ class Trainer:
         self.value_head: nn.Linear | None = None
         if self.algorithm.uses_value_head:
             self.value_head = self._make_value_head(self.model_dir)
+        if spec.training.torch_compile:  # in place: parameter names and state_dict keys stay the HF ones
+            for module in (self.model, self.reference):
+                if module is not None:
+                    module.compile(dynamic=True)
         training = spec.training
         self.optimizer = torch.optim.AdamW(self.parameters(), lr=training.lr, weight_decay=training.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -81,16 +85,29 @@ class Trainer:
         """Forward + backward of one micro-batch; gradients accumulate until `optimizer_step`.
 
         `advantages`: one per sample; None computes them with the algorithm, so `samples` must then hold complete
-        groups (every sample of each group_id in it)."""
+        groups (every sample of each group_id in it). With `training.max_tokens_per_micro_batch` the samples are cut
+        further into length-sorted micro-batches within that padded-token budget (`batch.token_budget_batches`):
+        same gradient, less compute on padding."""
         if advantages is None:
             advantages = self.algorithm.batch_advantages(samples)
         assert len(advantages) == len(samples), "one advantage per sample"
+        budget = self.spec.training.max_tokens_per_micro_batch
+        if budget is None:
+            return self._forward_backward(samples, advantages)
+        cuts = token_budget_batches([sequence_length(s) for s in samples], budget, self.spec.training.micro_batch_size)
+        return merge_metrics(
+            [self._forward_backward([samples[i] for i in cut], [advantages[i] for i in cut]) for cut in cuts]
+        )
+
+    def _forward_backward(self, samples: list[Sample], advantages: Sequence[float]) -> Metrics:
         batch = collate(samples, self.pad_id).to(self.device)
-        outputs = policy_forward(self.model, batch, self.spec.generation.temperature, self.value_head)
-        ref_logprobs = None
-        if self.reference is not None:
-            with torch.no_grad():
-                ref_logprobs = policy_forward(self.reference, batch, self.spec.generation.temperature).logprobs
+        temperature = self.spec.generation.temperature
+        with self._autocast():
+            outputs = policy_forward(self.model, batch, temperature, self.value_head)
+            ref_logprobs = None
+            if self.reference is not None:
+                with torch.no_grad():
+                    ref_logprobs = policy_forward(self.reference, batch, temperature).logprobs
         inputs = LossInputs(
             logprobs=outputs.logprobs,
             behaviour_logprobs=batch.behaviour_logprobs,
@@ -134,9 +151,13 @@ class Trainer:
         return metrics
 
     def train_iteration(self, samples: list[Sample], advantages: Sequence[float] | None = None) -> Metrics:
-        """One iteration on a whole batch of complete groups: micro-steps of `micro_batch_size`, then one step."""
+        """One iteration on a whole batch of complete groups: length-sorted micro-steps of `micro_batch_size`
+        samples (cut further by the token budget when set), then one optimizer step."""
         if advantages is None:
             advantages = self.algorithm.batch_advantages(samples)
+        if self.spec.training.max_tokens_per_micro_batch is not None:
+            self.micro_step(samples, advantages)  # cut by the token budget (and micro_batch_size rows)
+            return self.optimizer_step()
         size = self.spec.training.micro_batch_size
         by_length = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
         for start in range(0, len(by_length), size):
@@ -215,7 +236,27 @@ class Trainer:
                 return int(candidate)
         return 0
 
+    def _autocast(self) -> torch.autocast:
+        """bf16 autocast of the forward passes when `training.bf16_autocast` (weights, grads and AdamW stay fp32)."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.spec.training.bf16_autocast)
+
     def _reset_accumulation(self) -> None:
         self._tokens = 0
         self._samples = 0
         self._weighted: dict[str, float] = {}
+
+
+def merge_metrics(parts: list[Metrics]) -> Metrics:
+    """One micro-step's metrics from its token-budget parts: counts add up, everything else is token-weighted."""
+    if len(parts) == 1:
+        return parts[0]
+    tokens = sum(part["tokens"] for part in parts)
+    merged: Metrics = {}
+    for name in parts[0]:
+        if name in ("tokens", "samples"):
+            merged[name] = sum(part[name] for part in parts)
+        elif tokens > 0:
+            merged[name] = sum(part.get(name, 0.0) * part["tokens"] for part in parts) / tokens
+        else:
+            merged[name] = parts[0][name]
+    return merged

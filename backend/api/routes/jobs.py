@@ -16,14 +16,16 @@ from backend.db.models import Job, JobEvent
 from backend.schemas.common import MAX_OFFSET
 from backend.schemas.jobs import JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
 from backend.services import jobs as job_service
-from backend.services.live import publish_live
+from backend.services.live import publish_live, wake_controller
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
 
 def _commit_and_publish(session: Session, redis: OptionalRedisDep, job: Job, since_event_id: int) -> JobPublic:
-    """Commit, then tell live viewers: the job's new state and the events the action recorded."""
+    """Commit, then wake the controller (it acts on the change at once) and tell live viewers: the job's new state
+    and the events the action recorded."""
     session.commit()
+    wake_controller(redis)
     public = job_public(session, job)
     publish_live(redis, job.id, "status", public.model_dump(mode="json"))
     events = session.query(JobEvent).filter(JobEvent.job_id == job.id, JobEvent.id > since_event_id)

@@ -1962,6 +1962,12 @@ export interface components {
         /** TrainingSpec */
         TrainingSpec: {
             /**
+             * Bf16 Autocast
+             * @description run forward passes under bfloat16 autocast (weights, gradients and optimizer state stay float32)
+             * @default false
+             */
+            bf16_autocast?: boolean;
+            /**
              * Devices
              * @default 1
              */
@@ -1989,6 +1995,11 @@ export interface components {
              */
             lr?: number;
             /**
+             * Max Tokens Per Micro Batch
+             * @description padded-token budget of a forward pass: micro-batches are cut in length order so rows x longest sequence stays within it (a longer sequence runs alone); same gradient, less compute on padding. None: cut by micro_batch_size only
+             */
+            max_tokens_per_micro_batch?: number | null;
+            /**
              * Micro Batch Size
              * @description samples per micro-step (gradient accumulation)
              * @default 16
@@ -1999,6 +2010,12 @@ export interface components {
              * @default 16
              */
             prompts_per_iteration?: number;
+            /**
+             * Torch Compile
+             * @description torch.compile the policy (dynamic shapes); the first steps pay the compilation
+             * @default false
+             */
+            torch_compile?: boolean;
             /**
              * Weight Decay
              * @default 0
