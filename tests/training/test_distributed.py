@@ -30,8 +30,11 @@ def make_spec_kl() -> Any:
 
 
 def scored_samples() -> tuple[list[Sample], list[float]]:
-    samples = (make_group("g0", [1.0, 0.0, 0.0, 1.0], seed=1) + make_group("g1", [0.0, 0.0, 1.0, 0.5], seed=2)
-               + make_group("g2", [1.0, 1.0, 1.0, 0.0], seed=3))
+    samples = (
+        make_group("g0", [1.0, 0.0, 0.0, 1.0], seed=1)
+        + make_group("g1", [0.0, 0.0, 1.0, 0.5], seed=2)
+        + make_group("g2", [1.0, 1.0, 1.0, 0.0], seed=3)
+    )
     return samples, setup_algorithm(make_spec_kl().algorithm).batch_advantages(samples)
 
 
@@ -74,8 +77,9 @@ def _rank_main(rank: int, world: int, port: int, model_dir: str, plan: dict[str,
 def run_ranks(world: int, model_dir: Path, plan: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     out = str(tmp_path / f"rank0-{world}-{store.port}.pt")
-    mp.start_processes(_rank_main, args=(world, store.port, str(model_dir), plan, out), nprocs=world, join=True,
-                       start_method="spawn")
+    mp.start_processes(
+        _rank_main, args=(world, store.port, str(model_dir), plan, out), nprocs=world, join=True, start_method="spawn"
+    )
     assert not Path(out + ".error").exists(), Path(out + ".error").read_text()
     result: dict[str, Any] = torch.load(out, weights_only=False)
     return result
@@ -103,12 +107,15 @@ def test_two_ranks_equal_one_rank(tiny_model_dir: Path, tmp_path: Path) -> None:
     initial = Trainer(tiny_model_dir, make_spec_kl()).state_dict_for_sync()
     moved = max(float((single.state_dict_for_sync()[k] - initial[k]).abs().max()) for k in initial)
     assert moved > 1e-3  # the steps really changed the weights
-    print(f"RESULT ranks=2 iterations=3 loss_diff={abs(ranks['steps'][-1]['loss'] - single_steps[-1]['loss']):.2e} "
-          f"max_weight_diff={worst:.2e} weight_change={moved:.2e}")
+    print(
+        f"RESULT ranks=2 iterations=3 loss_diff={abs(ranks['steps'][-1]['loss'] - single_steps[-1]['loss']):.2e} "
+        f"max_weight_diff={worst:.2e} weight_change={moved:.2e}"
+    )
 
 
-def test_sharded_checkpoint_resumes_on_one_rank_and_a_single_rank_one_on_two(tiny_model_dir: Path,
-                                                                              tmp_path: Path) -> None:
+def test_sharded_checkpoint_resumes_on_one_rank_and_a_single_rank_one_on_two(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
     straight = Trainer(tiny_model_dir, make_spec_kl())
     straight_steps = run_iterations(straight, 3)
     # 2 ranks train 2 iterations and checkpoint (DCP shards + HF weights); 1 rank resumes and trains the third

@@ -28,12 +28,13 @@ from workers.core.prompts import EVAL_PREFIX, PromptSchedule, TokenCache, make_r
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.dispatching import PromptDispatcher
+from workers.runtime.ranks import start_trainer
 from workers.runtime.recorder import IterationRecorder, RewardFailed
 from workers.runtime.shutdown import HandBack, ShutdownWatch
 from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
 from workers.training import checkpoint as ckpt
-from workers.training.trainer import Trainer
+from workers.training.distributed import RanksLost
 from workers.weightsync import setup_weight_sync
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,7 @@ class Driver(ABC):
 
     def __init__(self, ctx: JobContext, *, device: str | None = None, warmup_steps: int = 0):
         self.ctx, self.spec, self.job_id, self.reporter = ctx, ctx.spec, ctx.job_id, ctx.reporter
-        self.trainer = Trainer(ctx.model_dir, ctx.spec, device or components.worker_device(),
-                               warmup_steps=warmup_steps)
+        self.trainer = start_trainer(ctx, device or components.worker_device(), warmup_steps=warmup_steps)
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir)
         self.rec = IterationRecorder(ctx.job_id, self.lane, ctx.reporter, ctx.spec.telemetry)
@@ -104,6 +104,11 @@ class Driver(ABC):
         except HandBack:
             outcome = None
             self._hand_back()
+        except RanksLost as err:  # like a dead driver: the controller restarts the job's ranks from the checkpoint
+            outcome = None
+            log.error("job %s: %s", self.job_id, err)
+            self.reporter.record_event(self.job_id, "worker", f"a trainer rank was lost ({err}); the driver stops "
+                                       "and is restarted from the newest checkpoint")
         except Exception as err:
             outcome = "failed"
             message = str(err) if isinstance(err, JobSetupError | RewardFailed) else f"{type(err).__name__}: {err}"
@@ -118,6 +123,7 @@ class Driver(ABC):
             heartbeat.stop()
             self._release(outcome)
             self.close()
+            self.trainer.close()
         return f"job {self.job_id} {outcome or 'handed back'} after {self.trainer.iteration} iterations"
 
     def _release(self, outcome: str | None) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
@@ -76,17 +77,21 @@ class RanksLost(RuntimeError):
 class RankGroup:
     """The process group of one job's trainer ranks and the command channel from rank 0 to the others."""
 
-    def __init__(self, store: dist.Store, rank: int, world: int, device: torch.device,
-                 timeout_s: float | None = None) -> None:
+    def __init__(
+        self, store: dist.Store, rank: int, world: int, device: torch.device, timeout_s: float | None = None
+    ) -> None:
         self.store, self.rank, self.world = store, rank, world
         self.timeout = timedelta(seconds=timeout_s if timeout_s is not None else rank_timeout_s())
         backend = "nccl" if device.type == "cuda" else "gloo"
         try:
-            dist.init_process_group(backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world,
-                                    timeout=self.timeout)
+            dist.init_process_group(
+                backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=self.timeout
+            )
         except Exception as err:  # a rank never joined (no free training slot, or it died starting up)
-            raise RanksLost(f"trainer rank {rank}: the {world} ranks did not all join within "
-                            f"{self.timeout.total_seconds():.0f}s ({type(err).__name__}: {err})") from err
+            raise RanksLost(
+                f"trainer rank {rank}: the {world} ranks did not all join within "
+                f"{self.timeout.total_seconds():.0f}s ({type(err).__name__}: {err})"
+            ) from err
         self.mesh: DeviceMesh = init_device_mesh(device.type, (world,))
         self.seq = 0
 
@@ -97,7 +102,7 @@ class RankGroup:
         self.seq += 1
         try:
             for rank in range(1, self.world):
-                self.store.set(f"cmd/{self.seq}/{rank}", pickle.dumps((op, shares[rank])))
+                self.store.set(f"cmd/{self.seq}/{rank}", pickle.dumps((op, shares[rank])))  # type: ignore[arg-type]
         except Exception as err:
             raise RanksLost(f"could not reach the trainer ranks' store: {err}") from err
 
@@ -140,8 +145,9 @@ class RankGroup:
             dist.destroy_process_group()
 
 
-def split_shares(samples: Sequence[Sample], advantages: Sequence[float], world: int
-                 ) -> list[tuple[list[Sample], list[float]]]:
+def split_shares(
+    samples: Sequence[Sample], advantages: Sequence[float], world: int
+) -> list[tuple[list[Sample], list[float]]]:
     """Deal a micro-batch to `world` ranks, longest first to the rank with the fewest tokens (balanced work)."""
     shares: list[tuple[list[Sample], list[float]]] = [([], []) for _ in range(world)]
     load = [0] * world
@@ -180,18 +186,19 @@ def load_sharded(trainer: Trainer, path: Path) -> None:
     """Policy, value head and AdamW state from `<path>/dcp`, resharded to this trainer's ranks (or to one process
     without a process group)."""
     model_sd, optim_sd = get_state_dict(bundle(trainer), trainer.optimizer)
-    state = {"model": model_sd, "optim": optim_sd}
-    dcp.load(state, checkpoint_id=str(path / ckpt.SHARDED_DIR))
-    set_state_dict(bundle(trainer), trainer.optimizer, model_state_dict=state["model"],
-                   optim_state_dict=state["optim"])
+    with warnings.catch_warnings():  # one process without a process group (resume on 1 rank): what DCP expects
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path / ckpt.SHARDED_DIR))
+    set_state_dict(bundle(trainer), trainer.optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
 
 
 class DistributedTrainer(Trainer):
     """A `Trainer` whose modules are FSDP2-sharded over `group`; on rank 0 every public step also commands the
     other ranks (which run `serve`)."""
 
-    def __init__(self, model_dir: str | Path, spec: JobSpec, device: str | torch.device, group: RankGroup,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, model_dir: str | Path, spec: JobSpec, device: str | torch.device, group: RankGroup, **kwargs: Any
+    ) -> None:
         self.group = group
         super().__init__(model_dir, spec, device, **kwargs)
 
@@ -219,8 +226,17 @@ class DistributedTrainer(Trainer):
     def _micro_share(self, samples: list[Sample], advantages: list[float]) -> Metrics:
         if samples:
             return super().micro_step(samples, advantages)
-        dummy = Sample(job_id=0, prompt_id="-", group_id="-", sample_id="-", policy_version=0,
-                       prompt_ids=[self.pad_id], response_ids=[], behaviour_logprobs=[], finish_reason="stop")
+        dummy = Sample(
+            job_id=0,
+            prompt_id="-",
+            group_id="-",
+            sample_id="-",
+            policy_version=0,
+            prompt_ids=[self.pad_id],
+            response_ids=[],
+            behaviour_logprobs=[],
+            finish_reason="stop",
+        )
         super().micro_step([dummy], [0.0])  # no tokens: a zero gradient, but every FSDP collective runs
         self._samples -= 1
         return {"tokens": 0.0, "samples": 0.0}
@@ -279,8 +295,11 @@ class DistributedTrainer(Trainer):
         head = self._gather(self.value_head) if self.value_head is not None else {}
         if self.leads:
             path.mkdir(parents=True, exist_ok=True)
-            save_file({k: v.contiguous() for k, v in weights.items()}, str(path / "model.safetensors"),
-                      metadata={"format": "pt"})
+            save_file(
+                {k: v.contiguous() for k, v in weights.items()},
+                str(path / "model.safetensors"),
+                metadata={"format": "pt"},
+            )
             self.model.config.save_pretrained(path)
             if getattr(self.model, "generation_config", None) is not None:
                 self.model.generation_config.save_pretrained(path)
@@ -312,8 +331,9 @@ class DistributedTrainer(Trainer):
 
     def _save_shards(self, staging: Path) -> None:
         model_sd, optim_sd = get_state_dict(bundle(self), self.optimizer)
-        self.group._collective(lambda: dcp.save({"model": model_sd, "optim": optim_sd},
-                                                checkpoint_id=str(staging / ckpt.SHARDED_DIR)))
+        self.group._collective(
+            lambda: dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(staging / ckpt.SHARDED_DIR))
+        )
         self._export(staging)
 
     def load_checkpoint(self, directory: str | Path) -> int:
@@ -326,16 +346,19 @@ class DistributedTrainer(Trainer):
             return
         # a single-rank checkpoint: full weights and AdamW state (keyed by parameter index), sharded on load
         options = StateDictOptions(full_state_dict=True)
-        set_model_state_dict(self.model, load_policy(path, torch.device("cpu")).state_dict(), options=options)
+        full: dict[str, Any] = load_policy(path, torch.device("cpu")).state_dict()
+        set_model_state_dict(self.model, full, options=options)
         if self.value_head is not None:
-            from safetensors.torch import load_file
-
-            set_model_state_dict(self.value_head, load_file(str(path / ckpt.VALUE_HEAD)), options=options)
+            head: dict[str, Any] = load_file(str(path / ckpt.VALUE_HEAD))
+            set_model_state_dict(self.value_head, head, options=options)
         names = [name for name, _ in bundle(self).named_parameters()]
         saved = state["optimizer"]
-        by_name = {"state": {names[int(i)]: value for i, value in saved["state"].items()},
-                   "param_groups": [{**group, "params": [names[int(i)] for i in group["params"]]}
-                                    for group in saved["param_groups"]]}
+        by_name: dict[str, Any] = {
+            "state": {names[int(i)]: value for i, value in saved["state"].items()},
+            "param_groups": [
+                {**group, "params": [names[int(i)] for i in group["params"]]} for group in saved["param_groups"]
+            ],
+        }
         set_optimizer_state_dict(bundle(self), self.optimizer, by_name, options=options)
 
     # -- lifetime ------------------------------------------------------------------------------------------------------

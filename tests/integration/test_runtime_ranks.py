@@ -1,0 +1,92 @@
+"""`training.devices: 2` through the real runtime: the driver (rank 0) and a `training.run_rank` task (rank 1) on the
+training workers train one FSDP2-sharded policy; a lost rank restarts the job from its sharded checkpoint, here
+on one rank (the stored spec is switched to `devices: 1` before the restart)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from runtime_platform import Platform
+from sqlalchemy import select
+
+from backend.db import Checkpoint, Job
+from contract import keys
+from contract.liveness import Timeouts
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+FAST = Timeouts(instance_heartbeat_s=8.0, instance_start_s=120.0, driver_start_s=120.0, driver_heartbeat_ttl_s=10.0)
+SHAPE = {
+    "training": {"iterations": 1, "prompts_per_iteration": 2, "micro_batch_size": 3, "lr": 1e-3},
+    "algorithm": {"group_size": 4},
+    "generation": {"instances": 1, "batch_size": 16, "max_tokens": 8},
+}
+
+
+@pytest.fixture(scope="module")
+def rank_platform(pg_backend, redis_url: str, tiny_model_dir: Path):
+    env = {"STREAMRL_RANK_TIMEOUT_S": "60", "STREAMRL_RANK_HOST": "127.0.0.1"}
+    with Platform.start(
+        pg_backend, redis_url, tiny_model_dir, timeouts=FAST, extra_env=env, generation_slots=2
+    ) as platform:
+        yield platform
+
+
+def wait(predicate, timeout_s: float, what: str, platform: Platform) -> None:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{platform.logs_tail()}")
+
+
+def test_two_ranks_train_like_one(rank_platform: Platform) -> None:
+    """Iteration 1 of a sync job: same samples (weights v0), so 2 ranks must give 1 rank's loss and token count."""
+    one = rank_platform.submit(mode="sync", **SHAPE)
+    two = rank_platform.submit(mode="sync", **{**SHAPE, "training": {**SHAPE["training"], "devices": 2}})
+    rank_platform.wait_done(one, timeout_s=300)
+    rank_platform.wait_done(two, timeout_s=300)
+    single, sharded = rank_platform.iterations(one)[0], rank_platform.iterations(two)[0]
+    for name in ("loss", "tokens", "samples", "grad_norm"):
+        assert sharded[name] == pytest.approx(single[name], rel=1e-4, abs=1e-6), name
+    assert any("training on 2 ranks" in e for e in rank_platform.events(two))
+    print(
+        f"RESULT runtime ranks=2 loss={sharded['loss']:.6f} single_loss={single['loss']:.6f} "
+        f"grad_norm_diff={abs(sharded['grad_norm'] - single['grad_norm']):.2e}"
+    )
+
+
+def test_a_lost_rank_restarts_the_job_from_its_sharded_checkpoint_on_one_rank(rank_platform: Platform) -> None:
+    iterations = 10
+    job_id = rank_platform.submit(
+        mode="sync",
+        failover={"max_restarts": 2, "backoff_s": 0.0},
+        checkpoint={"interval": 2},
+        training={"iterations": iterations, "prompts_per_iteration": 2, "devices": 2},
+    )
+
+    def checkpoints() -> list[str]:
+        with rank_platform.backend.session() as session:
+            return list(session.scalars(select(Checkpoint.path).where(Checkpoint.job_id == job_id)))
+
+    wait(lambda: bool(checkpoints()), 240, "the first checkpoint", rank_platform)
+    first = Path(checkpoints()[0])
+    assert (first / "dcp" / ".metadata").is_file() and (first / "model.safetensors").is_file()
+    with rank_platform.backend.session() as session:  # the restarted driver reads this spec: one rank
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.spec = {**job.spec, "training": {**job.spec["training"], "devices": 1}}
+    rank = json.loads(rank_platform.client.get(keys.trainer_rank(job_id, 1)) or b"{}")
+    os.kill(int(rank["pid"]), signal.SIGKILL)
+    job = rank_platform.wait_done(job_id, timeout_s=300)
+    events = rank_platform.events(job_id)
+    assert job.driver_epoch == 1 and job.driver_failures == 1, events
+    assert any("a trainer rank was lost" in e for e in events), events
+    assert any("driver resumed from checkpoint at iteration" in e for e in events), events
+    rows = rank_platform.iterations(job_id)
+    assert len(rows) == iterations and all(r["samples"] == 8 for r in rows)
