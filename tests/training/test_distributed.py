@@ -3,6 +3,9 @@ resume on a different number of ranks."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 import traceback
 from datetime import timedelta
 from pathlib import Path
@@ -133,3 +136,55 @@ def test_sharded_checkpoint_resumes_on_one_rank_and_a_single_rank_one_on_two(
     ranks = run_ranks(2, tiny_model_dir, {"iterations": 1, "load": str(plain)}, tmp_path)
     assert_same(ranks["steps"], straight_steps[2:])
     assert_weights_close(ranks["weights"], straight.state_dict_for_sync())
+
+
+def _lead_then_hang(port_file: str, model_dir: str, ready: str) -> None:
+    """Rank 0 that owns the store (as the driver does), trains one iteration, then hangs until killed."""
+    from workers.training.distributed import DistributedTrainer, RankGroup
+
+    torch.set_num_threads(1)
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
+    Path(port_file).write_text(str(store.port))
+    trainer = DistributedTrainer(model_dir, make_spec_kl(), "cpu", RankGroup(store, 0, 2, torch.device("cpu"), 60))
+    run_iterations(trainer, 1)
+    Path(ready).write_text("trained")
+    time.sleep(600)
+
+
+def _follow(port_file: str, model_dir: str, outcome: str) -> None:
+    from workers.training.distributed import DistributedTrainer, RankGroup, RanksLost, serve
+
+    torch.set_num_threads(1)
+    while not Path(port_file).exists() or not Path(port_file).read_text():
+        time.sleep(0.1)
+    store = dist.TCPStore("127.0.0.1", int(Path(port_file).read_text()), is_master=False, timeout=timedelta(seconds=60))
+    trainer = DistributedTrainer(model_dir, make_spec_kl(), "cpu", RankGroup(store, 1, 2, torch.device("cpu"), 60))
+    try:
+        serve(trainer, alive=lambda: True)
+        Path(outcome).write_text("stopped")
+    except RanksLost as err:
+        Path(outcome).write_text(f"RanksLost: {err}")
+
+
+def test_a_rank_whose_driver_dies_stops_instead_of_waiting_forever(tiny_model_dir: Path, tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    port_file, ready, outcome = (str(tmp_path / name) for name in ("port", "ready", "outcome"))
+    lead = ctx.Process(target=_lead_then_hang, args=(port_file, str(tiny_model_dir), ready))
+    follower = ctx.Process(target=_follow, args=(port_file, str(tiny_model_dir), outcome))
+    lead.start()
+    follower.start()
+    try:
+        deadline = time.time() + 120
+        while not Path(ready).exists() and time.time() < deadline:
+            time.sleep(0.2)
+        assert Path(ready).exists(), "rank 0 did not train"
+        os.kill(lead.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        started = time.time()
+        follower.join(timeout=30)  # far below the 60 s collective timeout: the lost store is noticed at once
+        assert not follower.is_alive(), "rank 1 still waits for a dead rank 0"
+        assert Path(outcome).read_text().startswith("RanksLost"), Path(outcome).read_text()
+        print(f"RESULT rank1_stopped_after_rank0_death_s={time.time() - started:.1f}")
+    finally:
+        for proc in (lead, follower):
+            if proc.is_alive():
+                proc.kill()
