@@ -49,7 +49,8 @@ def wait(predicate, timeout_s: float, what: str, platform: Platform) -> None:
 
 def test_two_ranks_train_like_one(rank_platform: Platform) -> None:
     """A sync job on 2 ranks and on 1: the same samples (same seed; weights equal to float error), so the same loss
-    every iteration and the same weights in the final checkpoint."""
+    every iteration and the same weights in the final checkpoint; a colocated job on 2 ranks trains iteration 1 the
+    same way."""
     one = rank_platform.submit(mode="sync", **SHAPE)
     rank_platform.wait_done(one, timeout_s=300)  # one job at a time: the 2 training slots are the 2 ranks
     two = rank_platform.submit(mode="sync", **{**SHAPE, "training": {**SHAPE["training"], "devices": 2}})
@@ -68,6 +69,9 @@ def test_two_ranks_train_like_one(rank_platform: Platform) -> None:
     assert worst < 1e-5, worst
     assert (final_checkpoint(rank_platform, two) / "dcp" / ".metadata").is_file()
     assert any("training on 2 ranks" in e for e in rank_platform.events(two))
+    colocated = rank_platform.submit(mode="colocated", **{**SHAPE, "training": {**SHAPE["training"], "devices": 2}})
+    rank_platform.wait_done(colocated, timeout_s=300)  # the same samples in iteration 1 (tests/.../parity)
+    assert rank_platform.iterations(colocated)[0]["loss"] == pytest.approx(single[0]["loss"], rel=1e-4, abs=1e-6)
     loss_diff = max(abs(a["loss"] - b["loss"]) for a, b in zip(sharded, single, strict=True))
     print(f"RESULT runtime ranks=2 vs 1: iterations=3 loss_diff={loss_diff:.2e} max_weight_diff={worst:.2e}")
 

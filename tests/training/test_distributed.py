@@ -138,9 +138,9 @@ def test_sharded_checkpoint_resumes_on_one_rank_and_a_single_rank_one_on_two(
     assert_weights_close(ranks["weights"], straight.state_dict_for_sync())
 
 
-def _lead_then_hang(port_file: str, model_dir: str, ready: str) -> None:
-    """Rank 0 that owns the store (as the driver does), trains one iteration, then hangs until killed."""
-    from workers.training.distributed import DistributedTrainer, RankGroup
+def _lead(port_file: str, model_dir: str, ready: str, go: str, outcome: str) -> None:
+    """Rank 0 that owns the store (as the driver does): one iteration, then (once `go` exists) another one."""
+    from workers.training.distributed import DistributedTrainer, RankGroup, RanksLost
 
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
@@ -148,7 +148,13 @@ def _lead_then_hang(port_file: str, model_dir: str, ready: str) -> None:
     trainer = DistributedTrainer(model_dir, make_spec_kl(), "cpu", RankGroup(store, 0, 2, torch.device("cpu"), 60))
     run_iterations(trainer, 1)
     Path(ready).write_text("trained")
-    time.sleep(600)
+    while not Path(go).exists():
+        time.sleep(0.1)
+    try:
+        run_iterations(trainer, 1)
+        Path(outcome).write_text("trained again")
+    except RanksLost as err:
+        Path(outcome).write_text(f"RanksLost ({type(err.__cause__).__name__}): {err}")
 
 
 def _follow(port_file: str, model_dir: str, outcome: str) -> None:
@@ -166,24 +172,50 @@ def _follow(port_file: str, model_dir: str, outcome: str) -> None:
         Path(outcome).write_text(f"RanksLost: {err}")
 
 
-def test_a_rank_whose_driver_dies_stops_instead_of_waiting_forever(tiny_model_dir: Path, tmp_path: Path) -> None:
+def start_pair(model_dir: Path, tmp_path: Path) -> tuple[Any, Any, dict[str, Path]]:
     ctx = mp.get_context("spawn")
-    port_file, ready, outcome = (str(tmp_path / name) for name in ("port", "ready", "outcome"))
-    lead = ctx.Process(target=_lead_then_hang, args=(port_file, str(tiny_model_dir), ready))
-    follower = ctx.Process(target=_follow, args=(port_file, str(tiny_model_dir), outcome))
+    files = {name: tmp_path / name for name in ("port", "ready", "go", "lead", "follower")}
+    lead = ctx.Process(
+        target=_lead,
+        args=tuple(str(files[n]) for n in ("port",))
+        + (str(model_dir),)
+        + tuple(str(files[n]) for n in ("ready", "go", "lead")),
+    )
+    follower = ctx.Process(target=_follow, args=(str(files["port"]), str(model_dir), str(files["follower"])))
     lead.start()
     follower.start()
+    deadline = time.time() + 120
+    while not files["ready"].exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert files["ready"].exists(), "rank 0 did not train"
+    return lead, follower, files
+
+
+def test_a_rank_whose_driver_dies_stops_instead_of_waiting_forever(tiny_model_dir: Path, tmp_path: Path) -> None:
+    lead, follower, files = start_pair(tiny_model_dir, tmp_path)
     try:
-        deadline = time.time() + 120
-        while not Path(ready).exists() and time.time() < deadline:
-            time.sleep(0.2)
-        assert Path(ready).exists(), "rank 0 did not train"
-        os.kill(lead.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        os.kill(lead.pid, signal.SIGKILL)
         started = time.time()
         follower.join(timeout=30)  # far below the 60 s collective timeout: the lost store is noticed at once
         assert not follower.is_alive(), "rank 1 still waits for a dead rank 0"
-        assert Path(outcome).read_text().startswith("RanksLost"), Path(outcome).read_text()
+        assert files["follower"].read_text().startswith("RanksLost"), files["follower"].read_text()
         print(f"RESULT rank1_stopped_after_rank0_death_s={time.time() - started:.1f}")
+    finally:
+        for proc in (lead, follower):
+            if proc.is_alive():
+                proc.kill()
+
+
+def test_the_driver_fails_with_ranks_lost_when_a_rank_dies(tiny_model_dir: Path, tmp_path: Path) -> None:
+    lead, follower, files = start_pair(tiny_model_dir, tmp_path)
+    try:
+        os.kill(follower.pid, signal.SIGKILL)
+        started = time.time()
+        files["go"].write_text("go")
+        lead.join(timeout=50)  # below the 60 s collective timeout: the dropped connection fails the collective
+        assert not lead.is_alive(), "rank 0 hangs on a dead rank"
+        assert files["lead"].read_text().startswith("RanksLost"), files["lead"].read_text()
+        print(f"RESULT rank0_failed_after_rank1_death_s={time.time() - started:.1f} {files['lead'].read_text()[:160]}")
     finally:
         for proc in (lead, follower):
             if proc.is_alive():

@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -61,6 +62,7 @@ from workers.training.batch import PolicyOutputs
 from workers.training.trainer import TOKEN_WEIGHTED, Trainer, load_policy
 
 log = logging.getLogger(__name__)
+LOST_RANK = re.compile(r"gloo|nccl|connection|timed out|timeout|peer", re.IGNORECASE)
 WAIT_POLL_S = 5.0  # a rank waiting for its next command re-checks that its driver is alive this often
 
 
@@ -133,12 +135,16 @@ class RankGroup:
         return [float(v) for v in tensor.cpu()]
 
     def _collective(self, call: Callable[[], Any]) -> Any:
+        """Run `call` (which takes part in collectives); a failure of the transport between ranks is `RanksLost`,
+        any other error (a bug, out of memory) propagates as itself."""
         try:
             return call()
         except RanksLost:
             raise
-        except RuntimeError as err:  # gloo/NCCL: a peer closed its connection or the timeout passed
-            raise RanksLost(f"trainer rank {self.rank}: a collective failed ({err})") from err
+        except RuntimeError as err:  # gloo raises plain RuntimeErrors ("Connection closed by peer", "Timed out")
+            if isinstance(err, dist.DistError) or LOST_RANK.search(str(err)):
+                raise RanksLost(f"trainer rank {self.rank}: a collective failed ({err})") from err
+            raise
 
     def close(self) -> None:
         if dist.is_initialized():
