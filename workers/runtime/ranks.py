@@ -96,7 +96,11 @@ def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Traine
         ) from err
     finally:
         beat.stop()
-    return DistributedTrainer(ctx.model_dir, ctx.spec, device, group, **trainer_kwargs)
+    try:
+        return DistributedTrainer(ctx.model_dir, ctx.spec, device, group, **trainer_kwargs)
+    except BaseException:
+        group.close()
+        raise
 
 
 def run_rank(

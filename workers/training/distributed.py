@@ -85,6 +85,10 @@ class RankGroup:
         self.store, self.rank, self.world = store, rank, world
         self.timeout = timedelta(seconds=timeout_s if timeout_s is not None else rank_timeout_s())
         backend = "nccl" if device.type == "cuda" else "gloo"
+        if device.type == "cuda":
+            torch.cuda.set_device(device.index or 0)  # one GPU per rank: a worker sees its own (CUDA_VISIBLE_DEVICES)
+        if dist.is_initialized():  # a worker process runs one trainer at a time: an earlier job's group is stale
+            dist.destroy_process_group()
         try:
             dist.init_process_group(
                 backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=self.timeout
