@@ -34,7 +34,7 @@ from workers.runtime.shutdown import HandBack, ShutdownWatch
 from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
 from workers.training import checkpoint as ckpt
-from workers.training.distributed import RanksLost
+from workers.training.faults import RanksLost
 from workers.weightsync import setup_weight_sync
 
 log = logging.getLogger(__name__)

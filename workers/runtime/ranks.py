@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import torch
-import torch.distributed as dist
 
 from contract import keys, tasks
 from contract.reporter import Reporter
@@ -35,7 +33,7 @@ from contract.states import TERMINAL_JOB_STATUSES
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.telemetry import Heartbeat
-from workers.training.distributed import DistributedTrainer, RankGroup, RanksLost, rank_timeout_s, serve
+from workers.training.faults import RanksLost
 from workers.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -56,6 +54,11 @@ def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Traine
     world = ctx.spec.training.devices
     if world == 1:
         return Trainer(ctx.model_dir, ctx.spec, device, **trainer_kwargs)
+    import torch  # only multi-rank jobs load torch.distributed's FSDP and DCP
+    import torch.distributed as dist
+
+    from workers.training.distributed import DistributedTrainer, RankGroup, rank_timeout_s
+
     if ctx.redis is None:
         raise JobSetupError(
             f"training.devices: {world} needs the platform's training workers (its ranks are "
@@ -113,6 +116,11 @@ def run_rank(
     node: str | None = None,
 ) -> str:
     """The `training.run_rank` task body: join rank 0's rendezvous and serve its commands until it stops."""
+    import torch
+    import torch.distributed as dist
+
+    from workers.training.distributed import DistributedTrainer, RankGroup, rank_timeout_s, serve
+
     raw = client.get(keys.trainer_rendezvous(job_id))
     record = json.loads(raw) if raw else None
     if record is None or int(record["epoch"]) != epoch:

@@ -59,9 +59,11 @@ from contract.spec import JobSpec
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import Metrics
 from workers.training.batch import PolicyOutputs
+from workers.training.faults import RanksLost
 from workers.training.trainer import TOKEN_WEIGHTED, Trainer, load_policy
 
 log = logging.getLogger(__name__)
+__all__ = ["DistributedTrainer", "RankGroup", "RanksLost", "load_sharded", "serve", "shard_module"]
 LOST_RANK = re.compile(r"gloo|nccl|connection|timed out|timeout|peer", re.IGNORECASE)
 WAIT_POLL_S = 5.0  # a rank waiting for its next command re-checks that its driver is alive this often
 
@@ -69,11 +71,6 @@ WAIT_POLL_S = 5.0  # a rank waiting for its next command re-checks that its driv
 def rank_timeout_s() -> float:
     """Seconds a collective (or the rendezvous) may wait for the other ranks: STREAMRL_RANK_TIMEOUT_S, default 300."""
     return float(os.environ.get("STREAMRL_RANK_TIMEOUT_S", "300"))
-
-
-class RanksLost(RuntimeError):
-    """A trainer rank stopped answering (died, or its host went away): the job restarts its ranks from the last
-    checkpoint, the way a dead driver does."""
 
 
 class RankGroup:
