@@ -89,7 +89,7 @@ def final_checkpoint(platform: Platform, job_id: int) -> Path:
 
 
 def test_a_lost_rank_restarts_the_job_from_its_sharded_checkpoint_on_one_rank(rank_platform: Platform) -> None:
-    iterations = 10
+    iterations = 20  # the job must still be running when rank 1 is killed
     job_id = rank_platform.submit(
         mode="sync",
         failover={"max_restarts": 2, "backoff_s": 0.0},
@@ -110,8 +110,10 @@ def test_a_lost_rank_restarts_the_job_from_its_sharded_checkpoint_on_one_rank(ra
         job.spec = {**job.spec, "training": {**job.spec["training"], "devices": 1}}
     rank = json.loads(rank_platform.client.get(keys.trainer_rank(job_id, 1)) or b"{}")
     os.kill(int(rank["pid"]), signal.SIGKILL)
+    killed_at = rank_platform.job(job_id).current_iteration
     job = rank_platform.wait_done(job_id, timeout_s=300)
     events = rank_platform.events(job_id)
+    print(f"RESULT lost rank: killed at iteration {killed_at}; " + "; ".join(e for e in events if "rank" in e)[:600])
     assert job.driver_epoch == 1 and job.driver_failures == 1, events
     assert any("a trainer rank was lost" in e for e in events), events
     assert any("driver resumed from checkpoint at iteration" in e for e in events), events
