@@ -28,21 +28,21 @@ torch.set_num_threads(1)
 CUTS = [(0, 5), (5, 11), (11, 12)]
 
 
-def make_spec_kl() -> Any:
-    return make_spec(name="grpo", kl_coef=0.05, entropy_coef=0.01)  # a sharded frozen reference too
+def make_spec_kl(name: str = "grpo") -> Any:
+    return make_spec(name=name, kl_coef=0.05, entropy_coef=0.01)  # a sharded frozen reference too
 
 
-def scored_samples() -> tuple[list[Sample], list[float]]:
+def scored_samples(name: str = "grpo") -> tuple[list[Sample], list[float]]:
     samples = (
         make_group("g0", [1.0, 0.0, 0.0, 1.0], seed=1)
         + make_group("g1", [0.0, 0.0, 1.0, 0.5], seed=2)
         + make_group("g2", [1.0, 1.0, 1.0, 0.0], seed=3)
     )
-    return samples, setup_algorithm(make_spec_kl().algorithm).batch_advantages(samples)
+    return samples, setup_algorithm(make_spec_kl(name).algorithm).batch_advantages(samples)
 
 
 def run_iterations(trainer: Trainer, iterations: int) -> list[dict[str, float]]:
-    samples, advantages = scored_samples()
+    samples, advantages = scored_samples(trainer.spec.algorithm.name)
     steps = []
     for _ in range(iterations):
         for lo, hi in CUTS:
@@ -59,7 +59,7 @@ def _rank_main(rank: int, world: int, port: int, model_dir: str, plan: dict[str,
     try:
         store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
         group = RankGroup(store, rank, world, torch.device("cpu"), timeout_s=60)
-        trainer = DistributedTrainer(model_dir, make_spec_kl(), "cpu", group)
+        trainer = DistributedTrainer(model_dir, make_spec_kl(plan.get("algorithm", "grpo")), "cpu", group)
         if rank > 0:
             serve(trainer, alive=lambda: True)
             group.close()
@@ -101,18 +101,20 @@ def assert_weights_close(ours: dict[str, torch.Tensor], reference: dict[str, tor
     return worst
 
 
-def test_two_ranks_equal_one_rank(tiny_model_dir: Path, tmp_path: Path) -> None:
-    single = Trainer(tiny_model_dir, make_spec_kl())
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])  # ppo: a sharded value head too
+def test_two_ranks_equal_one_rank(tiny_model_dir: Path, tmp_path: Path, algorithm: str) -> None:
+    single = Trainer(tiny_model_dir, make_spec_kl(algorithm))
     single_steps = run_iterations(single, 3)
-    ranks = run_ranks(2, tiny_model_dir, {"iterations": 3}, tmp_path)
+    ranks = run_ranks(2, tiny_model_dir, {"iterations": 3, "algorithm": algorithm}, tmp_path)
     assert_same(ranks["steps"], single_steps)
     worst = assert_weights_close(ranks["weights"], single.state_dict_for_sync())
-    initial = Trainer(tiny_model_dir, make_spec_kl()).state_dict_for_sync()
+    initial = Trainer(tiny_model_dir, make_spec_kl(algorithm)).state_dict_for_sync()
     moved = max(float((single.state_dict_for_sync()[k] - initial[k]).abs().max()) for k in initial)
     assert moved > 1e-3  # the steps really changed the weights
+    loss_diff = max(abs(a["loss"] - b["loss"]) for a, b in zip(ranks["steps"], single_steps, strict=True))
     print(
-        f"RESULT ranks=2 iterations=3 loss_diff={abs(ranks['steps'][-1]['loss'] - single_steps[-1]['loss']):.2e} "
-        f"max_weight_diff={worst:.2e} weight_change={moved:.2e}"
+        f"RESULT {algorithm} ranks=2 iterations=3 loss_diff={loss_diff:.2e} max_weight_diff={worst:.2e} "
+        f"weight_change={moved:.2e}"
     )
 
 
