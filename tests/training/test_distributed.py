@@ -118,6 +118,7 @@ def test_two_ranks_equal_one_rank(tiny_model_dir: Path, tmp_path: Path, algorith
     )
 
 
+@pytest.mark.slow  # ~35 s: three multi-process runs
 def test_sharded_checkpoint_resumes_on_one_rank_and_a_single_rank_one_on_two(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:

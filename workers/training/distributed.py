@@ -8,7 +8,7 @@
 Parameters, gradients and AdamW state are sharded with `fully_shard` (each decoder layer, then the root; the value
 head and the frozen reference too); gloo on CPU, NCCL on CUDA. Rank 0 is the only rank that sees the sample stream:
 each command (a micro-step's share, an optimizer step, a weights gather, a checkpoint) goes to the other ranks
-through the rendezvous TCPStore (`cmd/<seq>/<rank>` keys), so a rank waits for the next command as long as the
+through the rendezvous TCPStore (`cmd/<seq>/<rank>` keys, JSON), so a rank waits for the next command as long as the
 driver needs (a paused job, a slow generation) without a collective timing out, and checks between waits that its
 driver is still the job's driver. Collectives run only once every rank has its command, under the process group's
 timeout: a rank that died makes rank 0 fail with `RanksLost` instead of hanging.
@@ -28,9 +28,9 @@ checkpoint resumes on N ranks (full state, sharded on load).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import pickle
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -65,7 +65,8 @@ from workers.training.trainer import TOKEN_WEIGHTED, Trainer, load_policy
 log = logging.getLogger(__name__)
 __all__ = ["DistributedTrainer", "RankGroup", "RanksLost", "load_sharded", "serve", "shard_module"]
 LOST_RANK = re.compile(r"gloo|nccl|connection|timed out|timeout|peer", re.IGNORECASE)
-WAIT_POLL_S = 5.0  # a rank waiting for its next command re-checks that its driver is alive this often
+WAIT_POLL_S = 30.0  # a rank waiting for its next command re-checks that its driver still runs the job this often
+# (a rank 0 that died is noticed at once: its store's connection drops)
 
 
 def rank_timeout_s() -> float:
@@ -105,7 +106,7 @@ class RankGroup:
         self.seq += 1
         try:
             for rank in range(1, self.world):
-                self.store.set(f"cmd/{self.seq}/{rank}", pickle.dumps((op, shares[rank])))  # type: ignore[arg-type]
+                self.store.set(f"cmd/{self.seq}/{rank}", json.dumps({"op": op, "arg": shares[rank]}))
         except Exception as err:
             raise RanksLost(f"could not reach the trainer ranks' store: {err}") from err
 
@@ -124,8 +125,8 @@ class RankGroup:
                     raise RanksLost(f"rank {self.rank}: its driver no longer runs the job") from err
         payload = self.store.get(key)
         self.store.delete_key(key)
-        op, arg = pickle.loads(payload)  # noqa: S301 - written by rank 0 of this job over the rendezvous store
-        return str(op), arg
+        command = json.loads(payload)  # JSON, not pickle: a stray peer on the port cannot run code here
+        return str(command["op"]), command["arg"]
 
     # -- collectives ---------------------------------------------------------------------------------------------------
     def all_reduce_sum(self, values: list[float]) -> list[float]:
@@ -225,7 +226,7 @@ class DistributedTrainer(Trainer):
             if advantages is None:
                 advantages = self.algorithm.batch_advantages(samples)
             shares = split_shares(samples, advantages, self.group.world)
-            self.group.send("micro_step", shares)
+            self.group.send("micro_step", [[[x.to_json() for x in share], adv] for share, adv in shares])
             samples, advantages = shares[0]
         assert advantages is not None
         return self.group._collective(lambda: self._micro_share(samples, list(advantages)))
@@ -381,7 +382,7 @@ class DistributedTrainer(Trainer):
 def serve(trainer: DistributedTrainer, alive: Callable[[], bool]) -> int:
     """Ranks >= 1: run rank 0's commands until `stop`; returns the number of optimizer steps taken."""
     handlers: dict[str, Callable[[Any], Any]] = {
-        "micro_step": lambda share: trainer.micro_step(*share),
+        "micro_step": lambda share: trainer.micro_step([Sample.from_json(x) for x in share[0]], share[1]),
         "optimizer_step": lambda _: trainer.optimizer_step(),
         "gather": lambda _: trainer.state_dict_for_sync(),
         "export": lambda directory: trainer._export(Path(directory)),
