@@ -20,7 +20,7 @@ from training_fixtures import make_group, make_spec
 from contract.sample import Sample
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import setup_algorithm
-from workers.training.trainer import Trainer
+from workers.training.trainer import Trainer, load_policy
 
 torch.set_num_threads(1)
 # micro-batches as the stream cuts them: across groups (advantages given), and one sample alone (rank 1's share of
@@ -69,6 +69,8 @@ def _rank_main(rank: int, world: int, port: int, model_dir: str, plan: dict[str,
         steps = run_iterations(trainer, plan["iterations"])
         if plan.get("save"):
             trainer.save_checkpoint(plan["save"])
+        if plan.get("export"):
+            trainer.export_weights(plan["export"])
         weights = trainer.state_dict_for_sync()
         trainer.close()
         torch.save({"steps": steps, "weights": weights}, out)
@@ -105,9 +107,12 @@ def assert_weights_close(ours: dict[str, torch.Tensor], reference: dict[str, tor
 def test_two_ranks_equal_one_rank(tiny_model_dir: Path, tmp_path: Path, algorithm: str) -> None:
     single = Trainer(tiny_model_dir, make_spec_kl(algorithm))
     single_steps = run_iterations(single, 3)
-    ranks = run_ranks(2, tiny_model_dir, {"iterations": 3, "algorithm": algorithm}, tmp_path)
+    exported = tmp_path / "exported"
+    ranks = run_ranks(2, tiny_model_dir, {"iterations": 3, "algorithm": algorithm, "export": str(exported)}, tmp_path)
     assert_same(ranks["steps"], single_steps)
     worst = assert_weights_close(ranks["weights"], single.state_dict_for_sync())
+    # the gathered HF directory loads like any model directory (what engines and exports read)
+    assert_weights_close(load_policy(exported, torch.device("cpu")).state_dict(), single.state_dict_for_sync())
     initial = Trainer(tiny_model_dir, make_spec_kl(algorithm)).state_dict_for_sync()
     moved = max(float((single.state_dict_for_sync()[k] - initial[k]).abs().max()) for k in initial)
     assert moved > 1e-3  # the steps really changed the weights
