@@ -83,10 +83,11 @@ def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Traine
     app = tasks.make_celery()
     for rank in range(1, world):
         app.send_task(tasks.RUN_RANK, args=[ctx.job_id, ctx.epoch, rank])
+    others = "rank 1" if world == 2 else f"ranks 1-{world - 1}"
     ctx.reporter.record_event(
         ctx.job_id,
         "worker",
-        f"training on {world} ranks: waiting for ranks 1-{world - 1} at {record['host']}:{record['port']}",
+        f"training on {world} ranks: waiting for {others} at {record['host']}:{record['port']}",
         data={"ranks": world},
     )
     beat = Heartbeat(lambda: ctx.reporter.beat_driver(ctx.job_id), name=f"rendezvous-{ctx.job_id}").start()
