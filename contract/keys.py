@@ -74,6 +74,12 @@ def trainer_rendezvous(job_id: int) -> str:
     return f"{prefix(job_id)}:trainer:rendezvous"
 
 
+def trainer_handback(job_id: int) -> str:
+    """`<epoch>:<rank>`: the worker of that trainer rank is shutting down; the driver of that epoch hands the job back
+    (checkpoint, stop its ranks) as it does when its own worker shuts down."""
+    return f"{prefix(job_id)}:trainer:handback"
+
+
 def trainer_rank(job_id: int, rank: int) -> str:
     """JSON {pid, host, node, epoch} of a joined trainer rank >= 1 (operators and tests find its process here)."""
     return f"{prefix(job_id)}:trainer:rank:{rank}"

@@ -119,3 +119,40 @@ def test_a_lost_rank_restarts_the_job_from_its_sharded_checkpoint_on_one_rank(ra
     assert any("driver resumed from checkpoint at iteration" in e for e in events), events
     rows = rank_platform.iterations(job_id)
     assert len(rows) == iterations and all(r["samples"] == 8 for r in rows)
+
+
+def test_a_rank_whose_worker_shuts_down_hands_the_job_back(rank_platform: Platform) -> None:
+    """Last in this module (it changes the pool): three training workers of one slot each, so the driver and its
+    rank run on different workers; a warm shutdown of the rank's worker makes the driver hand the job back
+    (checkpoint, stop the rank) and the controller restarts it at once, without counting a failure."""
+    rank_platform.stop_worker("training")
+    for name in ("training-b", "training-c", "training-d"):
+        rank_platform.start_worker("training", concurrency=1)
+        rank_platform.workers[name] = rank_platform.workers.pop("training")
+    iterations = 20
+    job_id = rank_platform.submit(
+        mode="sync",
+        failover={"max_restarts": 2, "backoff_s": 0.0},
+        checkpoint={"interval": 100},
+        training={"iterations": iterations, "prompts_per_iteration": 2, "devices": 2},
+    )
+    client = rank_platform.client
+    wait(
+        lambda: client.exists(keys.trainer_rank(job_id, 1)) and rank_platform.job(job_id).current_iteration >= 2,
+        240,
+        "rank 1 and two iterations",
+        rank_platform,
+    )
+    node = json.loads(client.get(keys.trainer_rank(job_id, 1)) or b"{}")["node"]
+    pid = json.loads(client.get(keys.worker_registry(node)) or b"{}")["pid"]
+    worker = next(name for name, proc in rank_platform.workers.items() if proc.pid == pid)
+    started = time.time()
+    rank_platform.stop_worker(worker)  # SIGTERM; SIGKILL after 20 s (a rank that never stopped: a counted failure)
+    stopped_s = time.time() - started
+    job = rank_platform.wait_done(job_id, timeout_s=300)
+    events = rank_platform.events(job_id)
+    assert client.get(keys.trainer_handback(job_id)) == b"0:1", events  # epoch 0's rank 1 asked for it
+    assert job.driver_epoch == 1 and job.driver_failures == 0, events
+    assert any("handed the job back" in e for e in events), events
+    assert len(rank_platform.iterations(job_id)) == iterations
+    print(f"RESULT rank worker warm shutdown: worker exited after {stopped_s:.1f}s, job handed back and completed")

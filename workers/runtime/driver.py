@@ -28,7 +28,7 @@ from workers.core.prompts import EVAL_PREFIX, PromptSchedule, TokenCache, make_r
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.dispatching import PromptDispatcher
-from workers.runtime.ranks import start_trainer
+from workers.runtime.ranks import rank_handing_back, start_trainer
 from workers.runtime.recorder import IterationRecorder, RewardFailed
 from workers.runtime.shutdown import HandBack, ShutdownWatch
 from workers.runtime.telemetry import Heartbeat
@@ -189,7 +189,7 @@ class Driver(ABC):
         """Raise JobCancelled when the job was cancelled (or failed elsewhere), HandBack when the worker shuts down;
         wait while it is paused."""
         while True:
-            if self.shutdown.requested.is_set():
+            if self.shutdown.requested.is_set() or rank_handing_back(self.ctx):
                 raise HandBack()
             if self.reporter.driver_epoch(self.job_id) not in (None, self.ctx.epoch):
                 raise Superseded()

@@ -107,6 +107,14 @@ def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Traine
         raise
 
 
+def rank_handing_back(ctx: JobContext) -> bool:
+    """The worker of one of this driver's ranks is shutting down (flagged by `run_rank`): hand the job back."""
+    if ctx.spec.training.devices == 1 or ctx.redis is None:
+        return False
+    raw = ctx.redis.get(keys.trainer_handback(ctx.job_id))
+    return raw is not None and str(raw.decode() if isinstance(raw, bytes) else raw).split(":")[0] == str(ctx.epoch)
+
+
 def run_rank(
     job_id: int,
     epoch: int,
@@ -131,7 +139,12 @@ def run_rank(
     timeout_s = rank_timeout_s()
 
     def alive() -> bool:
+        flag_shutdown()
         return reporter.driver_epoch(job_id) in (None, epoch) and ctx.status() not in TERMINAL_JOB_STATUSES
+
+    def flag_shutdown() -> None:  # this worker is shutting down: ask the driver to hand the job back
+        if node is not None and client.exists(keys.worker_shutdown(node)):
+            client.set(keys.trainer_handback(job_id), f"{epoch}:{rank}", ex=86400)
 
     group: RankGroup | None = None
     try:
@@ -145,7 +158,7 @@ def run_rank(
             ex=86400,
         )
         trainer = DistributedTrainer(ctx.model_dir, ctx.spec, device, group, **record["trainer"])
-        steps = serve(trainer, alive)
+        steps = serve(trainer, alive, each=flag_shutdown)
     except (RanksLost, dist.DistError) as err:
         log.warning("job %s rank %s stopped: %s", job_id, rank, err)
         return f"job {job_id} rank {rank} stopped: {err}"

@@ -379,8 +379,9 @@ class DistributedTrainer(Trainer):
         self.group.close()
 
 
-def serve(trainer: DistributedTrainer, alive: Callable[[], bool]) -> int:
-    """Ranks >= 1: run rank 0's commands until `stop`; returns the number of optimizer steps taken."""
+def serve(trainer: DistributedTrainer, alive: Callable[[], bool], each: Callable[[], None] | None = None) -> int:
+    """Ranks >= 1: run rank 0's commands until `stop` (`each()` after every command); returns the number of
+    optimizer steps taken."""
     handlers: dict[str, Callable[[Any], Any]] = {
         "micro_step": lambda share: trainer.micro_step([Sample.from_json(x) for x in share[0]], share[1]),
         "optimizer_step": lambda _: trainer.optimizer_step(),
@@ -396,3 +397,5 @@ def serve(trainer: DistributedTrainer, alive: Callable[[], bool]) -> int:
             return steps
         handlers[op](arg)
         steps += op == "optimizer_step"
+        if each is not None:
+            each()
