@@ -228,3 +228,51 @@ def test_the_driver_fails_with_ranks_lost_when_a_rank_dies(tiny_model_dir: Path,
         for proc in (lead, follower):
             if proc.is_alive():
                 proc.kill()
+
+
+def _reused(role: int, ports: list[int], model_dir: str, out: str) -> None:
+    """Celery reuses task processes: role 0 is rank 0 of a group whose rank 1 (role 1) dies, then rank 1 of the next
+    group, whose rank 0 (role 2) trains and checkpoints."""
+    from workers.training.distributed import DistributedTrainer, RankGroup, RanksLost, serve
+
+    torch.set_num_threads(1)
+
+    def join(rank: int, port: int) -> DistributedTrainer:
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
+        return DistributedTrainer(model_dir, make_spec_kl(), "cpu", RankGroup(store, rank, 2, torch.device("cpu"), 60))
+
+    if role == 0:
+        first = join(0, ports[0])
+        run_iterations(first, 1)
+        with pytest.raises(RanksLost):
+            run_iterations(first, 5)
+        first.close()
+        serve(join(1, ports[1]), alive=lambda: True)
+    elif role == 1:
+        trainer = join(1, ports[0])
+        while True:
+            op, arg = trainer.group.receive(lambda: True)
+            if op == "optimizer_step" and trainer.iteration == 1:
+                os._exit(0)  # dies at the end of the second iteration
+            if op == "optimizer_step":
+                trainer.optimizer_step()
+            else:
+                trainer.micro_step([Sample.from_json(x) for x in arg[0]], arg[1])
+    else:
+        trainer = join(0, ports[1])
+        run_iterations(trainer, 2)
+        trainer.save_checkpoint(out)
+        trainer.close()
+
+
+def test_a_process_that_served_a_lost_group_serves_the_next_one(tiny_model_dir: Path, tmp_path: Path) -> None:
+    stores = [dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False) for _ in range(2)]
+    out = tmp_path / "iter_000002"
+    mp.start_processes(
+        _reused,
+        args=([s.port for s in stores], str(tiny_model_dir), str(out)),
+        nprocs=3,
+        join=True,
+        start_method="spawn",
+    )
+    assert (out / ckpt.SHARDED_DIR / ".metadata").is_file()  # a stale device mesh made this save fail

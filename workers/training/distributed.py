@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import uuid
 import warnings
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -96,7 +97,12 @@ class RankGroup:
                 f"trainer rank {rank}: the {world} ranks did not all join within "
                 f"{self.timeout.total_seconds():.0f}s ({type(err).__name__}: {err})"
             ) from err
-        self.mesh: DeviceMesh = init_device_mesh(device.type, (world,))
+        # a name of this group's own: DeviceMesh compares by shape and names, and a process that served an earlier
+        # (failed) group would otherwise get that group's cached mesh back, with its old coordinate
+        if rank == 0:
+            store.set("mesh", f"ranks-{uuid.uuid4().hex[:12]}")
+        name = store.get("mesh").decode()
+        self.mesh: DeviceMesh = init_device_mesh(device.type, (world,), mesh_dim_names=(name,))
         self.seq = 0
 
     # -- commands (rank 0 -> the others) ------------------------------------------------------------------------------
