@@ -2,18 +2,20 @@
 
 See docs/architecture.md#sync-and-async-pipelining.
 
-    python bench/modes.py [--iterations 8 --prompts 8 --group 8 --max-tokens 48 --instances 2 --repeats 1]
+    python bench/modes.py [--iterations 30 --repeats 3 --cores 2 --gen-cores 1 --instances 1 --prompts 8 --group 8]
 
-Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, Celery worker PROCESSES for the
-generation and training pools, and the controller's reconcile loop. A tiny Llama is SFT-warmed briefly on the
-long_tail task so response lengths are heavy-tailed and follow the prompt. Each configuration trains the same
+Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
+to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
+runs on all of them (one process, as many threads as cores); sync/async give `--gen-cores` to the generation pool
+(split over `--instances`) and the rest to the trainer. A tiny Llama is SFT-warmed briefly on the long_tail task so
+response lengths are heavy-tailed and follow the prompt. Each configuration trains the same
 `iterations x prompts x group` samples from the same weights:
   colocated    one process alternates generation and training (the baseline: verl's time-sharing)
   sync         trainer + `--instances` generation instances, dynamic-batch pipelining, on-policy (random dispatch)
   async        generation runs one step ahead on the previous weights (max_staleness 1, random dispatch)
   skew_aware   sync and async again with skew-aware dispatch (Algorithm 2 + longest-first) instead of random
-With `--repeats R` the configurations run R interleaved rounds and each keeps its best round (the one least
-disturbed by other load on a shared machine).
+The configurations run `--repeats` interleaved rounds; each reports its median run, with the trainer's iteration
+broken down into train + wait (for samples) + weight sync + overhead, and the generation makespan.
 
     python bench/modes.py --learn [--learn-iterations 160]
 
@@ -51,15 +53,39 @@ def _configure(data_dir: Path) -> tuple[Any, str]:
     return redis_server, redis_server.url
 
 
-def _workers(env: dict[str, str], log_dir: Path, instances: int) -> list[subprocess.Popen[bytes]]:
+def layout(mode: str, cores: int, gen_cores: int, instances: int) -> dict[str, str]:
+    """Device sets per pool at the same total cores: colocated gets every core (one process generates and trains);
+    a disaggregated mode gives `gen_cores` to the generation pool, split evenly over its instances, and the rest
+    to the trainer."""
+    if mode == "colocated":
+        return {"training": f"0-{cores - 1}"}
+    if not 0 < gen_cores < cores or gen_cores % instances:
+        raise SystemExit(f"--gen-cores {gen_cores} must be in 1..{cores - 1} and divisible by --instances {instances}")
+    per = gen_cores // instances
+    sets = ";".join(f"{i * per}-{(i + 1) * per - 1}" for i in range(instances))
+    return {"generation": sets, "training": f"{gen_cores}-{cores - 1}"}
+
+
+def _workers(env: dict[str, str], log_dir: Path, devices: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+    """`streamrl worker --pool P --devices SETS` per pool: one pinned process per device set."""
     procs = []
-    for pool, concurrency in (("generation", instances), ("training", 1)):
+    for pool, sets in devices.items():
         log = open(log_dir / f"worker-{pool}.log", "ab")  # noqa: SIM115
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "streamrl.worker:app", "worker", "-Q", pool, "--concurrency",
-             str(concurrency), "--pool", "prefork", "-n", f"{pool}-bench@%h", "--without-gossip", "--without-mingle"],
+            [sys.executable, "-m", "streamrl.cli.main", "worker", "--pool", pool, "--devices", sets],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     return procs
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+    for proc in procs:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
 
 
 def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> dict[str, Any]:
@@ -101,16 +127,32 @@ def _run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float)
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Steady-state figures (iteration 1 carries engine start-up) and the trainer's per-iteration breakdown:
+    train (forward/backward/step), wait (for samples), weight sync (publish) and overhead (the rest: dispatch,
+    checkpoint, bookkeeping); `gen` is the generation makespan, which overlaps training outside colocated."""
     steady = rows[1:] or rows
     seconds = sum(r["iteration_seconds"] for r in steady)
+
+    def mean(key: str) -> float:
+        return sum(float(r.get(key) or 0.0) for r in steady) / len(steady)
+
+    breakdown = {"gen": mean("gen_seconds"), "train": mean("train_seconds"), "wait": mean("trainer_idle_seconds"),
+                 "sync": mean("weight_sync_seconds")}
+    iteration = seconds / len(steady)
     return {
         "samples_per_s": sum(r["samples"] for r in steady) / seconds,
-        "iteration_s": seconds / len(steady),
-        "sync_fraction": sum(r["weight_sync_seconds"] for r in steady) / seconds,
-        "load_s": sum(r.get("weight_load_seconds", 0.0) for r in steady) / len(steady),
-        "trainer_idle": sum(r.get("trainer_idle_seconds", 0.0) for r in steady) / seconds,
-        "reward": rows[-1]["reward_mean"], "tail": sum(r.get("tail_fraction", 0.0) for r in steady) / len(steady),
+        "iteration_s": iteration, **breakdown,
+        "overhead": max(0.0, iteration - breakdown["train"] - breakdown["wait"] - breakdown["sync"]),
+        "sync_fraction": breakdown["sync"] * len(steady) / seconds,
+        "load_s": mean("weight_load_seconds"), "trainer_idle": breakdown["wait"] * len(steady) / seconds,
+        "reward": rows[-1]["reward_mean"], "tail": mean("tail_fraction"),
     }
+
+
+def _median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run with the median samples/s (its own breakdown, so the parts add up)."""
+    ordered = sorted(runs, key=lambda r: r["samples_per_s"])
+    return ordered[len(ordered) // 2]
 
 
 def _learn_dataset(session: Any, team_id: int, data_dir: Path) -> int:
@@ -147,12 +189,14 @@ def _learn(args: argparse.Namespace, team_id: int, user_id: int, dataset_id: int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--instances", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--instances", type=int, default=1, help="generation instances of sync/async")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="cores every mode gets in total")
+    parser.add_argument("--gen-cores", type=int, default=0, help="cores of the generation pool (default: half)")
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sft-seconds", type=float, default=45.0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
@@ -194,7 +238,7 @@ def main() -> None:
                 session.add(Model(team_id=team.id, name="bench", path=str(sft.model_dir)))
                 team_id, user_id = team.id, user.id
                 dataset_id = _learn_dataset(session, team.id, data_dir) if args.learn else None
-            procs = _workers(dict(os.environ, PYTHONPATH=str(REPO)), data_dir, args.instances)
+            env = dict(os.environ, PYTHONPATH=str(REPO), STREAMRL_DEVICE="cpu")
             sender = CeleryTaskSender(redis_url)
 
             def control() -> None:
@@ -206,37 +250,39 @@ def main() -> None:
 
             threading.Thread(target=control, daemon=True).start()
             if args.learn:
+                procs = _workers(env, data_dir, {"generation": ";".join(str(c) for c in range(args.instances)),
+                                                 "training": str(args.instances)})
                 return _learn(args, team_id, user_id, dataset_id)
-            results: dict[str, dict[str, float]] = {}
-            n = args.instances
+            n, cores = args.instances, args.cores
+            gen_cores = args.gen_cores or max(n, cores // 2)
+            print(f"{cores} cores: colocated on 0-{cores - 1}; sync/async with {n} instance(s) on {gen_cores} core(s) "
+                  f"and the trainer on {cores - gen_cores}; {args.iterations} iterations x {args.repeats} repeats "
+                  "(median run)", flush=True)
             runs = [("colocated", "colocated", "random", 1), ("sync", "sync", "random", n),
                     ("async", "async", "random", n), ("sync+skew", "sync", "skew_aware", n),
                     ("async+skew", "async", "skew_aware", n)]
+            measured: dict[str, list[dict[str, float]]] = {}
             for _round, (key, mode, policy, instances) in itertools.product(range(args.repeats), runs):
-                rows = _run_job(team_id, user_id, _spec(args, mode, policy, instances), args.timeout)
-                summary = _summary(rows)
-                if key in results and results[key]["samples_per_s"] >= summary["samples_per_s"]:
-                    continue
-                results[key] = summary
+                procs = _workers(env, data_dir, layout(mode, cores, gen_cores, instances))
+                try:
+                    rows = _run_job(team_id, user_id, _spec(args, mode, policy, instances), args.timeout)
+                finally:
+                    _stop(procs)
+                    procs = []
+                measured.setdefault(key, []).append(_summary(rows))
                 for i, row in enumerate(rows if args.verbose else []):
                     print(f"  {key} it{i + 1}: " + " ".join(f"{k}={row.get(k, 0.0):.2f}" for k in (
                         "iteration_seconds", "gen_seconds", "train_seconds", "trainer_idle_seconds",
                         "generator_idle_seconds", "weight_sync_seconds", "len_p50", "len_max")))
-                r = results[key]
-                print(f"{key:12s} samples/s={r['samples_per_s']:7.2f} iter={r['iteration_s']:6.2f}s "
-                      f"weight_sync={100 * r['sync_fraction']:5.2f}% load={r['load_s']:.3f}s "
-                      f"trainer_idle={100 * r['trainer_idle']:5.1f}% tail={r['tail']:.2f} reward={r['reward']:.3f}",
-                      flush=True)
+                r = measured[key][-1]
+                print(f"{key:12s} samples/s={r['samples_per_s']:7.2f} iter={r['iteration_s']:6.2f}s = "
+                      f"train {r['train']:.2f} + wait {r['wait']:.2f} + sync {r['sync']:.3f} + overhead "
+                      f"{r['overhead']:.2f} (gen {r['gen']:.2f}) weight_sync={100 * r['sync_fraction']:5.2f}% "
+                      f"tail={r['tail']:.2f} reward={r['reward']:.3f}", flush=True)
+            results = {key: _median_run(runs_of) for key, runs_of in measured.items()}
         finally:
             stop.set()
-            for proc in procs:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, 15)
-            for proc in procs:
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, 9)
+            _stop(procs)
             redis_server.stop()
 
     col = results["colocated"]["samples_per_s"]
@@ -250,6 +296,10 @@ def main() -> None:
             extra = f"{skew['samples_per_s']:11.2f} {gain:10.2f}"
         print(f"{mode:10s} {results[mode]['samples_per_s']:10.2f} {results[mode]['samples_per_s'] / col:12.2f} "
               f"{100 * results[mode]['sync_fraction']:14.2f} {extra}")
+    print("\nper-iteration seconds (median run): mode: iteration = train + wait + sync + overhead | generation")
+    for key, r in results.items():
+        print(f"  {key:11s} {r['iteration_s']:6.2f} = {r['train']:.2f} + {r['wait']:.2f} + {r['sync']:.3f} + "
+              f"{r['overhead']:.2f} | {r['gen']:.2f}")
     sync, asyn = results["sync"]["samples_per_s"], results["async"]["samples_per_s"]
     print(f"RESULT colocated={col:.2f} sync={sync:.2f} async={asyn:.2f} async_over_colocated={asyn / col:.2f} "
           f"sync_over_colocated={sync / col:.2f} skew_aware_sync={results['sync+skew']['samples_per_s']:.2f} "

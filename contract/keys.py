@@ -35,6 +35,12 @@ def weights_channel(job_id: int) -> str:
     return f"{prefix(job_id)}:weights:announce"
 
 
+def weights_p2p(job_id: int) -> str:
+    """Hash: the p2p weight-sync rendezvous (trainer address, join requests and answers, joined instances); see
+    workers/weightsync/p2p.py."""
+    return f"{prefix(job_id)}:weights:p2p"
+
+
 def instance_stop(job_id: int, instance_id: str) -> str:
     """Set by the controller (or the driver at the end of a job): the instance finishes its current work and exits."""
     return f"{prefix(job_id)}:stop:{instance_id}"

@@ -13,6 +13,8 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from contract.devices import parse_device_sets
+
 DATABASE_SCHEMES = ("sqlite", "postgresql", "postgres", "postgresql+psycopg")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -47,6 +49,17 @@ class Settings(BaseSettings):
     device: str = Field(
         "auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="workers' accelerator: auto = cuda when available"
     )
+    devices: str = Field(
+        "", max_length=4096, description="a worker's device sets, one per slot: `0-3;4-7` (CPU cores, or GPU ids on "
+        "CUDA); each task process runs pinned to its set. Empty: no pinning (`streamrl worker --devices`)"
+    )
+
+    @field_validator("devices")
+    @classmethod
+    def _device_sets(cls, text: str) -> str:
+        if text.strip():
+            parse_device_sets(text)  # DeviceSetError (a ValueError) names the bad part
+        return text.strip()
 
     @field_validator("database_url")
     @classmethod

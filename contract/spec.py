@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 Mode = Literal["colocated", "sync", "async"]
 EngineName = Literal["hf", "vllm"]
+VLLMDtype = Literal["auto", "float32", "float16", "bfloat16"]
 AlgorithmName = Literal["grpo", "ppo", "rloo", "reinforce_pp"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 BuiltinTask = Literal["arithmetic", "long_tail"]
-WeightSyncBackend = Literal["shared_store", "broadcast"]
+WeightSyncBackend = Literal["p2p", "shared_store", "auto"]
 MAX_SEED = 2**31 - 1
 MAX_PARAMS_BYTES = 16 * 1024  # reward.params as JSON: specs are stored per job and listed by GET /jobs
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
@@ -121,6 +122,20 @@ class AlgorithmSpec(_Strict):
     is_cap: float = Field(2.0, ge=1, description="truncation of the importance ratio vs behaviour logprobs")
 
 
+class VLLMSpec(_Strict):
+    """Settings of the vLLM engine (`generation.engine: vllm` only)."""
+
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs per instance (tensor parallel): the "
+                                      "instance needs a worker process whose device set has that many GPUs")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of each GPU's memory vLLM may use "
+                                          "for weights and KV cache")
+    max_model_len: int | None = Field(None, ge=16, le=1_048_576, description="context length (prompt + response); "
+                                      "None: the model's")
+    dtype: VLLMDtype = Field("float32", description="weights and activations: float32 gives the trainer's logprobs; "
+                             "bfloat16 is faster on GPUs (the importance ratio absorbs the rounding); auto: vLLM's "
+                             "choice for the model")
+
+
 class GenerationSpec(_Strict):
     engine: EngineName = "hf"
     instances: int | None = Field(None, ge=1, le=1024, description="None: use the planner's suggestion")
@@ -132,6 +147,8 @@ class GenerationSpec(_Strict):
         default_factory=list, max_length=MAX_STOP_STRINGS, description=f"up to {MAX_STOP_STRINGS} stop strings"
     )
 
+    vllm: VLLMSpec = Field(default_factory=VLLMSpec, description="vLLM engine settings (engine vllm only)")
+
     @field_validator("stop")
     @classmethod
     def _stop_strings_bounded(cls, stop: list[str]) -> list[str]:
@@ -139,6 +156,15 @@ class GenerationSpec(_Strict):
             if not text or len(text) > MAX_STOP_CHARS:
                 raise ValueError(f"stop[{index}] must be 1-{MAX_STOP_CHARS} characters")
         return stop
+
+    @model_validator(mode="after")
+    def _engine_settings(self) -> GenerationSpec:
+        if self.engine != "vllm" and self.vllm != VLLMSpec():
+            raise ValueError(f"`vllm` settings apply to engine 'vllm' only (this spec uses {self.engine!r})")
+        if self.vllm.max_model_len is not None and self.vllm.max_model_len <= self.max_tokens:
+            raise ValueError(f"vllm.max_model_len ({self.vllm.max_model_len}) must exceed max_tokens "
+                             f"({self.max_tokens}): it holds the prompt and the response")
+        return self
 
 
 class TrainingSpec(_Strict):
@@ -149,9 +175,20 @@ class TrainingSpec(_Strict):
     lr: float = Field(1e-4, gt=0, le=1)
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float = Field(1.0, gt=0)
-    weight_sync: WeightSyncBackend = "shared_store"
+    weight_sync: WeightSyncBackend = Field("shared_store", description="how new weights reach the generation "
+                                           "instances: p2p (torch.distributed, trainer to each instance), shared_store "
+                                           "(safetensors on the artifact store) or auto (p2p where an instance can "
+                                           "reach the trainer, else the shared store)")
     eval_every: int = Field(5, ge=0, le=1_000_000, description="held-out reward (one sample per eval prompt, at the "
                             "current weights) every N iterations and after the last; 0: never")
+
+
+    @field_validator("weight_sync", mode="before")
+    @classmethod
+    def _old_weight_sync(cls, value: Any) -> Any:
+        """Specs stored before p2p existed may say `broadcast` (the runtime ran them on the shared store): they run
+        as `auto`, which is that plus p2p where the trainer is reachable."""
+        return "auto" if value == "broadcast" else value
 
 
 class DispatchSpec(_Strict):
@@ -219,3 +256,10 @@ class JobSpec(_Strict):
     failover: FailoverSpec = Field(default_factory=FailoverSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     seed: int = Field(0, ge=0, le=MAX_SEED)
+
+    @model_validator(mode="after")
+    def _weight_sync_needs_instances(self) -> JobSpec:
+        if self.mode == "colocated" and self.training.weight_sync == "p2p":
+            raise ValueError("training.weight_sync 'p2p' sends weights to separate generation instances; colocated "
+                             "mode generates in the trainer's process: use shared_store or auto")
+        return self

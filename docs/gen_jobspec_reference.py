@@ -30,7 +30,8 @@ NOTES = {
     "mode": "colocated (one pool alternates generate/train), sync (disaggregated, dynamic-batch pipelining, "
     "on-policy) or async (generation of i+1 overlaps training of i, bounded by `max_staleness`)",
     "seed": "seeds the prompt shuffle, sampling and initialisation: same seed, same prompts in every mode",
-    "reward.params": "the built-in's parameters (table below); for `python`: `timeout_s` (2.0, <= 60), `memory_mb` (256, 64..4096)",
+    "reward.params": "the built-in's parameters (table below); for `python`: `timeout_s` (2.0, <= 60), "
+    "`memory_mb` (256, 64..4096)",
     "reward.weight": "this component's weight inside a `composite`",
     "reward.components": "sub-rewards of a `composite` (each a RewardSpec)",
     "reward.code": "`python` only: source defining `reward(prompt, response, meta)`",
@@ -49,8 +50,10 @@ NOTES = {
     "training.lr": "AdamW learning rate",
     "training.weight_decay": "AdamW weight decay",
     "training.grad_clip": "global gradient-norm clip",
-    "training.weight_sync": "shared_store (versioned safetensors dirs on the artifact store) or broadcast "
-    "(torch.distributed); the runtime uses shared_store for every job today",
+    "training.weight_sync": "p2p (trainer -> each instance over its own torch.distributed group: gloo on CPU, NCCL "
+    "between GPUs), shared_store (versioned safetensors dirs on the artifact store) or auto (p2p for instances that "
+    "reach the trainer, the shared store for the others); colocated jobs use the shared store (p2p is refused there); "
+    "a stored `broadcast` runs as auto",
     "dispatch.policy": "random (shuffle, equal shares), round_robin, or skew_aware (paper Algorithm 2 + LPT order)",
     "autoscale.policy": "manual (keep `generation.instances` / the last `scale`) or auto (the controller's autoscaler)",
     "autoscale.min_instances": "lower bound for the autoscaler",

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
-ruff check backend workers tests bench
+ruff check backend workers contract streamrl tests bench scripts docs
 mypy
 python scripts/export_openapi.py --check   # the dashboard's typed client matches the API
 if [ -f frontend/package.json ] && [ -d frontend/node_modules ]; then

@@ -15,15 +15,17 @@ import logging
 import os
 import socket
 import threading
+from pathlib import Path
 from typing import Any
 
 import redis
 from celery import Task
-from celery.signals import worker_ready, worker_shutting_down
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
 from backend.private_files import restrict_umask
 from backend.reporting import DatabaseReporter
 from contract import keys, tasks
+from contract.devices import DeviceSet, format_device_set, parse_device_sets
 from contract.redis_client import connect
 from contract.settings import get_settings
 
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 app = tasks.make_celery(include=["streamrl.worker"])
 restrict_umask()  # checkpoints, weight versions and logs written by the tasks: 0600 files, 0700 directories
 REGISTRY_BEAT_S, REGISTRY_TTL_S = 5.0, 20
+NODE_ENV = "STREAMRL_WORKER_NODE"  # the worker's node name, for its task processes (set by `streamrl worker`)
 
 
 def _platform() -> tuple[DatabaseReporter, redis.Redis]:
@@ -86,6 +89,12 @@ class _Registration:
         queues = sorted(q.name for q in consumer.task_consumer.queues) if consumer.task_consumer else []
         self.entry = {"node": worker.hostname, "queues": queues, "slots": int(worker.concurrency),
                       "host": socket.gethostname(), "pid": os.getpid()}
+        sets = _device_sets()
+        if sets:
+            from workers.devices import device_kind
+
+            self.entry["device_kind"] = device_kind(get_settings().device)
+            self.entry["devices"] = [format_device_set(s) for s in sets]
         threading.Thread(target=self._run, name="worker-registry", daemon=True).start()
 
     def _run(self) -> None:
@@ -101,6 +110,32 @@ class _Registration:
 
 
 _registration = _Registration()
+
+
+def _device_sets() -> list[DeviceSet]:
+    """The worker's device sets: STREAMRL_DEVICES as `streamrl worker --devices` set it (read at call time: the
+    settings may have been cached before the CLI set it)."""
+    text = os.environ.get("STREAMRL_DEVICES") or get_settings().devices
+    return parse_device_sets(text) if text.strip() else []
+
+
+def device_lock_dir(node: str) -> Path:
+    return get_settings().data_dir / "run" / "devices" / node.replace("/", "_")
+
+
+@worker_process_init.connect
+def _pin_to_device_set(**_: Any) -> None:
+    """Each task process of a worker started with device sets takes one and runs pinned to it (workers/devices.py)."""
+    sets = _device_sets()
+    if not sets:
+        return
+    from workers.devices import claim_device_set, device_kind, pin_process
+
+    node = os.environ.get(NODE_ENV, f"worker-{os.getppid()}")
+    index, devices = claim_device_set(sets, device_lock_dir(node))
+    kind = device_kind(get_settings().device)
+    pin_process(kind, devices)
+    log.info("process %d runs on %s set %d: %s", os.getpid(), kind, index, format_device_set(devices))
 
 
 @worker_ready.connect

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Any
 
 import redis
@@ -21,6 +21,7 @@ from backend.services.strict_json import BadJson, check_text
 from contract.settings import Settings
 
 _QUERY_NAMES_ATTR = "_streamrl_query_names"  # cached on the route object
+READ_METHODS = frozenset({"GET", "HEAD"})
 
 
 def _query_names(dependant: Any) -> Iterator[str]:
@@ -30,8 +31,9 @@ def _query_names(dependant: Any) -> Iterator[str]:
         yield from _query_names(sub)
 
 
-def reject_unknown_query(request: Request) -> None:
-    """Router dependency: a query parameter the route does not declare, or one given twice, is 422 (a typo such
+async def reject_unknown_query(request: Request) -> None:
+    """Router dependency (async, like every dependency here that does no I/O: no threadpool hop per request): a
+    query parameter the route does not declare, or one given twice, is 422 (a typo such
     as `?ofset=` must not be silently ignored; every declared parameter is a single value)."""
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
@@ -55,13 +57,16 @@ def reject_unknown_query(request: Request) -> None:
             raise InvalidInput(f"query parameter {shown} {exc}", loc=("query", name)) from None
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
 def get_db(request: Request) -> Iterator[Session]:
-    """One session per request; routes commit explicitly, anything uncommitted is rolled back."""
-    with request.app.state.session_factory() as session:
+    """One session per request; routes commit explicitly, anything uncommitted is rolled back. GET and HEAD get an
+    autocommit session (each statement its own transaction: a read saves the BEGIN and ROLLBACK round trips; the one
+    write a read may make, an API key's throttled `last_used_at`, commits at once)."""
+    factory = request.app.state.read_session_factory if request.method in READ_METHODS else None
+    with (factory or request.app.state.session_factory)() as session:
         yield session
 
 
@@ -85,7 +90,7 @@ def get_auth(
 AuthDep = Annotated[AuthContext, Depends(get_auth)]
 
 
-def get_bearer_token(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+async def get_bearer_token(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
     """The raw bearer token (for re-checking it later, e.g. during a long-lived stream)."""
     if creds is None:
         raise Unauthorized("missing bearer token: send `Authorization: Bearer <session token or API key>`")
@@ -95,11 +100,11 @@ def get_bearer_token(creds: Annotated[HTTPAuthorizationCredentials | None, Depen
 BearerToken = Annotated[str, Depends(get_bearer_token)]
 
 
-def get_current_user(auth: AuthDep) -> User:
+async def get_current_user(auth: AuthDep) -> User:
     return auth.user
 
 
-def get_current_team(auth: AuthDep) -> Team:
+async def get_current_team(auth: AuthDep) -> Team:
     return auth.team
 
 
@@ -107,10 +112,10 @@ CurrentUser = Annotated[User, Depends(get_current_user)]
 CurrentTeam = Annotated[Team, Depends(get_current_team)]
 
 
-def require_role(minimum: Role) -> Callable[[AuthContext], AuthContext]:
+def require_role(minimum: Role) -> Callable[[AuthContext], Awaitable[AuthContext]]:
     """Dependency: the caller's effective role in the current team is at least `minimum` (else 403)."""
 
-    def check(auth: AuthDep) -> AuthContext:
+    async def check(auth: AuthDep) -> AuthContext:
         if not auth.role.at_least(minimum):
             raise Forbidden(f"this action needs role {minimum.value} or higher; you are {auth.role.value}")
         return auth
@@ -118,7 +123,7 @@ def require_role(minimum: Role) -> Callable[[AuthContext], AuthContext]:
     return check
 
 
-def require_platform_admin(auth: AuthDep, settings: SettingsDep) -> AuthContext:
+async def require_platform_admin(auth: AuthDep, settings: SettingsDep) -> AuthContext:
     """Dependency: the caller is an operator (platform admin) using a session or an admin-scoped key (else 403)."""
     if not is_platform_admin(auth.user, settings.platform_admins):
         raise Forbidden("only a platform admin (operator) may change this; see STREAMRL_PLATFORM_ADMINS")
@@ -141,12 +146,12 @@ def get_viewed_job(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> Job
 ViewedJob = Annotated[Job, Depends(get_viewed_job)]
 
 
-def get_optional_redis(request: Request) -> redis.Redis | None:
+async def get_optional_redis(request: Request) -> redis.Redis | None:
     """The app's Redis client, or None when none is configured (publishing is then skipped)."""
     return request.app.state.redis
 
 
-def get_redis(client: Annotated[redis.Redis | None, Depends(get_optional_redis)]) -> redis.Redis:
+async def get_redis(client: Annotated[redis.Redis | None, Depends(get_optional_redis)]) -> redis.Redis:
     if client is None:
         raise HTTPException(503, "Redis is not available: live features are off (see GET /api/v1/ready)")
     return client

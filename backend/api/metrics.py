@@ -11,6 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.db.enums import InstanceStatus, JobStatus
 from backend.db.models import GenerationInstance, Job
@@ -47,6 +48,14 @@ def route_template(request: Request, api_prefix: str = "/api/v1") -> str:
     return str(template)
 
 
+class _Observe:
+    def __init__(self, app: ASGIApp, observe: Callable[[Scope, Receive, Send, ASGIApp], Awaitable[None]]) -> None:
+        self.app, self.observe = app, observe
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.observe(scope, receive, send, self.app)
+
+
 def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
     """Per-app registry (several apps may live in one test process) served at GET /metrics."""
     registry = CollectorRegistry()
@@ -54,14 +63,28 @@ def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
     latency = Histogram("streamrl_http_request_seconds", "HTTP latency", ["method", "route"], registry=registry)
     registry.register(JobStatusCollector(session_factory))
 
-    @app.middleware("http")
-    async def observe(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        template = route_template(request)
-        latency.labels(request.method, template).observe(time.perf_counter() - started)
-        requests.labels(request.method, template, str(response.status_code)).inc()
-        return response
+    async def observe(scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
+        """Count and time every HTTP request (a plain ASGI wrapper: BaseHTTPMiddleware costs a task per request)."""
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        started, status = time.perf_counter(), 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await app(scope, receive, send_status)
+        finally:
+            request = Request(scope)
+            template = route_template(request)
+            latency.labels(request.method, template).observe(time.perf_counter() - started)
+            requests.labels(request.method, template, str(status)).inc()
+
+    app.add_middleware(_Observe, observe=observe)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:

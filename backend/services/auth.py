@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from backend.db.base import utcnow
@@ -166,9 +166,15 @@ def resolve_token(*, session: Session, token: str, secret_key: str) -> AuthConte
     if not token.startswith(SESSION_PREFIX):
         raise Unauthorized("unrecognised token: expected a session token or an srl_ API key")
     claims = _decode_session_token(token, secret_key)
-    if session.get(RevokedSession, claims.jti) is not None:
+    # one round trip on the hot path: the membership (user and team joined) and whether the session was revoked
+    revoked = exists().where(RevokedSession.jti == claims.jti)
+    query = select(Membership, revoked).where(
+        Membership.user_id == claims.user_id, Membership.team_id == claims.team_id
+    )
+    found = session.execute(query).first()
+    if found[1] if found is not None else session.get(RevokedSession, claims.jti) is not None:
         raise Unauthorized("session ended (logged out): log in again")
-    membership = membership_of(session=session, user_id=claims.user_id, team_id=claims.team_id)
+    membership = found[0] if found is not None else None
     if membership is None or not membership.user.is_active:
         raise Unauthorized("no longer a member of this team: log in again")
     cutoff = membership.user.sessions_valid_after

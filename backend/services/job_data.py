@@ -6,17 +6,30 @@ Writers are the workers and the controller; every write is idempotent on its nat
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from backend.db.enums import LIVE_INSTANCE_STATUSES
-from backend.db.models import Checkpoint, GenerationInstance, Iteration, Job, JobEvent, JobSample, TimelineSpan
+from backend.db.models import (
+    Checkpoint,
+    GenerationInstance,
+    Iteration,
+    Job,
+    JobEvent,
+    JobSample,
+    TimelineSpan,
+    User,
+)
+from backend.services.strict_json import finite_or_null
 
 
 def record_iteration(*, session: Session, job_id: int, iteration: int, metrics: dict[str, Any]) -> Iteration:
-    """Insert or replace the metrics of one iteration; advances `job.current_iteration`."""
+    """Insert or replace the metrics of one iteration (non-finite numbers stored as null); advances
+    `job.current_iteration`."""
+    metrics = finite_or_null(metrics)
     row = session.scalar(select(Iteration).where(Iteration.job_id == job_id, Iteration.iteration == iteration))
     if row is None:
         row = Iteration(job_id=job_id, iteration=iteration, metrics=metrics)
@@ -87,14 +100,39 @@ def job_summaries(*, session: Session, job_ids: list[int]) -> dict[int, tuple[in
     return {job_id: (running.get(job_id, 0), latest.get(job_id)) for job_id in job_ids}
 
 
+def summary_columns() -> tuple[Any, Any, Any]:
+    """`job_summaries` (+ the creator's email) as scalar subqueries correlated to `Job`, for a listing that wants
+    everything in one round trip: (running instances, latest iteration metrics, creator email)."""
+    running = (
+        select(func.count())
+        .where(GenerationInstance.job_id == Job.id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
+        .correlate(Job)
+        .scalar_subquery()
+    )
+    latest = (
+        select(Iteration.metrics)
+        .where(Iteration.job_id == Job.id)
+        .order_by(Iteration.iteration.desc())
+        .limit(1)
+        .correlate(Job)
+        .scalar_subquery()
+    )
+    email = select(User.email).where(User.id == Job.created_by_id).correlate(Job).scalar_subquery()
+    return running, latest, email
+
+
 def list_events(*, session: Session, job_id: int, after_id: int, limit: int) -> list[JobEvent]:
     query = select(JobEvent).where(JobEvent.job_id == job_id, JobEvent.id > after_id).order_by(JobEvent.id)
     return list(session.scalars(query.limit(limit)))
 
 
-def list_iterations(*, session: Session, job_id: int, after: int, limit: int) -> list[Iteration]:
-    query = select(Iteration).where(Iteration.job_id == job_id, Iteration.iteration > after)
-    return list(session.scalars(query.order_by(Iteration.iteration).limit(limit)))
+def iteration_rows(*, session: Session, job_id: int, after: int, limit: int) -> list[tuple[int, str, datetime]]:
+    """Iterations after `after` as (iteration, metrics as stored JSON text, created_at): no ORM objects and no JSON
+    decode, for the page dashboards poll (`presenters.iterations_page_json`)."""
+    query = select(Iteration.iteration, cast(Iteration.metrics, Text), Iteration.created_at)
+    query = query.where(Iteration.job_id == job_id, Iteration.iteration > after)
+    rows = session.execute(query.order_by(Iteration.iteration).limit(limit))
+    return [(iteration, text, created) for iteration, text, created in rows]
 
 
 def list_samples(*, session: Session, job_id: int, iteration: int | None, limit: int) -> list[JobSample]:

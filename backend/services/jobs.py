@@ -18,7 +18,10 @@ from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStat
 from backend.db.models import Dataset, Job, JobEvent, Team, User
 from backend.planner.service import suggest_instances
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
-from backend.services.job_data import record_iteration  # noqa: F401  (re-exported for writers)
+from backend.services.job_data import (
+    record_iteration,  # noqa: F401  (re-exported for writers)
+    summary_columns,
+)
 from backend.services.models import find_model
 from contract.rewards import validate_reward_spec
 from contract.spec import JobSpec
@@ -87,16 +90,32 @@ def get_job(*, session: Session, team: Team, job_id: int) -> Job:
     return job
 
 
+def require_job_id(*, session: Session, team: Team, job_id: int) -> int:
+    """`get_job` for routes that only need to know the job exists in the team (no row load, no spec decode)."""
+    found = session.scalar(select(Job.id).where(Job.id == job_id, Job.team_id == team.id))
+    if found is None:
+        raise not_found("job", job_id)
+    return found
+
+
+JobRow = tuple[Job, int, dict[str, Any] | None, str | None]  # job, running instances, latest metrics, creator email
+
+
 def list_jobs(
     *, session: Session, team: Team, status: JobStatus | None, name: str | None, limit: int, offset: int
-) -> tuple[list[Job], int]:
+) -> tuple[list[JobRow], int]:
+    """A page of the team's jobs, newest first, with their summaries, and the total matching: one round trip (the
+    total is a window count) unless the page is empty."""
     query = select(Job).where(Job.team_id == team.id)
     if status is not None:
         query = query.where(Job.status == status)
     if name:
         query = query.where(Job.name.contains(name, autoescape=True))
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    return list(session.scalars(query.order_by(Job.id.desc()).limit(limit).offset(offset))), total
+    listing = query.add_columns(*summary_columns(), func.count().over()).order_by(Job.id.desc())
+    page = session.execute(listing.limit(limit).offset(offset)).all()
+    if page:
+        return [(job, int(running), latest, email) for job, running, latest, email, _ in page], int(page[0][-1])
+    return [], session.scalar(select(func.count()).select_from(query.subquery())) or 0
 
 
 def record_event(

@@ -5,6 +5,7 @@ Such values could not be stored (Postgres, UTF-8) or serialised back, so they ar
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 MAX_DEPTH = 64
@@ -69,4 +70,16 @@ def strict_json_loads(raw: bytes | str) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         raise BadJson(f"not valid JSON ({exc})") from None
     check_value(value)
+    return value
+
+
+def finite_or_null(value: Any) -> Any:
+    """`value` with every non-finite float replaced by None (null), at any depth: what pydantic serializes them as,
+    and the only form PostgreSQL's json type accepts (runtime metrics such as KL can be NaN or inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite_or_null(item) for item in value]
     return value

@@ -53,19 +53,38 @@ def demo_spec(model: str = DEMO_MODEL) -> dict[str, Any]:
 
 def worker(
     pool: str = typer.Option(..., "--pool", help="generation | training | control"),
-    concurrency: int = typer.Option(2, "--concurrency", "-c", min=1, help="tasks run at once (processes)"),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", min=1, help="tasks run at once (processes); default 2, or one per device set"
+    ),
+    devices: str | None = typer.Option(
+        None, "--devices", help="device sets, one per process: `0-3;4-7` (CPU cores, or GPU ids on CUDA); each task "
+        "process runs pinned to its set. Default: STREAMRL_DEVICES, else no pinning",
+    ),
     loglevel: str = typer.Option("INFO", "--loglevel"),
 ) -> None:
     """Run a Celery worker for one pool (generation instances, job drivers, or control tasks)."""
     if pool not in POOLS:
         raise CLIError(f"--pool must be one of {', '.join(POOLS)} (got {pool!r})")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from contract.devices import DeviceSetError, parse_device_sets
+
+    devices = devices if devices is not None else os.environ.get("STREAMRL_DEVICES", "")
+    try:
+        sets = parse_device_sets(devices) if devices.strip() else []
+    except DeviceSetError as err:
+        raise CLIError(f"--devices: {err}") from None
+    if sets and concurrency is not None and concurrency != len(sets):
+        raise CLIError(f"--concurrency {concurrency} does not match the {len(sets)} device sets of --devices "
+                       "(one process per set; leave --concurrency out)")
+    processes = len(sets) or concurrency or 2
+    os.environ["STREAMRL_DEVICES"] = devices.strip()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # pinned processes set it to their set's size
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    node = f"{pool}-{os.getpid()}@{socket.gethostname()}"
+    os.environ["STREAMRL_WORKER_NODE"] = node
     from streamrl.worker import app
 
-    app.worker_main(["worker", "-Q", pool, "--concurrency", str(concurrency), "--pool", "prefork",
-                     "-n", f"{pool}-{os.getpid()}@{socket.gethostname()}", "--without-gossip", "--without-mingle",
-                     "--loglevel", loglevel])
+    app.worker_main(["worker", "-Q", pool, "--concurrency", str(processes), "--pool", "prefork", "-n", node,
+                     "--without-gossip", "--without-mingle", "--loglevel", loglevel])
 
 
 def controller(

@@ -63,7 +63,8 @@ def _child_env(settings: Settings, redis_url: str, api_url: str) -> dict[str, st
     }
 
 
-def _runtime_children(env: dict[str, str]) -> list[ChildSpec]:
+def _runtime_children(env: dict[str, str], devices: dict[str, str] | None = None) -> list[ChildSpec]:
+    """`devices`: pool -> `--devices` of that pool's worker (device sets, pinned processes); absent: unpinned."""
     from streamrl.cli.main import command_names
 
     names = command_names()
@@ -74,8 +75,10 @@ def _runtime_children(env: dict[str, str]) -> list[ChildSpec]:
         # SIGTERM: Celery's warm shutdown. Running tasks see the worker's shutdown flag within a heartbeat and hand
         # their work back (a driver checkpoints, an instance finishes what it admitted), so the job continues when
         # `up` starts again (workers/runtime/shutdown.py); the supervisor's timeout bounds the wait.
-        children += [ChildSpec(f"worker-{pool}", _cli("worker", "--pool", pool), env, stop_signal=signal.SIGTERM)
-                     for pool in ("generation", "training")]
+        for pool in ("generation", "training"):
+            sets = (devices or {}).get(pool)
+            args = ("worker", "--pool", pool, *(("--devices", sets) if sets else ()))
+            children.append(ChildSpec(f"worker-{pool}", _cli(*args), env, stop_signal=signal.SIGTERM))
     return children
 
 
@@ -112,6 +115,17 @@ def _run_demo(api_url: str, settings: Settings, token: str | None) -> None:
         typer.echo(f"up: --demo failed: {translate(exc).message}", err=True)
 
 
+def _check_device_sets(options: dict[str, str | None]) -> None:
+    from contract.devices import DeviceSetError, parse_device_sets
+
+    for option, text in options.items():
+        try:
+            if text is not None:
+                parse_device_sets(text)
+        except DeviceSetError as err:
+            raise CLIError(f"{option}: {err}") from None
+
+
 def up(
     host: str = typer.Option("127.0.0.1", "--host", help="interface the API listens on"),
     port: int = typer.Option(8000, "--port", min=1, max=65535),
@@ -120,12 +134,19 @@ def up(
     demo: bool = typer.Option(False, "--demo", help="submit a small demo RL job once the platform is up"),
     api_workers: int = typer.Option(min(4, os.cpu_count() or 1), "--api-workers", min=1, max=64,
                                     help="API server processes (uvicorn workers)"),
+    generation_devices: str | None = typer.Option(
+        None, "--generation-devices", help="device sets of the generation worker, one instance per set: `0;1`"
+    ),
+    training_devices: str | None = typer.Option(
+        None, "--training-devices", help="device sets of the training worker, one job driver per set: `2-3`"
+    ),
 ) -> None:
     """Run the platform on this machine: embedded Redis + API + controller + workers. Ctrl-C stops everything."""
     from backend.db.migrate import upgrade_database
     from backend.embedded_redis import EmbeddedRedis, start_embedded_redis
 
     settings = _settings(data_dir)
+    _check_device_sets({"--generation-devices": generation_devices, "--training-devices": training_devices})
     check_port_free(host, port)
     lock = lock_data_dir(settings.data_dir)
     stop = _stop_requested()
@@ -154,7 +175,8 @@ def up(
         if no_workers:
             typer.echo("up: --no-workers: controller and workers not started")
         else:
-            children = _runtime_children(env)
+            children = _runtime_children(env, {"generation": generation_devices or "",
+                                                "training": training_devices or ""})
             for child in children:
                 supervisor.start(child)
             if not children:

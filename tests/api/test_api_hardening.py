@@ -82,6 +82,13 @@ def test_hostile_json_is_422_with_a_serialisable_body(
         ({"generation": {"stop": ["x"] * 100}}, ["body", "generation", "stop"]),
         ({"generation": {"stop": ["x" * 10_000]}}, ["body", "generation", "stop"]),
         ({"training": {"iterations": True}}, ["body", "training", "iterations"]),
+        ({"generation": {"engine": "vllm", "vllm": {"tensor_parallel_size": 0}}},
+         ["body", "generation", "vllm", "tensor_parallel_size"]),
+        ({"generation": {"engine": "vllm", "vllm": {"gpu_memory_utilization": 1.5}}},
+         ["body", "generation", "vllm", "gpu_memory_utilization"]),
+        ({"generation": {"engine": "vllm", "vllm": {"dtype": "int3"}}}, ["body", "generation", "vllm", "dtype"]),
+        ({"generation": {"vllm": {"tensor_parallel_size": 2}}}, ["body", "generation"]),
+        ({"generation": {"engine": "vllm", "max_tokens": 64, "vllm": {"max_model_len": 64}}}, ["body", "generation"]),
         ({"reward": {"params": {"blob": "x" * 100_000}}}, ["body", "reward", "params"]),
     ],
 )

@@ -69,3 +69,20 @@ def test_vllm_streams_in_finish_order_and_reloads_weights(vllm_engine: Any, mode
     assert after == {r.request_id: r.response_ids for r in hf.generate_stream(greedy)}
     vllm_engine.update_weights(2, model_dir)
     assert vllm_engine.version == 2
+
+
+def test_vllm_loads_received_tensors_with_its_weight_loader(vllm_engine: Any, model_dir: Path,
+                                                            other_weights_dir: Path) -> None:
+    """The p2p transport's path: in-memory tensors (HF names) go through vLLM's own loader (`load_tensors`)."""
+    from workers.generation.engines.hf import load_safetensors_dir
+
+    hf = HFEngine(model_dir, max_batch_size=4)
+    greedy = make_requests(hf, SamplingParams(temperature=0, max_tokens=12))
+    tensors = load_safetensors_dir(other_weights_dir)
+    vllm_engine.load_tensors(5, tensors)
+    hf.load_tensors(5, tensors)
+    assert vllm_engine.version == 5
+    assert ({r.request_id: r.response_ids for r in vllm_engine.generate_stream(greedy)}
+            == {r.request_id: r.response_ids for r in hf.generate_stream(greedy)})
+    vllm_engine.load_tensors(6, load_safetensors_dir(model_dir))  # back to the base weights for later tests
+    assert vllm_engine.version == 6

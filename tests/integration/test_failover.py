@@ -72,10 +72,13 @@ def assert_complete_once(platform: Platform, job_id: int, iterations: int) -> No
     assert len(consumed) >= iterations * P * G
 
 
-def test_kill_9_of_the_driver_restarts_it_from_the_checkpoint(fault_platform: Platform) -> None:
+@pytest.mark.parametrize("weight_sync", ["shared_store", "p2p"])
+def test_kill_9_of_the_driver_restarts_it_from_the_checkpoint(fault_platform: Platform, weight_sync: str) -> None:
+    """p2p: the running instances lose the trainer, join the restarted driver and get its (checkpoint's) weights."""
     iterations = 8
     job_id = fault_platform.submit(mode="sync", failover=FAILOVER, checkpoint={"interval": 2},
-                                   training={"iterations": iterations, "prompts_per_iteration": P})
+                                   training={"iterations": iterations, "prompts_per_iteration": P,
+                                             "weight_sync": weight_sync})
     wait(lambda: fault_platform.job(job_id).current_iteration >= 3, 240, "three iterations", fault_platform)
     pid = fault_platform.driver_pid(job_id)
     assert pid is not None

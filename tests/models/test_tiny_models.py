@@ -28,7 +28,7 @@ def test_char_tokenizer_round_trips_printable_ascii() -> None:
 
 
 @pytest.mark.parametrize("preset, low, high", [("tiny-1m", 0.8e6, 1.3e6), ("tiny-5m", 4e6, 6e6),
-                                               ("tiny-15m", 12e6, 18e6)])
+                                               ("tiny-15m", 12e6, 18e6), ("tiny-100m", 90e6, 110e6)])
 def test_presets_have_parameter_counts_near_their_names(preset: str, low: float, high: float) -> None:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(tiny_config(preset))
@@ -39,7 +39,7 @@ def test_presets_have_parameter_counts_near_their_names(preset: str, low: float,
 def test_unknown_preset_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         tiny_config("huge")
-    assert set(PRESETS) == {"tiny-1m", "tiny-5m", "tiny-15m"}
+    assert set(PRESETS) == {"tiny-1m", "tiny-5m", "tiny-15m", "tiny-100m"}
 
 
 def test_built_model_loads_offline_and_is_seeded(tmp_path: Path) -> None:

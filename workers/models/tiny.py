@@ -31,6 +31,7 @@ PRESETS: dict[str, TinyPreset] = {
     "tiny-1m": TinyPreset(hidden_size=128, num_layers=5, num_heads=2, intermediate_size=384),
     "tiny-5m": TinyPreset(hidden_size=256, num_layers=6, num_heads=4, intermediate_size=688),
     "tiny-15m": TinyPreset(hidden_size=384, num_layers=8, num_heads=6, intermediate_size=1024),
+    "tiny-100m": TinyPreset(hidden_size=768, num_layers=14, num_heads=12, intermediate_size=2048),  # weight-sync bench
 }
 
 

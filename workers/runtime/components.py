@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from contract import keys
+from contract.devices import parse_device_sets
 from contract.settings import get_settings
 from contract.skew import ptl_to_json
 from contract.spec import JobSpec
 from workers.datasets import load_dataset
+from workers.devices import current_device_set
 from workers.dispatch.ptl import measure_ptl
 from workers.generation.engine import GenerationEngine
 from workers.generation.engines import setup_engine
@@ -40,7 +42,25 @@ def make_engine(spec: JobSpec, model_dir: Path, device: str | None = None) -> Ge
     if spec.generation.engine == "hf":  # vLLM picks its own device
         kwargs["seed"] = spec.seed
         kwargs["device"] = device or worker_device()
+    else:
+        vllm = spec.generation.vllm
+        _check_device_set(vllm.tensor_parallel_size)
+        kwargs.update(seed=spec.seed, dtype=vllm.dtype, max_model_len=vllm.max_model_len,
+                      tensor_parallel_size=vllm.tensor_parallel_size,
+                      gpu_memory_utilization=vllm.gpu_memory_utilization)
     return setup_engine(spec.generation.engine, **kwargs)
+
+
+def _check_device_set(gpus: int) -> None:
+    """A tensor-parallel instance needs that many GPUs in its process's device set (workers/devices.py)."""
+    pinned = current_device_set()
+    if gpus > 1 and pinned is not None:
+        kind, _, ids = pinned.partition(":")
+        owned = len(parse_device_sets(ids)[0]) if kind == "cuda" else 0
+        if owned < gpus:
+            raise JobSetupError(f"generation.vllm.tensor_parallel_size is {gpus} but this worker process owns "
+                                f"{owned} GPU(s) ({pinned}): start generation workers with device sets of {gpus} GPUs "
+                                f"(streamrl worker --devices)")
 
 
 def make_reward(ctx: JobContext) -> Reward:

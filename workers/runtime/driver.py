@@ -64,7 +64,8 @@ class Driver(ABC):
         self.ctx, self.spec, self.job_id, self.reporter = ctx, ctx.spec, ctx.job_id, ctx.reporter
         self.trainer = start_trainer(ctx, device or components.worker_device(), warmup_steps=warmup_steps)
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
-                                           template_dir=ctx.model_dir)
+                                           template_dir=ctx.model_dir, epoch=ctx.epoch,
+                                           device=str(self.trainer.device))
         self.rec = IterationRecorder(ctx.job_id, self.lane, ctx.reporter, ctx.spec.telemetry)
         self.encode = TokenCache(lambda text: self.trainer.tokenizer(text)["input_ids"])
         self.schedule = PromptSchedule(components.load_rows(ctx, **ctx.dataset_params), ctx.spec)
@@ -123,6 +124,7 @@ class Driver(ABC):
             heartbeat.stop()
             self._release(outcome)
             self.close()
+            self.transport.close()
             self.trainer.close()
         return f"job {self.job_id} {outcome or 'handed back'} after {self.trainer.iteration} iterations"
 
@@ -170,7 +172,10 @@ class Driver(ABC):
     def publish_weights(self) -> float:
         """Publish the trainer's current version to every instance; returns the seconds it took."""
         with self.rec.phase("weight_sync"):
-            return self.transport.publish(self.trainer.version, self.trainer.state_dict_for_sync())
+            seconds = self.transport.publish(self.trainer.version, self.trainer.state_dict_for_sync())
+        for note in self.transport.take_notes():  # e.g. p2p: an instance joined, was dropped, follows the store
+            self.reporter.record_event(self.job_id, "worker", note)
+        return seconds
 
     def eval_due(self, trained: int) -> bool:
         every = self.spec.training.eval_every

@@ -59,7 +59,8 @@ class InstanceRunner:
         self.queue = PromptQueue(self.redis, ctx.job_id, instance_id)
         self.samples = SampleStream(self.redis, ctx.job_id)
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=self.redis, job_id=ctx.job_id,
-                                           template_dir=ctx.model_dir)
+                                           template_dir=ctx.model_dir, instance_id=instance_id,
+                                           device=components.worker_device())
         self.spans = SpanRecorder(ctx.job_id, instance_id, ctx.reporter)
         self.stop = threading.Event()
         self.shutdown = ShutdownWatch(self.redis, ctx.node)
@@ -89,6 +90,7 @@ class InstanceRunner:
                 self.reward.close()
         finally:
             heartbeat.stop()
+            self.transport.close()
             self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.stopped)
             self.spans.flush()
         return f"instance {self.instance_id} of job {self.ctx.job_id} stopped after {self.produced} samples"

@@ -29,7 +29,6 @@ from workers.runtime.context import JobContext, JobSetupError
 from workers.runtime.driver import Driver, IterationOutcome
 from workers.runtime.metrics import generation_window, producing_instances
 from workers.stream import SampleStream
-from workers.weightsync import FIXED_GROUP_NOTE
 
 MAINTAIN_EVERY_S = 1.0
 LIVE_OR_STOPPING = LIVE_INSTANCE_STATUSES | {InstanceStatus.stopping}
@@ -56,13 +55,12 @@ class StreamDriver(Driver):
 
     def start(self) -> None:
         self.next_dispatch = self.trainer.iteration
-        if self.spec.training.weight_sync == "broadcast":
-            self.reporter.record_event(self.job_id, "worker", FIXED_GROUP_NOTE)
         if self.ctx.epoch > 0:  # a restarted driver: what earlier drivers queued is not ours to train on
             for instance in self.reporter.instance_states(self.job_id):
                 self.dispatcher.drain(instance)
-        if self.trainer.version != self.transport.latest_version():
-            self.publish_weights()  # resumed: instances go back (or forward) to the checkpoint's weights
+        if self.trainer.version != self.transport.latest_version() or self.transport.serves_joiners:
+            self.publish_weights()  # resumed: instances go back (or forward) to the checkpoint's weights; p2p: the
+            # trainer holds its current version for instances that join
         self.redis.set(keys.driver_marker(self.job_id), self.ctx.epoch)
 
     # -- one iteration ------------------------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
-"""Weight transports from the trainer to generation instances: shared store and torch.distributed broadcast.
+"""Weight transports from the trainer to generation instances: point-to-point torch.distributed and shared store.
 
     transport = setup_weight_sync(spec, root=job_dir / "weights", client=redis, job_id=7, template_dir=model_dir)
     transport.publish(version, trainer.state_dict_for_sync())      # trainer
     transport.load_into(engine, transport.latest_version())        # instance (or the colocated engine)
 
-The runtime calls only `WeightTransport` methods. `training.weight_sync: broadcast` needs a fixed process group
-(trainer + a known set of instances); jobs' instances are elastic, so such jobs run on the shared store and record
-an event saying so (`FIXED_GROUP_NOTE`).
+`training.weight_sync`:
+  shared_store  versioned safetensors directories on the artifact store (shared_store.py)
+  p2p           the trainer sends each version to every instance over its own two-rank process group (p2p.py)
+  auto          p2p for every instance that can reach the trainer; an instance that cannot follows the shared store,
+                which the trainer then also writes
+Colocated jobs (one process) and train-local (no Redis) always use the shared store. The runtime calls only
+`WeightTransport` methods; the trainer's end is built without `instance_id`, an instance's with it.
 """
 
 from __future__ import annotations
@@ -17,19 +21,38 @@ import redis
 
 from contract.spec import JobSpec
 from workers.weightsync.base import SyncTiming, WeightTransport
-from workers.weightsync.broadcast import BroadcastTransport
+from workers.weightsync.p2p import P2PPublisher, P2PReceiver
 from workers.weightsync.shared_store import SharedStoreTransport
 
-FIXED_GROUP_NOTE = ("weight_sync 'broadcast' needs a fixed process group; this job's instances are elastic, so "
-                    "weights go through the shared store (every sync is still timed)")
+
+def setup_weight_sync(
+    spec: JobSpec,
+    *,
+    root: Path,
+    client: redis.Redis | None,
+    job_id: int,
+    template_dir: Path,
+    instance_id: str | None = None,
+    epoch: int = 0,
+    device: str = "cpu",
+) -> WeightTransport:
+    """The job's transport: the trainer's end (`instance_id` None) or that generation instance's end."""
+    choice = spec.training.weight_sync
+    if choice == "shared_store" or client is None or spec.mode == "colocated":
+        return SharedStoreTransport(root, client, job_id, template_dir=template_dir)
+    if instance_id is None:
+        store = (
+            SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir)
+            if choice == "auto"
+            else None
+        )
+        return P2PPublisher(client, job_id, epoch=epoch, device=device, store=store)
+    fallback = (
+        SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir, follow_disk=True)
+        if choice == "auto"
+        else None
+    )
+    return P2PReceiver(client, job_id, instance_id, device=device, fallback=fallback)
 
 
-def setup_weight_sync(spec: JobSpec, *, root: Path, client: redis.Redis | None, job_id: int,
-                      template_dir: Path) -> WeightTransport:
-    """The job's transport (see module docstring for `broadcast`)."""
-    assert spec.training.weight_sync in ("shared_store", "broadcast"), spec.training.weight_sync
-    return SharedStoreTransport(root, client, job_id, template_dir=template_dir)
-
-
-__all__ = ["FIXED_GROUP_NOTE", "BroadcastTransport", "SharedStoreTransport", "SyncTiming", "WeightTransport",
-           "setup_weight_sync"]
+__all__ = ["P2PPublisher", "P2PReceiver", "SharedStoreTransport", "SyncTiming", "WeightTransport", "setup_weight_sync"]

@@ -19,7 +19,7 @@ from workers.generation.engine import GenerationEngine
 
 @dataclass
 class SyncTiming:
-    kind: str  # "publish" | "fetch"
+    kind: str  # "publish" | "fetch" | "load"
     version: int
     seconds: float
 
@@ -35,6 +35,9 @@ class _Timings:
 
 class WeightTransport(ABC):
     """Moves versioned state dicts from the trainer (publisher) to generation instances (fetchers)."""
+
+    serves_joiners = False  # True: the trainer's end sends its current version to instances that join (publish once
+    # at start so it holds one)
 
     def __init__(self) -> None:
         self.timings = _Timings()
@@ -61,6 +64,10 @@ class WeightTransport(ABC):
         start = time.perf_counter()
         engine.load_tensors(version, self.fetch(version))
         return time.perf_counter() - start
+
+    def take_notes(self) -> list[str]:
+        """What the job's events should say since the last call (instances joining or dropped); default none."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release sockets/groups."""

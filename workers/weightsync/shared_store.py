@@ -40,10 +40,12 @@ def _detached(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 class SharedStoreTransport(WeightTransport):
     def __init__(self, root: str | Path, client: redis.Redis | None, job_id: int,
-                 template_dir: str | Path | None = None, keep: int = 4):
-        """`client` None: one process publishes and loads (train-local), the latest version is kept in memory."""
+                 template_dir: str | Path | None = None, keep: int = 4, follow_disk: bool = False):
+        """`client` None: one process publishes and loads (train-local), the latest version is kept in memory;
+        `follow_disk`: the latest version is the newest complete directory (a reader without the Redis key: an
+        instance of an `auto` p2p job that cannot reach the trainer)."""
         super().__init__()
-        self._latest = 0
+        self._latest, self.follow_disk = 0, follow_disk
         self.root, self.client, self.job_id, self.keep = Path(root), client, job_id, keep
         self.template_dir = Path(template_dir) if template_dir else None
         self.root.mkdir(parents=True, exist_ok=True)
@@ -97,6 +99,9 @@ class SharedStoreTransport(WeightTransport):
             shutil.rmtree(self.path(old), ignore_errors=True)
 
     def latest_version(self) -> int:
+        if self.follow_disk:
+            found = self._versions()
+            return found[-1] if found else 0
         if self.client is None:
             return self._latest
         raw = self.client.get(keys.weights_latest(self.job_id))

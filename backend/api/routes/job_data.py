@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from backend.api.deps import IdPath, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
-from backend.api.presenters import page_of
+from backend.api.presenters import iterations_page_json, page_of
 from backend.schemas.common import MAX_ID, Page
 from backend.schemas.jobs import (
     CheckpointPublic,
@@ -19,7 +19,7 @@ from backend.schemas.jobs import (
     TimelinePublic,
 )
 from backend.services import job_data
-from backend.services.jobs import get_job
+from backend.services.jobs import get_job, require_job_id
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
@@ -38,18 +38,18 @@ def list_events(
     return page_of(JobEventPublic, events)
 
 
-@router.get("/iterations")
+@router.get("/iterations", response_model=Page[IterationPublic])
 def list_iterations(
     job_id: IdPath,
     auth: ViewerAuth,
     session: SessionDep,
     after: Annotated[int, Query(ge=-1, le=MAX_ID)] = -1,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-) -> Page[IterationPublic]:
+) -> Response:
     """Per-iteration metrics after iteration `after`."""
-    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
-    rows = job_data.list_iterations(session=session, job_id=job.id, after=after, limit=limit)
-    return page_of(IterationPublic, rows)
+    found = require_job_id(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
+    rows = job_data.iteration_rows(session=session, job_id=found, after=after, limit=limit)
+    return Response(iterations_page_json(rows), media_type="application/json")
 
 
 @router.get("/samples")

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, ViewedJob, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
-from backend.api.presenters import job_public, jobs_public
+from backend.api.presenters import job_public, job_row_public
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
 from backend.schemas.common import MAX_OFFSET
@@ -54,10 +54,10 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobsPublic:
     """The team's jobs, newest first, filtered by status and/or name."""
-    jobs, total = job_service.list_jobs(
+    rows, total = job_service.list_jobs(
         session=session, team=auth.team, status=status, name=name, limit=limit, offset=offset
     )
-    return JobsPublic(data=jobs_public(session, jobs), count=total)
+    return JobsPublic(data=[job_row_public(*row) for row in rows], count=total)
 
 
 @router.get("/{job_id}")

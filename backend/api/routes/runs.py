@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from backend.api.deps import IdPath, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
-from backend.api.presenters import jobs_public
+from backend.api.presenters import job_row_public
 from backend.db.enums import JobStatus
 from backend.db.models import Iteration, Job
 from backend.schemas.dashboard import JobHealth, RunPublic, RunsPublic
@@ -52,9 +52,10 @@ def list_runs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> RunsPublic:
     """The team's jobs with health, duration and eval reward: the whole runs table in one request."""
-    jobs, total = job_service.list_jobs(
+    listing, total = job_service.list_jobs(
         session=session, team=auth.team, status=status, name=name, limit=limit, offset=offset
     )
+    jobs = [row[0] for row in listing]
     now = datetime.now(UTC)
     health = jobs_health(session=session, jobs=jobs, now=now)
     evals = _eval_rewards(session, [job.id for job in jobs]) if jobs else {}
@@ -62,7 +63,7 @@ def list_runs(
         RunPublic(
             **public.model_dump(), health=health[job.id], duration_s=_duration(job, now), eval_reward=evals.get(job.id)
         )
-        for job, public in zip(jobs, jobs_public(session, jobs), strict=True)
+        for job, public in ((row[0], job_row_public(*row)) for row in listing)
     ]
     return RunsPublic(data=rows, count=total)
 

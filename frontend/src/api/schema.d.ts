@@ -1223,6 +1223,8 @@ export interface components {
              * @default 1
              */
             top_p?: number;
+            /** @description vLLM engine settings (engine vllm only) */
+            vllm?: components["schemas"]["VLLMSpec"];
         };
         /**
          * InstanceHealth
@@ -2004,10 +2006,11 @@ export interface components {
             weight_decay?: number;
             /**
              * Weight Sync
+             * @description how new weights reach the generation instances: p2p (torch.distributed, trainer to each instance), shared_store (safetensors on the artifact store) or auto (p2p where an instance can reach the trainer, else the shared store)
              * @default shared_store
              * @enum {string}
              */
-            weight_sync?: "shared_store" | "broadcast";
+            weight_sync?: "p2p" | "shared_store" | "auto";
         };
         /** UserPublic */
         UserPublic: {
@@ -2020,6 +2023,36 @@ export interface components {
             email: string;
             /** Id */
             id: number;
+        };
+        /**
+         * VLLMSpec
+         * @description Settings of the vLLM engine (`generation.engine: vllm` only).
+         */
+        VLLMSpec: {
+            /**
+             * Dtype
+             * @description weights and activations: float32 gives the trainer's logprobs; bfloat16 is faster on GPUs (the importance ratio absorbs the rounding); auto: vLLM's choice for the model
+             * @default float32
+             * @enum {string}
+             */
+            dtype?: "auto" | "float32" | "float16" | "bfloat16";
+            /**
+             * Gpu Memory Utilization
+             * @description share of each GPU's memory vLLM may use for weights and KV cache
+             * @default 0.9
+             */
+            gpu_memory_utilization?: number;
+            /**
+             * Max Model Len
+             * @description context length (prompt + response); None: the model's
+             */
+            max_model_len?: number | null;
+            /**
+             * Tensor Parallel Size
+             * @description GPUs per instance (tensor parallel): the instance needs a worker process whose device set has that many GPUs
+             * @default 1
+             */
+            tensor_parallel_size?: number;
         };
         /** ValidationIssue */
         ValidationIssue: {

@@ -65,6 +65,14 @@ class VLLMEngine(GenerationEngine):
         llm.collective_rpc("reload_weights", kwargs={"weights_path": str(source)})
         self.version = version
 
+    def load_tensors(self, version: int, state_dict: dict[str, Any]) -> None:
+        """Tensors received over a collective transport, loaded in place by vLLM's own weight loader (`reload_weights`
+        with a weights iterator, i.e. the model's `load_weights`) on every worker through `collective_rpc`. The
+        engine core runs in this process, so the tensors are handed over, not serialised."""
+        llm = self._require_llm()
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
+        self.version = version
+
     def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
         engine = self._require_llm().llm_engine
         feed = RequestFeed(requests)
