@@ -53,7 +53,10 @@ def test_two_ranks_train_like_one(rank_platform: Platform) -> None:
     same way."""
     one = rank_platform.submit(mode="sync", **SHAPE)
     rank_platform.wait_done(one, timeout_s=300)  # one job at a time: the 2 training slots are the 2 ranks
-    two = rank_platform.submit(mode="sync", **{**SHAPE, "training": {**SHAPE["training"], "devices": 2}})
+    # p2p weight sync (main's transport): rank 0 sends the weights it gathered from the shards
+    two = rank_platform.submit(
+        mode="sync", **{**SHAPE, "training": {**SHAPE["training"], "devices": 2, "weight_sync": "p2p"}}
+    )
     rank_platform.wait_done(two, timeout_s=300)
     single, sharded = rank_platform.iterations(one), rank_platform.iterations(two)
     assert len(single) == len(sharded) == 3
@@ -73,6 +76,7 @@ def test_two_ranks_train_like_one(rank_platform: Platform) -> None:
     assert worst < 1e-4, worst
     assert (final_checkpoint(rank_platform, two) / "dcp" / ".metadata").is_file()
     assert any("training on 2 ranks" in e for e in rank_platform.events(two))
+    assert any("joined p2p weight sync" in e for e in rank_platform.events(two))
     colocated = rank_platform.submit(mode="colocated", **{**SHAPE, "training": {**SHAPE["training"], "devices": 2}})
     rank_platform.wait_done(colocated, timeout_s=300)  # the same samples in iteration 1 (tests/.../parity)
     assert rank_platform.iterations(colocated)[0]["loss"] == pytest.approx(single[0]["loss"], rel=1e-4, abs=1e-6)
