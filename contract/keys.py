@@ -74,6 +74,23 @@ def driver_heartbeat(job_id: int) -> str:
     return f"{prefix(job_id)}:driver:heartbeat"
 
 
+def trainer_rendezvous(job_id: int) -> str:
+    """JSON {host, port, world, epoch, trainer}: where the ranks of a `training.devices > 1` job join rank 0 (the
+    driver's TCPStore), and for which driver epoch."""
+    return f"{prefix(job_id)}:trainer:rendezvous"
+
+
+def trainer_handback(job_id: int) -> str:
+    """`<epoch>:<rank>`: the worker of that trainer rank is shutting down; the driver of that epoch hands the job back
+    (checkpoint, stop its ranks) as it does when its own worker shuts down."""
+    return f"{prefix(job_id)}:trainer:handback"
+
+
+def trainer_rank(job_id: int, rank: int) -> str:
+    """JSON {pid, host, node, epoch} of a joined trainer rank >= 1 (operators and tests find its process here)."""
+    return f"{prefix(job_id)}:trainer:rank:{rank}"
+
+
 def driver_sent(job_id: int) -> str:
     """When the controller sent `training.run_job` (set once: a driver task is never sent twice)."""
     return f"{prefix(job_id)}:driver:sent_at"

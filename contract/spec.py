@@ -278,4 +278,8 @@ class JobSpec(_Strict):
         if self.training.max_tokens_per_micro_batch is not None and self.algorithm.name == "reinforce_pp":
             raise ValueError("training.max_tokens_per_micro_batch cannot be used with reinforce_pp: it whitens "
                              "advantages over each micro-batch, so cutting by tokens would change its loss")
+        if self.training.max_tokens_per_micro_batch is not None and self.training.devices > 1:
+            # each rank would cut its share into its own number of passes, and FSDP's collectives run per pass
+            raise ValueError("training.max_tokens_per_micro_batch is not supported with training.devices > 1 yet "
+                             "(every rank must run the same number of forward/backward passes)")
         return self

@@ -21,6 +21,7 @@ from contract.settings import get_settings
 
 RUN_INSTANCE = "generation.run_instance"
 RUN_JOB = "training.run_job"
+RUN_RANK = "training.run_rank"  # ranks 1..N-1 of a multi-device trainer, sent by its driver (rank 0)
 RECONCILE = "control.reconcile"
 BROKER_POLL_S = 10.0
 TASK_ROUTES = {

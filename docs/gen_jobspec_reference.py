@@ -44,7 +44,8 @@ NOTES = {
     "generation.top_p": "nucleus sampling",
     "generation.max_tokens": "response length cap (finish reason `length`)",
     "generation.stop": "stop strings (finish reason `stop`)",
-    "training.devices": "devices for the trainer (recorded; the runtime trains on one device today)",
+    "training.devices": "trainer ranks: 1 = one process (as always); N > 1 = N FSDP2-sharded ranks (the driver + "
+    "N-1 `training.run_rank` tasks; needs N free training slots; see operator.md, Multi-rank training)",
     "training.prompts_per_iteration": "prompts per optimiser step; each yields `algorithm.group_size` samples",
     "training.lr": "AdamW learning rate",
     "training.weight_decay": "AdamW weight decay",

@@ -59,6 +59,15 @@ def run_job(self: Task, job_id: int) -> str:
     return run(job_id, reporter, client, get_settings().artifacts, node=self.request.hostname)
 
 
+@app.task(name=tasks.RUN_RANK, bind=True)
+def run_rank(self: Task, job_id: int, epoch: int, rank: int) -> str:
+    """Rank `rank` of a job's multi-device trainer: serves its driver (rank 0) until the driver stops it."""
+    from workers.runtime.ranks import run_rank as run
+
+    reporter, client = _platform()
+    return run(job_id, epoch, rank, reporter, client, get_settings().artifacts, node=self.request.hostname)
+
+
 @app.task(name=tasks.RECONCILE)
 def reconcile() -> dict[str, int]:
     """One pass of the controller's reconcile loop (the `streamrl controller` process loops over the same function)."""

@@ -88,6 +88,7 @@ def test_hostile_json_is_422_with_a_serialisable_body(
          ["body", "generation", "vllm", "gpu_memory_utilization"]),
         ({"generation": {"engine": "vllm", "vllm": {"dtype": "int3"}}}, ["body", "generation", "vllm", "dtype"]),
         ({"generation": {"vllm": {"tensor_parallel_size": 2}}}, ["body", "generation"]),
+        ({"training": {"devices": 2, "max_tokens_per_micro_batch": 4096}}, ["body"]),
         ({"generation": {"engine": "vllm", "max_tokens": 64, "vllm": {"max_model_len": 64}}}, ["body", "generation"]),
         ({"reward": {"params": {"blob": "x" * 100_000}}}, ["body", "reward", "params"]),
     ],

@@ -86,6 +86,9 @@ def train_local(
     started, out = time.perf_counter(), Path(out_dir)
     if not (Path(spec.model) / "config.json").exists():
         raise ValueError(f"model: {spec.model!r} is not a local model directory (no config.json)")
+    if spec.training.devices > 1:
+        raise ValueError(f"training.devices: {spec.training.devices}: train-local trains in one process; multi-rank "
+                         "training runs on the platform's training workers (set training.devices to 1 here)")
     spec = spec.model_copy(update={"training": spec.training.model_copy(update={"eval_every": eval_every})})
     if not resume:
         shutil.rmtree(out / "checkpoints", ignore_errors=True)

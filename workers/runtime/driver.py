@@ -28,12 +28,13 @@ from workers.core.prompts import EVAL_PREFIX, PromptSchedule, TokenCache, make_r
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.dispatching import PromptDispatcher
+from workers.runtime.ranks import rank_handing_back, start_trainer
 from workers.runtime.recorder import IterationRecorder, RewardFailed
 from workers.runtime.shutdown import HandBack, ShutdownWatch
 from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
 from workers.training import checkpoint as ckpt
-from workers.training.trainer import Trainer
+from workers.training.faults import RanksLost
 from workers.weightsync import setup_weight_sync
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,7 @@ class Driver(ABC):
 
     def __init__(self, ctx: JobContext, *, device: str | None = None, warmup_steps: int = 0):
         self.ctx, self.spec, self.job_id, self.reporter = ctx, ctx.spec, ctx.job_id, ctx.reporter
-        self.trainer = Trainer(ctx.model_dir, ctx.spec, device or components.worker_device(),
-                               warmup_steps=warmup_steps)
+        self.trainer = start_trainer(ctx, device or components.worker_device(), warmup_steps=warmup_steps)
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir, epoch=ctx.epoch,
                                            device=str(self.trainer.device))
@@ -105,6 +105,11 @@ class Driver(ABC):
         except HandBack:
             outcome = None
             self._hand_back()
+        except RanksLost as err:  # like a dead driver: the controller restarts the job's ranks from the checkpoint
+            outcome = None
+            log.error("job %s: %s", self.job_id, err)
+            self.reporter.record_event(self.job_id, "worker", f"a trainer rank was lost ({err}); the driver stops "
+                                       "and is restarted from the newest checkpoint")
         except Exception as err:
             outcome = "failed"
             message = str(err) if isinstance(err, JobSetupError | RewardFailed) else f"{type(err).__name__}: {err}"
@@ -120,6 +125,7 @@ class Driver(ABC):
             self._release(outcome)
             self.close()
             self.transport.close()
+            self.trainer.close()
         return f"job {self.job_id} {outcome or 'handed back'} after {self.trainer.iteration} iterations"
 
     def _release(self, outcome: str | None) -> None:
@@ -188,7 +194,7 @@ class Driver(ABC):
         """Raise JobCancelled when the job was cancelled (or failed elsewhere), HandBack when the worker shuts down;
         wait while it is paused."""
         while True:
-            if self.shutdown.requested.is_set():
+            if self.shutdown.requested.is_set() or rank_handing_back(self.ctx):
                 raise HandBack()
             if self.reporter.driver_epoch(self.job_id) not in (None, self.ctx.epoch):
                 raise Superseded()

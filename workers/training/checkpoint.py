@@ -5,6 +5,9 @@ Layout of a checkpoint directory (written to `<dir>.tmp` then renamed, so a cras
     tokenizer.json, tokenizer_config.json, ...                the tokenizer
     value_head.safetensors                                    PPO only
     trainer_state.pt                                          optimizer, scheduler, RNG states, iteration, version
+    dcp/                                                      multi-rank only: the ranks' shards of policy, value
+                                                              head and AdamW state (torch.distributed.checkpoint);
+                                                              trainer_state.pt then holds no optimizer state
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import torch
 
 TRAINER_STATE = "trainer_state.pt"
 VALUE_HEAD = "value_head.safetensors"
+SHARDED_DIR = "dcp"
 
 
 def capture_rng() -> dict[str, Any]:

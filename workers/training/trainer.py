@@ -27,7 +27,7 @@ from contract.sample import Sample
 from contract.spec import JobSpec
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
-from workers.training.batch import collate, policy_forward, sequence_length, token_budget_batches
+from workers.training.batch import PolicyOutputs, collate, policy_forward, sequence_length, token_budget_batches
 
 # metrics averaged over tokens across the micro-steps of one iteration
 TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight")
@@ -71,6 +71,7 @@ class Trainer:
             for module in (self.model, self.reference):
                 if module is not None:
                     module.compile(dynamic=True)
+        self._shard_modules()  # multi-rank trainers shard here (after compile, as TorchTitan orders them)
         training = spec.training
         self.optimizer = torch.optim.AdamW(self.parameters(), lr=training.lr, weight_decay=training.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -121,8 +122,7 @@ class Trainer:
         )
         loss, metrics = self.algorithm.loss(self.algorithm.prepare(inputs))
         tokens = batch.num_tokens
-        if tokens > 0:
-            (loss * tokens).backward()  # sum over tokens; `optimizer_step` divides by the iteration's total
+        self._backward(loss, tokens, outputs)
         self._tokens += tokens
         self._samples += len(samples)
         for name in TOKEN_WEIGHTED:
@@ -133,12 +133,13 @@ class Trainer:
     def optimizer_step(self) -> Metrics:
         """Normalise accumulated gradients to a token-level mean, clip, AdamW step; returns the iteration's metrics."""
         lr = float(self.scheduler.get_last_lr()[0])
+        self._reduce_accumulation()
         grad_norm = 0.0
         if self._tokens > 0:
             for param in self.parameters():
                 if param.grad is not None:
                     param.grad.div_(self._tokens)
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.parameters(), self.spec.training.grad_clip))
+            grad_norm = self._grad_norm(torch.nn.utils.clip_grad_norm_(self.parameters(), self.spec.training.grad_clip))
             self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -205,15 +206,41 @@ class Trainer:
             raise ValueError(
                 f"checkpoint {path} was written by {state['algorithm']!r}, not {self.spec.algorithm.name!r}"
             )
-        self.model.load_state_dict(load_policy(path, torch.device("cpu")).state_dict())
-        if self.value_head is not None:
-            self.value_head.load_state_dict(load_file(str(path / ckpt.VALUE_HEAD)))
-        self.optimizer.load_state_dict(state["optimizer"])
+        self._load_weights(path, state)
         self.scheduler.load_state_dict(state["scheduler"])
         ckpt.restore_rng(state["rng"])
         self.iteration, self.version = int(state["iteration"]), int(state["version"])
         self._reset_accumulation()
         return self.iteration
+
+    def close(self) -> None:
+        """Release what the trainer holds beyond memory (multi-rank: stops the other ranks)."""
+
+    # -- hooks (workers/training/distributed.py overrides them for multi-rank training) -------------------------------
+    def _shard_modules(self) -> None:
+        """Before the optimizer is built: nothing on one rank."""
+
+    def _backward(self, loss: torch.Tensor, tokens: int, outputs: PolicyOutputs) -> None:
+        if tokens > 0:
+            (loss * tokens).backward()  # sum over tokens; `optimizer_step` divides by the iteration's total
+
+    def _reduce_accumulation(self) -> None:
+        """Before normalising: the iteration's token/sample counts and weighted metrics are this process's."""
+
+    def _grad_norm(self, clipped: torch.Tensor) -> float:
+        return float(clipped)
+
+    def _load_weights(self, path: Path, state: dict[str, Any]) -> None:
+        """Policy, value head and optimizer state of a checkpoint (a multi-rank one: from its DCP shards)."""
+        if (path / ckpt.SHARDED_DIR).is_dir():
+            from workers.training.distributed import load_sharded
+
+            load_sharded(self, path)
+            return
+        self.model.load_state_dict(load_policy(path, torch.device("cpu")).state_dict())
+        if self.value_head is not None:
+            self.value_head.load_state_dict(load_file(str(path / ckpt.VALUE_HEAD)))
+        self.optimizer.load_state_dict(state["optimizer"])
 
     # -- internals --------------------------------------------------------------------------------------------------
     def parameters(self) -> list[nn.Parameter]:
