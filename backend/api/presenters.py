@@ -12,11 +12,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db.enums import Role
-from backend.db.models import Job, Team, User
+from backend.db.models import Job, Team
 from backend.schemas.auth import Quotas, TeamPublic
 from backend.schemas.common import Page
 from backend.schemas.jobs import JobPublic, Progress
-from backend.services.job_data import job_summaries
+from backend.services.job_data import summary_columns
 from backend.services.strict_json import finite_or_null
 
 M = TypeVar("M", bound=BaseModel)
@@ -84,13 +84,7 @@ def job_row_public(job: Job, running: int, latest_metrics: dict[str, Any] | None
     )
 
 
-def jobs_public(session: Session, jobs: list[Job]) -> list[JobPublic]:
-    ids = [job.id for job in jobs]
-    summaries = job_summaries(session=session, job_ids=ids)
-    creator_ids = {job.created_by_id for job in jobs if job.created_by_id is not None}
-    emails = {uid: email for uid, email in session.execute(select(User.id, User.email).where(User.id.in_(creator_ids)))}
-    return [job_row_public(job, *summaries[job.id], emails.get(job.created_by_id or 0)) for job in jobs]
-
-
 def job_public(session: Session, job: Job) -> JobPublic:
-    return jobs_public(session, [job])[0]
+    """One job with its summary (running instances, latest metrics, creator email): one query."""
+    running, latest, email = session.execute(select(*summary_columns()).select_from(Job).where(Job.id == job.id)).one()
+    return job_row_public(job, int(running), latest, email)

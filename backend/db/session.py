@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import exc as exc_mod
 from sqlalchemy.orm import Session, sessionmaker
 
 from backend.private_files import private_sqlite_file
@@ -34,7 +36,34 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
     # enough that requests do not queue for a connection (pool_size + max_overflow = 30 per process)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    engine = create_engine(url, **kwargs)
+    event.listen(engine, "checkout", partial(_ping_if_idle, engine.dialect))
+    event.listen(engine, "checkin", _note_checkin)
+    return engine
+
+
+IDLE_PING_S = 1.0
+
+
+def _ping_if_idle(dialect: Any, dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+    """Pessimistic disconnect handling for connections that sat in the pool: one that was idle for IDLE_PING_S or
+    more is pinged at checkout, and a dead one is replaced (DisconnectionError makes the pool retry with a fresh
+    connection), so a database restart costs no request an error. A connection checked in moments ago (a busy
+    server) skips the ping and its round trip; if the server died in between, the query fails, the pool is
+    invalidated, and the API answers that one request with a 503 + Retry-After (backend/api/errors.py)."""
+    returned = record.info.get("checked_in_at")
+    if returned is not None and time.monotonic() - returned < IDLE_PING_S:
+        return
+    try:
+        alive = bool(dialect.do_ping(dbapi_conn))
+    except Exception as exc:  # the driver's own error for a dead socket
+        raise exc_mod.DisconnectionError(str(exc)) from exc
+    if not alive:
+        raise exc_mod.DisconnectionError("database connection failed its ping")
+
+
+def _note_checkin(_dbapi_conn: Any, record: Any) -> None:
+    record.info["checked_in_at"] = time.monotonic()
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -75,34 +75,9 @@ def record_checkpoint(*, session: Session, job_id: int, iteration: int, path: st
     return row
 
 
-def job_summaries(*, session: Session, job_ids: list[int]) -> dict[int, tuple[int, dict[str, Any] | None]]:
-    """job id -> (running generation instances, latest iteration metrics) in two queries."""
-    if not job_ids:
-        return {}
-    live_counts = session.execute(
-        select(GenerationInstance.job_id, func.count())
-        .where(GenerationInstance.job_id.in_(job_ids), GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
-        .group_by(GenerationInstance.job_id)
-    )
-    running: dict[int, int] = {job_id: count for job_id, count in live_counts}
-    newest = (
-        select(Iteration.job_id, func.max(Iteration.iteration).label("last"))
-        .where(Iteration.job_id.in_(job_ids))
-        .group_by(Iteration.job_id)
-        .subquery()
-    )
-    latest_rows = session.execute(
-        select(Iteration.job_id, Iteration.metrics).join(
-            newest, (Iteration.job_id == newest.c.job_id) & (Iteration.iteration == newest.c.last)
-        )
-    )
-    latest: dict[int, dict[str, Any]] = {job_id: metrics for job_id, metrics in latest_rows}
-    return {job_id: (running.get(job_id, 0), latest.get(job_id)) for job_id in job_ids}
-
-
 def summary_columns() -> tuple[Any, Any, Any]:
-    """`job_summaries` (+ the creator's email) as scalar subqueries correlated to `Job`, for a listing that wants
-    everything in one round trip: (running instances, latest iteration metrics, creator email)."""
+    """A job's summary as scalar subqueries correlated to `Job`, so a listing (or one job) comes in one round trip:
+    (running generation instances, latest iteration metrics, creator email)."""
     running = (
         select(func.count())
         .where(GenerationInstance.job_id == Job.id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
@@ -126,13 +101,24 @@ def list_events(*, session: Session, job_id: int, after_id: int, limit: int) -> 
     return list(session.scalars(query.limit(limit)))
 
 
-def iteration_rows(*, session: Session, job_id: int, after: int, limit: int) -> list[tuple[int, str, datetime]]:
-    """Iterations after `after` as (iteration, metrics as stored JSON text, created_at): no ORM objects and no JSON
-    decode, for the page dashboards poll (`presenters.iterations_page_json`)."""
-    query = select(Iteration.iteration, cast(Iteration.metrics, Text), Iteration.created_at)
-    query = query.where(Iteration.job_id == job_id, Iteration.iteration > after)
-    rows = session.execute(query.order_by(Iteration.iteration).limit(limit))
-    return [(iteration, text, created) for iteration, text, created in rows]
+def iteration_rows(
+    *, session: Session, team_id: int, job_id: int, after: int, limit: int
+) -> list[tuple[int, str, datetime]] | None:
+    """The team's job's iterations after `after` as (iteration, metrics as stored JSON text, created_at), or None
+    when the job is not the team's: one query (the job outer-joined to its rows), no ORM objects and no JSON decode,
+    for the page dashboards poll (`presenters.iterations_page_json`)."""
+    newer = (Iteration.job_id == Job.id) & (Iteration.iteration > after)
+    query = (
+        select(Job.id, Iteration.iteration, cast(Iteration.metrics, Text), Iteration.created_at)
+        .outerjoin(Iteration, newer)
+        .where(Job.id == job_id, Job.team_id == team_id)
+        .order_by(Iteration.iteration)
+        .limit(limit)
+    )
+    rows = session.execute(query).all()
+    if not rows:
+        return None
+    return [(iteration, text, created) for _, iteration, text, created in rows if iteration is not None]
 
 
 def list_samples(*, session: Session, job_id: int, iteration: int | None, limit: int) -> list[JobSample]:

@@ -90,15 +90,16 @@ def get_job(*, session: Session, team: Team, job_id: int) -> Job:
     return job
 
 
-def require_job_id(*, session: Session, team: Team, job_id: int) -> int:
-    """`get_job` for routes that only need to know the job exists in the team (no row load, no spec decode)."""
-    found = session.scalar(select(Job.id).where(Job.id == job_id, Job.team_id == team.id))
-    if found is None:
-        raise not_found("job", job_id)
-    return found
-
-
 JobRow = tuple[Job, int, dict[str, Any] | None, str | None]  # job, running instances, latest metrics, creator email
+
+
+def get_job_row(*, session: Session, team: Team, job_id: int) -> JobRow:
+    """One of the team's jobs with its summary, in one query (404 otherwise)."""
+    row = session.execute(select(Job, *summary_columns()).where(Job.id == job_id, Job.team_id == team.id)).first()
+    if row is None:
+        raise not_found("job", job_id)
+    job, running, latest, email = row
+    return job, int(running), latest, email
 
 
 def list_jobs(

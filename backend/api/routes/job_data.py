@@ -19,7 +19,8 @@ from backend.schemas.jobs import (
     TimelinePublic,
 )
 from backend.services import job_data
-from backend.services.jobs import get_job, require_job_id
+from backend.services.errors import not_found
+from backend.services.jobs import get_job
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
@@ -47,8 +48,9 @@ def list_iterations(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Response:
     """Per-iteration metrics after iteration `after`."""
-    found = require_job_id(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
-    rows = job_data.iteration_rows(session=session, job_id=found, after=after, limit=limit)
+    rows = job_data.iteration_rows(session=session, team_id=auth.team.id, job_id=job_id, after=after, limit=limit)
+    if rows is None:  # after the query checks: 422 before 404
+        raise not_found("job", job_id)
     return Response(iterations_page_json(rows), media_type="application/json")
 
 

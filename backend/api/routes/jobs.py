@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 from sqlalchemy.orm import Session
 
-from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, ViewedJob, ViewerAuth
+from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import job_public, job_row_public
 from backend.db.enums import JobStatus
@@ -63,9 +63,9 @@ def list_jobs(
 
 
 @router.get("/{job_id}")
-def get_job(job: ViewedJob, session: SessionDep) -> JobPublic:
+def get_job(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> JobPublic:
     """One job with its progress and latest metrics."""
-    return job_public(session, job)
+    return job_row_public(*job_service.get_job_row(session=session, team=auth.team, job_id=job_id))
 
 
 def _act(
