@@ -141,3 +141,16 @@ def test_contract_and_planner_import_without_torch() -> None:
     loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
     assert "contract" in loaded and "backend" in loaded
     assert loaded.isdisjoint({*HEAVY, "workers", "streamrl"}), sorted(loaded & {*HEAVY, "workers", "streamrl"})
+
+
+def test_tests_never_import_the_tests_package() -> None:
+    """The README test command runs the `pytest` console script, which does not put the checkout on sys.path:
+    `from tests... import` only works under `python -m pytest`. Shared helpers are fixtures (conftest.py) or sibling
+    modules on the rootdir-relative path (`from runtime_platform import ...`)."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] == "tests"]
+    assert not offenders, offenders

@@ -15,7 +15,6 @@ from backend.schemas.jobs import IterationPublic
 from backend.services.job_data import record_iteration
 from backend.services.jobs import create_job
 from contract.spec import JobSpec
-from tests.api.conftest import register_model
 
 API = "/api/v1"
 METRICS: list[dict[str, Any]] = [
@@ -27,7 +26,9 @@ METRICS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("backend_name", ["pg_backend", "sqlite_backend"])
-def test_iterations_json_equals_the_schema_serialization(backend_name: str, request: pytest.FixtureRequest) -> None:
+def test_iterations_json_equals_the_schema_serialization(
+    backend_name: str, request: pytest.FixtureRequest, register_model: Any
+) -> None:
     backend = request.getfixturevalue(backend_name)
     team = backend.make_team()
     user = backend.make_user(team=team)
