@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,25 @@ from contract.spec import JobSpec
 REPO = Path(__file__).resolve().parents[2]
 TEST_TIMEOUTS = Timeouts(instance_heartbeat_s=6.0, instance_start_s=180.0, driver_start_s=180.0,
                          driver_heartbeat_ttl_s=60.0)
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, logs: Callable[[], str] = str,
+               *, errors_ok: bool = False) -> Any:
+    """Poll `predicate` every 0.25 s until it returns something truthy, and return that; after `timeout_s` an
+    AssertionError names `what` and ends with `logs()`. `errors_ok`: an exception from the predicate counts as "not
+    yet" (a server the test restarts)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except Exception:
+            if not errors_ok:
+                raise
+            value = None
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{logs()}")
 
 
 def base_spec(**overrides: Any) -> dict[str, Any]:

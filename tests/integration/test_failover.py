@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from runtime_platform import Platform
+from runtime_platform import Platform, wait_until
 from servers import PrivatePostgres, PrivateRedis
 
 from backend.db.migrate import upgrade_database
@@ -53,15 +53,7 @@ def fault_platform(servers, make_backend, tiny_model_dir: Path, tmp_path_factory
 
 
 def wait(predicate, timeout_s: float, what: str, platform: Platform) -> None:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        try:
-            if predicate():
-                return
-        except Exception:  # a server is restarting
-            pass
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{platform.logs_tail()}")
+    wait_until(predicate, timeout_s, what, platform.logs_tail, errors_ok=True)  # a server may be restarting
 
 
 def assert_complete_once(platform: Platform, job_id: int, iterations: int) -> None:

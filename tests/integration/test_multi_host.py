@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import httpx
 import psutil
 import pytest
 import redis
-from runtime_platform import REPO, base_spec
+from runtime_platform import REPO, base_spec, wait_until
 from sqlalchemy import select
 
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus, Model
@@ -97,13 +96,7 @@ def cluster(pg_backend: Any, redis_url: str, tiny_model_dir: Path, tmp_path_fact
 
 
 def _wait(predicate: Any, timeout_s: float, what: str, cluster: Cluster) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{cluster.logs()}")
+    return wait_until(predicate, timeout_s, what, cluster.logs)
 
 
 def test_two_ranks_two_instances_p2p_across_worker_processes(cluster: tuple[Cluster, str, dict[str, str], Any]

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from runtime_platform import wait_until
 from sqlalchemy import select
 
 from backend.db import JobEvent, JobSample, TimelineSpan
@@ -30,13 +30,7 @@ PROMPTS, GROUP = 2, 4  # 8 samples per iteration: the driver keeps all of them (
 
 
 def _wait(predicate: Any, timeout_s: float, what: str, platform: Any) -> Any:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{platform.logs_tail()}")
+    return wait_until(predicate, timeout_s, what, platform.logs_tail)
 
 
 def _cancel(platform: Any, job_id: int) -> None:

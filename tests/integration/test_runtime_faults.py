@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+from runtime_platform import wait_until
 from sqlalchemy import select
 
 from backend.db import GenerationInstance, JobEvent, JobStatus
@@ -16,12 +17,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _wait(predicate, timeout_s: float, what: str, platform) -> float:
+    """Seconds until `predicate` held."""
     start = time.time()
-    while time.time() - start < timeout_s:
-        if predicate():
-            return time.time() - start
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{platform.logs_tail()}")
+    wait_until(predicate, timeout_s, what, platform.logs_tail)
+    return time.time() - start
 
 
 def test_kill_9_generation_worker_mid_job_loses_nothing(platform) -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from runtime_platform import Platform
+from runtime_platform import Platform, wait_until
 from safetensors.torch import load_file
 from sqlalchemy import select
 
@@ -39,12 +39,7 @@ def rank_platform(pg_backend, redis_url: str, tiny_model_dir: Path):
 
 
 def wait(predicate, timeout_s: float, what: str, platform: Platform) -> None:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}\n{platform.logs_tail()}")
+    wait_until(predicate, timeout_s, what, platform.logs_tail)
 
 
 def test_two_ranks_train_like_one(rank_platform: Platform) -> None:
