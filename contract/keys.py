@@ -37,7 +37,7 @@ def weights_channel(job_id: int) -> str:
 
 def weights_p2p(job_id: int) -> str:
     """Hash: the p2p weight-sync rendezvous (trainer address, join requests and answers, joined instances); see
-    workers/weightsync/p2p.py."""
+    workers/weightsync/p2p/."""
     return f"{prefix(job_id)}:weights:p2p"
 
 

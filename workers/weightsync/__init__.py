@@ -6,7 +6,7 @@
 
 `training.weight_sync`:
   shared_store  versioned safetensors directories on the artifact store (shared_store.py)
-  p2p           the trainer sends each version to every instance over its own two-rank process group (p2p.py)
+  p2p           the trainer sends each version to every instance over its own two-rank process group (p2p/)
   auto          p2p for every instance that can reach the trainer; an instance that cannot follows the shared store,
                 which the trainer then also writes
 Colocated jobs (one process) and train-local (no Redis) always use the shared store. The runtime calls only
