@@ -11,8 +11,9 @@ epoch sees the epoch in the rendezvous record changed and ends at once. A rank t
 collective fail (`RanksLost`): the driver stops without writing the job's status and the controller restarts it
 (and so all its ranks) from the newest checkpoint, like a dead driver.
 
-Reachability: ranks >= 1 connect to `<host>:<port>` of the record (STREAMRL_RANK_HOST, default this host's address;
-STREAMRL_RANK_PORT, default a free port), then gloo/NCCL open their own connections between the ranks.
+Reachability: ranks >= 1 connect to `<host>:<port>` of the record (STREAMRL_RANK_HOST, default the address of the
+interface that routes to Redis, workers/addresses.py; STREAMRL_RANK_PORT, default a free port), then gloo/NCCL open
+their own connections between the ranks.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import redis
 from contract import keys, tasks
 from contract.reporter import Reporter
 from contract.states import TERMINAL_JOB_STATUSES
+from workers.addresses import advertised_host
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.telemetry import Heartbeat
@@ -37,16 +39,6 @@ from workers.training.faults import RanksLost
 from workers.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
-
-
-def rendezvous_host() -> str:
-    configured = os.environ.get("STREAMRL_RANK_HOST")
-    if configured:
-        return configured
-    try:
-        return socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
 
 
 def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Trainer:
@@ -73,7 +65,7 @@ def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Traine
         timeout=timedelta(seconds=timeout_s),
     )
     record = {
-        "host": rendezvous_host(),
+        "host": advertised_host(ctx.redis, "STREAMRL_RANK_HOST"),
         "port": store.port,
         "world": world,
         "epoch": ctx.epoch,

@@ -4,11 +4,9 @@ connect)."""
 from __future__ import annotations
 
 import os
-import socket
 from datetime import timedelta
 from typing import Any
 
-import redis
 import torch
 import torch.distributed as dist
 
@@ -21,21 +19,6 @@ def timeout_s() -> float:
 
 def join_timeout_s() -> float:
     return float(os.environ.get("STREAMRL_P2P_JOIN_TIMEOUT_S", "60"))
-
-
-def route_ip(host: str) -> str:
-    """The local address of the interface that routes to `host` (no packet is sent)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((socket.gethostbyname(host), 9))
-            return str(probe.getsockname()[0])
-    except OSError:
-        return socket.gethostbyname(socket.gethostname())
-
-
-def redis_host(client: redis.Redis) -> str:
-    host = client.connection_pool.connection_kwargs.get("host")
-    return str(host) if host else "127.0.0.1"
 
 
 def port_range() -> list[int]:

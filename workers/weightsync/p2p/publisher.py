@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,6 +13,7 @@ import redis
 import torch
 
 from contract import keys
+from workers.addresses import advertised_host
 from workers.weightsync.base import WeightTransport
 from workers.weightsync.p2p.groups import (
     POLL_S,
@@ -21,8 +21,6 @@ from workers.weightsync.p2p.groups import (
     listen_store,
     make_group,
     pick_backend,
-    redis_host,
-    route_ip,
     text_of,
     timeout_s,
 )
@@ -71,7 +69,7 @@ class P2PPublisher(WeightTransport):
         self.client, self.job_id, self.epoch, self.store = client, job_id, epoch, store
         self.device = torch.device(device)
         self.bucket_bytes = bucket_bytes
-        self.host = host or os.environ.get("STREAMRL_P2P_HOST") or route_ip(redis_host(client))
+        self.host = host or advertised_host(client, "STREAMRL_P2P_HOST")
         self.key = keys.weights_p2p(job_id)
         self.peers: dict[str, _Peer] = {}
         self.dropped: list[tuple[str, str]] = []  # (instance id, why)

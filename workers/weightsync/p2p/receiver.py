@@ -16,13 +16,13 @@ import torch
 import torch.distributed as dist
 
 from contract import keys
+from workers.addresses import route_ip
 from workers.generation.engine import GenerationEngine
 from workers.weightsync.base import SyncTiming, WeightTransport
 from workers.weightsync.p2p.groups import (
     POLL_S,
     join_timeout_s,
     make_group,
-    route_ip,
     text_of,
     timeout_s,
 )
