@@ -35,7 +35,7 @@ from workers.weightsync.shared_store import SharedStoreTransport
 
 log = logging.getLogger(__name__)
 JOIN_ATTEMPTS = 3  # consecutive failed joins (other than an unreachable trainer) before the instance gives up
-ANNOUNCE_POLL_S = 0.005  # an instance checks its own TCPStore for the next version (a local round trip)
+ANNOUNCE_POLL_S = 0.005  # an instance checks its group's TCPStore (on the trainer) for the next version
 
 
 class _Joined:
