@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Annotated, Any
 
 import redis
 from fastapi import Depends, HTTPException, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from backend.db.enums import Role
 from backend.db.models import Job, Team, User
@@ -61,13 +62,24 @@ async def get_settings_dep(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_db(request: Request) -> Iterator[Session]:
+async def get_db(request: Request) -> AsyncIterator[Session]:
     """One session per request; routes commit explicitly, anything uncommitted is rolled back. GET and HEAD get an
     autocommit session (each statement its own transaction: a read saves the BEGIN and ROLLBACK round trips; the one
-    write a read may make, an API key's throttled `last_used_at`, commits at once)."""
-    factory = request.app.state.read_session_factory if request.method in READ_METHODS else None
-    with (factory or request.app.state.session_factory)() as session:
+    write a read may make, an API key's throttled `last_used_at`, commits at once).
+
+    Async: making a session does no I/O (it connects on its first query, in the sync dependency or route that runs
+    it), and closing a read session only returns its connection to the pool (there is no transaction to roll back),
+    so reads cost no thread hop here; a write session's close (a ROLLBACK of what was not committed) runs in a
+    thread."""
+    if request.method in READ_METHODS:
+        with request.app.state.read_session_factory() as session:
+            yield session
+        return
+    session = request.app.state.session_factory()
+    try:
         yield session
+    finally:
+        await run_in_threadpool(session.close)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]

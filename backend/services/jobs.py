@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
 from backend.db.base import utcnow
@@ -107,16 +107,26 @@ def list_jobs(
 ) -> tuple[list[JobRow], int]:
     """A page of the team's jobs, newest first, with their summaries, and the total matching: one round trip (the
     total is a window count) unless the page is empty."""
-    query = select(Job).where(Job.team_id == team.id)
-    if status is not None:
-        query = query.where(Job.status == status)
-    if name:
-        query = query.where(Job.name.contains(name, autoescape=True))
-    listing = query.add_columns(*summary_columns(), func.count().over()).order_by(Job.id.desc())
+    where = team_jobs_where(team, status, name)
+    listing = select(Job, *summary_columns(), func.count().over()).where(*where).order_by(Job.id.desc())
     page = session.execute(listing.limit(limit).offset(offset)).all()
     if page:
         return [(job, int(running), latest, email) for job, running, latest, email, _ in page], int(page[0][-1])
-    return [], session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    return [], count_jobs(session, where)
+
+
+def team_jobs_where(team: Team, status: JobStatus | None, name: str | None) -> list[ColumnElement[bool]]:
+    """The filter of a team's job listing: by status and/or a substring of the name."""
+    where = [Job.team_id == team.id]
+    if status is not None:
+        where.append(Job.status == status)
+    if name:
+        where.append(Job.name.contains(name, autoescape=True))
+    return where
+
+
+def count_jobs(session: Session, where: Sequence[ColumnElement[bool]]) -> int:
+    return session.scalar(select(func.count()).select_from(Job).where(*where)) or 0
 
 
 def record_event(

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 
 from backend.api.deps import IdPath, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
-from backend.api.presenters import iterations_page_json, page_of
+from backend.api.presenters import page_of
 from backend.schemas.common import MAX_ID, Page
 from backend.schemas.jobs import (
     CheckpointPublic,
@@ -18,7 +18,7 @@ from backend.schemas.jobs import (
     SpanPublic,
     TimelinePublic,
 )
-from backend.services import job_data
+from backend.services import job_data, json_pages
 from backend.services.errors import not_found
 from backend.services.jobs import get_job
 
@@ -48,10 +48,10 @@ def list_iterations(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
 ) -> Response:
     """Per-iteration metrics after iteration `after`."""
-    rows = job_data.iteration_rows(session=session, team_id=auth.team.id, job_id=job_id, after=after, limit=limit)
-    if rows is None:  # after the query checks: 422 before 404
+    page = json_pages.iterations_page(session=session, team_id=auth.team.id, job_id=job_id, after=after, limit=limit)
+    if page is None:  # after the query checks: 422 before 404
         raise not_found("job", job_id)
-    return Response(iterations_page_json(rows), media_type="application/json")
+    return Response(page, media_type="application/json")
 
 
 @router.get("/samples")

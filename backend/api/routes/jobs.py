@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Response, status
 from sqlalchemy.orm import Session
 
 from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, ViewerAuth
@@ -16,6 +16,7 @@ from backend.db.models import Job, JobEvent
 from backend.schemas.common import MAX_OFFSET
 from backend.schemas.jobs import JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
 from backend.services import jobs as job_service
+from backend.services import json_pages
 from backend.services.live import publish_live, wake_controller
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=errors(*AUTHENTICATED))
@@ -46,7 +47,7 @@ def submit_job(spec: JobCreate, auth: MemberAuth, session: SessionDep, redis: Op
     return _commit_and_publish(session, redis, job, since_event_id=0)
 
 
-@router.get("")
+@router.get("", response_model=JobsPublic)
 def list_jobs(
     auth: ViewerAuth,
     session: SessionDep,
@@ -54,12 +55,10 @@ def list_jobs(
     name: Annotated[str | None, Query(min_length=1, max_length=200, description="substring of the job name")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-) -> JobsPublic:
+) -> Response:
     """The team's jobs, newest first, filtered by status and/or name."""
-    rows, total = job_service.list_jobs(
-        session=session, team=auth.team, status=status, name=name, limit=limit, offset=offset
-    )
-    return JobsPublic(data=[job_row_public(*row) for row in rows], count=total)
+    page = json_pages.jobs_page(session=session, team=auth.team, status=status, name=name, limit=limit, offset=offset)
+    return Response(page, media_type="application/json")
 
 
 @router.get("/{job_id}")
