@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Integer, Row, Text, cast, func, select, text
+from sqlalchemy import Integer, Text, cast, func, select, text
 from sqlalchemy.orm import Session
 
 from backend.db.enums import JobStatus
@@ -108,7 +108,7 @@ def _listing_columns() -> tuple[Any, ...]:
     )
 
 
-def job_json(row: Row[Any] | Sequence[Any]) -> str:
+def job_json(row: Sequence[Any]) -> str:
     """One `JobPublic` from a `_listing_columns()` row."""
     (job_id, name, status, spec, target, running, autoscale, creator, email, created, started, finished, error,
      iteration, total, latest, ptl) = row
