@@ -106,3 +106,20 @@ def test_collector_groups_dedups_and_drops_over_stale(redis_client: redis.Redis,
     collector.commit(group, iteration=3)
     assert stream.is_consumed("3:0:0") and stream.consumed_count() == 2
     assert collector.stats.duplicates == 0  # the producer side refused the duplicate id (already produced)
+
+
+def test_publishing_a_sample_acknowledges_its_prompt_in_the_same_step(redis_client: redis.Redis, job_id: int) -> None:
+    """One round trip per finished sample: the sample is streamed once and its prompt entry acknowledged and
+    deleted, also when the id was streamed before (a reclaimed request another instance finished)."""
+    queue = PromptQueue(redis_client, job_id, "inst-3", reclaim_after_s=0.2)
+    stream = SampleStream(redis_client, job_id)
+    queue.put(_request(i) for i in range(3))
+    entries = queue.read("c", count=3)
+    assert stream.publish(_sample(job_id, "s0"), finishes=(queue, entries[0][0]))
+    assert queue.backlog() == 2
+    assert not stream.publish(_sample(job_id, "s0"), finishes=(queue, entries[1][0]))  # duplicate id: not streamed
+    assert queue.backlog() == 1
+    time.sleep(0.3)  # the acknowledged entries are never reclaimed; the third one is
+    assert [r.sample_id for _, r in queue.read("other", count=5)] == ["s2"]
+    assert [s.sample_id for _, s in stream.read("t", count=10, block_ms=10)] == ["s0"]
+    assert stream.produced_among(["s0", "s1", "s2"]) == {"s0"} and stream.produced_among([]) == set()

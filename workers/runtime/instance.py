@@ -2,7 +2,8 @@
 
 One long `generate_stream` call (continuous batching) is fed lazily from this instance's prompt stream in the
 order the dispatcher wrote it (longest-predicted first); each finished request is rewarded, streamed to the job's
-sample stream and only then acknowledged. A request whose sample id was already streamed is acknowledged unseen.
+sample stream and acknowledged in the same atomic step. A request whose sample id was already streamed is
+acknowledged unseen. Redis round trips per sample: one (publish + acknowledge); reads are per batch of requests.
 
 Weights: before admitting a request the feed loads the newest published version. In sync mode a new version is only
 published after every sample of the previous iteration was used, so the switch happens between batches; in async
@@ -40,7 +41,7 @@ from workers.stream import PromptQueue, SampleStream
 from workers.weightsync import setup_weight_sync
 
 log = logging.getLogger(__name__)
-POLL_S = 0.02  # how often the feed polls Redis while the engine is busy
+POLL_S = 0.02  # how often the feed polls Redis (prompts, weight version) while the engine is busy
 IDLE_BLOCK_MS = 200  # blocking read while the engine has nothing to do
 
 
@@ -69,6 +70,7 @@ class InstanceRunner:
         self.produced = 0
         self._busy_since: float | None = None  # the engine has requests in flight since then ("generating")
         self._last_poll = 0.0
+        self._version_checked = 0.0  # monotonic time the newest published weights version was last read
         self.sampling = sampling_params(self.spec.generation)
         self.engine: Any = None
         self.reward: Any = None
@@ -137,11 +139,11 @@ class InstanceRunner:
             if request.sample_id in self.in_flight:
                 self.queue.ack([entry_id])  # re-sent (driver resync) while we still generate it: one sample comes
                 continue
-            if self.samples.already_produced(request.sample_id):
-                self.queue.ack([entry_id])  # reclaimed or re-dispatched, but some instance already streamed it
-                continue
-            with self.spans.span("loading_weights"):
-                self._load_latest(at_least=request.min_version)
+            now = time.monotonic()
+            if request.min_version > self.engine.version or now - self._version_checked >= POLL_S:
+                self._version_checked = now  # newer weights are looked for at most every POLL_S, or when required
+                with self.spans.span("loading_weights"):
+                    self._load_latest(at_least=request.min_version)
             if not self.in_flight:
                 self._busy_since = time.time()
             self.in_flight[request.sample_id] = _InFlight(entry_id, request, self.engine.version)
@@ -159,7 +161,12 @@ class InstanceRunner:
         if idle and not got:
             self.spans.add("idle", start, time.time())
             self.redis.hincrbyfloat(keys.generator_stats(self.ctx.job_id), "idle_seconds", time.time() - start)
-        self.local.extend(got)
+        # reclaimed or re-dispatched entries some instance already streamed: acknowledged unseen (one round trip for
+        # the batch; a sample streamed after this check is still streamed once: publishing is once per sample id)
+        done = self.samples.produced_among([request.sample_id for _, request in got])
+        if done:
+            self.queue.ack([entry_id for entry_id, request in got if request.sample_id in done])
+        self.local.extend((entry_id, request) for entry_id, request in got if request.sample_id not in done)
 
     # -- results ------------------------------------------------------------------------------------------------------
     def _emit(self, result: GenerationResult) -> None:
@@ -168,8 +175,7 @@ class InstanceRunner:
         outcome = self.reward.score(request.prompt_text, result.text, request.meta)
         sample = to_sample(request, result, outcome, job_id=self.ctx.job_id, version=flight.version,
                            instance_id=self.instance_id)
-        self.samples.publish(sample)
-        self.queue.ack([flight.entry_id])
+        self.samples.publish(sample, finishes=(self.queue, flight.entry_id))
         self.produced += 1
         if not self.in_flight and self._busy_since is not None:
             self.spans.add("generating", self._busy_since, time.time())

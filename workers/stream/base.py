@@ -40,6 +40,10 @@ class SampleStreamBase(ABC):
     @abstractmethod
     def already_produced(self, sample_id: str) -> bool: ...
 
+    def produced_among(self, sample_ids: list[str]) -> set[str]:
+        """Which of `sample_ids` were streamed already (implementations answer in one round trip)."""
+        return {sample_id for sample_id in sample_ids if self.already_produced(sample_id)}
+
     @abstractmethod
     def forget_produced(self, sample_ids: list[str]) -> None:
         """Allow these ids to be produced again (over-stale samples regenerated at newer weights)."""

@@ -22,12 +22,19 @@ from workers.stream.base import PromptQueueBase, SampleStreamBase
 PROMPT_GROUP = "generators"
 SAMPLE_GROUP = "trainer"
 
-# KEYS[1] produced set, KEYS[2] sample stream; ARGV[1] sample id, ARGV[2] payload. XADD only for a new sample id.
+# KEYS[1] produced set, KEYS[2] sample stream, KEYS[3] prompt stream (optional); ARGV[1] sample id, ARGV[2] payload,
+# ARGV[3] prompt group, ARGV[4] the prompt entry the sample finishes. XADD only for a new sample id; the prompt entry
+# is acknowledged and deleted in the same atomic step (one round trip per finished sample).
 _PUBLISH_ONCE = """
+local added = false
 if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
-  return redis.call('XADD', KEYS[2], '*', 'data', ARGV[2])
+  added = redis.call('XADD', KEYS[2], '*', 'data', ARGV[2])
 end
-return false
+if KEYS[3] then
+  redis.call('XACK', KEYS[3], ARGV[3], ARGV[4])
+  redis.call('XDEL', KEYS[3], ARGV[4])
+end
+return added
 """
 
 
@@ -116,10 +123,22 @@ class SampleStream(SampleStreamBase):
     def already_produced(self, sample_id: str) -> bool:
         return bool(self.client.sismember(keys.produced_set(self.job_id), sample_id))
 
-    def publish(self, sample: Sample) -> bool:
-        """XADD `sample` unless its id was streamed before; True when added."""
-        added = self._publish(keys=[keys.produced_set(self.job_id), self.stream], args=[sample.sample_id,
-                                                                                         sample.to_json()])
+    def produced_among(self, sample_ids: list[str]) -> set[str]:
+        """Which of `sample_ids` were streamed already: one SMISMEMBER."""
+        if not sample_ids:
+            return set()
+        found: Any = self.client.smismember(keys.produced_set(self.job_id), sample_ids)
+        return {sample_id for sample_id, hit in zip(sample_ids, found, strict=True) if hit}
+
+    def publish(self, sample: Sample, finishes: tuple[PromptQueue, str] | None = None) -> bool:
+        """XADD `sample` unless its id was streamed before; True when added. `finishes` = (queue, entry id): the
+        prompt entry this sample answers, acknowledged in the same atomic step."""
+        stream_keys, args = [keys.produced_set(self.job_id), self.stream], [sample.sample_id, sample.to_json()]
+        if finishes is not None:
+            queue, entry_id = finishes
+            stream_keys.append(queue.stream)
+            args += [PROMPT_GROUP, entry_id]
+        added = self._publish(keys=stream_keys, args=args)
         return added is not None
 
     def read(self, consumer: str, count: int, block_ms: int = 0) -> list[tuple[str, Sample]]:
