@@ -104,6 +104,27 @@ def run_instance(spec: JobSpec, model_dir: Path, requests: list[Any], client: re
         clear_job(client, job_id)
 
 
+class CountingRedis(redis.Redis):
+    """A client that counts its round trips: one per command, one per pipeline (however many commands it holds)."""
+
+    round_trips = 0
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        CountingRedis.round_trips += 1
+        return super().execute_command(*args, **options)
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        pipe = super().pipeline(transaction, shard_hint)
+        execute = pipe.execute
+
+        def counted(raise_on_error: bool = True) -> Any:
+            CountingRedis.round_trips += 1
+            return execute(raise_on_error)
+
+        pipe.execute = counted  # type: ignore[method-assign]
+        return pipe
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=256)
@@ -116,7 +137,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     hf_logging.disable_progress_bar()
-    client = redis.Redis.from_url(args.redis_url)
+    client = CountingRedis.from_url(args.redis_url)
     with tempfile.TemporaryDirectory(prefix="streamrl-instance-") as tmp:
         work = Path(tmp)
         model_dir = build_tiny_model(args.preset, work / "model", seed=0)
@@ -127,9 +148,12 @@ def main() -> None:
         requests = [r for group in groups for r in group]
         run_engine(spec, model_dir, requests[:16])  # warm-up
         rates: dict[str, list[float]] = {"engine": [], "instance": []}
+        calls: list[float] = []
         for repeat in range(args.repeats):
             e_tokens, e_s = run_engine(spec, model_dir, requests)
+            before = CountingRedis.round_trips
             i_tokens, i_s = run_instance(spec, model_dir, requests, client, work)
+            calls.append((CountingRedis.round_trips - before) / len(requests))
             assert e_tokens == i_tokens, (e_tokens, i_tokens)  # same seeds, same tokens
             rates["engine"].append(e_tokens / e_s)
             rates["instance"].append(i_tokens / i_s)
@@ -137,7 +161,8 @@ def main() -> None:
     engine_rate, instance_rate = statistics.median(rates["engine"]), statistics.median(rates["instance"])
     print(f"RESULT instance_tok_s={instance_rate:.0f} engine_tok_s={engine_rate:.0f} "
           f"instance_over_engine={instance_rate / engine_rate:.2f} requests={len(requests)} batch={args.batch} "
-          f"max_tokens={args.max_tokens} repeats={args.repeats} preset={args.preset}")
+          f"max_tokens={args.max_tokens} repeats={args.repeats} preset={args.preset} "
+          f"redis_round_trips_per_sample={statistics.median(calls):.2f}")
 
 
 if __name__ == "__main__":
