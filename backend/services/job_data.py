@@ -106,7 +106,7 @@ def iteration_rows(
 ) -> list[tuple[int, str, datetime]] | None:
     """The team's job's iterations after `after` as (iteration, metrics as stored JSON text, created_at), or None
     when the job is not the team's: one query (the job outer-joined to its rows), no ORM objects and no JSON decode,
-    for the page dashboards poll (`presenters.iterations_page_json`)."""
+    for the page dashboards poll (`json_pages.iterations_page_json`; PostgreSQL renders it itself)."""
     newer = (Iteration.job_id == Job.id) & (Iteration.iteration > after)
     query = (
         select(Job.id, Iteration.iteration, cast(Iteration.metrics, Text), Iteration.created_at)
