@@ -3,6 +3,7 @@
 See docs/architecture.md#sync-and-async-pipelining.
 
     python bench/modes.py [--iterations 30 --repeats 3 --cores 2 --gen-cores 1 --instances 1 --prompts 8 --group 8]
+                          [--profile DIR]   (py-spy flame graphs of each configuration's first run)
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
 to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
@@ -75,6 +76,30 @@ def _workers(env: dict[str, str], log_dir: Path, devices: dict[str, str]) -> lis
             [sys.executable, "-m", "streamrl.cli.main", "worker", "--pool", pool, "--devices", sets],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
     return procs
+
+
+def _profile(procs: list[subprocess.Popen[bytes]], pools: list[str], out: Path,
+             key: str) -> list[subprocess.Popen[bytes]]:
+    """py-spy (PyPI) flame graphs of every worker and its task processes while the job runs: `out/<key>-<pool>.svg`
+    (stopped with SIGINT before the workers, so it writes the file)."""
+    out.mkdir(parents=True, exist_ok=True)
+    spies = []
+    for proc, pool in zip(procs, pools, strict=True):
+        target = out / f"{key.replace('+', '-')}-{pool}.svg"
+        spies.append(subprocess.Popen(["py-spy", "record", "--subprocesses", "--nonblocking", "--rate", "50",
+                                       "--pid", str(proc.pid), "--output", str(target)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return spies
+
+
+def _stop_profiles(spies: list[subprocess.Popen[bytes]]) -> None:
+    for spy in spies:
+        spy.send_signal(2)
+    for spy in spies:
+        try:
+            spy.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -203,6 +228,7 @@ def main() -> None:
     parser.add_argument("--sft-seconds", type=float, default=45.0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
+    parser.add_argument("--profile", help="write py-spy flame graphs of each configuration's first run here")
     parser.add_argument("--learn", action="store_true", help="check that reward rises in every mode (arithmetic)")
     parser.add_argument("--learn-iterations", type=int, default=160)
     args = parser.parse_args()
@@ -266,10 +292,13 @@ def main() -> None:
                     ("async+skew", "async", "skew_aware", n)]
             measured: dict[str, list[dict[str, float]]] = {}
             for _round, (key, mode, policy, instances) in itertools.product(range(args.repeats), runs):
-                procs = _workers(env, data_dir, layout(mode, cores, gen_cores, instances))
+                devices = layout(mode, cores, gen_cores, instances)
+                procs = _workers(env, data_dir, devices)
+                spies = _profile(procs, list(devices), Path(args.profile), key) if args.profile and _round == 0 else []
                 try:
                     rows = _run_job(team_id, user_id, _spec(args, mode, policy, instances), args.timeout)
                 finally:
+                    _stop_profiles(spies)
                     _stop(procs)
                     procs = []
                 measured.setdefault(key, []).append(_summary(rows))

@@ -1,6 +1,7 @@
 """Skewness-aware dispatch on a real engine: generation makespan of random+FIFO vs skew_aware+LPT (paper §4.2).
 
     python bench/skew.py [--prompts 128 --instances 2 --batch 8 --sft-seconds 60 --repeats 2]
+    python bench/skew.py --keep-model M; for i in 1 2 3 4; do python bench/skew.py --model-dir M; done  (median)
 
 A tiny Llama (workers/models) is SFT-warmed briefly on the long_tail task (workers/training/sft.py) so that its
 response lengths are heavy-tailed and follow the prompt. Instances are `hf` engines (continuous batching, one CPU
@@ -18,6 +19,7 @@ The random+FIFO makespan is the mean over `--random-splits` different random spl
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -117,6 +119,7 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=600)
     parser.add_argument("--sft-seconds", type=float, default=900.0, help="SFT time budget")
     parser.add_argument("--model-dir", help="use this (already warmed) model instead of building one")
+    parser.add_argument("--keep-model", help="copy the warmed model here (for later runs' --model-dir)")
     parser.add_argument("--group", type=int, default=4, help="samples per prompt (GRPO group)")
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per policy (an instance's best counts)")
@@ -134,6 +137,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="streamrl-skew-") as tmp:
         model_dir = Path(args.model_dir) if args.model_dir else prepare_model(
             Path(tmp), args.preset, args.sft_steps, args.sft_seconds, args.seed)
+        if args.keep_model:
+            shutil.copytree(model_dir, args.keep_model, dirs_exist_ok=True)
         engine = setup_engine("hf", model_dir=model_dir, max_batch_size=args.batch)
         g = args.group
         sizes = sorted({1, g, 2 * g, args.batch // 2, args.batch} - {0})
