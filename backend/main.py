@@ -10,8 +10,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
+from backend.api.admission import AdmissionLimit, pool_capacity
 from backend.api.deps import reject_unknown_query
 from backend.api.errors import install_error_handlers
 from backend.api.guard import BodyGuard, SecurityHeaders
@@ -45,9 +47,11 @@ def api_router() -> APIRouter:
     return router
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
+    """The API on `settings` (default: the environment); `engine` (default: one made from the settings) is the
+    database it serves from, e.g. one with a smaller pool."""
     settings = settings or get_settings()
-    engine = make_engine(settings.database_url)
+    engine = engine or make_engine(settings.database_url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,6 +89,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         limits=lambda: (settings.max_request_bytes, settings.max_upload_bytes + UPLOAD_OVERHEAD_BYTES),
         upload_paths=UPLOAD_PATHS,
     )
+    capacity = pool_capacity(engine)
+    if capacity is not None:  # no request waits for a connection while holding a thread (backend/api/admission.py)
+        app.add_middleware(AdmissionLimit, limit=capacity)
     app.add_middleware(SecurityHeaders)  # outermost: also on answers the guard gives
     install_error_handlers(app)
     install_metrics(app, app.state.session_factory)

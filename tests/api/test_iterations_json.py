@@ -1,6 +1,6 @@
 """`GET /jobs/{id}/iterations` splices the stored metrics text into its JSON (services/json_pages.py; PostgreSQL
-renders it in one aggregate): the answer must equal what `Page[IterationPublic]` serializes, on PostgreSQL and SQLite, including non-finite values
-(null, as pydantic writes them), nested values, unicode and paging."""
+renders it in one aggregate): the answer must equal what `Page[IterationPublic]` serializes, on PostgreSQL and
+SQLite, including non-finite values (null, as pydantic writes them), nested values, unicode and paging."""
 
 from __future__ import annotations
 
