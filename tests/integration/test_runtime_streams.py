@@ -123,3 +123,18 @@ def test_publishing_a_sample_acknowledges_its_prompt_in_the_same_step(redis_clie
     assert [r.sample_id for _, r in queue.read("other", count=5)] == ["s2"]
     assert [s.sample_id for _, s in stream.read("t", count=10, block_ms=10)] == ["s0"]
     assert stream.produced_among(["s0", "s1", "s2"]) == {"s0"} and stream.produced_among([]) == set()
+
+
+def test_a_batch_of_finished_samples_is_one_atomic_step(redis_client: redis.Redis, job_id: int) -> None:
+    """What an instance streams in one round trip: new ids are added once, a duplicate is skipped, and every prompt
+    entry of the batch is acknowledged and deleted."""
+    queue = PromptQueue(redis_client, job_id, "inst-4")
+    stream = SampleStream(redis_client, job_id)
+    queue.put(_request(i) for i in range(4))
+    entries = queue.read("c", count=4)
+    assert stream.publish(_sample(job_id, "s1"))  # another instance streamed s1 already
+    finished = [(_sample(job_id, request.sample_id), entry_id) for entry_id, request in entries[:3]]
+    assert stream.publish_finished(queue, finished) == 2  # s0, s2 new; s1 not streamed twice
+    assert queue.backlog() == 1
+    assert sorted(s.sample_id for _, s in stream.read("t", count=10, block_ms=10)) == ["s0", "s1", "s2"]
+    assert stream.publish_finished(queue, []) == 0

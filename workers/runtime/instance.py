@@ -2,8 +2,9 @@
 
 One long `generate_stream` call (continuous batching) is fed lazily from this instance's prompt stream in the
 order the dispatcher wrote it (longest-predicted first); each finished request is rewarded, streamed to the job's
-sample stream and acknowledged in the same atomic step. A request whose sample id was already streamed is
-acknowledged unseen. Redis round trips per sample: one (publish + acknowledge); reads are per batch of requests.
+sample stream and acknowledged in the same atomic step, batched: samples that finish within POLL_S of each other go
+in one round trip (at once when the engine runs dry). A request whose sample id was already streamed is acknowledged
+unseen. Redis round trips are per batch of samples and per batch of requests read, not per sample.
 
 Weights: before admitting a request the feed loads the newest published version. In sync mode a new version is only
 published after every sample of the previous iteration was used, so the switch happens between batches; in async
@@ -29,7 +30,7 @@ import redis
 
 from contract import keys
 from contract.reporter import Reporter
-from contract.sample import PromptRequest
+from contract.sample import PromptRequest, Sample
 from contract.states import InstanceStatus
 from workers.core import generation_request, sampling_params, to_sample
 from workers.generation.engine import GenerationRequest, GenerationResult
@@ -43,6 +44,7 @@ from workers.weightsync import setup_weight_sync
 log = logging.getLogger(__name__)
 POLL_S = 0.02  # how often the feed polls Redis (prompts, weight version) while the engine is busy
 IDLE_BLOCK_MS = 200  # blocking read while the engine has nothing to do
+PUBLISH_BATCH = 32  # finished samples streamed in one round trip at most
 
 
 @dataclass
@@ -71,6 +73,11 @@ class InstanceRunner:
         self._busy_since: float | None = None  # the engine has requests in flight since then ("generating")
         self._last_poll = 0.0
         self._version_checked = 0.0  # monotonic time the newest published weights version was last read
+        # finished samples not yet streamed (their prompts stay unacknowledged until then, so a crash loses nothing:
+        # the entries are reclaimed and generated again); streamed when the engine runs dry, PUBLISH_BATCH are
+        # waiting, or the oldest has waited POLL_S
+        self.outbox: list[tuple[Sample, str]] = []
+        self._outbox_since = 0.0
         self.sampling = sampling_params(self.spec.generation)
         self.engine: Any = None
         self.reward: Any = None
@@ -88,6 +95,7 @@ class InstanceRunner:
             try:
                 for result in self.engine.generate_stream(self._feed()):
                     self._emit(result)
+                self._flush()
             finally:
                 self.reward.close()
         finally:
@@ -128,6 +136,8 @@ class InstanceRunner:
     # -- the feed the engine pulls from -------------------------------------------------------------------------------
     def _feed(self) -> Iterator[GenerationRequest | None]:
         while not self.stop.is_set():
+            if self.outbox and time.monotonic() - self._outbox_since >= POLL_S:
+                self._flush()  # the engine asks between decode steps: finished samples wait at most POLL_S
             if not self.local:
                 self._refill()
             if not self.local:
@@ -175,11 +185,23 @@ class InstanceRunner:
         outcome = self.reward.score(request.prompt_text, result.text, request.meta)
         sample = to_sample(request, result, outcome, job_id=self.ctx.job_id, version=flight.version,
                            instance_id=self.instance_id)
-        self.samples.publish(sample, finishes=(self.queue, flight.entry_id))
-        self.produced += 1
+        if not self.outbox:
+            self._outbox_since = time.monotonic()
+        self.outbox.append((sample, flight.entry_id))
+        if (not self.in_flight or len(self.outbox) >= PUBLISH_BATCH
+                or time.monotonic() - self._outbox_since >= POLL_S):
+            self._flush()
         if not self.in_flight and self._busy_since is not None:
             self.spans.add("generating", self._busy_since, time.time())
             self._busy_since = None
+
+
+    def _flush(self) -> None:
+        """Stream the finished samples and acknowledge their prompts: one atomic Redis round trip for the batch."""
+        if self.outbox:
+            self.samples.publish_finished(self.queue, self.outbox)
+            self.produced += len(self.outbox)
+            self.outbox = []
 
 
 def run_instance(job_id: int, instance_id: str, reporter: Reporter, client: redis.Redis, artifacts: Path,

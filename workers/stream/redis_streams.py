@@ -22,17 +22,20 @@ from workers.stream.base import PromptQueueBase, SampleStreamBase
 PROMPT_GROUP = "generators"
 SAMPLE_GROUP = "trainer"
 
-# KEYS[1] produced set, KEYS[2] sample stream, KEYS[3] prompt stream (optional); ARGV[1] sample id, ARGV[2] payload,
-# ARGV[3] prompt group, ARGV[4] the prompt entry the sample finishes. XADD only for a new sample id; the prompt entry
-# is acknowledged and deleted in the same atomic step (one round trip per finished sample).
+# KEYS[1] produced set, KEYS[2] sample stream, KEYS[3] prompt stream (optional); ARGV[1] prompt group, then per
+# sample: id, payload, the prompt entry it finishes ('' for none). XADD only for a new sample id; the prompt entry is
+# acknowledged and deleted in the same atomic step. Returns how many were added. One round trip for a batch.
 _PUBLISH_ONCE = """
-local added = false
-if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then
-  added = redis.call('XADD', KEYS[2], '*', 'data', ARGV[2])
-end
-if KEYS[3] then
-  redis.call('XACK', KEYS[3], ARGV[3], ARGV[4])
-  redis.call('XDEL', KEYS[3], ARGV[4])
+local added = 0
+for i = 2, #ARGV, 3 do
+  if redis.call('SADD', KEYS[1], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[2], '*', 'data', ARGV[i + 1])
+    added = added + 1
+  end
+  if KEYS[3] and ARGV[i + 2] ~= '' then
+    redis.call('XACK', KEYS[3], ARGV[1], ARGV[i + 2])
+    redis.call('XDEL', KEYS[3], ARGV[i + 2])
+  end
 end
 return added
 """
@@ -133,13 +136,21 @@ class SampleStream(SampleStreamBase):
     def publish(self, sample: Sample, finishes: tuple[PromptQueue, str] | None = None) -> bool:
         """XADD `sample` unless its id was streamed before; True when added. `finishes` = (queue, entry id): the
         prompt entry this sample answers, acknowledged in the same atomic step."""
-        stream_keys, args = [keys.produced_set(self.job_id), self.stream], [sample.sample_id, sample.to_json()]
-        if finishes is not None:
-            queue, entry_id = finishes
-            stream_keys.append(queue.stream)
-            args += [PROMPT_GROUP, entry_id]
-        added = self._publish(keys=stream_keys, args=args)
-        return added is not None
+        if finishes is None:
+            return self.publish_finished(None, [(sample, "")]) == 1
+        queue, entry_id = finishes
+        return self.publish_finished(queue, [(sample, entry_id)]) == 1
+
+    def publish_finished(self, queue: PromptQueue | None, finished: list[tuple[Sample, str]]) -> int:
+        """Stream each (sample, prompt entry it answers) once per sample id and acknowledge the entries of `queue`,
+        all in one atomic round trip; returns how many samples were new."""
+        if not finished:
+            return 0
+        stream_keys = [keys.produced_set(self.job_id), self.stream] + ([queue.stream] if queue is not None else [])
+        args: list[str] = [PROMPT_GROUP]
+        for sample, entry_id in finished:
+            args += [sample.sample_id, sample.to_json(), entry_id if queue is not None else ""]
+        return int(self._publish(keys=stream_keys, args=args))
 
     def read(self, consumer: str, count: int, block_ms: int = 0) -> list[tuple[str, Sample]]:
         try:
