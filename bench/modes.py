@@ -4,6 +4,7 @@ See docs/architecture.md#sync-and-async-pipelining.
 
     python bench/modes.py [--iterations 30 --repeats 3 --cores 2 --gen-cores 1 --instances 1 --prompts 8 --group 8]
                           [--profile DIR]   (py-spy flame graphs of each configuration's first run)
+    python bench/modes.py --skew-only --preset tiny-15m --instances 2   (sync: random vs skew_aware dispatch)
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
 to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
@@ -65,6 +66,15 @@ def layout(mode: str, cores: int, gen_cores: int, instances: int) -> dict[str, s
     per = gen_cores // instances
     sets = ";".join(f"{i * per}-{(i + 1) * per - 1}" for i in range(instances))
     return {"generation": sets, "training": f"{gen_cores}-{cores - 1}"}
+
+
+def shared_layout(cores: int, instances: int) -> dict[str, str]:
+    """Sync mode only (generation and training take turns): the instances split every core, the trainer gets all."""
+    if cores % instances:
+        raise SystemExit(f"--cores {cores} must be divisible by --instances {instances}")
+    per = cores // instances
+    return {"generation": ";".join(f"{i * per}-{(i + 1) * per - 1}" for i in range(instances)),
+            "training": f"0-{cores - 1}"}
 
 
 def _workers(env: dict[str, str], log_dir: Path, devices: dict[str, str]) -> list[subprocess.Popen[bytes]]:
@@ -229,6 +239,10 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
     parser.add_argument("--profile", help="write py-spy flame graphs of each configuration's first run here")
+    parser.add_argument("--preset", default="tiny-1m", help="tiny Llama size (workers/models/tiny.py)")
+    parser.add_argument("--skew-only", action="store_true",
+                        help="sync mode only, random vs skew_aware dispatch; instances split every core and the "
+                             "trainer shares them (sync takes turns)")
     parser.add_argument("--learn", action="store_true", help="check that reward rises in every mode (arithmetic)")
     parser.add_argument("--learn-iterations", type=int, default=160)
     args = parser.parse_args()
@@ -250,7 +264,7 @@ def main() -> None:
             from workers.training.sft import sft_warm_start
 
             upgrade_database(get_settings().database_url)
-            base = build_tiny_model("tiny-1m", data_dir / "base", seed=0)
+            base = build_tiny_model(args.preset, data_dir / "base", seed=0)
             if args.learn:
                 rows = generate_arithmetic("arithmetic", 4000, 1000, digits=1, ops="+")
                 sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=300, lr=3e-3,
@@ -290,9 +304,14 @@ def main() -> None:
             runs = [("colocated", "colocated", "random", 1), ("sync", "sync", "random", n),
                     ("async", "async", "random", n), ("sync+skew", "sync", "skew_aware", n),
                     ("async+skew", "async", "skew_aware", n)]
+            if args.skew_only:
+                runs = [("sync", "sync", "random", n), ("sync+skew", "sync", "skew_aware", n)]
+                print(f"skew only: sync with {n} instance(s) splitting all {cores} cores, the trainer on all of them",
+                      flush=True)
             measured: dict[str, list[dict[str, float]]] = {}
             for _round, (key, mode, policy, instances) in itertools.product(range(args.repeats), runs):
-                devices = layout(mode, cores, gen_cores, instances)
+                devices = shared_layout(cores, instances) if args.skew_only else layout(mode, cores, gen_cores,
+                                                                                          instances)
                 procs = _workers(env, data_dir, devices)
                 spies = _profile(procs, list(devices), Path(args.profile), key) if args.profile and _round == 0 else []
                 try:
@@ -317,6 +336,17 @@ def main() -> None:
             _stop(procs)
             redis_server.stop()
 
+    if args.skew_only:
+        rand, skew = results["sync"], results["sync+skew"]
+        for key, r in results.items():
+            print(f"  {key:11s} {r['samples_per_s']:7.2f} samples/s; iteration {r['iteration_s']:6.2f} = "
+                  f"{r['train']:.2f} + {r['wait']:.2f} + {r['sync']:.3f} + {r['overhead']:.2f} | generation "
+                  f"{r['gen']:.2f}")
+        print(f"RESULT skew_only preset={args.preset} sync_random={rand['samples_per_s']:.2f} "
+              f"sync_skew_aware={skew['samples_per_s']:.2f} "
+              f"skew_over_random={skew['samples_per_s'] / rand['samples_per_s']:.3f} "
+              f"generation_skew_over_random={skew['gen'] / rand['gen']:.3f}")
+        return
     col = results["colocated"]["samples_per_s"]
     print(f"\n{'mode':10s} {'samples/s':>10s} {'x colocated':>12s} {'weight sync %':>14s} {'skew_aware':>11s} "
           f"{'skew gain':>10s}")
