@@ -20,8 +20,8 @@ STREAM_SUFFIX = "/stream"
 
 
 def pool_capacity(engine: Engine) -> int | None:
-    """Connections the engine's pool can hand out at once; None when it does not bound them (SQLite's file pool
-    bounds nothing: connections are opened as needed)."""
+    """Connections the engine's pool can hand out at once (pool size + overflow); None for a pool without that
+    bound (e.g. the single shared connection of an in-memory SQLite database)."""
     pool = engine.pool
     size, overflow = getattr(pool, "size", None), getattr(pool, "_max_overflow", None)
     if not callable(size) or not isinstance(overflow, int) or overflow < 0:

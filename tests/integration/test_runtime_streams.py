@@ -115,9 +115,9 @@ def test_publishing_a_sample_acknowledges_its_prompt_in_the_same_step(redis_clie
     stream = SampleStream(redis_client, job_id)
     queue.put(_request(i) for i in range(3))
     entries = queue.read("c", count=3)
-    assert stream.publish(_sample(job_id, "s0"), finishes=(queue, entries[0][0]))
+    assert stream.publish_finished(queue, [(_sample(job_id, "s0"), entries[0][0])]) == 1
     assert queue.backlog() == 2
-    assert not stream.publish(_sample(job_id, "s0"), finishes=(queue, entries[1][0]))  # duplicate id: not streamed
+    assert stream.publish_finished(queue, [(_sample(job_id, "s0"), entries[1][0])]) == 0  # duplicate: not streamed
     assert queue.backlog() == 1
     time.sleep(0.3)  # the acknowledged entries are never reclaimed; the third one is
     assert [r.sample_id for _, r in queue.read("other", count=5)] == ["s2"]

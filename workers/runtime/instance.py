@@ -195,7 +195,6 @@ class InstanceRunner:
             self.spans.add("generating", self._busy_since, time.time())
             self._busy_since = None
 
-
     def _flush(self) -> None:
         """Stream the finished samples and acknowledge their prompts: one atomic Redis round trip for the batch."""
         if self.outbox:

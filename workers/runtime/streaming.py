@@ -154,7 +154,8 @@ class StreamDriver(Driver):
                                            data={"instance_id": instance, "requests": len(drained)})
         self.orphans.extend(self.collector.take_regenerations())
         if self.orphans and live:
-            wanted = [r for r in self.orphans if not self.stream.already_produced(r.sample_id)]
+            produced = self.stream.produced_among([r.sample_id for r in self.orphans])  # one round trip
+            wanted = [r for r in self.orphans if r.sample_id not in produced]
             if wanted:
                 self.dispatcher.send(wanted, live)
             self.orphans = []

@@ -133,13 +133,9 @@ class SampleStream(SampleStreamBase):
         found: Any = self.client.smismember(keys.produced_set(self.job_id), sample_ids)
         return {sample_id for sample_id, hit in zip(sample_ids, found, strict=True) if hit}
 
-    def publish(self, sample: Sample, finishes: tuple[PromptQueue, str] | None = None) -> bool:
-        """XADD `sample` unless its id was streamed before; True when added. `finishes` = (queue, entry id): the
-        prompt entry this sample answers, acknowledged in the same atomic step."""
-        if finishes is None:
-            return self.publish_finished(None, [(sample, "")]) == 1
-        queue, entry_id = finishes
-        return self.publish_finished(queue, [(sample, entry_id)]) == 1
+    def publish(self, sample: Sample) -> bool:
+        """XADD `sample` unless its id was streamed before; True when added."""
+        return self.publish_finished(None, [(sample, "")]) == 1
 
     def publish_finished(self, queue: PromptQueue | None, finished: list[tuple[Sample, str]]) -> int:
         """Stream each (sample, prompt entry it answers) once per sample id and acknowledge the entries of `queue`,
