@@ -13,7 +13,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
-from backend.api.admission import AdmissionLimit, pool_capacity
+from backend.api.admission import AdmissionLimit, admission_slots, pool_capacity
+from backend.api.auth_cache import AuthCache
 from backend.api.deps import reject_unknown_query
 from backend.api.errors import install_error_handlers
 from backend.api.guard import BodyGuard, SecurityHeaders
@@ -59,10 +60,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             upgrade_database(settings.database_url)
         link = open_redis(settings)
         app.state.redis, app.state.redis_url = link.client, link.url
+        auth_cache.start(link.url, link.client)
         gc.freeze()  # the app's long-lived objects leave the collector's generations: shorter GC pauses per request
         try:
             yield
         finally:
+            auth_cache.close()
             link.close()
             engine.dispose()
 
@@ -80,6 +83,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         bind=engine.execution_options(isolation_level="AUTOCOMMIT"), autoflush=False, expire_on_commit=False
     )
     app.state.redis, app.state.redis_url = None, None
+    auth_cache = AuthCache(settings.auth_cache_s)
+    auth_cache.watch(app.state.session_factory)
+    auth_cache.watch(app.state.read_session_factory)
+    app.state.auth_cache = auth_cache
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"], allow_headers=["*"]
@@ -89,9 +96,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         limits=lambda: (settings.max_request_bytes, settings.max_upload_bytes + UPLOAD_OVERHEAD_BYTES),
         upload_paths=UPLOAD_PATHS,
     )
-    capacity = pool_capacity(engine)
-    if capacity is not None:  # no request waits for a connection while holding a thread (backend/api/admission.py)
-        app.add_middleware(AdmissionLimit, limit=capacity)
+    # requests run a few at a time in arrival order, and never wait for a connection holding a thread
+    slots = admission_slots(settings.api_concurrency, pool_capacity(engine))
+    app.add_middleware(AdmissionLimit, limit=slots.limit, upload_limit=slots.upload_limit, upload_paths=UPLOAD_PATHS)
     app.add_middleware(SecurityHeaders)  # outermost: also on answers the guard gives
     install_error_handlers(app)
     install_metrics(app, app.state.session_factory)

@@ -1,11 +1,15 @@
 """API load benchmark: p50/p99 latency and requests/s of `GET /jobs` and `GET /jobs/{id}/iterations` under 50
-concurrent clients, with one job that has a few hundred iterations recorded (what a dashboard polls).
+concurrent clients, with one job running that has a few hundred iterations recorded (what a dashboard polls).
+
+The running job's writes are the driver's: `DatabaseReporter` (the same class the runtime uses, on the live channel
+of the same Redis) records an iteration with its samples and an event every `--write-interval` seconds while the
+clients poll. No model runs: the figures are the API's, not the CPU a training job would take from it.
 
 Starts its own API server (uvicorn, the same factory `streamrl up` runs) on a fresh database: PostgreSQL
 (STREAMRL_BENCH_DATABASE_URL, default the local server) or `--sqlite`. Each configuration is measured in this process:
 the baseline is one uvicorn worker, the candidate `--workers N` (default: the CPU count).
 
-Run: `python bench/api_load.py [--requests 2000] [--clients 50] [--sqlite]`.
+Run: `python bench/api_load.py [--requests 2000] [--clients 50] [--sqlite] [--write-interval 0.5]`.
 Final line: `RESULT p50_ms=... p99_ms=... req_s=... baseline_p99_ms=... p99_ratio=...`.
 """
 
@@ -19,11 +23,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import httpx
+import redis
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -31,13 +37,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from backend.db.migrate import upgrade_database  # noqa: E402
-from backend.db.models import Iteration, Membership, Model, Team, User  # noqa: E402
+from backend.db.models import Iteration, Job, Membership, Model, Team, User  # noqa: E402
 from backend.db.session import make_engine, normalize_database_url, session_scope  # noqa: E402
+from backend.reporting import DatabaseReporter  # noqa: E402
 from backend.services.auth import issue_session_token  # noqa: E402
 from backend.services.jobs import create_job  # noqa: E402
 from contract.spec import JobSpec  # noqa: E402
+from contract.states import JobStatus  # noqa: E402
 
 SECRET = "bench-secret-key-0123456789abcdef"
+REDIS_URL = os.environ.get("STREAMRL_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
 def free_port() -> int:
@@ -76,6 +85,7 @@ def seed(url: str, workdir: Path, jobs: int, iterations: int) -> tuple[str, int]
         session.flush()
         spec = JobSpec.model_validate({"model": "m", "dataset": {"builtin": "arithmetic"}})
         ids = [create_job(session=session, team=team, user=user, spec=spec).id for _ in range(jobs)]
+        session.get(Job, ids[0]).status = JobStatus.running  # type: ignore[union-attr]
         metrics = {"reward_mean": 0.5, "gen_seconds": 1.0, "train_seconds": 0.5, "samples_per_s": 30.0,
                    "len_p50": 12.0, "len_p99": 40.0, "lengths": list(range(64))}
         session.add_all(Iteration(job_id=ids[0], iteration=i + 1, metrics=metrics) for i in range(iterations))
@@ -87,7 +97,7 @@ def seed(url: str, workdir: Path, jobs: int, iterations: int) -> tuple[str, int]
 def start_api(url: str, workdir: Path, workers: int) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {**os.environ, "STREAMRL_DATABASE_URL": url, "STREAMRL_DATA_DIR": str(workdir),
-           "STREAMRL_SECRET_KEY": SECRET, "STREAMRL_AUTO_MIGRATE": "false", "STREAMRL_REDIS_URL": "redis://127.0.0.1:1/0"}
+           "STREAMRL_SECRET_KEY": SECRET, "STREAMRL_AUTO_MIGRATE": "false", "STREAMRL_REDIS_URL": REDIS_URL}
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "backend.main:create_app", "--factory", "--port",
                              str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"],
                             env=env, cwd=REPO)
@@ -159,11 +169,46 @@ async def load(base: str, token: str, job_id: int, requests: int, clients: int) 
     return latencies, time.perf_counter() - started, errors
 
 
-def measure(url: str, workdir: Path, token: str, job_id: int, workers: int, args: argparse.Namespace) -> dict:
+class RunningJob:
+    """The job's driver writes while the clients poll: an iteration (metrics + samples) and an event every
+    `interval` seconds, through `DatabaseReporter`."""
+
+    def __init__(self, job_id: int, first_iteration: int, interval: float):
+        self.job_id, self.iteration, self.interval = job_id, first_iteration, interval
+        self.reporter = DatabaseReporter(redis.Redis.from_url(REDIS_URL))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.iteration += 1
+            metrics = {"reward_mean": 0.5, "gen_seconds": 1.0, "train_seconds": 0.5, "samples_per_s": 30.0,
+                       "len_p50": 12.0, "len_p99": 40.0, "lengths": list(range(64))}
+            samples = [{"iteration": self.iteration, "sample_id": f"{self.job_id}:{self.iteration}:{i}",
+                        "prompt": f"q{i}", "response": "a" * 40, "reward": 1.0, "length": 40,
+                        "policy_version": self.iteration - 1} for i in range(4)]
+            self.reporter.record_iteration(self.job_id, self.iteration, metrics, samples)
+            self.reporter.record_event(self.job_id, "iteration", f"iteration {self.iteration} trained")
+
+    def __enter__(self) -> RunningJob:
+        if self.interval > 0:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join()
+
+
+def measure(url: str, workdir: Path, token: str, job_id: int, workers: int, args: argparse.Namespace,
+            job: RunningJob) -> dict:
     proc, base = start_api(url, workdir, workers)
     try:
         asyncio.run(load(base, token, job_id, min(200, args.requests), args.clients))  # warm up
+        written = job.iteration
         latencies, wall, errors = asyncio.run(load(base, token, job_id, args.requests, args.clients))
+        written = job.iteration - written
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -172,7 +217,8 @@ def measure(url: str, workdir: Path, token: str, job_id: int, workers: int, args
                "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))], "req_s": len(ordered) / wall,
                "errors": errors}
     print(f"workers={workers}: p50 {figures['p50_ms']:.0f} ms, p99 {figures['p99_ms']:.0f} ms, "
-          f"{figures['req_s']:.0f} req/s, {errors} errors", flush=True)
+          f"{figures['req_s']:.0f} req/s, {errors} errors; the running job recorded {written} iterations meanwhile",
+          flush=True)
     return figures
 
 
@@ -184,15 +230,20 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=300, help="iterations of the polled job")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
+    parser.add_argument("--write-interval", type=float, default=0.5,
+                        help="seconds between the running job's iterations (0: the job writes nothing)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-") as tmp:
         workdir = Path(tmp)
         url = fresh_database(args.sqlite, workdir)
         token, job_id = seed(url, workdir, args.jobs, args.iterations)
         print(f"database: {'sqlite' if args.sqlite else 'postgres'}; {args.jobs} jobs, {args.iterations} iterations "
-              f"on job {job_id}; {args.requests} GETs from {args.clients} clients", flush=True)
-        baseline = measure(url, workdir, token, job_id, 1, args)
-        candidate = measure(url, workdir, token, job_id, args.workers, args)
+              f"on job {job_id} (running: an iteration every {args.write_interval} s); {args.requests} GETs from "
+              f"{args.clients} clients", flush=True)
+        os.environ["STREAMRL_DATABASE_URL"] = url  # DatabaseReporter's sessions
+        with RunningJob(job_id, args.iterations, args.write_interval) as job:
+            baseline = measure(url, workdir, token, job_id, 1, args, job)
+            candidate = measure(url, workdir, token, job_id, args.workers, args, job)
     print(f"RESULT p50_ms={candidate['p50_ms']:.1f} p99_ms={candidate['p99_ms']:.1f} req_s={candidate['req_s']:.1f} "
           f"baseline_p99_ms={baseline['p99_ms']:.1f} p99_ratio={candidate['p99_ms'] / baseline['p99_ms']:.2f} "
           f"errors={candidate['errors'] + baseline['errors']}")

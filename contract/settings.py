@@ -45,6 +45,14 @@ class Settings(BaseSettings):
     login_max_failures_per_address: int = Field(50, ge=1)
     auto_migrate: bool = Field(True, description="run `alembic upgrade head` when the app starts")
     allow_registration: bool = Field(True, description="POST /auth/register may create new teams")
+    api_concurrency: int = Field(
+        8, ge=1, le=1024, description="requests an API process works on at once (the rest wait their turn in arrival "
+        "order): a few at a time keep the tail short; uploads and event streams are not counted"
+    )
+    auth_cache_s: float = Field(
+        5.0, ge=0, le=300, description="reads reuse a token's resolved caller for up to this long while the API is "
+        "subscribed to revocations in Redis (changes through the API apply at once); 0: each request reads the database"
+    )
     cors_origins: list[str] = Field(default_factory=list)
     device: str = Field(
         "auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="workers' accelerator: auto = cuda when available"

@@ -1,17 +1,27 @@
-"""Admission: at most as many HTTP requests run at once in this process as its database pool has connections.
+"""Admission: how many HTTP requests this process works on at once, and in which order the rest wait.
 
-A request holds its pooled connection from its first query (in the auth dependency, on a worker thread) until its
-response, and in between it needs a worker thread again for the route. With more requests in flight than
-connections, the threads can all be taken by requests waiting for a connection while every connection belongs to a
-request waiting for a thread: nothing moves until the pool's timeout turns them into errors. With in-flight requests
-bounded by the pool size no request ever waits for a connection, so that cannot happen; requests over the bound wait
-in the event loop, holding neither. Event streams are not counted: they live for minutes and take a connection only
-for a moment at a time.
+Two bounds, both held by requests waiting in the event loop (holding neither a thread nor a connection), woken in
+arrival order (asyncio's semaphores are FIFO):
+
+- **Work slots** (`api_concurrency`, default 8). A request's route runs on a worker thread; with dozens of threads
+  contending for the GIL, which request runs next is close to random and the event loop itself waits behind them,
+  so under load the slowest requests took 3-4x the median (bench/api_load.py: p99 208-423 ms at p50 38-59 ms with
+  the 30-request bound below; 72-108 ms with 2-8 work slots, at higher throughput). Taking turns keeps the tail close
+  to the median.
+- **The database pool** (size + overflow). A request holds its pooled connection from its first query to its
+  response and needs a worker thread in between: with more requests in flight than connections, threads can all be
+  held by requests waiting for a connection while every connection belongs to a request waiting for a thread, and
+  nothing moves until the pool's timeout turns them into errors. In-flight requests never exceed the pool.
+
+Uploads (bodies arriving at a client's pace) use the pool's remaining slots, not work slots, so slow uploaders cannot
+stall the API; where the pool is no bigger than the work slots they share them. Event streams are not counted: they
+live for minutes and take a connection only for a moment at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import NamedTuple
 
 from sqlalchemy import Engine
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -29,18 +39,51 @@ def pool_capacity(engine: Engine) -> int | None:
     return int(size()) + overflow
 
 
+class Slots(NamedTuple):
+    limit: int  # work slots
+    upload_limit: int | None  # 0: uploads take work slots; None: unbounded
+
+
+def admission_slots(concurrency: int, capacity: int | None) -> Slots:
+    """`AdmissionLimit` bounds for `concurrency` work slots on a pool of `capacity` connections (None: unbounded):
+    work + upload slots never exceed the pool."""
+    if capacity is None:
+        return Slots(concurrency, None)
+    if capacity > concurrency:
+        return Slots(concurrency, capacity - concurrency)
+    return Slots(capacity, 0)  # uploads share the work slots
+
+
 class AdmissionLimit:
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: int, upload_limit: int | None = 0, upload_paths: tuple[str, ...] = ()
+    ) -> None:
+        """`limit` work slots; `upload_limit` slots for requests under `upload_paths` (0: they take work slots,
+        None: unbounded)."""
         if limit < 1:
             raise ValueError(f"admission limit must be >= 1, got {limit}")
-        self.app, self.limit = app, limit
-        self._slots: asyncio.Semaphore | None = None  # made on first use, inside the server's event loop
+        if upload_limit is not None and upload_limit < 0:
+            raise ValueError(f"upload admission limit must be >= 0, got {upload_limit}")
+        self.app, self.limit, self.upload_limit, self.upload_paths = app, limit, upload_limit, upload_paths
+        self._work: asyncio.Semaphore | None = None  # made on first use, inside the server's event loop
+        self._uploads: asyncio.Semaphore | None = None
+
+    def _slots(self, path: str) -> asyncio.Semaphore | None:
+        if self._work is None:
+            self._work = asyncio.Semaphore(self.limit)
+            if self.upload_limit:
+                self._uploads = asyncio.Semaphore(self.upload_limit)
+        if self.upload_limit != 0 and self.upload_paths and path.startswith(self.upload_paths):
+            return self._uploads  # None when unbounded
+        return self._work
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"].endswith(STREAM_SUFFIX):
             await self.app(scope, receive, send)
             return
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.limit)
-        async with self._slots:
+        slots = self._slots(scope["path"])
+        if slots is None:
+            await self.app(scope, receive, send)
+            return
+        async with slots:
             await self.app(scope, receive, send)

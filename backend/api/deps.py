@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from backend.api.auth_cache import AuthCache
 from backend.db.enums import Role
 from backend.db.models import Job, Team, User
 from backend.schemas.common import MAX_ID
@@ -88,12 +89,31 @@ SessionDep = Annotated[Session, Depends(get_db)]
 _bearer = HTTPBearer(auto_error=False, description="session token (POST /auth/login) or API key srl_...")
 
 
-def get_auth(
-    session: SessionDep, settings: SettingsDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+async def get_auth(
+    request: Request,
+    session: SessionDep,
+    settings: SettingsDep,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> AuthContext:
+    """The caller. Reads may be answered from the process's auth cache (backend/api/auth_cache.py: no query, no
+    thread hop); writes always resolve from the database."""
     if creds is None:
         raise Unauthorized("missing bearer token: send `Authorization: Bearer <session token or API key>`")
-    auth = resolve_token(session=session, token=creds.credentials, secret_key=settings.secret_key)
+    token = creds.credentials
+    cache: AuthCache = request.app.state.auth_cache
+    if request.method not in READ_METHODS:
+        return await run_in_threadpool(_resolve, session, token, settings.secret_key)
+    cached = cache.get(token, session)
+    if cached is not None:
+        return cached
+    generation = cache.generation
+    auth = await run_in_threadpool(_resolve, session, token, settings.secret_key)
+    cache.put(token, auth, generation)
+    return auth
+
+
+def _resolve(session: Session, token: str, secret_key: str) -> AuthContext:
+    auth = resolve_token(session=session, token=token, secret_key=secret_key)
     if session.dirty:
         session.commit()  # API key last_used_at
     return auth

@@ -1,7 +1,8 @@
 """Passwords (scrypt), UI session tokens (HMAC-signed, carry user + team + expiry) and API keys (hashed secrets).
 
 API key format: `srl_<prefix>_<secret>`; `prefix` (12 hex) is public and indexed, only sha256(secret) is stored.
-Every request re-reads the membership (and the key), so removals and revocations take effect at once. A session
+Every resolution re-reads the membership (and the key); the API may answer reads from a per-process cache of
+resolutions that every change through the API empties at once (backend/api/auth_cache.py). A session
 token carries an id (`j`) and its issue time in ms (`i`): logout records the id in `revoked_sessions`, a password
 change sets `users.sessions_valid_after`, and either refuses the token from the next request on.
 """

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from backend.api.admission import AdmissionLimit, pool_capacity
+from backend.api.admission import AdmissionLimit, admission_slots, pool_capacity
 from backend.db.session import make_engine
 from backend.main import create_app
 
@@ -35,3 +35,53 @@ def test_requests_beyond_the_pool_wait_for_a_slot_instead_of_failing(pg_backend:
         assert asyncio.run(burst()) == [200] * 60
     finally:
         engine.dispose()
+
+
+async def _run_through(middleware: AdmissionLimit, paths: list[str]) -> tuple[list[str], int]:
+    """Send one request per path (in list order, all at once) through `middleware`; the inner app records the order
+    requests got in and the most that were inside at once."""
+    entered: list[str] = []
+    inside = peak = 0
+    release = asyncio.Event()
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal inside, peak
+        entered.append(scope["path"])
+        inside += 1
+        peak = max(peak, inside)
+        await release.wait()
+        inside -= 1
+
+    middleware.app = inner
+    tasks = [asyncio.create_task(middleware({"type": "http", "path": path}, None, None)) for path in paths]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(*tasks)
+    return entered, peak
+
+
+def test_work_slots_bound_concurrency_and_admit_in_arrival_order() -> None:
+    paths = [f"/api/v1/jobs/{i}" for i in range(20)]
+    entered, peak = asyncio.run(_run_through(AdmissionLimit(None, limit=3), paths))  # type: ignore[arg-type]
+    assert peak == 3
+    assert entered == paths  # FIFO: nobody overtakes an earlier request
+
+
+def test_uploads_do_not_take_work_slots() -> None:
+    """Two slow uploads hold both upload slots; the other requests still get in (and uploads never exceed theirs)."""
+    uploads = ["/api/v1/datasets"] * 3
+    middleware = AdmissionLimit(None, limit=2, upload_limit=2, upload_paths=("/api/v1/datasets",))  # type: ignore[arg-type]
+
+    async def scenario() -> tuple[list[str], int]:
+        return await _run_through(middleware, uploads + ["/api/v1/jobs", "/api/v1/jobs/1"])
+
+    entered, peak = asyncio.run(scenario())
+    assert entered[:4] == ["/api/v1/datasets", "/api/v1/datasets", "/api/v1/jobs", "/api/v1/jobs/1"]
+    assert peak == 4  # 2 uploads + 2 work slots, the third upload waits
+
+
+def test_slots_never_exceed_the_pool() -> None:
+    assert admission_slots(8, 30) == (8, 22)
+    assert admission_slots(8, 5) == (5, 0)  # uploads share the work slots
+    assert admission_slots(8, None) == (8, None)
