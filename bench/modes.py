@@ -5,6 +5,7 @@ See docs/architecture.md#sync-and-async-pipelining.
     python bench/modes.py [--iterations 30 --repeats 3 --cores 2 --gen-cores 1 --instances 1 --prompts 8 --group 8]
                           [--profile DIR]   (py-spy flame graphs of each configuration's first run)
     python bench/modes.py --skew-only --preset tiny-15m --instances 2   (sync: random vs skew_aware dispatch)
+    python bench/modes.py --bf16 --token-budget 1024   (every mode with the cheaper training options)
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
 to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
@@ -130,7 +131,8 @@ def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> d
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
         "generation": {"instances": instances, "batch_size": 64, "max_tokens": args.max_tokens},
         "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
-                     "micro_batch_size": 16, "lr": 1e-4,
+                     "micro_batch_size": 16, "lr": 1e-4, "bf16_autocast": args.bf16,
+                     "max_tokens_per_micro_batch": args.token_budget or None,
                      "weight_sync": "shared_store" if mode == "colocated" else args.weight_sync},
         "dispatch": {"policy": policy}, "checkpoint": {"interval": 10_000},
     }
@@ -243,6 +245,9 @@ def main() -> None:
     parser.add_argument("--skew-only", action="store_true",
                         help="sync mode only, random vs skew_aware dispatch; instances split every core and the "
                              "trainer shares them (sync takes turns)")
+    parser.add_argument("--bf16", action="store_true", help="every mode trains with bf16 autocast (training.bf16_autocast)")
+    parser.add_argument("--token-budget", type=int, default=0,
+                        help="every mode cuts micro-batches by tokens (training.max_tokens_per_micro_batch; 0: by count)")
     parser.add_argument("--learn", action="store_true", help="check that reward rises in every mode (arithmetic)")
     parser.add_argument("--learn-iterations", type=int, default=160)
     args = parser.parse_args()
