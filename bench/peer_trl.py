@@ -1,6 +1,7 @@
 """The platform against TRL's `GRPOTrainer` on the same GRPO run: same model, data, reward, hyperparameters and seed.
 
     python bench/peer_trl.py [--steps 30 --prompts 8 --group 8 --max-tokens 160 --lr 3e-4 --modes colocated,async]
+                             [--bf16] [--token-budget 1024]
 
 Task: the built-in `long_tail` (`rep 3 ab:` -> `ababab`; Pareto-distributed answer lengths, so a few responses are
 10-20x the median), exact-match reward, a tiny Llama SFT-warmed on the task for `--sft-seconds` so the policy
@@ -56,7 +57,7 @@ TRL_SCRIPT = textwrap.dedent('''
         output_dir=cfg["out"], learning_rate=cfg["lr"], max_steps=cfg["steps"], seed=cfg["seed"],
         per_device_train_batch_size=cfg["prompts"] * cfg["group"], num_generations=cfg["group"],
         gradient_accumulation_steps=1, max_completion_length=cfg["max_tokens"], temperature=1.0, top_p=1.0,
-        beta=0.0, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
+        beta=0.0, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=cfg["bf16"],
         dataloader_num_workers=0, num_iterations=1, lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=0.0, max_grad_norm=1.0)
     trainer = GRPOTrainer(model=model, args=args, reward_funcs=exact_match, train_dataset=data,
@@ -164,7 +165,8 @@ def run_platform(mode: str, args: argparse.Namespace, base: Path, train_file: Pa
                     "generation": {"instances": 1, "batch_size": args.prompts * args.group,
                                    "max_tokens": args.max_tokens, "temperature": 1.0},
                     "training": {"iterations": args.steps, "prompts_per_iteration": args.prompts,
-                                 "micro_batch_size": args.prompts * args.group, "lr": args.lr, "eval_every": 0},
+                                 "micro_batch_size": args.prompts * args.group, "lr": args.lr, "eval_every": 0,
+                                 "bf16_autocast": args.bf16, "max_tokens_per_micro_batch": args.token_budget or None},
                     "checkpoint": {"interval": args.steps}}
             job = api.submit_job(spec)
             done = api.wait_for_status(job["id"], timeout_s=args.timeout, poll_s=2.0)
@@ -186,7 +188,7 @@ def run_platform(mode: str, args: argparse.Namespace, base: Path, train_file: Pa
 def run_trl(python: Path, args: argparse.Namespace, base: Path, train_file: Path, work: Path) -> dict[str, Any]:
     cfg = {"model": str(base), "data": str(train_file), "out": str(work / "trl"), "lr": args.lr, "steps": args.steps,
            "prompts": args.prompts, "group": args.group, "max_tokens": args.max_tokens, "seed": args.seed,
-           "threads": args.cores}
+           "threads": args.cores, "bf16": args.bf16}
     script = work / "trl_grpo.py"
     script.write_text(TRL_SCRIPT)
     done = subprocess.run([str(python), str(script), json.dumps(cfg)], capture_output=True, text=True,
@@ -213,6 +215,11 @@ def main() -> None:
     parser.add_argument("--sft-seconds", type=float, default=45.0)
     parser.add_argument("--eval-prompts", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--bf16", action="store_true",
+                        help="both sides train under bf16 autocast (the platform's training.bf16_autocast, TRL's bf16)")
+    parser.add_argument("--token-budget", type=int, default=0,
+                        help="the platform's padding-free micro-batches (training.max_tokens_per_micro_batch); TRL "
+                             "has no equivalent and pads every step's batch")
     parser.add_argument("--trl-venv", type=Path, default=Path(tempfile.gettempdir()) / "streamrl-trl-venv")
     args = parser.parse_args()
     python = trl_venv(args.trl_venv)
