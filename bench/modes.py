@@ -129,9 +129,9 @@ def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> d
         "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
         "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
-        "generation": {"instances": instances, "batch_size": 64, "max_tokens": args.max_tokens},
+        "generation": {"instances": instances, "batch_size": args.gen_batch, "max_tokens": args.max_tokens},
         "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
-                     "micro_batch_size": 16, "lr": 1e-4, "bf16_autocast": args.bf16,
+                     "micro_batch_size": args.micro_batch, "lr": 1e-4, "bf16_autocast": args.bf16,
                      "max_tokens_per_micro_batch": args.token_budget or None,
                      "weight_sync": "shared_store" if mode == "colocated" else args.weight_sync},
         "dispatch": {"policy": policy}, "checkpoint": {"interval": 10_000},
@@ -248,6 +248,12 @@ def main() -> None:
     parser.add_argument("--configs", default="",
                         help="comma list of the configurations to run (colocated is always needed: the baseline); "
                              "default: colocated,sync,async,sync+skew,async+skew")
+    parser.add_argument("--gen-batch", type=int, default=64,
+                        help="generation.batch_size: sequences an instance decodes at once (fewer than it is sent: "
+                             "they queue, and which instance gets the long tail decides the makespan)")
+    parser.add_argument("--micro-batch", type=int, default=16,
+                        help="training.micro_batch_size: a micro-step starts when this many samples have streamed "
+                             "in (prompts x group: training starts after the whole batch)")
     parser.add_argument("--bf16", action="store_true",
                         help="every mode trains with bf16 autocast (training.bf16_autocast)")
     parser.add_argument("--token-budget", type=int, default=0,
