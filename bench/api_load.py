@@ -46,6 +46,8 @@ from contract.spec import JobSpec  # noqa: E402
 from contract.states import JobStatus  # noqa: E402
 
 SECRET = "bench-secret-key-0123456789abcdef"
+METRICS = {"reward_mean": 0.5, "gen_seconds": 1.0, "train_seconds": 0.5, "samples_per_s": 30.0, "len_p50": 12.0,
+           "len_p99": 40.0, "lengths": list(range(64))}  # one iteration's metrics, as a driver records them
 REDIS_URL = os.environ.get("STREAMRL_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 
 
@@ -86,9 +88,7 @@ def seed(url: str, workdir: Path, jobs: int, iterations: int) -> tuple[str, int]
         spec = JobSpec.model_validate({"model": "m", "dataset": {"builtin": "arithmetic"}})
         ids = [create_job(session=session, team=team, user=user, spec=spec).id for _ in range(jobs)]
         session.get(Job, ids[0]).status = JobStatus.running  # type: ignore[union-attr]
-        metrics = {"reward_mean": 0.5, "gen_seconds": 1.0, "train_seconds": 0.5, "samples_per_s": 30.0,
-                   "len_p50": 12.0, "len_p99": 40.0, "lengths": list(range(64))}
-        session.add_all(Iteration(job_id=ids[0], iteration=i + 1, metrics=metrics) for i in range(iterations))
+        session.add_all(Iteration(job_id=ids[0], iteration=i + 1, metrics=METRICS) for i in range(iterations))
         token = issue_session_token(user_id=user.id, team_id=team.id, secret_key=SECRET, ttl_s=3600)
     engine.dispose()
     return token, ids[0]
@@ -182,12 +182,10 @@ class RunningJob:
     def run(self) -> None:
         while not self.stop.wait(self.interval):
             self.iteration += 1
-            metrics = {"reward_mean": 0.5, "gen_seconds": 1.0, "train_seconds": 0.5, "samples_per_s": 30.0,
-                       "len_p50": 12.0, "len_p99": 40.0, "lengths": list(range(64))}
             samples = [{"iteration": self.iteration, "sample_id": f"{self.job_id}:{self.iteration}:{i}",
                         "prompt": f"q{i}", "response": "a" * 40, "reward": 1.0, "length": 40,
                         "policy_version": self.iteration - 1} for i in range(4)]
-            self.reporter.record_iteration(self.job_id, self.iteration, metrics, samples)
+            self.reporter.record_iteration(self.job_id, self.iteration, METRICS, samples)
             self.reporter.record_event(self.job_id, "iteration", f"iteration {self.iteration} trained")
 
     def __enter__(self) -> RunningJob:

@@ -9,7 +9,9 @@ Invariants (what keeps "a revocation takes effect at once"):
   was filled: any message on the channel, a lost connection, or a subscriber that has not checked in for
   `LIVENESS_S` empties the cache and bumps its generation. With no Redis, nothing is cached.
 - A commit of this process that changed a user, team, membership, API key (other than its `last_used_at`) or a
-  session revocation empties the cache at once and publishes on the channel, so every other API process does too.
+  session revocation empties the cache at once and publishes on the channel, so every other API process does too, and
+  open live streams re-check their credentials (backend/api/routes/stream.py). This hook is the one place the API
+  announces such changes: routes only commit.
 - A request fills the cache only if the generation did not change while it read the database: a read that raced
   with a change is used once and never stored.
 - Entries live at most `ttl_s` (`STREAMRL_AUTH_CACHE_S`), the bound for changes made without the API (direct SQL).
@@ -28,7 +30,7 @@ from typing import TypeVar
 
 import redis
 from sqlalchemy import event, inspect
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 from backend.db.models import ApiKey, Membership, RevokedSession, Team, User
 from backend.services.auth import AuthContext
@@ -41,7 +43,7 @@ LIVENESS_S = 3.0  # the subscriber checks in at least every second; older than t
 MAX_ENTRIES = 10_000
 _WATCHED = (User, Team, Membership, ApiKey, RevokedSession)
 _WATCHED_TABLES = frozenset(model.__tablename__ for model in _WATCHED)
-_CHANGED_FLAG = "streamrl_auth_changed"
+_CHANGED_TABLES = "streamrl_auth_changed_tables"
 
 
 @dataclass(frozen=True)
@@ -134,11 +136,12 @@ class AuthCache:
         event.listen(factory, "after_flush", _note_flushed_changes)
         event.listen(factory, "do_orm_execute", _note_bulk_changes)
         event.listen(factory, "after_commit", self._after_commit)
-        event.listen(factory, "after_soft_rollback", lambda session, _tx: session.info.pop(_CHANGED_FLAG, None))
+        event.listen(factory, "after_soft_rollback", lambda session, _tx: session.info.pop(_CHANGED_TABLES, None))
 
     def _after_commit(self, session: Session) -> None:
-        if session.info.pop(_CHANGED_FLAG, False):
-            self.changed("account or team changed")
+        tables = session.info.pop(_CHANGED_TABLES, None)
+        if tables:
+            self.changed(f"{', '.join(sorted(tables))} changed")
 
     def _subscribe(self, url: str) -> None:
         backoff = 0.5
@@ -181,15 +184,18 @@ def _detached_copy(obj: T) -> T:
     return copy
 
 
+def _note(session: Session, table: str) -> None:
+    """Remember until the commit (or rollback) that `table`'s rows changed in this session."""
+    session.info.setdefault(_CHANGED_TABLES, set()).add(table)
+
+
 def _note_flushed_changes(session: Session, _context: object) -> None:
     for obj in (*session.new, *session.deleted):
         if isinstance(obj, _WATCHED):
-            session.info[_CHANGED_FLAG] = True
-            return
+            _note(session, obj.__tablename__)
     for obj in session.dirty:
         if isinstance(obj, _WATCHED) and _really_changed(obj):
-            session.info[_CHANGED_FLAG] = True
-            return
+            _note(session, obj.__tablename__)
 
 
 def _really_changed(obj: object) -> bool:
@@ -198,10 +204,9 @@ def _really_changed(obj: object) -> bool:
     return any(attr.history.has_changes() for attr in inspect(obj).attrs if attr.key != ignored)
 
 
-def _note_bulk_changes(execute_state: object) -> None:
-    state = execute_state  # sqlalchemy.orm.ORMExecuteState
-    if not (state.is_update or state.is_delete or state.is_insert):  # type: ignore[attr-defined]
+def _note_bulk_changes(state: ORMExecuteState) -> None:
+    if not (state.is_update or state.is_delete or state.is_insert):
         return
-    table = getattr(state.statement, "table", None)  # type: ignore[attr-defined]
-    if getattr(table, "name", None) in _WATCHED_TABLES:
-        state.session.info[_CHANGED_FLAG] = True  # type: ignore[attr-defined]
+    name = getattr(getattr(state.statement, "table", None), "name", None)
+    if name in _WATCHED_TABLES:
+        _note(state.session, name)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
-from backend.api.deps import AuthDep, OptionalRedisDep, SessionDep, SettingsDep
+from backend.api.deps import AuthDep, SessionDep, SettingsDep
 from backend.api.openapi import errors
 from backend.api.presenters import team_public
 from backend.db.models import User
@@ -25,7 +25,6 @@ from backend.services import sessions
 from backend.services import teams as team_service
 from backend.services.auth import authenticate_password, issue_session_token
 from backend.services.errors import Forbidden, InvalidInput, Unauthorized
-from backend.services.live import publish_revocation
 from contract.settings import Settings
 
 router = APIRouter(prefix="/auth", tags=["auth"])
@@ -102,7 +101,6 @@ def login(body: LoginRequest, request: Request, session: SessionDep, settings: S
 def logout(
     auth: AuthDep,
     session: SessionDep,
-    redis: OptionalRedisDep,
     everywhere: Annotated[bool, Query(description="end every session of the caller, not just this one")] = False,
 ) -> Response:
     """End this session (its token is refused from now on, open live streams close); `everywhere` ends them all."""
@@ -111,8 +109,7 @@ def logout(
         sessions.end_all_sessions(session, auth.user)
     else:
         sessions.revoke_session(session, auth)
-    session.commit()
-    publish_revocation(redis, "logout")
+    session.commit()  # announced to every API process and live stream (backend/api/auth_cache.py)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -123,7 +120,6 @@ def change_password(
     request: Request,
     session: SessionDep,
     settings: SettingsDep,
-    redis: OptionalRedisDep,
 ) -> SessionResponse:
     """Change the caller's password; every other session ends and the answer holds a fresh token."""
     _session_only(auth, "change a password")
@@ -137,8 +133,7 @@ def change_password(
             session.commit()
         raise
     answer = _session_response(session, settings, auth.user, auth.team.id)
-    session.commit()
-    publish_revocation(redis, "password changed")
+    session.commit()  # announced to every API process and live stream
     return answer
 
 

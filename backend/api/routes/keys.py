@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from backend.api.deps import AdminAuth, IdPath, OptionalRedisDep, SessionDep, ViewerAuth
+from backend.api.deps import AdminAuth, IdPath, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import page_of
 from backend.schemas.auth import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
 from backend.schemas.common import Page
 from backend.services import keys as key_service
-from backend.services.live import publish_revocation
 
 router = APIRouter(prefix="/keys", tags=["keys"], responses=errors(*AUTHENTICATED))
 
@@ -32,9 +31,8 @@ def create_key(body: ApiKeyCreate, auth: AdminAuth, session: SessionDep) -> ApiK
 
 
 @router.delete("/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
-def revoke_key(key_id: IdPath, auth: AdminAuth, session: SessionDep, redis: OptionalRedisDep) -> Response:
+def revoke_key(key_id: IdPath, auth: AdminAuth, session: SessionDep) -> Response:
     """Revoke a key (admin); it is refused from the next request on and its open live streams close."""
     key_service.revoke_key(session=session, team=auth.team, key_id=key_id)
-    session.commit()
-    publish_revocation(redis, "API key revoked")
+    session.commit()  # announced to every API process and live stream (backend/api/auth_cache.py)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from backend.api.deps import AdminAuth, IdPath, OptionalRedisDep, SessionDep, ViewerAuth
+from backend.api.deps import AdminAuth, IdPath, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import team_public
 from backend.db.models import Membership
 from backend.schemas.auth import MemberCreate, MemberPublic, MemberUpdate, QuotasUpdate, TeamPublic
 from backend.services import teams as team_service
-from backend.services.live import publish_revocation
 
 router = APIRouter(prefix="/teams/current", tags=["teams"], responses=errors(*AUTHENTICATED))
 
@@ -56,21 +55,19 @@ def add_member(body: MemberCreate, auth: AdminAuth, session: SessionDep) -> Memb
 
 @router.patch("/members/{user_id}")
 def change_role(
-    user_id: IdPath, body: MemberUpdate, auth: AdminAuth, session: SessionDep, redis: OptionalRedisDep
+    user_id: IdPath, body: MemberUpdate, auth: AdminAuth, session: SessionDep
 ) -> MemberPublic:
     """Change a member's role (admin)."""
     membership = team_service.change_role(
         session=session, team=auth.team, actor_role=auth.role, user_id=user_id, role=body.role
     )
-    session.commit()
-    publish_revocation(redis, "role changed")
+    session.commit()  # announced to every API process and live stream (backend/api/auth_cache.py)
     return _member(membership)
 
 
 @router.delete("/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
-def remove_member(user_id: IdPath, auth: AdminAuth, session: SessionDep, redis: OptionalRedisDep) -> Response:
+def remove_member(user_id: IdPath, auth: AdminAuth, session: SessionDep) -> Response:
     """Remove a member (admin); their sessions, keys and open live streams stop working at once."""
     team_service.remove_member(session=session, team=auth.team, user_id=user_id)
-    session.commit()
-    publish_revocation(redis, "member removed")
+    session.commit()  # announced to every API process and live stream
     return Response(status_code=status.HTTP_204_NO_CONTENT)
