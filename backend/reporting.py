@@ -77,7 +77,7 @@ class DatabaseReporter(Reporter):
                     dataset_path = dataset.storage_path
             return JobRecord(job_id=job.id, team_id=job.team_id, spec=spec, status=JobStatus(job.status),
                              model_path=model.path if model is not None else None, dataset_path=dataset_path,
-                             epoch=job.driver_epoch)
+                             epoch=job.driver_epoch, recorded_through=job.current_iteration)
 
     @_retrying
     def job_status(self, job_id: int) -> JobStatus | None:

@@ -33,6 +33,8 @@ class JobRecord:
     model_path: str | None  # the team's registered model of that name (None: not registered)
     dataset_path: str | None  # the uploaded dataset's file when the spec names one by id
     epoch: int = 0  # the driver epoch (see backend.db.models.jobs.Job.driver_epoch): part of every request id
+    # the newest iteration whose row is recorded (None: unknown); a driver resumes from no checkpoint newer than it
+    recorded_through: int | None = None
 
 
 class Reporter(ABC):

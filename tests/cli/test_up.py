@@ -209,9 +209,9 @@ def test_up_restarted_mid_job_continues_the_job(tmp_path: Path) -> None:
             time.sleep(1.0)
         assert state["status"] == "succeeded", state
         rows = api.job_iterations(job["id"])["data"]
-        assert [r["iteration"] for r in rows] == list(range(1, iterations + 1))
-        assert all(r["metrics"]["samples"] == 16 for r in rows)
         events = [e["message"] for e in api.job_events(job["id"], limit=500)["data"]]
+        assert [r["iteration"] for r in rows] == list(range(1, iterations + 1)), events
+        assert all(r["metrics"]["samples"] == 16 for r in rows)
         assert any("handed the job back" in e for e in events), events
     finally:
         _stop(proc, signal.SIGINT)

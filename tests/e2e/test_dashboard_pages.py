@@ -29,6 +29,7 @@ def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api:
     assert card and code and code["x"] + code["width"] <= card["x"] + card["width"]  # the secret stays in its card
     expect(page.get_by_test_id("new-key-secret").get_by_role("button", name="Copy")).to_be_visible()
     token = secret.inner_text()
+    expect(page.get_by_test_id("keys").locator("tbody tr")).to_have_count(1)  # the list reloaded with the new key
     assert make_api().http.get("/jobs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
     page.get_by_role("button", name="done").click()
     expect(page.get_by_test_id("new-key-secret")).to_have_count(0)  # shown once

@@ -8,12 +8,16 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from contract.reporter import JobRecord, MemoryReporter
 from contract.spec import JobSpec
+from contract.states import JobStatus
 from workers.core import make_requests, rollout, sampling_params
 from workers.datasets import generate_rows
 from workers.generation.engines import setup_engine
 from workers.local import train_local
 from workers.rewards import build_reward
+from workers.runtime.colocated import ColocatedDriver
+from workers.runtime.context import JobContext
 from workers.training.sft import sft_warm_start
 from workers.training.trainer import Trainer
 
@@ -73,6 +77,26 @@ def test_train_local_runs_checkpoints_and_resumes(tiny_model_dir: Path, tmp_path
     resumed = train_local(local_spec(tiny_model_dir, iterations=3), tmp_path, eval_every=0, resume=True)
     assert [r.iteration for r in resumed.records] == [3]
     assert sorted(p.name for p in resumed.checkpoint_dir.iterdir()) == ["iter_000002", "iter_000003"]
+
+
+@pytest.mark.parametrize(("recorded", "resumed_at", "rows"), [(1, 1, [2, 3]), (2, 2, [3]), (None, 2, [3])])
+def test_a_driver_resumes_from_no_checkpoint_newer_than_the_recorded_rows(
+    tiny_model_dir: Path, tmp_path: Path, recorded: int | None, resumed_at: int, rows: list[int]
+) -> None:
+    """Checkpoints 1 and 2 exist but (first case) only iteration 1's row was recorded, as when a driver stopped
+    between its optimizer step and its row: the next driver trains iteration 2 again instead of leaving it out."""
+    train_local(local_spec(tiny_model_dir), tmp_path, eval_every=0)
+    spec = local_spec(tiny_model_dir, iterations=3)
+    reporter = MemoryReporter()
+    reporter.add_job(JobRecord(job_id=7, team_id=0, spec=spec, status=JobStatus.running, model_path=None,
+                               dataset_path=None, recorded_through=recorded))
+    ctx = JobContext(job_id=7, team_id=0, spec=spec, model_dir=tiny_model_dir, job_dir=tmp_path, reporter=reporter,
+                     redis=None, recorded_through=recorded)
+    ColocatedDriver(ctx, device="cpu").run()
+    assert sorted(reporter.iterations[7]) == rows
+    resumed = [e["message"] for e in reporter.events[7] if "resumed" in e["message"]]
+    assert resumed and resumed[0].startswith(f"driver resumed from checkpoint at iteration {resumed_at}"), resumed
+    assert ("trained again" in resumed[0]) == (recorded == 1)
 
 
 def test_train_local_rejects_a_model_that_is_not_a_directory(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ class JobContext:
     dataset_params: dict[str, Any] = field(default_factory=dict)  # built-in task generator params (train-local)
     epoch: int = 0  # the driver epoch: part of every request id (workers/core/prompts.py)
     node: str | None = None  # the Celery worker running this task (its shutdown flag: workers/runtime/shutdown.py)
+    recorded_through: int | None = None  # the newest iteration whose row is recorded (None: unknown)
 
     @property
     def weights_dir(self) -> Path:
@@ -76,4 +77,5 @@ def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifact
     job_dir.mkdir(parents=True, exist_ok=True)
     return JobContext(job_id=job_id, team_id=record.team_id, spec=record.spec,
                       model_dir=resolve_model_dir(record.spec.model, record.model_path), job_dir=job_dir,
-                      reporter=reporter, redis=client, dataset_path=record.dataset_path, epoch=record.epoch, node=node)
+                      reporter=reporter, redis=client, dataset_path=record.dataset_path, epoch=record.epoch, node=node,
+                      recorded_through=record.recorded_through)

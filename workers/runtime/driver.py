@@ -223,10 +223,21 @@ class Driver(ABC):
         self.reporter.record_checkpoint(self.job_id, iteration, str(path))
 
     def _resume_from_checkpoint(self) -> None:
-        found = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
-        if found is not None:
-            resumed = self.trainer.load_checkpoint(Path(found))
-            self.reporter.record_event(self.job_id, "worker", f"driver resumed from checkpoint at iteration {resumed}")
+        """Resume from the newest checkpoint whose iteration's row is recorded: a checkpoint newer than the rows (a
+        driver stopped between its optimizer step and its row) would leave that iteration out of the job's history
+        for good, so its iterations are trained again. Only when no such checkpoint is left is the newest one used."""
+        root, recorded = self.ctx.checkpoints_dir, self.ctx.recorded_through
+        newest = ckpt.latest_checkpoint(root)
+        if newest is None:
+            return
+        found = newest if recorded is None else ckpt.latest_checkpoint(root, at_most=recorded) or newest
+        resumed = self.trainer.load_checkpoint(Path(found))
+        message = f"driver resumed from checkpoint at iteration {resumed}"
+        if recorded is not None and ckpt.checkpoint_iteration(newest) > recorded:
+            message += (f" (checkpoint {newest.name} is newer than the last recorded iteration, {recorded}: "
+                        + ("its iterations are trained again)" if resumed <= recorded else
+                           f"iterations {recorded + 1}-{resumed} have no row)"))
+        self.reporter.record_event(self.job_id, "worker", message)
 
 
 def setup_driver(ctx: JobContext, **kwargs: Any) -> Driver:
@@ -247,8 +258,13 @@ def run_job(job_id: int, reporter: Reporter, client: redis.Redis | None, artifac
         ctx = load_context(job_id, reporter, client, artifacts, node)
         if ctx.status() in TERMINAL_JOB_STATUSES:
             return f"job {job_id} already ended"
-        reporter.beat_driver(job_id)
-        driver = setup_driver(ctx)
+        # the driver beats from here on: loading a large model (or waiting for its ranks) can outlast the heartbeat
+        # TTL, and the controller would restart a driver that is only starting; `run` beats with its own
+        setup_beat = Heartbeat(lambda: reporter.beat_driver(job_id), name=f"driver-setup-{job_id}").start()
+        try:
+            driver = setup_driver(ctx)
+        finally:
+            setup_beat.stop()
     except Exception as err:
         message = str(err) if isinstance(err, JobSetupError) else f"cannot start the job: {type(err).__name__}: {err}"
         reporter.set_job_status(job_id, JobStatus.failed, error=message)

@@ -34,7 +34,6 @@ from contract.states import TERMINAL_JOB_STATUSES
 from workers.addresses import advertised_host
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
-from workers.runtime.telemetry import Heartbeat
 from workers.training.faults import RanksLost
 from workers.training.trainer import Trainer
 
@@ -82,16 +81,13 @@ def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Traine
         f"training on {world} ranks: waiting for {others} at {record['host']}:{record['port']}",
         data={"ranks": world},
     )
-    beat = Heartbeat(lambda: ctx.reporter.beat_driver(ctx.job_id), name=f"rendezvous-{ctx.job_id}").start()
-    try:
+    try:  # the driver's heartbeat goes on meanwhile (run_job's setup heartbeat)
         group = RankGroup(store, 0, world, torch.device(device), timeout_s)
     except RanksLost as err:
         raise JobSetupError(
             f"{err}: a job with training.devices: {world} needs {world} free training worker "
             "slots (start more with `streamrl worker --pool training`)"
         ) from err
-    finally:
-        beat.stop()
     try:
         return DistributedTrainer(ctx.model_dir, ctx.spec, device, group, **trainer_kwargs)
     except BaseException:

@@ -83,9 +83,17 @@ def prune_checkpoints(root: Path, keep: int, prefix: str = "iter_") -> None:
         shutil.rmtree(old)
 
 
-def latest_checkpoint(root: Path, prefix: str = "iter_") -> Path | None:
-    """The newest complete checkpoint under `root` (staging directories end in `.tmp` and are never complete)."""
+def latest_checkpoint(root: Path, prefix: str = "iter_", at_most: int | None = None) -> Path | None:
+    """The newest complete checkpoint under `root` (staging directories end in `.tmp` and are never complete),
+    of iteration `at_most` or older when given."""
     if not root.exists():
         return None
     found = sorted(p for p in root.glob(f"{prefix}*") if p.is_dir() and not p.name.endswith(".tmp"))
+    if at_most is not None:
+        found = [p for p in found if checkpoint_iteration(p, prefix) <= at_most]
     return found[-1] if found else None
+
+
+def checkpoint_iteration(path: Path, prefix: str = "iter_") -> int:
+    """The iteration in a checkpoint directory's name (`iter_000010` -> 10)."""
+    return int(path.name.removeprefix(prefix))
