@@ -150,8 +150,8 @@ class Driver(ABC):
 
     def _hand_back(self) -> None:
         """The worker is shutting down: keep what was trained (a checkpoint at the last optimizer step)."""
-        latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
-        if self.trainer.iteration > 0 and (latest is None or latest.name != f"iter_{self.trainer.iteration:06d}"):
+        trained, latest = self.trainer.iteration, ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+        if trained > 0 and (latest is None or ckpt.checkpoint_iteration(latest) != trained):
             self._checkpoint(self.trainer.iteration)
         if self.ctx.redis is not None:
             self.ctx.redis.set(keys.driver_handback(self.job_id), self.trainer.iteration, ex=86400)
