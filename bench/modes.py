@@ -183,7 +183,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "overhead": max(0.0, iteration - breakdown["train"] - breakdown["wait"] - breakdown["sync"]),
         "sync_fraction": breakdown["sync"] * len(steady) / seconds,
         "load_s": mean("weight_load_seconds"), "trainer_idle": breakdown["wait"] * len(steady) / seconds,
-        "reward": rows[-1]["reward_mean"], "tail": mean("tail_fraction"),
+        "reward": rows[-1]["reward_mean"], "tail": mean("tail_fraction"), "long_tail": mean("long_tail_instances"),
     }
 
 
@@ -350,7 +350,8 @@ def main() -> None:
                 print(f"{key:12s} samples/s={r['samples_per_s']:7.2f} iter={r['iteration_s']:6.2f}s = "
                       f"train {r['train']:.2f} + wait {r['wait']:.2f} + sync {r['sync']:.3f} + overhead "
                       f"{r['overhead']:.2f} (gen {r['gen']:.2f}) weight_sync={100 * r['sync_fraction']:5.2f}% "
-                      f"tail={r['tail']:.2f} reward={r['reward']:.3f}", flush=True)
+                      f"tail={r['tail']:.2f} long_tail_instances={r['long_tail']:.2f} reward={r['reward']:.3f}",
+                      flush=True)
             results = {key: _median_run(runs_of) for key, runs_of in measured.items()}
         finally:
             stop.set()
@@ -394,7 +395,30 @@ def main() -> None:
                 figures.append(f"{key}_over_colocated={results[key]['samples_per_s'] / col:.2f}")
     if "async" in results:
         figures.append(f"weight_sync_fraction_async={results['async']['sync_fraction']:.4f}")
+        bound = disaggregation_bound(results["colocated"], results["async"])
+        print(f"\nbound: colocated {bound['colocated_s']:.2f} s/iteration = generation {bound['colocated_gen']:.2f} + "
+              f"training {bound['colocated_train']:.2f} + rest on {args.cores} cores; async's own core sets: "
+              f"generation {bound['gen_s']:.2f} s, training {bound['train_s']:.2f} s (the extra cores speed "
+              f"colocated's generation {bound['gen_scaling']:.2f}x, its training {bound['train_scaling']:.2f}x); "
+              f"async can at most reach {bound['colocated_s']:.2f} / {max(bound['gen_s'], bound['train_s']):.2f} = "
+              f"{bound['bound']:.2f}x colocated; measured {results['async']['samples_per_s'] / col:.2f}x "
+              f"({100 * results['async']['samples_per_s'] / col / bound['bound']:.0f}% of the bound)")
+        figures += [f"async_bound_over_colocated={bound['bound']:.2f}", f"gen_scaling={bound['gen_scaling']:.2f}",
+                    f"train_scaling={bound['train_scaling']:.2f}"]
     print("RESULT " + " ".join(figures))
+
+
+def disaggregation_bound(colocated: dict[str, float], split: dict[str, float]) -> dict[str, float]:
+    """The most a disaggregated mode can gain over colocated on the same cores: colocated's iteration over the
+    longer of generation and training measured on the split's own core sets (they run at once, so an iteration
+    cannot be shorter than either). The scalings say what colocated gains from holding every core in each phase."""
+    gen_s, train_s = split["gen"], split["train"]
+    return {
+        "colocated_s": colocated["iteration_s"], "colocated_gen": colocated["gen"],
+        "colocated_train": colocated["train"], "gen_s": gen_s, "train_s": train_s,
+        "gen_scaling": gen_s / max(colocated["gen"], 1e-9), "train_scaling": train_s / max(colocated["train"], 1e-9),
+        "bound": colocated["iteration_s"] / max(gen_s, train_s, 1e-9),
+    }
 
 
 if __name__ == "__main__":

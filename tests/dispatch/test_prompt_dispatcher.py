@@ -115,3 +115,26 @@ def test_observe_refits_the_policys_ranker() -> None:
     predicted = dispatcher.policy.predict(rows)
     longest = max(range(len(rows)), key=lambda i: len(rows[i]["prompt"]))
     assert max(range(len(rows)), key=lambda i: predicted[i]) == longest
+
+
+@pytest.mark.parametrize("policy", ["skew_aware", "random"])
+def test_each_iteration_records_how_many_instances_the_long_tail_got(policy: str) -> None:
+    """Learned lengths rise steeply with the prompt and a small batch decodes much faster (a GPU-like profile):
+    Algorithm 2 dedicates instances to the predicted long tail and the iteration's row says how many; random never."""
+    dispatcher, queues, reporter = make(policy, prompts=10, group=1)
+    rows = dispatcher.schedule.rows_for(0)
+    lengths = {r["prompt_id"]: 4 if len(r["prompt"]) < 9 else 400 for r in rows}  # two prompts in ten are long
+    dispatcher.observe([Sample(job_id=1, prompt_id=r["prompt_id"], group_id="0:0", sample_id=f"s{i}", policy_version=0,
+                               prompt_ids=[1], response_ids=[1] * lengths[r["prompt_id"]],
+                               behaviour_logprobs=[0.0] * lengths[r["prompt_id"]], finish_reason="stop",
+                               prompt_text=r["prompt"]) for i, r in enumerate(rows)])
+    reporter.save_ptl(1, ptl_to_json(PTLProfile(((1, 0.01), (12, 0.12)))))
+    dispatcher.dispatch(1, ["gen-1", "gen-2", "gen-3", "gen-4"], min_version=0)
+    got = dispatcher.long_tail_instances.pop(1)
+    if policy == "random":
+        assert got == 0
+        return
+    assert got >= 1
+    long_ids = {f"p{i}" for i in (8, 9)}
+    dedicated = [q.items for q in queues.values() if q.items and {r.prompt_id for r in q.items} <= long_ids]
+    assert len(dedicated) == got  # the long-tail instances hold the long prompts and nothing else

@@ -36,6 +36,7 @@ class PromptDispatcher:
         self.touched: set[str] = set()  # instances that ever received requests
         self.last_plan: SplitPlan | None = None
         self.predictions: dict[int, dict[str, float]] = {}  # iteration -> group id -> predicted length at dispatch
+        self.long_tail_instances: dict[int, int] = {}  # iteration -> instances Algorithm 2 gave the long tail
 
     # -- which prompts -------------------------------------------------------------------------------------------------
     def requests_for(self, iteration: int, min_version: int) -> list[list[PromptRequest]]:
@@ -57,6 +58,7 @@ class PromptDispatcher:
         predicted = [g[0].predicted_len for g in groups]
         self.last_plan = plan = self.policy.split(self.schedule.rows_for(iteration), iteration=iteration,
                                                   predicted=predicted)
+        self.long_tail_instances[iteration] = plan.n_long_instances
         for assignment in plan.assignments:
             requests = [r for index in assignment.prompt_indices for r in groups[index]]
             if requests:

@@ -209,6 +209,7 @@ class StreamDriver(Driver):
             "duplicates": self.collector.stats.duplicates, "instances": producing_instances(samples),
             "instances_live": len(self.live_instances()), "policy_version": self.trainer.version,
             "tail_fraction": tail_fraction(gen_start, [s.finished_at for s in samples if s.finished_at > 0]),
+            "long_tail_instances": self.dispatcher.long_tail_instances.pop(it, 0),
             **self.generator_stats(), **self.recall(it, samples),
         }
 
