@@ -6,6 +6,7 @@ See docs/architecture.md#sync-and-async-pipelining.
                           [--profile DIR]   (py-spy flame graphs of each configuration's first run)
     python bench/modes.py --skew-only --preset tiny-15m --instances 2   (sync: random vs skew_aware dispatch)
     python bench/modes.py --bf16 --token-budget 1024   (every mode with the cheaper training options)
+    python bench/modes.py --configs colocated,sync --instances 2 --sync-shares-cores   (sync taking turns on all cores)
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
 to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
@@ -245,6 +246,10 @@ def main() -> None:
     parser.add_argument("--skew-only", action="store_true",
                         help="sync mode only, random vs skew_aware dispatch; instances split every core and the "
                              "trainer shares them (sync takes turns)")
+    parser.add_argument("--sync-shares-cores", action="store_true",
+                        help="sync configurations use the --skew-only layout: --instances split every core and the "
+                             "trainer gets all of them (sync mostly takes turns; threads overlap only while the "
+                             "trainer trains streamed micro-batches during generation)")
     parser.add_argument("--configs", default="",
                         help="comma list of the configurations to run (colocated is always needed: the baseline); "
                              "default: colocated,sync,async,sync+skew,async+skew")
@@ -316,6 +321,8 @@ def main() -> None:
             print(f"{cores} cores: colocated on 0-{cores - 1}; sync/async with {n} instance(s) on {gen_cores} core(s) "
                   f"and the trainer on {cores - gen_cores}; {args.iterations} iterations x {args.repeats} repeats "
                   "(median run)", flush=True)
+            if args.sync_shares_cores:
+                print(f"sync: {n} instance(s) splitting all {cores} cores, the trainer on all of them", flush=True)
             runs = [("colocated", "colocated", "random", 1), ("sync", "sync", "random", n),
                     ("async", "async", "random", n), ("sync+skew", "sync", "skew_aware", n),
                     ("async+skew", "async", "skew_aware", n)]
@@ -331,8 +338,8 @@ def main() -> None:
                       flush=True)
             measured: dict[str, list[dict[str, float]]] = {}
             for _round, (key, mode, policy, instances) in itertools.product(range(args.repeats), runs):
-                devices = shared_layout(cores, instances) if args.skew_only else layout(mode, cores, gen_cores,
-                                                                                          instances)
+                shares = args.skew_only or (args.sync_shares_cores and mode == "sync")
+                devices = shared_layout(cores, instances) if shares else layout(mode, cores, gen_cores, instances)
                 procs = _workers(env, data_dir, devices)
                 spies = _profile(procs, list(devices), Path(args.profile), key) if args.profile and _round == 0 else []
                 try:
