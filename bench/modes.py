@@ -402,31 +402,27 @@ def main() -> None:
                 figures.append(f"{key}_over_colocated={results[key]['samples_per_s'] / col:.2f}")
     if "async" in results:
         figures.append(f"weight_sync_fraction_async={results['async']['sync_fraction']:.4f}")
-        bound = disaggregation_bound(results["colocated"], results["async"])
-        print(f"\nbound: colocated {bound['colocated_s']:.2f} s/iteration = generation {bound['colocated_gen']:.2f} + "
-              f"training {bound['colocated_train']:.2f} + rest on {args.cores} cores; async's own core sets: "
-              f"generation {bound['gen_s']:.2f} s, training {bound['train_s']:.2f} s (the extra cores speed "
-              f"colocated's generation {bound['gen_scaling']:.2f}x, its training {bound['train_scaling']:.2f}x); "
-              f"async can at most reach {bound['colocated_s']:.2f} / {max(bound['gen_s'], bound['train_s']):.2f} = "
-              f"{bound['bound']:.2f}x colocated; measured {results['async']['samples_per_s'] / col:.2f}x "
-              f"({100 * results['async']['samples_per_s'] / col / bound['bound']:.0f}% of the bound)")
-        figures += [f"async_bound_over_colocated={bound['bound']:.2f}", f"gen_scaling={bound['gen_scaling']:.2f}",
-                    f"train_scaling={bound['train_scaling']:.2f}"]
+        col_r, split = results["colocated"], results["async"]
+        bound, gen_scaling, train_scaling = disaggregation_bound(col_r, split)
+        print(f"\nbound: colocated {col_r['iteration_s']:.2f} s/iteration = generation {col_r['gen']:.2f} + "
+              f"training {col_r['train']:.2f} + rest on {args.cores} cores; async's own core sets: "
+              f"generation {split['gen']:.2f} s, training {split['train']:.2f} s (the extra cores speed "
+              f"colocated's generation {gen_scaling:.2f}x, its training {train_scaling:.2f}x); async can at most "
+              f"reach {col_r['iteration_s']:.2f} / {max(split['gen'], split['train']):.2f} = {bound:.2f}x colocated; "
+              f"measured {split['samples_per_s'] / col:.2f}x ({100 * split['samples_per_s'] / col / bound:.0f}% of "
+              "the bound)")
+        figures += [f"async_bound_over_colocated={bound:.2f}", f"gen_scaling={gen_scaling:.2f}",
+                    f"train_scaling={train_scaling:.2f}"]
     print("RESULT " + " ".join(figures))
 
 
-def disaggregation_bound(colocated: dict[str, float], split: dict[str, float]) -> dict[str, float]:
-    """The most a disaggregated mode can gain over colocated on the same cores: colocated's iteration over the
-    longer of generation and training measured on the split's own core sets (they run at once, so an iteration
-    cannot be shorter than either). The scalings say what colocated gains from holding every core in each phase."""
-    gen_s, train_s = split["gen"], split["train"]
-    return {
-        "colocated_s": colocated["iteration_s"], "colocated_gen": colocated["gen"],
-        "colocated_train": colocated["train"], "gen_s": gen_s, "train_s": train_s,
-        "gen_scaling": gen_s / max(colocated["gen"], 1e-9), "train_scaling": train_s / max(colocated["train"], 1e-9),
-        "bound": colocated["iteration_s"] / max(gen_s, train_s, 1e-9),
-    }
-
+def disaggregation_bound(colocated: dict[str, float], split: dict[str, float]) -> tuple[float, float, float]:
+    """(bound, gen_scaling, train_scaling). bound: the most a disaggregated mode can gain over colocated on the same
+    cores, colocated's iteration over the longer of generation and training measured on the split's own core sets
+    (they run at once, so an iteration cannot be shorter than either). The scalings: what colocated gains from
+    holding every core in each phase."""
+    return (colocated["iteration_s"] / max(split["gen"], split["train"], 1e-9),
+            split["gen"] / max(colocated["gen"], 1e-9), split["train"] / max(colocated["train"], 1e-9))
 
 if __name__ == "__main__":
     main()

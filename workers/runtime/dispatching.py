@@ -13,7 +13,7 @@ from typing import Any
 
 from contract.reporter import Reporter
 from contract.sample import PromptRequest, Sample
-from contract.skew import PTLProfile, SplitPlan, ptl_from_json
+from contract.skew import PTLProfile, ptl_from_json
 from contract.spec import JobSpec
 from workers.core.prompts import PromptSchedule, TokenCache, make_requests
 from workers.dispatch.policies import DispatchPolicy, SkewAwareDispatch, setup_dispatch
@@ -34,7 +34,6 @@ class PromptDispatcher:
             alpha=spec.dispatch.alpha, ptl=FLAT_PTL, seed=spec.seed)
         self.ptl_known = False
         self.touched: set[str] = set()  # instances that ever received requests
-        self.last_plan: SplitPlan | None = None
         self.predictions: dict[int, dict[str, float]] = {}  # iteration -> group id -> predicted length at dispatch
         self.long_tail_instances: dict[int, int] = {}  # iteration -> instances Algorithm 2 gave the long tail
 
@@ -56,7 +55,7 @@ class PromptDispatcher:
         self._refresh_ptl()
         self.policy.n_instances = len(instances)
         predicted = [g[0].predicted_len for g in groups]
-        self.last_plan = plan = self.policy.split(self.schedule.rows_for(iteration), iteration=iteration,
+        plan = self.policy.split(self.schedule.rows_for(iteration), iteration=iteration,
                                                   predicted=predicted)
         self.long_tail_instances[iteration] = plan.n_long_instances
         for assignment in plan.assignments:

@@ -152,9 +152,9 @@ class Driver(ABC):
         """The worker is shutting down: keep what was trained (a checkpoint at the last optimizer step)."""
         trained, latest = self.trainer.iteration, ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         if trained > 0 and (latest is None or ckpt.checkpoint_iteration(latest) != trained):
-            self._checkpoint(self.trainer.iteration)
+            self._checkpoint(trained)
         if self.ctx.redis is not None:
-            self.ctx.redis.set(keys.driver_handback(self.job_id), self.trainer.iteration, ex=86400)
+            self.ctx.redis.set(keys.driver_handback(self.job_id), trained, ex=86400)
         self.reporter.record_event(self.job_id, "worker", f"training worker shutting down: driver handed the job "
                                    f"back after {self.trainer.iteration} iterations (checkpointed)")
 
