@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,31 +19,63 @@ from backend.api.errors import install_error_handlers
 from backend.api.guard import BodyGuard, SecurityHeaders
 from backend.api.metrics import install_metrics
 from backend.api.redis_link import open_redis
-from backend.api.routes import auth, datasets, health, job_data, jobs, keys, models, stream, teams
+from backend.api.routes import (
+    alerts,
+    auth,
+    cluster,
+    datasets,
+    exports,
+    graders,
+    health,
+    job_data,
+    jobs,
+    keys,
+    models,
+    openai_compat,
+    openai_inference,
+    plans,
+    runs,
+    samples,
+    stream,
+    teams,
+    tinker,
+    trackers,
+)
 from backend.api.static import install_frontend
 from backend.db.migrate import upgrade_database
 from backend.db.session import make_engine
-from contract.settings import Settings, get_settings
+from backend.services import dataset_hub, model_hub
+from contract.settings import ConfigError, Settings, get_settings
 
 API_PREFIX = "/api/v1"
-OPTIONAL_ROUTERS = ("plans", "runs", "exports")  # backend/api/routes/<name>.py with `router`, included when present
-UPLOAD_PATHS = (f"{API_PREFIX}/datasets",)  # multipart uploads: capped by max_upload_bytes, not max_request_bytes
+# the API itself: always included
+ROUTERS = (health, auth, teams, keys, models, datasets, jobs, job_data, stream, alerts, trackers)
+# features an operator may leave out of an API process (settings.disabled_routers): the planner's simulations,
+# run comparison, exports, the sample browser, the cluster view, the grader test bench
+OPTIONAL_ROUTERS = {"plans": plans, "runs": runs, "exports": exports, "samples": samples, "cluster": cluster,
+                    "graders": graders}
+# multipart uploads: capped by max_upload_bytes, not max_request_bytes
+UPLOAD_PATHS = (f"{API_PREFIX}/datasets", f"{API_PREFIX}/models/upload", f"{openai_compat.PREFIX}/files")
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
 log = logging.getLogger(__name__)
 
 
-def api_router() -> APIRouter:
-    router = APIRouter(prefix=API_PREFIX, dependencies=[Depends(reject_unknown_query)])
-    for module in (health, auth, teams, keys, models, datasets, jobs, job_data, stream):
-        router.include_router(module.router)
-    for name in OPTIONAL_ROUTERS:
-        try:
-            module = importlib.import_module(f"backend.api.routes.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"backend.api.routes.{name}":
-                raise
-            continue
-        router.include_router(module.router)
+def api_router(disabled: list[str] | tuple[str, ...] = ()) -> APIRouter:
+    """Every route of `ROUTERS` and `OPTIONAL_ROUTERS` but the `disabled` optional ones (a name that is not an
+    optional router is a ConfigError: the API does not start with a setting it cannot honour), in one router. The
+    resource routers' routes (their prefixes, tags and responses are applied when a route is declared) are added to
+    it as they are, not nested with `include_router`: FastAPI matches a request by walking included routers level by
+    level on the event loop (`python bench/api_routing.py`; docs/operator.md, "API latency")."""
+    unknown = sorted(set(disabled) - set(OPTIONAL_ROUTERS))
+    if unknown:
+        raise ConfigError(f"STREAMRL_DISABLED_ROUTERS: {unknown} are not optional routers; choose from "
+                          f"{sorted(OPTIONAL_ROUTERS)}")
+    router = APIRouter()
+    for module in ROUTERS:
+        router.routes.extend(module.router.routes)
+    for name, module in OPTIONAL_ROUTERS.items():
+        if name not in disabled:
+            router.routes.extend(module.router.routes)
     return router
 
 
@@ -61,6 +92,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         link = open_redis(settings)
         app.state.redis, app.state.redis_url = link.client, link.url
         auth_cache.start(link.url, link.client)
+        model_hub.resume_downloads(app.state.session_factory, settings)  # a restarted API finishes its downloads
+        dataset_hub.resume_imports(app.state.session_factory, settings)
         gc.freeze()  # the app's long-lived objects leave the collector's generations: shorter GC pauses per request
         try:
             yield
@@ -102,7 +135,14 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.add_middleware(SecurityHeaders)  # outermost: also on answers the guard gives
     install_error_handlers(app)
     install_metrics(app, app.state.session_factory)
-    app.include_router(api_router())
+    app.include_router(api_router(settings.disabled_routers), prefix=API_PREFIX,
+                       dependencies=[Depends(reject_unknown_query)])
+    # OpenAI's fine-tuning API (docs/openai.md), kept out of the OpenAPI schema
+    app.include_router(openai_compat.router, prefix=openai_compat.PREFIX)
+    # OpenAI's models and chat completions, served on the generation pool (docs/openai.md), also out of the schema
+    app.include_router(openai_inference.router, prefix=openai_compat.PREFIX)
+    # Thinking Machines' Tinker training API (docs/tinker.md), kept out of the OpenAPI schema
+    app.include_router(tinker.router, prefix=tinker.PREFIX)
     install_frontend(app)  # last: its catch-all route must not shadow the API
     return app
 

@@ -30,6 +30,7 @@ from backend.services.live import publish_live
 from backend.services.models import find_model
 from contract import liveness
 from contract.reporter import JobRecord, Reporter
+from contract.rewards.model_graders import model_refs
 from contract.spec import JobSpec
 from contract.states import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES, InstanceStatus, JobStatus
 
@@ -75,9 +76,12 @@ class DatabaseReporter(Reporter):
                 dataset = session.get(Dataset, spec.dataset.id)
                 if dataset is not None and dataset.team_id == job.team_id:
                     dataset_path = dataset.storage_path
+            graders = {name: find_model(session=session, team_id=job.team_id, name=name)
+                       for _, _, name in model_refs(spec.reward)}
             return JobRecord(job_id=job.id, team_id=job.team_id, spec=spec, status=JobStatus(job.status),
                              model_path=model.path if model is not None else None, dataset_path=dataset_path,
-                             epoch=job.driver_epoch, recorded_through=job.current_iteration)
+                             epoch=job.driver_epoch, recorded_through=job.current_iteration,
+                             grader_models={name: m.path for name, m in graders.items() if m is not None})
 
     @_retrying
     def job_status(self, job_id: int) -> JobStatus | None:

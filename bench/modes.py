@@ -7,6 +7,7 @@ See docs/architecture.md#sync-and-async-pipelining.
     python bench/modes.py --skew-only --preset tiny-15m --instances 2   (sync: random vs skew_aware dispatch)
     python bench/modes.py --bf16 --token-budget 1024   (every mode with the cheaper training options)
     python bench/modes.py --configs colocated,sync --instances 2 --sync-shares-cores   (sync taking turns on all cores)
+    python bench/modes.py --partial-rollouts   (async: in-flight weight updates vs draining at each update)
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
 to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
@@ -27,6 +28,14 @@ checks learning instead of speed: the RL core's learning setup (bench/learn.py: 
 addition, GRPO lr 2e-4, exact-match reward, temperature 1) run as platform jobs in colocated, sync and async mode;
 prints the mean training reward of the first and last 10 iterations of each and ends with
 `RESULT learn colocated=A->B sync=C->D async=E->F`.
+
+    python bench/modes.py --partial-rollouts [--max-tokens 160 --iterations 12]
+
+compares async mode with in-flight weight updates (`generation.partial_rollouts: true`: unfinished sequences continue
+on the new weights) against async mode that drains at each update (false: the instance admits nothing until its
+batch has finished, then loads), on a generation-bound long-tail shape (long max_tokens; the long_tail task's lengths
+are heavy-tailed). Same iterations each; ends with `RESULT partial_over_plain=<samples/s ratio> reward_plain=...
+reward_partial=...` (reward: mean training reward of the last 3 iterations, averaged over the rounds).
 samples/s = samples / wall time of iterations 2..N (iteration 1 carries engine start-up). The weight-sync fraction is
 the trainer's publish time (on its critical path) over the iteration time; `load` is the instances' load time.
 """
@@ -45,7 +54,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+PARTIAL = {"async+drain": False, "async+partial": True}  # --partial-rollouts: generation.partial_rollouts per config
 sys.path.insert(0, str(REPO))
+from processes import stop_process_groups  # noqa: E402  (bench/, the script's directory)
 
 
 def _configure(data_dir: Path) -> tuple[Any, str]:
@@ -114,17 +125,6 @@ def _stop_profiles(spies: list[subprocess.Popen[bytes]]) -> None:
             spy.kill()
 
 
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 15)
-    for proc in procs:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-
-
 def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> dict[str, Any]:
     return {
         "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
@@ -132,8 +132,8 @@ def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> d
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
         "generation": {"instances": instances, "batch_size": args.gen_batch, "max_tokens": args.max_tokens},
         "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
-                     "micro_batch_size": args.micro_batch, "lr": 1e-4, "bf16_autocast": args.bf16,
-                     "max_tokens_per_micro_batch": args.token_budget or None,
+                     "micro_batch_size": args.micro_batch, "lr": 1e-4, "bf16_autocast": True if args.bf16 else None,
+                     "max_tokens_per_micro_batch": args.token_budget,
                      "weight_sync": "shared_store" if mode == "colocated" else args.weight_sync},
         "dispatch": {"policy": policy}, "checkpoint": {"interval": 10_000},
     }
@@ -185,6 +185,10 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "sync_fraction": breakdown["sync"] * len(steady) / seconds,
         "load_s": mean("weight_load_seconds"), "trainer_idle": breakdown["wait"] * len(steady) / seconds,
         "reward": rows[-1]["reward_mean"], "tail": mean("tail_fraction"), "long_tail": mean("long_tail_instances"),
+        "reward_last3": sum(r["reward_mean"] for r in rows[-3:]) / len(rows[-3:]),
+        "token_staleness": mean("token_staleness_mean"), "multi_version": mean("multi_version_fraction"),
+        "tokens_per_s": sum(r["tokens_per_s"] * r["iteration_seconds"] for r in steady) / seconds,
+        "len_p50": mean("len_p50"), "len_p90": mean("len_p90"),
     }
 
 
@@ -260,11 +264,15 @@ def main() -> None:
                         help="training.micro_batch_size: a micro-step starts when this many samples have streamed "
                              "in (prompts x group: training starts after the whole batch)")
     parser.add_argument("--bf16", action="store_true",
-                        help="every mode trains with bf16 autocast (training.bf16_autocast)")
-    parser.add_argument("--token-budget", type=int, default=0,
-                        help="every mode cuts micro-batches by tokens (training.max_tokens_per_micro_batch; 0: count)")
+                        help="every mode trains with bf16 autocast (training.bf16_autocast; default: the platform's "
+                             "choice, float32 on CPUs)")
+    parser.add_argument("--token-budget", type=int, default=None,
+                        help="every mode's training.max_tokens_per_micro_batch (0: cut by count only); default: the "
+                             "platform's choice at job start")
     parser.add_argument("--learn", action="store_true", help="check that reward rises in every mode (arithmetic)")
     parser.add_argument("--learn-iterations", type=int, default=160)
+    parser.add_argument("--partial-rollouts", action="store_true",
+                        help="async only: in-flight weight updates (partial rollouts) vs draining at each update")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-modes-") as tmp:
@@ -332,6 +340,8 @@ def main() -> None:
                 if unknown or "colocated" not in wanted:
                     parser.error(f"--configs: unknown {sorted(unknown)}" if unknown else "--configs needs colocated")
                 runs = [run for run in runs if run[0] in wanted]
+            if args.partial_rollouts:
+                runs = [("async+drain", "async", "random", n), ("async+partial", "async", "random", n)]
             if args.skew_only:
                 runs = [("sync", "sync", "random", n), ("sync+skew", "sync", "skew_aware", n)]
                 print(f"skew only: sync with {n} instance(s) splitting all {cores} cores, the trainer on all of them",
@@ -343,10 +353,14 @@ def main() -> None:
                 procs = _workers(env, data_dir, devices)
                 spies = _profile(procs, list(devices), Path(args.profile), key) if args.profile and _round == 0 else []
                 try:
-                    rows = _run_job(team_id, user_id, _spec(args, mode, policy, instances), args.timeout)
+                    spec = _spec(args, mode, policy, instances)
+                    if key in PARTIAL:
+                        spec["generation"]["partial_rollouts"] = PARTIAL[key]
+                        spec["name"] = f"bench-{key}"
+                    rows = _run_job(team_id, user_id, spec, args.timeout)
                 finally:
                     _stop_profiles(spies)
-                    _stop(procs)
+                    stop_process_groups(procs)
                     procs = []
                 measured.setdefault(key, []).append(_summary(rows))
                 for i, row in enumerate(rows if args.verbose else []):
@@ -362,9 +376,11 @@ def main() -> None:
             results = {key: _median_run(runs_of) for key, runs_of in measured.items()}
         finally:
             stop.set()
-            _stop(procs)
+            stop_process_groups(procs)
             redis_server.stop()
 
+    if args.partial_rollouts:
+        return _partial_result(results, measured)
     if args.skew_only:
         rand, skew = results["sync"], results["sync+skew"]
         for key, r in results.items():
@@ -414,6 +430,21 @@ def main() -> None:
         figures += [f"async_bound_over_colocated={bound:.2f}", f"gen_scaling={gen_scaling:.2f}",
                     f"train_scaling={train_scaling:.2f}"]
     print("RESULT " + " ".join(figures))
+
+
+def _partial_result(results: dict[str, dict[str, float]], measured: dict[str, list[dict[str, float]]]) -> None:
+    plain, partial = results["async+drain"], results["async+partial"]
+    rewards = {key: sum(r["reward_last3"] for r in runs) / len(runs) for key, runs in measured.items()}
+    for key, r in results.items():
+        print(f"  {key:14s} {r['samples_per_s']:7.2f} samples/s (median run); iteration {r['iteration_s']:6.2f} s = "
+              f"train {r['train']:.2f} + wait {r['wait']:.2f} + sync {r['sync']:.3f} + overhead {r['overhead']:.2f} "
+              f"| generation {r['gen']:.2f}; token staleness {r['token_staleness']:.2f}, multi-version samples "
+              f"{100 * r['multi_version']:.0f}%; {r['tokens_per_s']:.0f} tokens/s, length p50 {r['len_p50']:.0f} "
+              f"p90 {r['len_p90']:.0f}; reward (last 3 iterations, mean of rounds) {rewards[key]:.3f}")
+    print(f"RESULT partial_over_plain={partial['samples_per_s'] / plain['samples_per_s']:.3f} "
+          f"plain={plain['samples_per_s']:.2f} partial={partial['samples_per_s']:.2f} "
+          f"reward_plain={rewards['async+drain']:.3f} reward_partial={rewards['async+partial']:.3f} "
+          f"tokens_partial_over_plain={partial['tokens_per_s'] / plain['tokens_per_s']:.3f}")
 
 
 def disaggregation_bound(colocated: dict[str, float], split: dict[str, float]) -> tuple[float, float, float]:

@@ -1,7 +1,7 @@
 """The platform against TRL's `GRPOTrainer` on the same GRPO run: same model, data, reward, hyperparameters and seed.
 
     python bench/peer_trl.py [--steps 30 --prompts 8 --group 8 --max-tokens 160 --lr 3e-4 --modes colocated,async]
-                             [--bf16] [--token-budget 1024]
+                             [--bf16] [--token-budget N]   # default: the platform's defaults
 
 Task: the built-in `long_tail` (`rep 3 ab:` -> `ababab`; Pareto-distributed answer lengths, so a few responses are
 10-20x the median), exact-match reward, a tiny Llama SFT-warmed on the task for `--sft-seconds` so the policy
@@ -166,7 +166,8 @@ def run_platform(mode: str, args: argparse.Namespace, base: Path, train_file: Pa
                                    "max_tokens": args.max_tokens, "temperature": 1.0},
                     "training": {"iterations": args.steps, "prompts_per_iteration": args.prompts,
                                  "micro_batch_size": args.prompts * args.group, "lr": args.lr, "eval_every": 0,
-                                 "bf16_autocast": args.bf16, "max_tokens_per_micro_batch": args.token_budget or None},
+                                 "bf16_autocast": True if args.bf16 else None,
+                                 "max_tokens_per_micro_batch": args.token_budget},
                     "checkpoint": {"interval": args.steps}}
             job = api.submit_job(spec)
             done = api.wait_for_status(job["id"], timeout_s=args.timeout, poll_s=2.0)
@@ -217,9 +218,10 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--bf16", action="store_true",
                         help="both sides train under bf16 autocast (the platform's training.bf16_autocast, TRL's bf16)")
-    parser.add_argument("--token-budget", type=int, default=0,
-                        help="the platform's padding-free micro-batches (training.max_tokens_per_micro_batch); TRL "
-                             "has no equivalent and pads every step's batch")
+    parser.add_argument("--token-budget", type=int, default=None,
+                        help="the platform's padding-free micro-batches (training.max_tokens_per_micro_batch; 0: "
+                             "off); default: the platform's own choice at job start. TRL has no equivalent and pads "
+                             "every step's batch")
     parser.add_argument("--trl-venv", type=Path, default=Path(tempfile.gettempdir()) / "streamrl-trl-venv")
     args = parser.parse_args()
     python = trl_venv(args.trl_venv)

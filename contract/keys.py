@@ -60,6 +60,22 @@ def colocated_turn(job_id: int) -> str:
     return f"{prefix(job_id)}:colocated:turn"
 
 
+def tinker_requests(job_id: int) -> str:
+    """Stream of a Tinker training session's requests (one entry = one SDK call, with its seq id), read in seq order
+    by the session's worker (workers/runtime/tinker_session.py)."""
+    return f"{prefix(job_id)}:tinker:requests"
+
+
+def tinker_result(request_id: str) -> str:
+    """The outcome of one Tinker request (JSON: {"ok": ...} or {"error", "category"}), read by retrieve_future."""
+    return f"streamrl:tinker:result:{request_id}"
+
+
+def tinker_session(session_id: str) -> str:
+    """JSON {team_id, user_id, ...} of a Tinker SDK session; expires unless its heartbeats refresh it."""
+    return f"streamrl:tinker:session:{session_id}"
+
+
 def all_keys_pattern(job_id: int) -> str:
     return f"{prefix(job_id)}:*"
 
@@ -123,11 +139,18 @@ def worker_shutdown(node: str) -> str:
 
 
 def worker_registry(node: str) -> str:
-    """A live Celery worker's slots: JSON {node, queues, slots, host, pid}; expires unless refreshed."""
+    """A live Celery worker's slots: JSON {node, queues, slots, host, pid, device_kind?, devices?, tasks, beat_at};
+    expires unless refreshed."""
     return f"streamrl:workers:{node}"
 
 
 WORKER_REGISTRY_PATTERN = "streamrl:workers:*"
+
+
+def worker_samples(node: str) -> str:
+    """A worker's resource samples, newest first (a capped list: streamrl/worker_stats.py). Deliberately outside
+    WORKER_REGISTRY_PATTERN, which must match registry entries only."""
+    return f"streamrl:worker-samples:{node}"
 
 
 def controller_wake() -> str:
@@ -157,3 +180,45 @@ def noted(job_id: int, what: str) -> str:
     """Set once when something was said in the job's events (`what`: e.g. `pending:gen-3`, `capacity:4`,
     `sandbox`), so the controller and the runtime say it once, not every pass."""
     return f"{prefix(job_id)}:noted:{what}"
+
+
+def reward_tally(job_id: int, bucket: int) -> str:
+    """Hash {calls, errors, last_error} of the rewards the job's instances finished in one time bucket
+    (contract/reward_window.py)."""
+    return f"{prefix(job_id)}:reward_tally:{bucket}"
+
+
+# -- on-demand inference (backend/services/inference.py, workers/runtime/inference.py) -------------------------------
+# One instance serves one (model_dir, adapter_dir) key (`inference_key`, a hash); keys are not job keys.
+def inference_requests(key: str) -> str:
+    """List of the instance key's pending sample requests (JSON): the API LPUSHes, the instance pops the oldest."""
+    return f"streamrl:inference:{key}:requests"
+
+
+def inference_state(key: str) -> str:
+    """JSON {state: starting|ready|failed, error?, pid, host, node, at}: the instance's heartbeat (expires unless
+    refreshed; a failed load stays a few seconds so waiting callers can read why)."""
+    return f"streamrl:inference:{key}:state"
+
+
+def inference_starting(key: str) -> str:
+    """Set (NX, with a TTL) by the caller that sent the instance's task, until the instance writes its state: other
+    callers do not send a second task meanwhile."""
+    return f"streamrl:inference:{key}:starting"
+
+
+def inference_reply(request_id: str) -> str:
+    """List of one request's result events (JSON: accepted, tokens, done, error), pushed by the instance."""
+    return f"streamrl:inference:reply:{request_id}"
+
+
+def inference_retire(key: str) -> str:
+    """Set (with a TTL) when the instance key is superseded (a Tinker training run saved newer sampler weights): its
+    instance stops as soon as it has no request in flight or waiting, instead of after its idle timeout."""
+    return f"streamrl:inference:{key}:retire"
+
+
+def grader_reply(request_id: str) -> str:
+    """List holding the result (JSON: reward, sub_rewards, error) of one POST /graders/run that ran on the generation
+    pool, pushed by the worker (workers/rewards/grader_run.py) and read only by the request that made it."""
+    return f"streamrl:grader-run:reply:{request_id}"

@@ -35,6 +35,8 @@ class JobRecord:
     epoch: int = 0  # the driver epoch (see backend.db.models.jobs.Job.driver_epoch): part of every request id
     # the newest iteration whose row is recorded (None: unknown); a driver resumes from no checkpoint newer than it
     recorded_through: int | None = None
+    # the team's registered models the reward's model-backed graders name: name -> directory (absent: not registered)
+    grader_models: dict[str, str] = field(default_factory=dict)
 
 
 class Reporter(ABC):

@@ -14,12 +14,12 @@ class Sample:
     prompt_id: str  # stable across epochs: the ranker keys on it
     group_id: str  # (iteration, prompt): the unit GRPO normalises over
     sample_id: str  # unique; consumption is idempotent on it
-    policy_version: int  # weights version that generated it (behaviour policy)
+    policy_version: int  # weights version that generated it (behaviour policy); the oldest one when several did
     prompt_ids: list[int]
     response_ids: list[int]
     behaviour_logprobs: list[float]  # len == len(response_ids)
     finish_reason: str  # "stop" | "length" | "error"
-    prompt_text: str = ""
+    prompt_text: str = ""  # as the engine saw it (a chat prompt: rendered with the model's chat template)
     response_text: str = ""
     reward: float = 0.0
     reward_components: dict[str, float] = field(default_factory=dict)
@@ -29,9 +29,30 @@ class Sample:
     started_at: float = 0.0
     finished_at: float = 0.0
     instance_id: str = ""
+    truncated: bool = False  # cut by max_tokens (or the context length) before an EOS id or a stop string
+    # multi-turn episodes (workers/core/episode.py; single-turn samples leave these at their defaults):
+    loss_mask: list[int] | None = None  # per response token: 1 = the policy's own (trained), 0 = environment/tool
+    #                                     tokens and chat markup the policy did not generate (context); None: all 1
+    turns: int = 0  # policy turns of the episode (0: a single-turn sample)
+    turn_spans: list[list[int]] | None = None  # [start, end) of each policy turn in response_ids
+    turn_rewards: list[float | None] | None = None  # each step()'s reward (the sample's reward is their sum)
+    messages: list[dict[str, Any]] | None = None  # the conversation: opening turns, the policy's, the environment's
+    episode_end: str | None = None  # "done" | "max_turns" | "max_episode_tokens" | "error"
+    segments: list[dict[str, Any]] | None = None  # runs of the loss mask: [{start, end, trained, text}] (decoded)
+    # in-flight weight updates (contract/version_marks.py): [[token_index, version], ...] when the response's tokens
+    # were sampled by more than one weights version (the first mark is policy_version); None: all by policy_version
+    version_marks: list[list[int]] | None = None
 
     def __post_init__(self) -> None:
         assert len(self.behaviour_logprobs) == len(self.response_ids), "one behaviour logprob per response token"
+        assert self.loss_mask is None or len(self.loss_mask) == len(self.response_ids), "one mask entry per token"
+        assert self.version_marks is None or (self.version_marks[0][0] == 0 and self.policy_version == min(
+            v for _, v in self.version_marks)), "version marks start at token 0; policy_version is the oldest"
+
+    @property
+    def trained_tokens(self) -> int:
+        """Response tokens the loss sees (the policy's own)."""
+        return len(self.response_ids) if self.loss_mask is None else sum(self.loss_mask)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -6,9 +6,11 @@ fast with one message naming every wrong variable (`ConfigError`), never a trace
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,15 +36,24 @@ class Settings(BaseSettings):
     allowed_model_roots: list[Path] = Field(
         default_factory=list, description="extra dirs models may be registered from"
     )
-    max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1)
+    max_upload_bytes: int = Field(50 * 1024 * 1024, ge=1, description="cap of a dataset or model-archive upload")
+    hub_endpoint: str | None = Field(None, description="Hugging Face Hub URL for model downloads (default: "
+                                     "HF_ENDPOINT, else https://huggingface.co)")
     max_request_bytes: int = Field(1024 * 1024, ge=1024, description="cap of every non-upload request body (413)")
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     platform_admins: list[str] = Field(
         default_factory=list, description="emails of operators (device catalog); the first user ever is one too"
     )
     login_window_s: int = Field(900, ge=1, description="failed logins are counted over this many seconds")
-    login_max_failures_per_account: int = Field(5, ge=1)
-    login_max_failures_per_address: int = Field(50, ge=1)
+    login_free_failures: int = Field(
+        3, ge=1, description="failed logins per (account, client address) before its attempts wait 1, 2, 4, ... s"
+    )
+    login_base_delay_s: float = Field(
+        1.0, gt=0, le=3600, description="the first wait of an (account, address) past its free failures; it doubles "
+        "after each further failure"
+    )
+    login_max_delay_s: int = Field(900, ge=1, description="the longest wait between attempts of one (account, address)")
+    login_max_failures_per_address: int = Field(50, ge=1, description="failed logins (any accounts) per address")
     auto_migrate: bool = Field(True, description="run `alembic upgrade head` when the app starts")
     allow_registration: bool = Field(True, description="POST /auth/register may create new teams")
     api_concurrency: int = Field(
@@ -54,6 +65,18 @@ class Settings(BaseSettings):
         "subscribed to revocations in Redis (changes through the API apply at once); 0: each request reads the database"
     )
     cors_origins: list[str] = Field(default_factory=list)
+    metrics_token: str = Field(
+        "", description="bearer token GET /metrics requires (Prometheus: `authorization.credentials`); empty: /metrics "
+        "is off (404)"
+    )
+    trusted_proxies: str = Field(
+        "", max_length=4096, description="comma-separated IPs or CIDRs of the reverse proxies whose X-Forwarded-For "
+        "/ X-Forwarded-Proto are believed (login limits key on that address); empty: none, the peer is the client"
+    )
+    disabled_routers: list[str] = Field(
+        default_factory=list, description="optional API routers this API process leaves out (backend/main.py "
+        "OPTIONAL_ROUTERS: plans, runs, exports, samples, cluster, graders); an unknown name stops the API at startup"
+    )
     device: str = Field(
         "auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$", description="workers' accelerator: auto = cuda when available"
     )
@@ -62,12 +85,45 @@ class Settings(BaseSettings):
         "CUDA); each task process runs pinned to its set. Empty: no pinning (`streamrl worker --devices`)"
     )
 
+    inference_idle_s: float = Field(
+        60.0, gt=0, le=86400, description="an on-demand inference instance (chat completions, sampling) stops after "
+        "this many seconds without requests, freeing its generation slot (read by the generation workers)"
+    )
+
+    tinker_idle_timeout_s: float = Field(
+        600.0, gt=0, le=7 * 86400, description="a Tinker training session (docs/tinker.md) that got no request for "
+        "this many seconds ends and frees its training slot (read by the training workers)"
+    )
+
+    smtp_host: str | None = Field(None, description="SMTP server for e-mail alerts; unset: e-mail rules are refused")
+    smtp_port: int = Field(587, ge=1, le=65535)
+    smtp_tls: Literal["starttls", "ssl", "none"] = Field("starttls", description="starttls (port 587), ssl (465), none")
+    smtp_username: str | None = None
+    smtp_password: str | None = None
+    smtp_from: str = Field("streamrl@localhost", max_length=320, description="From: of alert e-mails")
+    alert_retry_base_s: float = Field(
+        10.0, gt=0, le=3600, description="a failed alert delivery is retried after base * 2**(attempt-1) seconds"
+    )
+    alert_max_attempts: int = Field(6, ge=1, le=50, description="attempts before a delivery is marked failed")
+    alert_timeout_s: float = Field(10.0, gt=0, le=300, description="timeout of one webhook or SMTP attempt")
+
     @field_validator("devices")
     @classmethod
     def _device_sets(cls, text: str) -> str:
         if text.strip():
             parse_device_sets(text)  # DeviceSetError (a ValueError) names the bad part
         return text.strip()
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_addresses(cls, text: str) -> str:
+        entries = [entry.strip() for entry in text.split(",") if entry.strip()]
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or CIDR") from None
+        return ",".join(entries)
 
     @field_validator("database_url")
     @classmethod

@@ -9,20 +9,38 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from contract.catalog import (
+    ALGORITHMS,
+    DISPATCH_POLICIES,
+    ENGINES,
+    ENVIRONMENTS,
+    REWARD_TYPES,
+    AlgorithmName,
+    DispatchPolicy,
+    EngineName,
+    EnvironmentName,
+)
+from contract.environments import PYTHON, bind_builtin
+
 Mode = Literal["colocated", "sync", "async"]
-EngineName = Literal["hf", "vllm"]
+MODES: dict[str, dict[str, str]] = {  # the dashboard's labels (OpenAPI `x-choices`)
+    "colocated": {"label": "colocated (baseline)"},
+    "sync": {"label": "sync (dynamic-batch pipelining)"},
+    "async": {"label": "async (bounded-staleness pipelining)"},
+}
 VLLMDtype = Literal["auto", "float32", "float16", "bfloat16"]
-AlgorithmName = Literal["grpo", "ppo", "rloo", "reinforce_pp"]
-DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 BuiltinTask = Literal["arithmetic", "long_tail"]
 WeightSyncBackend = Literal["p2p", "shared_store", "auto"]
+TrackerType = Literal["mlflow", "wandb", "tensorboard"]
 MAX_SEED = 2**31 - 1
 MAX_PARAMS_BYTES = 16 * 1024  # reward.params as JSON: specs are stored per job and listed by GET /jobs
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
+MAX_VLLM_LORA_RANK = 512  # vLLM's largest max_lora_rank
 
 
 class _Strict(BaseModel):
@@ -41,6 +59,12 @@ class _Strict(BaseModel):
         return value
 
 
+def _choices(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The OpenAPI extension the dashboard reads its choice lists from (frontend/scripts/gen-choices.mjs): each
+    name with its label, in the table's order (contract/catalog.py)."""
+    return {"x-choices": [{"value": name, "label": facts["label"]} for name, facts in table.items()]}
+
+
 def _check_json_value(value: Any, where: str) -> None:
     """`value` is plain JSON with finite numbers only (raises ValueError naming the place otherwise)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -56,7 +80,9 @@ def _check_json_value(value: Any, where: str) -> None:
 class DatasetSpec(_Strict):
     """Where prompts come from: exactly one of an uploaded dataset, a local JSONL path or a built-in task.
 
-    Rows are JSON objects with at least `prompt` (str); `answer` and any other keys are passed to the reward.
+    Rows are JSON objects with `prompt` (text, or chat messages) or `messages` (OpenAI chat format: the prompt is the
+    conversation up to the final assistant turn); `answer` and any other keys are passed to the reward
+    (contract/prompt_rows.py). Chat prompts are rendered with the model's chat template.
     """
 
     id: int | None = Field(None, ge=1, le=2**31 - 1, description="id of a dataset uploaded to the control plane")
@@ -64,6 +90,8 @@ class DatasetSpec(_Strict):
     builtin: BuiltinTask | None = Field(None, description="generate prompts from a built-in task")
     num_prompts: int = Field(256, ge=1, le=1_000_000, description="prompts to generate for a built-in task")
     eval_prompts: int = Field(64, ge=0, le=100_000, description="held-out prompts for evaluation")
+    system_prompt: str | None = Field(None, max_length=20_000, description="system turn for chat prompts that have "
+                                      "none of their own (neither a system message nor a `system` column)")
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> DatasetSpec:
@@ -80,7 +108,9 @@ class RewardSpec(_Strict):
     """
 
     type: str = Field(
-        "exact_match", min_length=1, max_length=100, description="built-in name, 'composite' or 'python'"
+        "exact_match", min_length=1, max_length=100,
+        description="built-in name, grader (string_check, text_similarity, multi), 'composite' or 'python'",
+        json_schema_extra=_choices(REWARD_TYPES),
     )
     params: dict[str, Any] = Field(default_factory=dict, description=f"at most {MAX_PARAMS_BYTES} bytes as JSON")
     weight: float = Field(1.0, ge=-1e6, le=1e6)
@@ -110,8 +140,52 @@ class RewardSpec(_Strict):
         return self
 
 
+class EnvironmentSpec(_Strict):
+    """A multi-turn environment (docs/user-guide.md#environments-and-tools): a built-in by `type`, or `python` with
+    `code` defining `reset(row) -> messages` and `step(messages, row) -> {"messages", "reward", "done"}` (and
+    optionally `TOOLS`, JSON-schema tool definitions). Each episode is one sample: the policy's turns are trained,
+    the environment's tokens are context only (loss mask 0)."""
+
+    type: EnvironmentName = Field(..., description="built-in environment, or 'python' for your own `code`",
+                                  json_schema_extra=_choices(ENVIRONMENTS))
+    params: dict[str, Any] = Field(default_factory=dict, description="parameters of a built-in environment")
+    code: str | None = Field(None, max_length=100_000, description="type 'python': your environment's code, run in "
+                             "the kernel jail python rewards use")
+    max_turns: int = Field(4, ge=1, le=64, description="policy turns per episode at most")
+    max_episode_tokens: int = Field(512, ge=8, le=131_072, description="tokens after the opening prompt (policy and "
+                                    "environment together) per episode at most")
+    step_timeout_s: float = Field(2.0, gt=0, le=60, description="wall-clock limit of one reset() or step() call of "
+                                  "user code; past it the episode fails and the jailed process is restarted")
+    memory_mb: int = Field(256, ge=64, le=4096, description="address-space limit of the jailed process (python)")
+
+    @field_validator("params")
+    @classmethod
+    def _params_json(cls, params: dict[str, Any]) -> dict[str, Any]:
+        _check_json_value(params, "params")
+        if len(json.dumps(params).encode()) > MAX_PARAMS_BYTES:
+            raise ValueError(f"params is over {MAX_PARAMS_BYTES} bytes as JSON")
+        return params
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EnvironmentSpec:
+        if self.type == PYTHON:
+            if not self.code:
+                raise ValueError("type 'python' needs `code` defining reset(row) and step(messages, row)")
+            if self.params:
+                raise ValueError("`params` are for built-in environments; python code reads its own constants")
+            try:
+                compile(self.code, "<environment>", "exec")
+            except (SyntaxError, ValueError) as exc:
+                raise ValueError(f"code does not compile: {exc}") from None
+            return self
+        if self.code:
+            raise ValueError("`code` is only used with type 'python'")
+        bind_builtin(self.type, self.params)  # ValueError names the bad param
+        return self
+
+
 class AlgorithmSpec(_Strict):
-    name: AlgorithmName = "grpo"
+    name: AlgorithmName = Field("grpo", json_schema_extra=_choices(ALGORITHMS))
     group_size: int = Field(8, ge=1, le=1024, description="samples per prompt")
     clip_eps: float = Field(0.2, gt=0, lt=1)
     kl_coef: float = Field(0.0, ge=0, description="k3 KL to the frozen reference policy")
@@ -137,7 +211,7 @@ class VLLMSpec(_Strict):
 
 
 class GenerationSpec(_Strict):
-    engine: EngineName = "hf"
+    engine: EngineName = Field("hf", json_schema_extra=_choices(ENGINES))
     instances: int | None = Field(None, ge=1, le=1024, description="None: use the planner's suggestion")
     batch_size: int = Field(32, ge=1, le=4096, description="max concurrent sequences per instance")
     temperature: float = Field(1.0, ge=0, le=10)
@@ -147,6 +221,19 @@ class GenerationSpec(_Strict):
         default_factory=list, max_length=MAX_STOP_STRINGS, description=f"up to {MAX_STOP_STRINGS} stop strings"
     )
 
+    partial_rollouts: bool = Field(
+        False,
+        description="async mode: in-flight weight updates. true: an instance loads a new weights version between "
+        "decode steps without dropping its batch; unfinished sequences continue on the new weights (keeping their KV "
+        "cache), each token records the version that sampled it (Sample.version_marks), the loss corrects "
+        "each token against its own behaviour logprob and max_staleness bounds the oldest token. false: a new "
+        "version is loaded only when no sequence is in flight (the instance stops admitting until its batch "
+        "drains), so every sample has one version. Default false: measured on 2 CPU cores (bench/modes.py "
+        "--partial-rollouts, long-tail task) in-flight updates gave 0.90-1.02x the samples/s of draining, no "
+        "gain, so the simpler single-version samples stay the default; try true where long tails hold a large "
+        "batch (GPUs). Engines that cannot record per-token versions (vllm) always drain. Sync and colocated "
+        "modes are unaffected.",
+    )
     vllm: VLLMSpec = Field(default_factory=VLLMSpec, description="vLLM engine settings (engine vllm only)")
 
     @field_validator("stop")
@@ -167,18 +254,45 @@ class GenerationSpec(_Strict):
         return self
 
 
+class LoraSpec(_Strict):
+    """Train a low-rank adapter (peft LoRA) instead of every weight: only the adapter is trained, checkpointed and
+    sent to the generation instances; the KL reference is the base model (the adapter disabled)."""
+
+    rank: int = Field(16, ge=1, le=1024, description="rank r of each adapter's A (r x in) and B (out x r) matrices")
+    alpha: float = Field(32.0, gt=0, le=1e6, description="scaling: the update is (alpha / rank) * B @ A")
+    dropout: float = Field(0.0, ge=0, lt=1, description="dropout on the adapter's input while training")
+    target_modules: list[str] | None = Field(
+        None, max_length=64, description="names (or name suffixes) of the linear layers to adapt, e.g. [\"q_proj\", "
+        "\"v_proj\"]; None: every linear layer except the output head"
+    )
+
+    @field_validator("target_modules")
+    @classmethod
+    def _module_names(cls, names: list[str] | None) -> list[str] | None:
+        if names is not None:
+            if not names:
+                raise ValueError("give at least one module name, or leave target_modules unset for all linear layers")
+            for index, name in enumerate(names):
+                if not re.fullmatch(r"[A-Za-z0-9_.]{1,200}", name):
+                    raise ValueError(f"target_modules[{index}] {name!r} is not a module name (letters, digits, _ .)")
+        return names
+
+
 class TrainingSpec(_Strict):
     devices: int = Field(1, ge=1, le=4096)
     iterations: int = Field(20, ge=1, le=1_000_000, description="optimiser steps (one per iteration)")
     prompts_per_iteration: int = Field(16, ge=1, le=1_000_000)
     micro_batch_size: int = Field(16, ge=1, le=65_536, description="samples per micro-step (gradient accumulation)")
     max_tokens_per_micro_batch: int | None = Field(
-        None, ge=1, le=16_777_216, description="padded-token budget of a forward pass: micro-batches are cut in "
+        None, ge=0, le=16_777_216, description="padded-token budget of a forward pass: micro-batches are cut in "
         "length order so rows x longest sequence stays within it (a longer sequence runs alone); same gradient, "
-        "less compute on padding. None: cut by micro_batch_size only"
+        "less compute on padding. None: chosen at job start from the model's size and the device's free memory "
+        "(recorded in the job's events; off where the algorithm or multi-device training cannot use it); 0: off, "
+        "cut by micro_batch_size only"
     )
-    bf16_autocast: bool = Field(False, description="run forward passes under bfloat16 autocast (weights, gradients "
-                                "and optimizer state stay float32)")
+    bf16_autocast: bool | None = Field(None, description="run forward passes under bfloat16 autocast (weights, "
+                                       "gradients and optimizer state stay float32). None: on where it is faster "
+                                       "(a GPU with bfloat16 support), off on CPUs (recorded in the job's events)")
     torch_compile: bool = Field(False, description="torch.compile the policy (dynamic shapes); the first steps pay "
                                 "the compilation")
     lr: float = Field(1e-4, gt=0, le=1)
@@ -188,6 +302,8 @@ class TrainingSpec(_Strict):
                                            "instances: p2p (torch.distributed, trainer to each instance), shared_store "
                                            "(safetensors on the artifact store) or auto (p2p where an instance can "
                                            "reach the trainer, else the shared store)")
+    lora: LoraSpec | None = Field(None, description="train a LoRA adapter instead of the full model; None: full "
+                                  "fine-tuning")
     eval_every: int = Field(5, ge=0, le=1_000_000, description="held-out reward (one sample per eval prompt, at the "
                             "current weights) every N iterations and after the last; 0: never")
 
@@ -201,7 +317,7 @@ class TrainingSpec(_Strict):
 
 
 class DispatchSpec(_Strict):
-    policy: DispatchPolicy = "random"
+    policy: DispatchPolicy = Field("random", json_schema_extra=_choices(DISPATCH_POLICIES))
     alpha: float = Field(0.2, gt=0, lt=1, description="share of prompts treated as long-tail")
 
 
@@ -230,13 +346,47 @@ class FailoverSpec(_Strict):
     backoff_s: float = Field(5.0, ge=0, le=3600, description="wait before restart k: backoff_s * 2**(k-1)")
     instance_crash_loop: int = Field(5, ge=1, le=1000, description="consecutive instance failures with the same "
                                      "error after which instances are no longer replaced and the job fails")
+    reward_error_rate: float = Field(0.5, gt=0, le=1, description="the job fails when at least this share of the "
+                                     "rewards finished within reward_error_window_s failed (8 rewards at least)")
+    reward_error_window_s: float = Field(30.0, ge=5, le=3600, description="the window of reward_error_rate")
+
+
+class TrackerSpec(_Strict):
+    """An experiment tracker the control plane mirrors the job to: each iteration's metrics, the spec as params and
+    (MLflow) the final checkpoint. Credentials are the team's (PUT /trackers/{type}), never in the spec."""
+
+    type: TrackerType
+    experiment: str | None = Field(None, min_length=1, max_length=250, description="mlflow: experiment name "
+                                   "(default: streamrl)")
+    project: str | None = Field(None, min_length=1, max_length=128, description="wandb: project (default: streamrl)")
+    mode: Literal["online", "offline"] | None = Field(None, description="wandb: online (default; needs the team's "
+                                                      "API key) or offline (a run directory under the job's artifacts)")
+    run_name: str | None = Field(None, min_length=1, max_length=250, description="default: the job's name")
+
+    @model_validator(mode="after")
+    def _fields_of_its_type(self) -> TrackerSpec:
+        owners = {"experiment": "mlflow", "project": "wandb", "mode": "wandb"}
+        for name, owner in owners.items():
+            if getattr(self, name) is not None and self.type != owner:
+                raise ValueError(f"`{name}` is a {owner} setting; this tracker is {self.type}")
+        return self
 
 
 class TelemetrySpec(_Strict):
-    """What each iteration keeps for the dashboard besides its metrics row."""
+    """What each iteration keeps for the dashboard besides its metrics row, and where else it is sent."""
 
     samples_per_iteration: int = Field(8, ge=0, le=1024, description="full samples (prompt, response, reward)")
     lengths_per_iteration: int = Field(256, ge=0, le=65_536, description="response lengths for the histogram")
+    trackers: list[TrackerSpec] = Field(default_factory=list, max_length=3, description="experiment trackers: "
+                                        "mlflow, wandb, tensorboard (each at most once)")
+
+    @field_validator("trackers")
+    @classmethod
+    def _each_type_once(cls, trackers: list[TrackerSpec]) -> list[TrackerSpec]:
+        types = [tracker.type for tracker in trackers]
+        if len(set(types)) != len(types):
+            raise ValueError("each tracker type at most once")
+        return trackers
 
 
 class CheckpointSpec(_Strict):
@@ -254,8 +404,10 @@ class JobSpec(_Strict):
     tokenizer: str | None = Field(None, max_length=1000, description="defaults to the model's own tokenizer")
     dataset: DatasetSpec
     reward: RewardSpec = Field(default_factory=RewardSpec)
+    environment: EnvironmentSpec | None = Field(None, description="multi-turn episodes with an environment (tools, "
+                                                "feedback); None: one prompt, one completion, scored by `reward`")
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
-    mode: Mode = "sync"
+    mode: Mode = Field("sync", json_schema_extra=_choices(MODES))
     max_staleness: int = Field(1, ge=1, le=64, description="async: max policy versions a sample may lag")
     generation: GenerationSpec = Field(default_factory=GenerationSpec)
     training: TrainingSpec = Field(default_factory=TrainingSpec)
@@ -274,11 +426,28 @@ class JobSpec(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _one_source_of_reward(self) -> JobSpec:
+        if self.environment is not None and self.reward != RewardSpec():
+            raise ValueError("reward: with `environment` the episode's reward comes from the environment's step() "
+                             f"results, so a {self.reward.type!r} reward of one completion does not apply: leave "
+                             "`reward` unset")
+        return self
+
+    @model_validator(mode="after")
+    def _lora_fits_the_engine(self) -> JobSpec:
+        lora = self.training.lora
+        if lora is not None and self.generation.engine == "vllm" and lora.rank > MAX_VLLM_LORA_RANK:
+            raise ValueError(f"training.lora.rank {lora.rank} is above the largest LoRA rank the vllm engine serves "
+                             f"({MAX_VLLM_LORA_RANK}): lower it or use engine 'hf'")
+        return self
+
+    @model_validator(mode="after")
     def _budget_keeps_the_loss_exact(self) -> JobSpec:
-        if self.training.max_tokens_per_micro_batch is not None and self.algorithm.name == "reinforce_pp":
-            raise ValueError("training.max_tokens_per_micro_batch cannot be used with reinforce_pp: it whitens "
-                             "advantages over each micro-batch, so cutting by tokens would change its loss")
-        if self.training.max_tokens_per_micro_batch is not None and self.training.devices > 1:
+        conflict = ALGORITHMS[self.algorithm.name].get("token_budget_conflict")
+        if self.training.max_tokens_per_micro_batch and conflict:
+            raise ValueError(f"training.max_tokens_per_micro_batch cannot be used with {self.algorithm.name}: "
+                             f"{conflict}")
+        if self.training.max_tokens_per_micro_batch and self.training.devices > 1:
             # each rank would cut its share into its own number of passes, and FSDP's collectives run per pass
             raise ValueError("training.max_tokens_per_micro_batch is not supported with training.devices > 1 yet "
                              "(every rank must run the same number of forward/backward passes)")

@@ -23,6 +23,9 @@ RUN_INSTANCE = "generation.run_instance"
 RUN_JOB = "training.run_job"
 RUN_RANK = "training.run_rank"  # ranks 1..N-1 of a multi-device trainer, sent by its driver (rank 0)
 RECONCILE = "control.reconcile"
+TINKER_SESSION = "training.tinker_session"  # a Tinker training session (backend/services/tinker.py, docs/tinker.md)
+RUN_INFERENCE = "generation.run_inference"  # an on-demand inference instance (backend/services/inference.py)
+RUN_GRADER = "generation.run_grader"  # one sample scored by model-backed graders (backend/services/graders.py)
 BROKER_POLL_S = 10.0
 TASK_ROUTES = {
     "generation.*": {"queue": "generation"},

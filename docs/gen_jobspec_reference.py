@@ -35,8 +35,7 @@ NOTES = {
     "reward.weight": "this component's weight inside a `composite`",
     "reward.components": "sub-rewards of a `composite` (each a RewardSpec)",
     "reward.code": "`python` only: source defining `reward(prompt, response, meta)`",
-    "algorithm.name": "grpo (group-normalised advantages), ppo (critic + GAE), rloo (leave-one-out baseline), "
-    "reinforce_pp (REINFORCE++: batch-normalised returns)",
+    "algorithm.name": "one of the algorithms in the table below",
     "algorithm.clip_eps": "PPO-style ratio clipping of the policy loss",
     "algorithm.entropy_coef": "entropy bonus weight",
     "generation.engine": "hf (transformers, continuous batching) or vllm (needs vLLM installed on the workers)",
@@ -68,6 +67,7 @@ RULES = """## Rules across fields
   upload the file (`streamrl datasets upload`) and use its `id`.
 - `reward.type: python` needs `code`; `code` is refused for any other type; `composite` needs `components`.
 - `autoscale.min_instances <= autoscale.max_instances`.
+- `training.lora.rank` <= 512 with `generation.engine: vllm` (the largest LoRA rank vLLM serves).
 - `model` (and `tokenizer`, when given) must be models registered in your team (`streamrl models register`).
 - The team quota `max_generation_instances` caps `generation.instances` at submit time (403 naming the quota).
 """
@@ -140,21 +140,30 @@ def model_section(model: type[BaseModel], path: str) -> list[str]:
     return lines + [""]
 
 
-def builtin_rewards_section() -> str:
-    from contract.rewards.builtins import REGISTRY
+def extension_sections() -> str:
+    """One table per extension kind, from contract/catalog.py (written from the registries beside each
+    implementation by scripts/export_catalog.py)."""
+    from contract.catalog import ALGORITHMS, DISPATCH_POLICIES, ENGINES, ENVIRONMENTS, REWARD_TYPES
 
-    lines = [
-        "## Built-in rewards",
-        "",
-        "`reward.type` names one of these (or `composite`, `python`).",
-        "",
-        "| type | params (defaults) | required |",
-        "|---|---|---|",
-    ]
-    for name, builtin in REGISTRY.items():
-        params = ", ".join(f"`{k}={v!r}`" for k, v in builtin.defaults.items()).replace("|", "\\|")
-        lines.append(f"| `{name}` | {params} | {', '.join(f'`{r}`' for r in builtin.required)} |")
-    return "\n".join(lines) + "\n"
+    def table(title: str, key: str, entries: dict[str, dict[str, Any]], params: bool = False) -> list[str]:
+        lines = [f"## {title}", "", f"`{key}` names one of these.", ""]
+        lines += ["| name | label | what | params (defaults) | required |", "|---|---|---|---|---|"] if params else \
+            ["| name | label | what |", "|---|---|---|"]
+        for name, facts in entries.items():
+            row = [f"`{name}`", facts["label"], facts["summary"]]
+            if params:
+                row.append(", ".join(f"`{k}={v!r}`" for k, v in facts.get("defaults", {}).items()))
+                row.append(", ".join(f"`{r}`" for r in facts.get("required", ())))
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        return [*lines, ""]
+
+    return "\n".join([
+        *table("Algorithms", "algorithm.name", ALGORITHMS),
+        *table("Generation engines", "generation.engine", ENGINES),
+        *table("Dispatch policies", "dispatch.policy", DISPATCH_POLICIES),
+        *table("Reward types", "reward.type", REWARD_TYPES, params=True),
+        *table("Environments", "environment.type", ENVIRONMENTS, params=True),
+    ])
 
 
 def render() -> str:
@@ -172,7 +181,7 @@ def render() -> str:
                 queue.append((child, f"{path}.{name}" if path else name))
     unknown = set(NOTES) - seen_keys(JobSpec, "")
     assert not unknown, f"NOTES names fields that JobSpec does not have: {sorted(unknown)}"
-    sections += [RULES, builtin_rewards_section()]
+    sections += [RULES, extension_sections()]
     return "\n".join(sections).rstrip() + "\n"
 
 

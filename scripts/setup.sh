@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-time setup: creates .venv/ at the repo root with everything the platform needs (Python packages, node via
-# nodeenv linked to the system node, the built dashboard). Idempotent: rerunning only installs what changed.
+# One-time setup: the host packages the platform needs (bubblewrap, scripts/host_packages.sh), and .venv/ at the repo
+# root with everything else (Python packages, node via nodeenv linked to the system node, the built dashboard).
+# Idempotent: rerunning only installs what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,8 @@ if [ -z "$PY" ]; then
   done
 fi
 [ -n "$PY" ] || { echo "setup: need Python >= 3.11" >&2; exit 1; }
+
+scripts/host_packages.sh  # bubblewrap (the reward jail): installed as root with apt, else the command is printed
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip

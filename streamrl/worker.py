@@ -53,7 +53,7 @@ def run_instance(self: Task, job_id: int, instance_id: str) -> str:
 @app.task(name=tasks.RUN_JOB, bind=True)
 def run_job(self: Task, job_id: int) -> str:
     """The job driver (data loader, dispatcher, stream consumer, trainer, weight publisher): runs to the job's end."""
-    from workers.runtime.driver import run_job as run
+    from workers.runtime.job import run_job as run
 
     reporter, client = _platform()
     return run(job_id, reporter, client, get_settings().artifacts, node=self.request.hostname)
@@ -68,6 +68,40 @@ def run_rank(self: Task, job_id: int, epoch: int, rank: int) -> str:
     return run(job_id, epoch, rank, reporter, client, get_settings().artifacts, node=self.request.hostname)
 
 
+@app.task(name=tasks.RUN_INFERENCE, bind=True)
+def run_inference(self: Task, key: str, model_dir: str, adapter_dir: str | None) -> str:
+    """An on-demand inference instance for one (model, adapter): serves sample requests until idle for
+    STREAMRL_INFERENCE_IDLE_S (backend/services/inference.py, workers/runtime/inference.py)."""
+    from workers.runtime.components import worker_device
+    from workers.runtime.inference import serve
+
+    client = connect(tasks.platform_redis_url())
+    return serve(client, key, model_dir, adapter_dir, idle_s=get_settings().inference_idle_s,
+                 node=self.request.hostname, device=worker_device())
+
+
+@app.task(name=tasks.RUN_GRADER)
+def run_grader(request_id: str, payload: dict[str, Any]) -> str:
+    """POST /graders/run for a spec with model-backed graders: score the sample, push the result to its reply key
+    (backend/services/graders.py, workers/rewards/grader_run.py)."""
+    from workers.rewards.grader_run import answer
+    from workers.runtime.components import worker_device
+
+    answer(connect(tasks.platform_redis_url()), request_id, payload, worker_device())
+    return f"grader run {request_id} answered"
+
+
+@app.task(name=tasks.TINKER_SESSION, bind=True)
+def tinker_session(self: Task, job_id: int) -> str:
+    """A Tinker training session (docs/tinker.md): serves its TrainingClient's requests in seq order until idle for
+    STREAMRL_TINKER_IDLE_TIMEOUT_S, closed or cancelled, holding one training slot."""
+    from workers.runtime.components import worker_device
+    from workers.runtime.tinker_session import run_session
+
+    reporter, client = _platform()
+    return run_session(job_id, reporter, client, worker_device(), get_settings().tinker_idle_timeout_s)
+
+
 @app.task(name=tasks.RECONCILE)
 def reconcile() -> dict[str, int]:
     """One pass of the controller's reconcile loop (the `streamrl controller` process loops over the same function)."""
@@ -78,11 +112,13 @@ def reconcile() -> dict[str, int]:
 
 class _Registration:
     """The worker's slots in the registry (`keys.worker_registry`), refreshed every few seconds by a daemon thread of
-    the worker's main process; the controller counts free slots per pool from it (capacity-aware placement)."""
+    the worker's main process; the controller counts free slots per pool from it (capacity-aware placement). Each
+    beat also records the tasks running now and a resource sample (streamrl/worker_stats.py: the cluster page)."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
         self.entry: dict[str, Any] = {}
+        self.gpus: set[int] = set()
 
     def start(self, consumer: Any) -> None:
         worker = consumer.controller
@@ -95,13 +131,23 @@ class _Registration:
 
             self.entry["device_kind"] = device_kind(get_settings().device)
             self.entry["devices"] = [format_device_set(s) for s in sets]
+            if self.entry["device_kind"] == "cuda":
+                self.gpus = {index for devices in sets for index in devices}
         threading.Thread(target=self._run, name="worker-registry", daemon=True).start()
 
     def _run(self) -> None:
+        from streamrl.worker_stats import ProcessTreeSampler, active_tasks, gpu_stats, push_sample
+
         client = connect(tasks.platform_redis_url())
+        sampler = ProcessTreeSampler(os.getpid())
         while True:
             try:
-                client.set(keys.worker_registry(self.entry["node"]), json.dumps(self.entry), ex=REGISTRY_TTL_S)
+                sample = sampler.sample()
+                if self.gpus:
+                    sample["gpus"] = gpu_stats(self.gpus)
+                entry = {**self.entry, "tasks": active_tasks(), "beat_at": sample["at"]}
+                client.set(keys.worker_registry(self.entry["node"]), json.dumps(entry), ex=REGISTRY_TTL_S)
+                push_sample(client, self.entry["node"], sample)
             except redis.RedisError as err:
                 log.warning("worker registry: %s", err)
             if self.stop.wait(REGISTRY_BEAT_S):

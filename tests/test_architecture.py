@@ -3,6 +3,9 @@
 `contract` imports none of the other three packages; `backend` and `workers` import only `contract`; `streamrl`
 (entry points) may import everything. `contract` and `backend` never import torch (or what pulls it in). Every
 import statement counts, including those inside functions and under `if TYPE_CHECKING:`.
+
+No first-party module imports itself through others (no cycles), counting the same imports: a cycle hidden in a
+function-level import still means neither module can be read, tested or moved without the other.
 """
 
 from __future__ import annotations
@@ -87,6 +90,80 @@ def violations(package: str, root: Path = ROOT) -> list[str]:
             if package in TORCH_FREE and top in HEAVY:
                 found.append(f"{edge}  ({package} must stay torch-free)")
     return found
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """First-party module -> the first-party modules it imports anywhere. `from a.b import c` is an edge to the
+    module `a.b.c` when that is a module, else to `a.b` (a package's `__init__`)."""
+    files = {_module_name(path, root): path for package in PACKAGES for path in sorted((root / package).rglob("*.py"))}
+
+    def owner(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(owner(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                for base in _resolve(node, path, root):
+                    targets.update(owner(f"{base}.{a.name}") if f"{base}.{a.name}" in files else owner(base)
+                                   for a in node.names)
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    found = cycles(module_graph())
+    print(f"{len(found)} import cycle(s) among first-party modules:", *found, sep="\n  ")
+    assert not found, f"{len(found)} import cycle(s): " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
+    """A planted pair whose second edge is inside a function is one cycle; removing that edge leaves none."""
+    (tmp_path / "workers" / "runtime").mkdir(parents=True)
+    for package in ("workers", "workers/runtime"):
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "workers" / "runtime" / "driver.py").write_text("from workers.runtime import mode\n")
+    (tmp_path / "workers" / "runtime" / "mode.py").write_text("def f():\n    from . import driver\n")
+    assert cycles(module_graph(tmp_path)) == [["workers.runtime.driver", "workers.runtime.mode"]]
+    (tmp_path / "workers" / "runtime" / "mode.py").write_text("def f():\n    return 1\n")
+    assert cycles(module_graph(tmp_path)) == []
 
 
 def test_rule_covers_every_first_party_package() -> None:

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Annotated, Any
 
 import redis
-from fastapi import Depends, HTTPException, Path, Request
+from fastapi import Depends, HTTPException, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
@@ -15,6 +15,7 @@ from backend.api.auth_cache import AuthCache
 from backend.db.enums import Role
 from backend.db.models import Job, Team, User
 from backend.schemas.common import MAX_ID
+from backend.schemas.jobs import TAG_PATTERN
 from backend.services.auth import AuthContext, resolve_token
 from backend.services.errors import Forbidden, InvalidInput, Unauthorized
 from backend.services.jobs import get_job
@@ -85,6 +86,10 @@ async def get_db(request: Request) -> AsyncIterator[Session]:
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 IdPath = Annotated[int, Path(ge=1, le=MAX_ID, description="object id")]
+TagQuery = Annotated[str | None, Query(pattern=TAG_PATTERN, description="only jobs carrying this tag")]
+TextQuery = Annotated[
+    str | None, Query(min_length=1, max_length=200, description="text in the name, tags or notes (any case)")
+]
 SessionDep = Annotated[Session, Depends(get_db)]
 _bearer = HTTPBearer(auto_error=False, description="session token (POST /auth/login) or API key srl_...")
 

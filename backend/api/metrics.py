@@ -1,11 +1,16 @@
-"""Prometheus: request counts and latency by route template, and jobs by status (read from the database at scrape)."""
+"""Prometheus: request counts and latency by route template, and jobs by status (read from the database at scrape).
+
+GET /metrics answers only a bearer token equal to `settings.metrics_token` (jobs by status span every team); without
+that setting it is off (404)."""
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -87,5 +92,17 @@ def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
     app.add_middleware(_Observe, observe=observe)
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
+    def metrics(request: Request) -> Response:
+        """Only with `Authorization: Bearer <metrics_token>`: the counts span every team."""
+        expected = request.app.state.settings.metrics_token
+        if not expected:
+            return _plain(404, "metrics are off: set STREAMRL_METRICS_TOKEN and scrape with it as a bearer token")
+        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), expected.encode()):
+            return _plain(401, "GET /metrics needs `Authorization: Bearer <STREAMRL_METRICS_TOKEN>`",
+                          {"WWW-Authenticate": 'Bearer realm="metrics"'})
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _plain(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)

@@ -31,7 +31,9 @@ def team_public(team: Team, role: Role | None = None) -> TeamPublic:
     return TeamPublic(id=team.id, name=team.name, quotas=quotas, role=role)
 
 
-def job_row_public(job: Job, running: int, latest_metrics: dict[str, Any] | None, email: str | None) -> JobPublic:
+def job_row_public(
+    job: Job, running: int, pending: int, latest_metrics: dict[str, Any] | None, email: str | None
+) -> JobPublic:
     return JobPublic(
         id=job.id,
         name=job.name,
@@ -39,6 +41,7 @@ def job_row_public(job: Job, running: int, latest_metrics: dict[str, Any] | None
         spec=job.spec,
         target_instances=job.target_instances,
         running_instances=running,
+        pending_instances=pending,
         autoscale=job.autoscale,
         created_by=job.created_by_id,
         created_by_email=email if job.created_by_id is not None else None,
@@ -52,10 +55,14 @@ def job_row_public(job: Job, running: int, latest_metrics: dict[str, Any] | None
         ),
         latest_metrics=latest_metrics,
         ptl_profile=job.ptl_profile,
+        tags=list(job.tags or []),
+        notes=job.notes or "",
     )
 
 
 def job_public(session: Session, job: Job) -> JobPublic:
-    """One job with its summary (running instances, latest metrics, creator email): one query."""
-    running, latest, email = session.execute(select(*summary_columns()).select_from(Job).where(Job.id == job.id)).one()
-    return job_row_public(job, int(running), latest, email)
+    """One job with its summary (running and pending instances, latest metrics, creator email): one query."""
+    running, pending, latest, email = session.execute(
+        select(*summary_columns()).select_from(Job).where(Job.id == job.id)
+    ).one()
+    return job_row_public(job, int(running), int(pending), latest, email)

@@ -12,7 +12,7 @@ the server's detail; an unreachable server raises `ConnectionFailed`. The client
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,8 +20,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from backend.client.alerts import AlertsClient
 from backend.client.errors import APIError, ConnectionFailed
 from backend.client.sse import SSEEvent, parse_sse
+from backend.client.trackers import TrackersClient
 
 API_PREFIX = "/api/v1"
 JSON = dict[str, Any]
@@ -32,7 +34,7 @@ def _drop_none(params: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
-class StreamRLClient:
+class StreamRLClient(AlertsClient, TrackersClient):
     def __init__(self, base_url: str, token: str | None = None, *, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -75,8 +77,14 @@ class StreamRLClient:
     def ready(self) -> JSON:
         return self._json("GET", "/ready")
 
-    def metrics_text(self) -> str:
-        return self._send("GET", "/metrics", prefix="").text
+    def metrics_text(self, metrics_token: str) -> str:
+        """Prometheus text; needs the server's STREAMRL_METRICS_TOKEN (not a user's token)."""
+        try:
+            response = self._http.get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"})
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(self.base_url, str(exc) or type(exc).__name__) from exc
+        _raise_for_status(response, "GET", "/metrics")
+        return response.text
 
     # ---- auth -----------------------------------------------------------------------------------------------------
     def register(self, email: str, password: str, team_name: str) -> JSON:
@@ -134,8 +142,35 @@ class StreamRLClient:
     def list_models(self) -> JSON:
         return self._json("GET", "/models")
 
-    def register_model(self, name: str, path: str) -> JSON:
-        return self._json("POST", "/models", json={"name": name, "path": path})
+    def register_model(self, name: str, path: str | None = None, *, hub_id: str | None = None,
+                       revision: str | None = None) -> JSON:
+        """A server directory (`path`) or a Hub model (`hub_id` + `revision`, downloaded in the background)."""
+        return self._json("POST", "/models", json=_drop_none({"name": name, "path": path, "hub_id": hub_id,
+                                                              "revision": revision}))
+
+    def upload_model(self, source: str | Path, name: str) -> JSON:
+        """Upload a model: an archive (.tar.gz, .zip, ...) as is, or a local directory packed as .tar.gz first."""
+        path = Path(source)
+        if path.is_dir():
+            import io
+            import tarfile
+
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+                for item in sorted(path.rglob("*")):
+                    if item.is_file() and not item.is_symlink():
+                        tar.add(item, arcname=str(item.relative_to(path)))
+            return self._json("POST", "/models/upload", data={"name": name},
+                              files={"file": (f"{path.name}.tar.gz", buffer.getvalue())}, timeout=600.0)
+        with path.open("rb") as fh:
+            return self._json("POST", "/models/upload", data={"name": name}, files={"file": (path.name, fh)},
+                              timeout=600.0)
+
+    def get_model(self, model_id: int) -> JSON:
+        return self._json("GET", f"/models/{model_id}")
+
+    def set_hub_token(self, token: str | None) -> JSON:
+        return self._json("PUT", "/models/hub-token", json={"token": token})
 
     def list_datasets(self) -> JSON:
         return self._json("GET", "/datasets")
@@ -147,6 +182,14 @@ class StreamRLClient:
             return self._json("POST", "/datasets", data={"name": name or path.stem},
                               files={"file": (path.name, fh, "application/x-ndjson")}, timeout=300.0)
 
+    def register_hub_dataset(self, name: str, hub_id: str, *, split: str, revision: str = "main") -> JSON:
+        """One split of a Hub dataset, imported in the background (poll `get_dataset` until not `downloading`)."""
+        return self._json("POST", "/datasets/hub", json={"name": name, "hub_id": hub_id, "split": split,
+                                                         "revision": revision})
+
+    def get_dataset(self, dataset_id: int) -> JSON:
+        return self._json("GET", f"/datasets/{dataset_id}")
+
     def dataset_rows(self, dataset_id: int, *, limit: int | None = None, offset: int | None = None) -> JSON:
         return self._json("GET", f"/datasets/{dataset_id}/rows", params=_drop_none({"limit": limit, "offset": offset}))
 
@@ -156,9 +199,16 @@ class StreamRLClient:
         return self._json("POST", "/jobs", json=body)
 
     def list_jobs(self, *, status: str | None = None, name: str | None = None, limit: int | None = None,
-                  offset: int | None = None) -> JSON:
+                  offset: int | None = None, tag: str | None = None, search: str | None = None) -> JSON:
         return self._json("GET", "/jobs", params=_drop_none(
-            {"status": status, "name": name, "limit": limit, "offset": offset}))
+            {"status": status, "name": name, "tag": tag, "q": search, "limit": limit, "offset": offset}))
+
+    def annotate_job(self, job_id: int, *, tags: list[str] | None = None, add_tags: list[str] | None = None,
+                     remove_tags: list[str] | None = None, notes: str | None = None) -> JSON:
+        """Edit a job's tags (`tags` replaces them; `add_tags` / `remove_tags` change them) and/or notes."""
+        body = _drop_none({"tags": tags, "add_tags": add_tags or None, "remove_tags": remove_tags or None,
+                           "notes": notes})
+        return self._json("PATCH", f"/jobs/{job_id}", json=body)
 
     def get_job(self, job_id: int) -> JSON:
         return self._json("GET", f"/jobs/{job_id}")
@@ -192,11 +242,41 @@ class StreamRLClient:
                                    f"(waiting for {', '.join(sorted(wanted))})")
             time.sleep(poll_s)
 
+    def cluster(self) -> JSON:
+        """Workers by pool and node, their holders and resource samples, queue depths, pending instances."""
+        return self._json("GET", "/cluster")
+
+    def run_grader(self, grader: JSON, *, output_text: str, item: JSON | None = None, prompt: str = "") -> JSON:
+        """Score one sample with a reward/grader spec (POST /graders/run): reward, sub_rewards, passed, error. A spec
+        with `model` or `judge` graders runs on the generation pool (the server waits up to 120 s for it)."""
+        body = {"grader": grader, "sample": {"output_text": output_text}, "item": item or {}, "prompt": prompt}
+        return self._json("POST", "/graders/run", json=body, timeout=150.0)
+
+    def job_health(self, job_id: int) -> JSON:
+        """What the job is doing and the training-signal checks that fire (GET /jobs/{id}/health)."""
+        return self._json("GET", f"/jobs/{job_id}/health")
+
     def job_events(self, job_id: int, *, after_id: int | None = None, limit: int | None = None) -> JSON:
         return self._json("GET", f"/jobs/{job_id}/events", params=_drop_none({"after_id": after_id, "limit": limit}))
 
     def job_iterations(self, job_id: int, *, after: int | None = None, limit: int | None = None) -> JSON:
         return self._json("GET", f"/jobs/{job_id}/iterations", params=_drop_none({"after": after, "limit": limit}))
+
+    def chat_completion(self, model: str, messages: list[dict[str, Any]], **params: Any) -> JSON:
+        """OpenAI's chat completion (POST /openai/v1/chat/completions; docs/openai.md): `params` are its fields
+        (max_tokens, temperature, n, stop, seed, ...). Waits while an inference instance starts (up to 3 minutes)."""
+        return self._json("POST", "/chat/completions", prefix="/openai/v1",
+                          json={"model": model, "messages": messages, **_drop_none(params)}, timeout=180.0)
+
+    def sample_prompts(self, job_ids: Sequence[int], *, search: str | None = None, limit: int | None = None) -> JSON:
+        """Prompts these jobs (1-8) have stored samples of, those in most runs and iterations first."""
+        return self._json("GET", "/samples/prompts", params=_drop_none(
+            {"job_ids": ",".join(map(str, job_ids)), "q": search, "limit": limit}))
+
+    def samples_by_prompt(self, job_ids: Sequence[int], prompt: str) -> JSON:
+        """One prompt's samples in these jobs, grouped by job and iteration (checkpoints marked)."""
+        return self._json("GET", "/samples/by-prompt", params={"job_ids": ",".join(map(str, job_ids)),
+                                                              "prompt": prompt})
 
     def job_samples(self, job_id: int, *, iteration: int | None = None, limit: int | None = None) -> JSON:
         return self._json("GET", f"/jobs/{job_id}/samples",

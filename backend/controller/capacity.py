@@ -3,6 +3,10 @@
 A generation slot runs one instance; an instance is `pending` from the moment the controller asks for it until a
 worker slot picks its task up (its first heartbeat). `free_generation_slots` is None when no worker registered
 (e.g. a deployment whose workers predate the registry): the controller then cannot judge capacity and waits.
+
+A training slot runs one job driver or one trainer rank; a job holds `training.devices` of them from admission until
+it ends (paused jobs keep theirs: the driver waits in place). `training_slots` is None without registered training
+workers, and admission then does not judge the training pool.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from backend.db import GenerationInstance, InstanceStatus
+from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
+from backend.services.jobs import TrainingSlots, job_devices
 from contract import keys
 
 
@@ -51,3 +56,14 @@ def generation_capacity(session: Session, client: redis.Redis, heartbeat_s: floa
         GenerationInstance.heartbeat_at >= recent,
         GenerationInstance.status.in_([InstanceStatus.starting, InstanceStatus.running, InstanceStatus.stopping])))
     return PoolCapacity(slots=slots, in_use=int(in_use or 0))
+
+
+def training_slots(session: Session, client: redis.Redis) -> TrainingSlots | None:
+    """Registered training slots, and how many the starting, running and paused jobs' gangs leave free."""
+    slots = registered_slots(client, "training")
+    if slots is None:
+        return None
+    holding = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
+                                                                JobStatus.paused])))
+    in_use = sum(job_devices(job) for job in holding)
+    return TrainingSlots(slots=slots, free=max(0, slots - in_use))

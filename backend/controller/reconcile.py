@@ -6,6 +6,8 @@ One pass (`reconcile_once`):
 3. per active job: mark silent instances dead, run the autoscaler for `auto` jobs, start instances up to the
    target and stop the surplus (a stop flag the instance checks between requests);
 4. paused and finished jobs: stop their instances.
+Tinker training sessions (jobs tagged `tinker`, backend/services/tinker.py) are admitted the same way, get
+`training.tinker_session` instead of a driver, no instances, and fail (never restart) when their worker dies.
 Every decision that changes a job is a JobEvent. Instances are numbered `gen-<k>`, never reused within a job.
 """
 
@@ -21,15 +23,17 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from backend.controller.capacity import PoolCapacity, generation_capacity
+from backend.controller.capacity import PoolCapacity, generation_capacity, training_slots
 from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
-from backend.services.jobs import admit_queued_jobs, record_event, transition_job
+from backend.services.jobs import admit_queued_jobs, job_devices, record_event, transition_job
+from backend.services.tinker import is_tinker_job
 from contract import keys, liveness, tasks
 from contract.liveness import Timeouts
 from contract.redis_client import connect
+from contract.reward_window import clear_tally, error_rate_exceeded, reward_window
 from contract.spec import JobSpec
 from contract.tasks import make_celery, platform_redis_url
 
@@ -40,6 +44,8 @@ class TaskSender(Protocol):
     def start_driver(self, job_id: int) -> None: ...
 
     def start_instance(self, job_id: int, instance_id: str) -> str: ...
+
+    def start_tinker_session(self, job_id: int) -> None: ...
 
 
 class CeleryTaskSender:
@@ -53,6 +59,9 @@ class CeleryTaskSender:
 
     def start_instance(self, job_id: int, instance_id: str) -> str:
         return str(self.app.send_task(tasks.RUN_INSTANCE, args=[job_id, instance_id]).id)
+
+    def start_tinker_session(self, job_id: int) -> None:
+        self.app.send_task(tasks.TINKER_SESSION, args=[job_id])
 
 
 @dataclass
@@ -87,11 +96,17 @@ def reconcile_once(
     timeouts = timeouts or Timeouts.from_env()
     report = ReconcileReport()
     with session_scope(engine) as session:
-        for job in admit_queued_jobs(session=session):
+        def waiting(job: Job, reason: str) -> None:  # one event per job and reason
+            if client.set(keys.noted(job.id, f"gang:{reason}"), 1, nx=True, ex=86400):
+                record_event(session=session, job_id=job.id, kind="capacity", message=reason,
+                             data={"devices": job_devices(job), "waiting": "training_slots"})
+
+        for job in admit_queued_jobs(session=session, training=training_slots(session, client), waiting=waiting):
             report.admitted.append(job.id)
             # a resumed job starts clean: no leftover end marker or driver bookkeeping from its previous run
             client.delete(keys.job_done(job.id), keys.driver_sent(job.id), keys.driver_lost_at(job.id),
                           keys.driver_handback(job.id), keys.driver_seen(job.id))
+            clear_tally(client, job.id)  # a resumed job is judged on its new rewards only
     with session_scope(engine) as session:
         jobs = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
                                                                    JobStatus.paused]))).all()
@@ -109,10 +124,13 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
     if job.status == JobStatus.paused:
         _scale_to(session, job, [], 0, sender, client, report)
         return
+    if is_tinker_job(job):
+        return _reconcile_tinker(session, job, sender, client, timeouts, report)
     if job.status == JobStatus.starting and liveness.mark_driver_sent(client, job.id):
         sender.start_driver(job.id)
         report.drivers_started.append(job.id)
-        record_event(session=session, job_id=job.id, kind="worker", message="training driver task sent")
+        record_event(session=session, job_id=job.id, kind="worker", message="training driver task sent",
+                     data={"driver": "sent"})
     try:
         spec = JobSpec.model_validate(job.spec)
     except ValidationError as err:  # stored by an older version, or written around the API: it cannot run
@@ -141,9 +159,25 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
         report.jobs_failed.append(job.id)
         return _fail(session, job, client, f"generation instances keep failing ({spec.failover.instance_crash_loop} "
                      f"in a row): {crash}")
+    reward_error = _reward_error(client, job, spec)
+    if reward_error is not None:
+        report.jobs_failed.append(job.id)
+        return _fail(session, job, client, reward_error)
     target = 0 if spec.mode == "colocated" else desired_instances(session, job, spec, live)
     _note_capacity(session, job, live, target, client, capacity)
     _scale_to(session, job, live, target, sender, client, report)
+
+
+def _reward_error(client: redis.Redis, job: Job, spec: JobSpec) -> str | None:
+    """The error when the job's rewards failed at `failover.reward_error_rate` or more over the window."""
+    if job.status != JobStatus.running:
+        return None
+    window, rate = spec.failover.reward_error_window_s, spec.failover.reward_error_rate
+    calls, errors, last = reward_window(client, job.id, window)
+    if not error_rate_exceeded(calls, errors, rate):
+        return None
+    return (f"reward errors: {errors} of {calls} rewards in the last {window:.0f}s failed (failover.reward_error_rate "
+            f"{rate:g}); newest: {last}")
 
 
 def crash_loop_error(session: Session, job_id: int, limit: int) -> str | None:
@@ -220,6 +254,21 @@ def _next_instance_id(session: Session, job_id: int) -> str:
     return f"gen-{max(used, default=-1) + 1}"
 
 
+def _reconcile_tinker(session: Session, job: Job, sender: TaskSender, client: redis.Redis, timeouts: Timeouts,
+                      report: ReconcileReport) -> None:
+    """A Tinker session: send its task once; when its worker is gone it fails (its pending futures then fail with
+    a retryable error and the SDK resumes from its last save_state in a new training client)."""
+    if job.status == JobStatus.starting and liveness.mark_driver_sent(client, job.id):
+        sender.start_tinker_session(job.id)
+        report.drivers_started.append(job.id)
+        record_event(session=session, job_id=job.id, kind="worker", message="tinker session task sent",
+                     data={"driver": "sent"})
+    if _driver_lost(client, job, timeouts):
+        report.jobs_failed.append(job.id)
+        _fail(session, job, client, "the training session's worker died (no heartbeat); resume from the last "
+              "save_state with create_training_client_from_state_with_optimizer")
+
+
 def _driver_lost(client: redis.Redis, job: Job, timeouts: Timeouts) -> bool:
     """The driver beat since it was sent and its heartbeat expired, or it was never picked up in time."""
     if liveness.driver_alive(client, job.id):
@@ -258,7 +307,9 @@ def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redi
         cause = "handed the job back" if handed_back else \
             f"stopped heart-beating ({timeouts.driver_heartbeat_ttl_s:.0f}s)"
         record_event(session=session, job_id=job.id, kind="worker", message=f"training driver {cause}; restarting it "
-                     f"from the newest checkpoint in {delay:.0f}s", data={"failures": job.driver_failures})
+                     f"from the newest checkpoint in {delay:.0f}s",
+                     data={"driver": "lost", "failures": job.driver_failures, "handed_back": handed_back,
+                           "delay_s": delay})
     lost_at = float(client.get(keys.driver_lost_at(job.id)) or time.time())
     if time.time() - lost_at < delay:
         return
@@ -273,7 +324,7 @@ def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redi
     record_event(session=session, job_id=job.id, kind="worker",
                  message=f"training driver restarted (epoch {job.driver_epoch}; unplanned restarts "
                          f"{job.driver_failures} of {spec.failover.max_restarts})",
-                 data={"epoch": job.driver_epoch, "failures": job.driver_failures})
+                 data={"driver": "restarted", "epoch": job.driver_epoch, "failures": job.driver_failures})
 
 
 def _fail(session: Session, job: Job, client: redis.Redis, error: str) -> None:

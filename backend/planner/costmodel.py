@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from backend.planner.devices import DeviceSpec, ModelShape
+from contract.catalog import ALGORITHMS
 from contract.skew import PTLProfile
 
 MEM_EFF = 0.6  # achieved fraction of HBM bandwidth reading weights (GEMV)
@@ -29,7 +30,8 @@ PROFILE_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 KV_MEMORY_FRACTION = 0.9  # of device memory usable for weights + KV cache
 
 # FLOPs per token per parameter over all models an iteration runs: (trained models * 6 + forward-only models * 2)
-TRAIN_FLOPS_PER_PARAM = {"ppo": 6 + 6 + 2 + 2 + 2 + 2, "grpo": 6 + 2 + 2, "rloo": 6 + 2 + 2, "reinforce_pp": 6 + 2 + 2}
+# per algorithm, declared on its implementation (`train_flops_per_param`, workers/training/algorithms/)
+TRAIN_FLOPS_PER_PARAM = {name: int(facts["train_flops_per_param"]) for name, facts in ALGORITHMS.items()}
 DEFAULT_MFU = 0.35
 
 

@@ -126,6 +126,8 @@ class PlanPublic(BaseModel):
     estimate: dict[str, float]  # Algorithm 1's profile numbers: gen_seconds, train_seconds, iteration_seconds
     predicted: PredictionPublic  # the simulated requested mode on the chosen allocation
     per_mode: dict[str, PredictionPublic]
+    recommended_mode: Mode  # the simulated mode with the most samples/s (ties: per cost), whatever was requested
+    recommended_allocation: AllocationPublic  # the devices that mode runs on
     timeline: list[SpanPublic]
     plan_seconds: float
 

@@ -175,6 +175,12 @@ def _estimate(alloc: Allocation | None) -> dict[str, float]:
             "iteration_seconds": alloc.iteration_seconds}
 
 
+def recommended_mode(per_mode: dict[str, PredictionPublic]) -> str:
+    """The mode the plan recommends: the most samples/s of those simulated, ties broken by samples/s per cost (so
+    the recommendation is never a mode the plan's own table shows slower)."""
+    return max(per_mode, key=lambda mode: (per_mode[mode].samples_per_s, per_mode[mode].throughput_per_cost))
+
+
 def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) -> PlanPublic:
     started = time.perf_counter()
     size = req.model_params_b if req.model_params_b is not None else (req.model_size or "")
@@ -184,6 +190,7 @@ def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) ->
     alloc = _allocate(base, pools)
     results, per_mode = _simulate_modes(base, pools, alloc)
     chosen = results[req.mode]
+    best = recommended_mode(per_mode)
     kept_spans = [span for span in chosen.spans if _keep_lane(span.lane, req.timeline_lanes)]
     return PlanPublic(
         model=shape.to_dict(),
@@ -191,6 +198,8 @@ def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) ->
         estimate=_estimate(alloc),
         predicted=per_mode[req.mode],
         per_mode=per_mode,
+        recommended_mode=best,
+        recommended_allocation=_allocation_public(best, pools, alloc, results[best]),
         timeline=[SpanPublic(**span.to_dict()) for span in kept_spans],
         plan_seconds=time.perf_counter() - started,
     )

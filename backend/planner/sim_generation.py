@@ -11,16 +11,15 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-from typing import get_args
 
 import numpy as np
 
 from backend.planner.lengths import GroupLengths
-from contract.skew import PTLProfile, SplitPlan, random_split, round_robin_split, skew_aware_split
+from contract.dispatch import SplitRequest, split
+from contract.skew import PTLProfile, SplitPlan
 from contract.spec import DispatchPolicy
 
 Dispatch = DispatchPolicy
-DISPATCH_POLICIES: tuple[str, ...] = get_args(DispatchPolicy)
 DISPATCH_SHARD_INSTANCES = 64
 
 
@@ -76,15 +75,9 @@ def _split(
     dispatch: Dispatch, predicted: list[float], n_instances: int, ptl: PTLProfile, *, alpha: float,
     recent_lengths: np.ndarray, prompt_cap: int, seed: int,
 ) -> SplitPlan:
-    """One shard's split by the named policy (the same `contract.skew` functions the runtime's dispatcher uses)."""
-    if dispatch == "skew_aware":
-        return skew_aware_split(predicted, n_instances, ptl, recent_lengths=recent_lengths.tolist(), alpha=alpha,
-                                max_batch_size=prompt_cap)
-    if dispatch == "random":
-        return random_split(len(predicted), n_instances, seed=seed, max_batch_size=prompt_cap)
-    if dispatch == "round_robin":
-        return round_robin_split(len(predicted), n_instances, max_batch_size=prompt_cap)
-    raise ValueError(f"unknown dispatch {dispatch!r}: use one of {', '.join(DISPATCH_POLICIES)}")
+    """One shard's split by the named policy (contract/dispatch.py: the table the runtime's dispatcher uses)."""
+    return split(dispatch, SplitRequest(predicted=predicted, n_instances=n_instances, max_batch_size=prompt_cap,
+                                        seed=seed, ptl=ptl, recent_lengths=recent_lengths.tolist(), alpha=alpha))
 
 
 def _dispatch(

@@ -55,8 +55,11 @@ class TeamPublic(BaseModel):
 
 
 class RegisterResponse(BaseModel):
-    user: UserPublic
-    team: TeamPublic
+    """The same answer whether or not the email already had an account (no account enumeration)."""
+
+    email: str
+    team_name: str
+    detail: str = "registration received: log in with this email and password"
 
 
 class SessionResponse(BaseModel):
@@ -107,4 +110,4 @@ class ApiKeyPublic(ORMModel):
 
 
 class ApiKeyCreated(ApiKeyPublic):
-    secret: str  # the full token `srl_<prefix>_<secret>`; shown once
+    secret: str  # the full token `tml-<prefix>_<secret>`; shown once

@@ -14,10 +14,13 @@ HealthState = Literal[
     "paused",
     "generating",
     "waiting_for_instances",
+    "driver_lost",
     "restarting_driver",
+    "resuming",
     "stalled",
     "crash_looping",
     "reward_errors",
+    "training_signal",
     "succeeded",
     "failed",
     "cancelled",
@@ -35,6 +38,18 @@ class InstanceHealth(BaseModel):
     oldest_pending_s: float | None  # how long the oldest pending instance has waited
 
 
+SignalCheck = Literal["nan_loss", "reward_constant", "all_truncated", "reward_stuck", "kl_blowup", "entropy_collapse"]
+
+
+class TrainingSignal(BaseModel):
+    """A check on the recorded iterations that says the job is not learning (backend/services/signals.py)."""
+
+    check: SignalCheck
+    severity: Literal["warning", "error"]  # error: the updates are void (NaN, no signal); warning: suspicious
+    message: str  # one line naming the figure and what to change
+    since_iteration: int  # the first iteration of the window the check fired on
+
+
 class JobHealth(BaseModel):
     state: HealthState
     healthy: bool
@@ -46,6 +61,7 @@ class JobHealth(BaseModel):
     stall_after_s: float  # no iteration for this long while running counts as stalled
     reward_errors_latest: int  # samples whose reward failed in the newest iteration
     reward_errors_total: int
+    signals: list[TrainingSignal] = []  # training-signal checks that fire on the newest iterations, worst first
 
 
 class RunPublic(JobPublic):

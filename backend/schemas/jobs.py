@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from backend.db.enums import JobStatus
 from backend.schemas.common import ORMModel, Page, RequestModel, UtcDatetime
@@ -24,7 +24,9 @@ class JobPublic(BaseModel):
     status: JobStatus
     spec: dict[str, Any]
     target_instances: int
-    running_instances: int
+    running_instances: int = Field(description="generation instances heart-beating now (pending and silent ones "
+                                   "are not running)")
+    pending_instances: int = Field(description="instances asked for that no generation worker picked up yet")
     autoscale: bool
     created_by: int | None
     created_by_email: str | None
@@ -35,9 +37,36 @@ class JobPublic(BaseModel):
     progress: Progress
     latest_metrics: dict[str, Any] | None
     ptl_profile: dict[str, Any] | None
+    tags: list[str]  # sorted, unique
+    notes: str
 
 
 JobsPublic = Page[JobPublic]
+
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:=+-]{0,39}$"  # no quotes or commas: see models.Job.tags
+MAX_TAGS = 20
+MAX_NOTES = 10_000
+Tag = Annotated[str, Field(pattern=TAG_PATTERN, description="letters, digits and _ . : = + - (at most 40)")]
+
+
+class JobAnnotate(RequestModel):
+    """Edit a job's tags and notes: `tags` replaces the list, or `add_tags` / `remove_tags` change it (not both
+    ways at once); `notes` replaces the notes ("" clears them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tags: list[Tag] | None = Field(None, max_length=MAX_TAGS)
+    add_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    remove_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
+    notes: str | None = Field(None, max_length=MAX_NOTES)
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> JobAnnotate:
+        if self.tags is None and not self.add_tags and not self.remove_tags and self.notes is None:
+            raise ValueError("give tags, add_tags, remove_tags or notes")
+        if self.tags is not None and (self.add_tags or self.remove_tags):
+            raise ValueError("tags replaces the whole list: give it alone, or use add_tags / remove_tags")
+        return self
 
 
 class JobScale(RequestModel):
@@ -70,6 +99,10 @@ class SamplePublic(ORMModel):
     instance_id: str
     reward_components: dict[str, float] | None = None
     reward_error: str | None = None
+    truncated: bool = False  # cut by max_tokens before an EOS id or a stop string
+    # multi-turn episodes: turns, end, turn_rewards, turn_spans, messages, trained_tokens, context_tokens and
+    # segments ([{start, end, trained, text}]: the response cut into the policy's tokens and the environment's)
+    episode: dict[str, Any] | None = None
 
 
 class SpanPublic(ORMModel):

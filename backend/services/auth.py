@@ -1,6 +1,7 @@
 """Passwords (scrypt), UI session tokens (HMAC-signed, carry user + team + expiry) and API keys (hashed secrets).
 
-API key format: `srl_<prefix>_<secret>`; `prefix` (12 hex) is public and indexed, only sha256(secret) is stored.
+API key format: `tml-<prefix>_<secret>` (the `tml-` prefix the Tinker SDK requires, docs/tinker.md; keys made before
+it, `srl_<prefix>_<secret>`, keep working); `prefix` (12 hex) is public and indexed, only sha256(secret) is stored.
 Every resolution re-reads the membership (and the key); the API may answer reads from a per-process cache of
 resolutions that every change through the API empties at once (backend/api/auth_cache.py). A session
 token carries an id (`j`) and its issue time in ms (`i`): logout records the id in `revoked_sessions`, a password
@@ -27,7 +28,8 @@ from backend.db.models import ApiKey, Membership, RevokedSession, Team, User
 from backend.services.errors import Unauthorized
 
 SESSION_PREFIX = "sess_"
-KEY_PREFIX = "srl_"
+KEY_PREFIX = "tml-"
+LEGACY_KEY_PREFIX = "srl_"
 SCOPE_ROLES = {"read": Role.viewer, "write": Role.member, "admin": Role.admin}
 DEFAULT_SCOPES = ["read", "write"]
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
@@ -137,7 +139,7 @@ def _key_role(scopes: list[str]) -> Role:
 
 
 def _authenticate_api_key(session: Session, token: str) -> AuthContext:
-    prefix, _, secret = token.removeprefix(KEY_PREFIX).partition("_")
+    prefix, _, secret = token.removeprefix(KEY_PREFIX).removeprefix(LEGACY_KEY_PREFIX).partition("_")
     key = session.scalar(select(ApiKey).where(ApiKey.prefix == prefix))
     if key is None or not hmac.compare_digest(key.secret_hash, hashlib.sha256(secret.encode()).hexdigest()):
         raise Unauthorized("invalid API key")
@@ -162,10 +164,10 @@ def resolve_token(*, session: Session, token: str, secret_key: str) -> AuthConte
     """The caller behind a bearer token (session token or API key); `Unauthorized` otherwise."""
     if not token.isascii() or len(token) > MAX_TOKEN_CHARS:
         raise Unauthorized("malformed bearer token")
-    if token.startswith(KEY_PREFIX):
+    if token.startswith((KEY_PREFIX, LEGACY_KEY_PREFIX)):
         return _authenticate_api_key(session, token)
     if not token.startswith(SESSION_PREFIX):
-        raise Unauthorized("unrecognised token: expected a session token or an srl_ API key")
+        raise Unauthorized("unrecognised token: expected a session token or an API key (tml-...)")
     claims = _decode_session_token(token, secret_key)
     # one round trip on the hot path: the membership (user and team joined) and whether the session was revoked
     revoked = exists().where(RevokedSession.jti == claims.jti)

@@ -1,4 +1,5 @@
-"""Prompt datasets: JSONL uploads validated line by line, stored under `<artifact_dir>/datasets/<team>/<id>.jsonl`.
+"""Prompt datasets: JSONL, Parquet or CSV uploads validated row by row (backend/services/dataset_formats.py), stored as
+JSONL under `<artifact_dir>/datasets/<team>/<id>.jsonl`.
 
 Invariant: a dataset row exists only for a file that passed validation; a refused upload writes nothing.
 """
@@ -16,10 +17,23 @@ from sqlalchemy.orm import Session
 
 from backend.db.models import Dataset, Team, User
 from backend.private_files import private_dir, write_private
+from backend.services.dataset_formats import parse_upload
 from backend.services.errors import InvalidInput, PayloadTooLarge, not_found
-from backend.services.strict_json import BadJson, check_text, strict_json_loads
+from backend.services.models import HUB_ID_PATTERN, REVISION_PATTERN
+from backend.services.strict_json import BadJson, check_text
 
 CHUNK_BYTES = 1 << 20
+
+
+MULTIPART_OVERHEAD = 64 * 1024  # what multipart framing may add to a file in a request's declared Content-Length
+
+
+def read_upload(stream: BinaryIO, *, declared_bytes: int, max_bytes: int) -> bytes:
+    """An uploaded file's bytes: `PayloadTooLarge` at once when the request declares more than the limit allows,
+    else read up to the limit (`read_limited`)."""
+    if declared_bytes > max_bytes + MULTIPART_OVERHEAD:
+        raise PayloadTooLarge(f"upload exceeds the limit of {max_bytes} bytes")
+    return read_limited(stream, max_bytes=max_bytes)
 
 
 def read_limited(stream: BinaryIO, *, max_bytes: int) -> bytes:
@@ -33,45 +47,7 @@ def read_limited(stream: BinaryIO, *, max_bytes: int) -> bytes:
     return b"".join(parts)
 
 
-def _line_error(number: int, reason: str) -> InvalidInput:
-    return InvalidInput(f"line {number}: {reason}", loc=("body", "file", f"line {number}"))
-
-
-def validate_jsonl(content: bytes) -> int:
-    """Row count of a JSONL prompt file; `InvalidInput` naming the first bad line (1-based). Blank lines are skipped.
-
-    Lines are split on `\n` only, exactly as `read_rows` reads them back (a `\x0c` or U+2028 between two objects
-    is one bad line, not two rows), and each line must be strict JSON (see backend.services.strict_json).
-    """
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _line_error(content.count(b"\n", 0, exc.start) + 1, "not valid UTF-8") from None
-    rows = 0
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        if "\r" in line[:-1]:  # readers with universal newlines would split the line there
-            raise _line_error(number, "a carriage return inside a line (lines end with \\n or \\r\\n)")
-        try:
-            row = strict_json_loads(line)
-        except BadJson as exc:
-            where = "".join(f"[{part!r}]" for part in exc.loc)
-            raise _line_error(number, f"{where} {exc}" if where else str(exc)) from None
-        if not isinstance(row, dict):
-            raise _line_error(number, "each line must be a JSON object")
-        prompt = row.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise _line_error(number, "`prompt` must be a non-empty string")
-        rows += 1
-    if rows == 0:
-        raise InvalidInput("the dataset has no rows", loc=("body", "file"))
-    return rows
-
-
-def create_dataset(
-    *, session: Session, team: Team, user: User, name: str, content: bytes, artifact_dir: Path
-) -> Dataset:
+def _check_name(name: str) -> str:
     name = name.strip()
     if not name or len(name) > 200:
         raise InvalidInput("name must be 1-200 characters", loc=("body", "name"))
@@ -79,7 +55,40 @@ def create_dataset(
         check_text(name)
     except BadJson as exc:
         raise InvalidInput(f"name {exc}", loc=("body", "name")) from None
-    row_count = validate_jsonl(content)
+    return name
+
+
+def register_hub_dataset(*, session: Session, team: Team, user: User, name: str, hub_id: str, revision: str,
+                         split: str, artifact_dir: Path) -> Dataset:
+    """A `downloading` dataset; the caller starts the import (backend/services/dataset_hub.py) after committing."""
+    name = _check_name(name)
+    if not HUB_ID_PATTERN.match(hub_id):
+        raise InvalidInput(f"hub_id {hub_id!r} is not a Hub dataset id (owner/name)", loc=("body", "hub_id"))
+    if not REVISION_PATTERN.match(revision) or ".." in revision:
+        raise InvalidInput(f"revision {revision!r} is not a branch, tag or commit", loc=("body", "revision"))
+    dataset = Dataset(team_id=team.id, name=name, row_count=0, checksum="", size_bytes=0, storage_path="",
+                      state="downloading", source="hub", hub_id=hub_id, revision=revision, split=split,
+                      created_by_id=user.id)
+    session.add(dataset)
+    session.flush()
+    dataset.storage_path = str(artifact_dir / "datasets" / str(team.id) / f"{dataset.id}.jsonl")
+    session.flush()
+    return dataset
+
+
+def require_ready(dataset: Dataset, loc: tuple[str, ...]) -> None:
+    """Rows, previews and jobs need the file: a downloading or failed dataset is refused naming its state."""
+    if dataset.state != "ready":
+        why = f": {dataset.error}" if dataset.state == "failed" and dataset.error else " (wait until it is ready)"
+        raise InvalidInput(f"dataset {dataset.id} is {dataset.state}, not ready{why}", loc=loc)
+
+
+def create_dataset(
+    *, session: Session, team: Team, user: User, name: str, content: bytes, artifact_dir: Path,
+    filename: str | None = None,
+) -> Dataset:
+    name = _check_name(name)
+    content, row_count = parse_upload(content, filename)
     dataset = Dataset(
         team_id=team.id,
         name=name,
@@ -99,6 +108,19 @@ def create_dataset(
     return dataset
 
 
+def store_dataset(*, session: Session, team: Team, user: User, name: str, content: bytes, artifact_dir: Path,
+                  filename: str | None = None) -> Dataset:
+    """`create_dataset`, committed; when the row cannot be committed its file is removed (no file without its row)."""
+    dataset = create_dataset(session=session, team=team, user=user, name=name, content=content,
+                             artifact_dir=artifact_dir, filename=filename)
+    try:
+        session.commit()
+    except BaseException:
+        Path(dataset.storage_path).unlink(missing_ok=True)
+        raise
+    return dataset
+
+
 def list_datasets(*, session: Session, team: Team, limit: int, offset: int) -> tuple[list[Dataset], int]:
     query = select(Dataset).where(Dataset.team_id == team.id)
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
@@ -113,6 +135,6 @@ def get_dataset(*, session: Session, team: Team, dataset_id: int) -> Dataset:
 
 
 def read_rows(dataset: Dataset, *, limit: int, offset: int) -> list[dict[str, Any]]:
-    with open(dataset.storage_path, encoding="utf-8", newline="\n") as handle:  # split as validate_jsonl does
+    with open(dataset.storage_path, encoding="utf-8", newline="\n") as handle:  # split as parse_upload does
         rows = (json.loads(line) for line in handle if line.strip())
         return list(itertools.islice(rows, offset, offset + limit))

@@ -1,5 +1,10 @@
 """Exports of what a job recorded: metrics as CSV/JSON rows, events as JSONL, a checkpoint directory as a tar stream.
 
+A checkpoint exports in one of three forms (`CheckpointForm`): the whole directory (resumable state included), the
+model alone (the HF directory: config, safetensors, tokenizer; a LoRA job's checkpoint holds its merged model
+there, written by the trainer at checkpoint time, so the control plane never merges or imports torch), or a LoRA
+job's adapter alone (PEFT layout, the checkpoint's `adapter/` directory).
+
 The tar is written member by member in fixed-size chunks (headers from `tarfile.TarInfo`), so a multi-GB checkpoint
 is streamed without being held in memory or written to a temporary file.
 """
@@ -12,10 +17,13 @@ import json
 import tarfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from backend.db.models import Iteration, JobEvent
 
+CheckpointForm = Literal["checkpoint", "merged", "adapter"]
+ADAPTER_DIR = "adapter"  # workers/models/lora.py ADAPTER_DIR
+TRAINER_FILES = ("trainer_state.pt", "value_head.safetensors")  # resumable state: not part of the model
 CHUNK = 1 << 20
 BLOCK = tarfile.BLOCKSIZE
 FIXED_COLUMNS = ("iteration", "created_at")
@@ -65,12 +73,29 @@ def _members(root: Path) -> Iterator[Path]:
             yield path
 
 
-def tar_stream(root: Path, arcname: str) -> Iterator[bytes]:
-    """An uncompressed tar of directory `root` (members under `arcname/`), yielded in chunks of at most 1 MiB."""
+def model_members(root: Path) -> list[Path]:
+    """The HF model of a checkpoint directory: its top-level files but the trainer's resumable state."""
+    return [p for p in sorted(root.iterdir()) if p.is_file() and not p.is_symlink() and p.name not in TRAINER_FILES]
+
+
+def export_root(directory: Path, form: CheckpointForm) -> tuple[Path, list[Path] | None] | None:
+    """What to archive for `form`: the root and its members (None: every member); None when the checkpoint has no
+    such form (an adapter of a job that trained every weight)."""
+    if form == "adapter":
+        adapter = directory / ADAPTER_DIR
+        return (adapter, None) if adapter.is_dir() and not adapter.is_symlink() else None
+    if form == "merged":
+        return directory, model_members(directory)
+    return directory, None
+
+
+def tar_stream(root: Path, arcname: str, members: list[Path] | None = None) -> Iterator[bytes]:
+    """An uncompressed tar of directory `root` (members under `arcname/`; `members`: only those, else everything),
+    yielded in chunks of at most 1 MiB."""
     top = tarfile.TarInfo(arcname)
     top.type, top.mode, top.mtime = tarfile.DIRTYPE, 0o755, int(root.stat().st_mtime)
     yield top.tobuf(format=tarfile.PAX_FORMAT)
-    for path in _members(root):
+    for path in _members(root) if members is None else members:
         stat = path.stat()
         info = tarfile.TarInfo(f"{arcname}/{path.relative_to(root).as_posix()}")
         info.mtime, info.mode = int(stat.st_mtime), 0o755 if path.is_dir() else 0o644

@@ -6,7 +6,7 @@ Writers are the workers and the controller; every write is idempotent on its nat
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
@@ -24,6 +24,8 @@ from backend.db.models import (
     User,
 )
 from backend.services.strict_json import finite_or_null
+
+SILENT_AFTER_S = 30.0  # a running instance whose heartbeat is older than this is silent (neither running nor pending)
 
 
 def record_iteration(*, session: Session, job_id: int, iteration: int, metrics: dict[str, Any]) -> Iteration:
@@ -43,6 +45,16 @@ def record_iteration(*, session: Session, job_id: int, iteration: int, metrics: 
     return row
 
 
+TEXT_COLUMNS = ("prompt", "response", "reward_error")
+
+
+def storable(sample: dict[str, Any]) -> dict[str, Any]:
+    """A sample row a text column can hold: a model may generate a NUL byte (byte-level BPE decodes any byte), which
+    PostgreSQL text refuses; it is stored as U+FFFD."""
+    return {key: value.replace("\x00", "\ufffd") if key in TEXT_COLUMNS and isinstance(value, str) else value
+            for key, value in sample.items()}
+
+
 def record_samples(*, session: Session, job_id: int, samples: Iterable[dict[str, Any]]) -> int:
     """Store finished samples for the dashboard (keys: JobSample columns); duplicates by sample_id are skipped."""
     rows = list(samples)
@@ -53,7 +65,7 @@ def record_samples(*, session: Session, job_id: int, samples: Iterable[dict[str,
             )
         )
     )
-    fresh = [JobSample(job_id=job_id, **r) for r in rows if r["sample_id"] not in known]
+    fresh = [JobSample(job_id=job_id, **storable(r)) for r in rows if r["sample_id"] not in known]
     session.add_all(fresh)
     session.flush()
     return len(fresh)
@@ -75,15 +87,15 @@ def record_checkpoint(*, session: Session, job_id: int, iteration: int, path: st
     return row
 
 
-def summary_columns() -> tuple[Any, Any, Any]:
+def summary_columns() -> tuple[Any, Any, Any, Any]:
     """A job's summary as scalar subqueries correlated to `Job`, so a listing (or one job) comes in one round trip:
-    (running generation instances, latest iteration metrics, creator email)."""
-    running = (
-        select(func.count())
-        .where(GenerationInstance.job_id == Job.id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
-        .correlate(Job)
-        .scalar_subquery()
-    )
+    (running generation instances, pending ones, latest iteration metrics, creator email). Running = heart-beating
+    within SILENT_AFTER_S (as the job's health counts them); pending = asked for, never picked up by a worker; a
+    silent instance is neither (the health endpoint lists it)."""
+    live = (GenerationInstance.job_id == Job.id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
+    cutoff = datetime.now(UTC) - timedelta(seconds=SILENT_AFTER_S)
+    running = select(func.count()).where(*live, GenerationInstance.heartbeat_at >= cutoff).correlate(Job)
+    pending = select(func.count()).where(*live, GenerationInstance.heartbeat_at.is_(None)).correlate(Job)
     latest = (
         select(Iteration.metrics)
         .where(Iteration.job_id == Job.id)
@@ -93,7 +105,7 @@ def summary_columns() -> tuple[Any, Any, Any]:
         .scalar_subquery()
     )
     email = select(User.email).where(User.id == Job.created_by_id).correlate(Job).scalar_subquery()
-    return running, latest, email
+    return running.scalar_subquery(), pending.scalar_subquery(), latest, email
 
 
 def list_events(*, session: Session, job_id: int, after_id: int, limit: int) -> list[JobEvent]:

@@ -7,7 +7,8 @@ its resources); `max_generation_instances` caps the sum of `target_instances` ov
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
@@ -17,14 +18,27 @@ from backend.db.base import utcnow
 from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, can_transition
 from backend.db.models import Dataset, Job, JobEvent, Team, User
 from backend.planner.service import suggest_instances
+from backend.services.alerts import enqueue_for_event
+from backend.services.datasets import require_ready
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
+from backend.services.graders import grader_models, is_reward_model
 from backend.services.job_data import (
     record_iteration,  # noqa: F401  (re-exported for writers)
     summary_columns,
 )
+from backend.services.job_notes import has_tag, matches_text
 from backend.services.models import find_model
+from backend.services.trackers import register_runs
 from contract.rewards import validate_reward_spec
 from contract.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class TrainingSlots:
+    """The training pool as the controller sees it: registered slots and those free now."""
+
+    slots: int
+    free: int
 
 
 def initial_target_instances(spec: JobSpec, max_instances: int) -> int:
@@ -47,25 +61,33 @@ def _check_instance_quota(team: Team, requested: int, in_use_by_others: int) -> 
 
 def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Job:
     """A queued job; refuses unregistered models, other teams' datasets and server paths."""
-    if find_model(session=session, team_id=team.id, name=spec.model) is None:
+    model = find_model(session=session, team_id=team.id, name=spec.model)
+    if model is None:
         raise InvalidInput(
             f"model {spec.model!r} is not registered for this team (POST /models)", loc=("body", "model")
         )
+    if model.state != "ready":
+        why = f": {model.error}" if model.state == "failed" and model.error else " (wait until it is ready)"
+        raise InvalidInput(f"model {spec.model!r} is {model.state}, not ready{why}", loc=("body", "model"))
+    if is_reward_model(model.card):
+        raise InvalidInput(f"model {spec.model!r} is a sequence-classification reward model, not a policy: use it in "
+                           f"`reward` (type `model`)", loc=("body", "model"))
     if spec.tokenizer is not None and find_model(session=session, team_id=team.id, name=spec.tokenizer) is None:
         raise InvalidInput(f"tokenizer {spec.tokenizer!r} is not a registered model", loc=("body", "tokenizer"))
     try:
         validate_reward_spec(spec.reward)
     except ValueError as err:
         raise InvalidInput(str(err), loc=("body", "reward")) from err
+    grader_models(session, team.id, spec.reward, ("body", "reward"))  # 422 at the model field a grader names
     if spec.dataset.path is not None:
         raise InvalidInput(
             "dataset.path is only for train-local; upload the file (POST /datasets)", loc=("body", "dataset", "path")
         )
-    if (
-        spec.dataset.id is not None
-        and session.scalar(select(Dataset.id).where(Dataset.id == spec.dataset.id, Dataset.team_id == team.id)) is None
-    ):
-        raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
+    if spec.dataset.id is not None:
+        dataset = session.scalar(select(Dataset).where(Dataset.id == spec.dataset.id, Dataset.team_id == team.id))
+        if dataset is None:
+            raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
+        require_ready(dataset, ("body", "dataset", "id"))
     target = initial_target_instances(spec, team.max_generation_instances)
     _check_instance_quota(team, target, 0)
     job = Job(
@@ -79,6 +101,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Jo
     )
     session.add(job)
     session.flush()
+    register_runs(session=session, team=team, job=job, spec=spec)  # 422 for a tracker the team cannot reach
     record_event(session=session, job_id=job.id, kind="created", message=f"job submitted by {user.email}")
     return job
 
@@ -90,7 +113,8 @@ def get_job(*, session: Session, team: Team, job_id: int) -> Job:
     return job
 
 
-JobRow = tuple[Job, int, dict[str, Any] | None, str | None]  # job, running instances, latest metrics, creator email
+JobRow = tuple[Job, int, int, dict[str, Any] | None, str | None]  # job, running and pending instances, latest metrics,
+# creator email
 
 
 def get_job_row(*, session: Session, team: Team, job_id: int) -> JobRow:
@@ -98,30 +122,39 @@ def get_job_row(*, session: Session, team: Team, job_id: int) -> JobRow:
     row = session.execute(select(Job, *summary_columns()).where(Job.id == job_id, Job.team_id == team.id)).first()
     if row is None:
         raise not_found("job", job_id)
-    job, running, latest, email = row
-    return job, int(running), latest, email
+    job, running, pending, latest, email = row
+    return job, int(running), int(pending), latest, email
 
 
 def list_jobs(
-    *, session: Session, team: Team, status: JobStatus | None, name: str | None, limit: int, offset: int
+    *, session: Session, team: Team, status: JobStatus | None, name: str | None, limit: int, offset: int,
+    tag: str | None = None, q: str | None = None,
 ) -> tuple[list[JobRow], int]:
     """A page of the team's jobs, newest first, with their summaries, and the total matching: one round trip (the
     total is a window count) unless the page is empty."""
-    where = team_jobs_where(team, status, name)
+    where = team_jobs_where(team, status, name, tag=tag, q=q)
     listing = select(Job, *summary_columns(), func.count().over()).where(*where).order_by(Job.id.desc())
     page = session.execute(listing.limit(limit).offset(offset)).all()
     if page:
-        return [(job, int(running), latest, email) for job, running, latest, email, _ in page], int(page[0][-1])
+        rows = [(job, int(running), int(pending), latest, email) for job, running, pending, latest, email, _ in page]
+        return rows, int(page[0][-1])
     return [], count_jobs(session, where)
 
 
-def team_jobs_where(team: Team, status: JobStatus | None, name: str | None) -> list[ColumnElement[bool]]:
-    """The filter of a team's job listing: by status and/or a substring of the name."""
+def team_jobs_where(
+    team: Team, status: JobStatus | None, name: str | None, *, tag: str | None = None, q: str | None = None
+) -> list[ColumnElement[bool]]:
+    """The filter of a team's job listing: by status, a substring of the name, a tag, and/or text found in the
+    name, tags or notes (case-insensitive)."""
     where = [Job.team_id == team.id]
     if status is not None:
         where.append(Job.status == status)
     if name:
         where.append(Job.name.contains(name, autoescape=True))
+    if tag:
+        where.append(has_tag(tag))
+    if q:
+        where.append(matches_text(q))
     return where
 
 
@@ -135,6 +168,7 @@ def record_event(
     event = JobEvent(job_id=job_id, kind=kind, message=message, data=data)
     session.add(event)
     session.flush()
+    enqueue_for_event(session, event)  # notifications commit with their event (sent later by the controller)
     return event
 
 
@@ -223,27 +257,55 @@ def scale_job(*, session: Session, team: Team, job: Job, target_instances: int |
     return job
 
 
-def admit_queued_jobs(*, session: Session) -> list[Job]:
-    """queued -> starting, oldest first, while each team has a free job slot and generation instances to spare.
+def job_devices(job: Job) -> int:
+    """Training slots the job holds while it runs: its driver (rank 0) and `training.devices` - 1 other ranks."""
+    return int((job.spec.get("training") or {}).get("devices", 1) or 1)
+
+
+def admit_queued_jobs(
+    *, session: Session, training: TrainingSlots | None = None, waiting: Callable[[Job, str], None] | None = None
+) -> list[Job]:
+    """queued -> starting, oldest first, while each team has a free job slot and generation instances to spare, and
+    (when `training` is known) the job's whole gang of training slots is free: a job needing more slots than are free
+    waits, and so does every job behind it (first come, first served: slots freed for a waiting gang are never taken
+    by a later job), unless it needs more slots than the pool has at all. `waiting(job, reason)` hears of each job
+    held for training slots.
 
     Called by the controller (one leader); team rows are locked FOR UPDATE where the database supports it.
     """
     admitted: list[Job] = []
-    team_ids = session.scalars(select(Job.team_id).where(Job.status == JobStatus.queued).distinct()).all()
-    for team_id in sorted(team_ids):
-        team = session.scalar(select(Team).where(Team.id == team_id).with_for_update())
-        assert team is not None
-        active, instances = _active_usage(session, team_id)
-        queued: Sequence[Job] = session.scalars(
-            select(Job).where(Job.team_id == team_id, Job.status == JobStatus.queued).order_by(Job.id)
-        ).all()
-        for job in queued:
-            if active >= team.max_concurrent_jobs:
-                break
-            if instances + job.target_instances > team.max_generation_instances:
-                continue  # a smaller job behind it may still fit
-            transition_job(session=session, job=job, to=JobStatus.starting)
-            active, instances = active + 1, instances + job.target_instances
-            admitted.append(job)
+    queued: Sequence[Job] = session.scalars(select(Job).where(Job.status == JobStatus.queued).order_by(Job.id)).all()
+    usage: dict[int, tuple[Team, int, int]] = {}  # team id -> (team, active jobs, targeted instances)
+    free = training.free if training is not None else None
+    blocked = False  # an older job waits for training slots
+    for job in queued:
+        if job.team_id not in usage:
+            team = session.scalar(select(Team).where(Team.id == job.team_id).with_for_update())
+            assert team is not None
+            usage[job.team_id] = (team, *_active_usage(session, job.team_id))
+        team, active, instances = usage[job.team_id]
+        if active >= team.max_concurrent_jobs or instances + job.target_instances > team.max_generation_instances:
+            continue  # the team's quota holds it; a smaller job of the team behind it may still fit
+        if free is not None and training is not None:
+            needed = job_devices(job)
+            if blocked or needed > free:
+                if waiting is not None:
+                    waiting(job, _gang_reason(needed, training, free, blocked))
+                blocked = blocked or needed <= training.slots  # one that can never fit holds nobody up
+                continue
+            free -= needed
+        transition_job(session=session, job=job, to=JobStatus.starting)
+        usage[job.team_id] = (team, active + 1, instances + job.target_instances)
+        admitted.append(job)
     session.flush()
     return admitted
+
+
+def _gang_reason(needed: int, training: TrainingSlots, free: int, behind: bool) -> str:
+    ranks = f"a training.devices: {needed} job starts its {needed} ranks together" if needed > 1 else "its driver"
+    if needed > training.slots:
+        return (f"waiting for training slots: needs {needed}, the training pool has {training.slots} (add workers "
+                "with `streamrl worker --pool training`)")
+    if behind:
+        return f"waiting for training slots: an older job waits for its gang first ({free} of {training.slots} free)"
+    return f"waiting for training slots: needs {needed} ({ranks}), {free} of {training.slots} free"

@@ -99,35 +99,37 @@ def iterations_page(*, session: Session, team_id: int, job_id: int, after: int, 
 # -- GET /jobs ----------------------------------------------------------------------------------------------------
 def _listing_columns() -> tuple[Any, ...]:
     """A job's `JobPublic` fields as plain columns: stored JSON as text, the total iterations read in SQL."""
-    running, latest, email = summary_columns()
+    running, pending, latest, email = summary_columns()
     total_iterations = cast(Job.spec[("training", "iterations")].as_string(), Integer)
     return (
-        Job.id, Job.name, Job.status, cast(Job.spec, Text), Job.target_instances, running, Job.autoscale,
+        Job.id, Job.name, Job.status, cast(Job.spec, Text), Job.target_instances, running, pending, Job.autoscale,
         Job.created_by_id, email, Job.created_at, Job.started_at, Job.finished_at, Job.error,
         Job.current_iteration, total_iterations, cast(latest, Text), cast(Job.ptl_profile, Text),
+        cast(Job.tags, Text), Job.notes,
     )
 
 
 def job_json(row: Sequence[Any]) -> str:
     """One `JobPublic` from a `_listing_columns()` row."""
-    (job_id, name, status, spec, target, running, autoscale, creator, email, created, started, finished, error,
-     iteration, total, latest, ptl) = row
+    (job_id, name, status, spec, target, running, pending, autoscale, creator, email, created, started, finished, error,
+     iteration, total, latest, ptl, tags, notes) = row
     return (
         f'{{"id":{int(job_id)},"name":{_string(name)},"status":"{JobStatus(status).value}","spec":{spec},'
-        f'"target_instances":{int(target)},"running_instances":{int(running)},'
+        f'"target_instances":{int(target)},"running_instances":{int(running)},"pending_instances":{int(pending)},'
         f'"autoscale":{"true" if autoscale else "false"},"created_by":{"null" if creator is None else int(creator)},'
         f'"created_by_email":{_string(email if creator is not None else None)},"created_at":{_moment(created)},'
         f'"started_at":{_moment(started)},"finished_at":{_moment(finished)},"error":{_string(error)},'
         f'"progress":{{"iteration":{int(iteration)},"total_iterations":{int(total or 0)}}},'
-        f'"latest_metrics":{_stored(latest)},"ptl_profile":{_stored(ptl)}}}'
+        f'"latest_metrics":{_stored(latest)},"ptl_profile":{_stored(ptl)},"tags":{tags or "[]"},'
+        f'"notes":{_string(notes or "")}}}'
     )
 
 
 def jobs_page(*, session: Session, team: Team, status: JobStatus | None, name: str | None, limit: int,
-              offset: int) -> bytes:
+              offset: int, tag: str | None = None, q: str | None = None) -> bytes:
     """A page of the team's jobs, newest first, as `JobsPublic` JSON: one round trip (the total is a window count)
     unless the page is empty."""
-    where = team_jobs_where(team, status, name)
+    where = team_jobs_where(team, status, name, tag=tag, q=q)
     listing = select(*_listing_columns(), func.count().over()).where(*where).order_by(Job.id.desc())
     rows = session.execute(listing.limit(limit).offset(offset)).all()
     total = int(rows[0][-1]) if rows else count_jobs(session, where)

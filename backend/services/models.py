@@ -8,21 +8,34 @@ directory holding a `config.json` in one of:
 - an operator allow-listed root (`STREAMRL_ALLOWED_MODEL_ROOTS`), unless it lies inside the artifact dir (then the
   two rules above decide: an allow-listed root never opens other teams' job directories or datasets).
 Specs then name the model, so users never make workers read arbitrary server paths.
+
+Besides a path, a model comes from an uploaded archive (backend/services/model_archive.py) or a Hub id + revision
+(backend/services/model_hub.py); both land in the team's own `<artifact_dir>/team-models/<team id>/<model id>/`,
+which no path registration can name. Every directory is validated (backend/services/model_card.py) before its
+model is `ready`; a refused registration leaves no row and no files.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db.models import Job, Model, Team, User
 from backend.services.errors import Conflict, InvalidInput
+from backend.services.model_archive import extract_archive
+from backend.services.model_card import inspect_model_dir
+from backend.services.secret_box import seal
 
 SHARED_MODELS_DIR = "models"
 JOBS_DIR = "jobs"
+TEAM_MODELS_DIR = "team-models"
+HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[A-Za-z0-9][\w.\-]{0,95})?$")
+REVISION_PATTERN = re.compile(r"^[\w.\-/]{1,200}$")
 PATH_PATTERN = re.compile(r"^[\w.\-/ +=@,:]+$")  # no `~`, no control characters, no backslashes
 MAX_PATH_CHARS = 1000
 
@@ -69,18 +82,94 @@ def resolve_model_path(
     return path
 
 
+def _check_name_free(session: Session, team: Team, name: str) -> None:
+    if session.scalar(select(Model.id).where(Model.team_id == team.id, Model.name == name)) is not None:
+        raise Conflict(f"a model named {name!r} is already registered in this team")
+
+
+def _card_of(path: Path) -> dict[str, Any]:
+    try:
+        return inspect_model_dir(path)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.detail, loc=("body", "path")) from None
+
+
 def register_model(
     *, session: Session, team: Team, user: User, name: str, path: str, artifact_dir: Path, allowed_roots: list[Path]
 ) -> Model:
+    """A ready model from a directory the team may name (validated: config, weights, tokenizer)."""
     resolved = resolve_model_path(
         path, session=session, team=team, artifact_dir=artifact_dir, allowed_roots=allowed_roots
     )
-    if session.scalar(select(Model.id).where(Model.team_id == team.id, Model.name == name)) is not None:
-        raise Conflict(f"a model named {name!r} is already registered in this team")
-    model = Model(team_id=team.id, name=name, path=str(resolved), created_by_id=user.id)
+    _check_name_free(session, team, name)
+    model = Model(team_id=team.id, name=name, path=str(resolved), created_by_id=user.id, state="ready",
+                  source="directory", card=_card_of(resolved))
     session.add(model)
     session.flush()
     return model
+
+
+def team_model_dir(artifact_dir: Path, team: Team, model_id: int) -> Path:
+    return artifact_dir.resolve() / TEAM_MODELS_DIR / str(team.id) / str(model_id)
+
+
+def register_archive(*, session: Session, team: Team, user: User, name: str, content: bytes, artifact_dir: Path,
+                     max_bytes: int) -> Model:
+    """A ready model from an uploaded archive, unpacked into the team's own directory. On any error the directory
+    is removed and the row rolled back by the caller (nothing half-registered)."""
+    _check_name_free(session, team, name)
+    model = Model(team_id=team.id, name=name, path="", created_by_id=user.id, state="ready", source="archive")
+    session.add(model)
+    session.flush()  # the id names the directory
+    root = team_model_dir(artifact_dir, team, model.id)
+    try:
+        model_dir = extract_archive(content, root.with_name(f"{model.id}.unpacking"), max_bytes=max_bytes)
+        model.card = inspect_model_dir(model_dir)
+        model_dir.rename(root)
+    except BaseException:
+        shutil.rmtree(root.with_name(f"{model.id}.unpacking"), ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(root.with_name(f"{model.id}.unpacking"), ignore_errors=True)
+    model.path = str(root)
+    session.flush()
+    return model
+
+
+def register_hub(*, session: Session, team: Team, user: User, name: str, hub_id: str, revision: str,
+                 artifact_dir: Path) -> Model:
+    """A `downloading` model; the caller starts the download (backend/services/model_hub.py) after committing."""
+    if not HUB_ID_PATTERN.match(hub_id):
+        raise InvalidInput(f"hub_id {hub_id!r} is not a Hub model id (owner/name)", loc=("body", "hub_id"))
+    if not REVISION_PATTERN.match(revision) or ".." in revision:
+        raise InvalidInput(f"revision {revision!r} is not a branch, tag or commit", loc=("body", "revision"))
+    _check_name_free(session, team, name)
+    model = Model(team_id=team.id, name=name, path="", created_by_id=user.id, state="downloading", source="hub",
+                  hub_id=hub_id, revision=revision, progress={"done_bytes": 0, "total_bytes": 0})
+    session.add(model)
+    session.flush()
+    model.path = str(team_model_dir(artifact_dir, team, model.id))
+    session.flush()
+    return model
+
+
+def set_hub_token(*, session: Session, team_id: int, token: str | None, secret_key: str) -> bool:
+    """Store the team's Hub token encrypted (None: forget it); return whether one is set. Never returned."""
+    if token is not None and (not token.strip() or len(token) > 500 or any(c.isspace() for c in token)):
+        raise InvalidInput("token must be 1-500 characters without spaces", loc=("body", "token"))
+    team = session.get(Team, team_id)
+    assert team is not None, "the caller's team exists"
+    team.hub_token_sealed = seal(secret_key, token) if token is not None else None
+    session.flush()
+    return team.hub_token_sealed is not None
+
+
+def hub_token_set(*, session: Session, team_id: int) -> bool:
+    return session.scalar(select(Team.hub_token_sealed).where(Team.id == team_id)) is not None
+
+
+def get_model(*, session: Session, team: Team, model_id: int) -> Model | None:
+    return session.scalar(select(Model).where(Model.id == model_id, Model.team_id == team.id))
 
 
 def list_models(*, session: Session, team: Team) -> list[Model]:

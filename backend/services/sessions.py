@@ -1,8 +1,8 @@
 """Session lifecycle beyond the token itself: logout, password change and strength, login throttling, operators.
 
-Throttle: failed password checks are rows in `login_failures`, keyed per account and per client address; when
-either key has `limit` failures inside the window, further attempts answer 429 with Retry-After = seconds until the
-oldest of them leaves the window (the check runs before the password is verified, so guessing stops too).
+Throttle: failed password checks are rows in `login_failures`, keyed per (account, client address) and per client
+address; the pair's attempts wait longer after each failure, the address's stop at a limit (429 with Retry-After;
+the check runs before the password is verified, so guessing slows down too). See `Throttle`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
@@ -42,43 +43,70 @@ def check_password_strength(password: str, *, email: str, loc: tuple[str, ...] =
 
 @dataclass(frozen=True)
 class Throttle:
+    """Failed logins slow down the source that fails, never the account's owner elsewhere.
+
+    Per (account, address): the first `free_failures` failures in the window cost nothing; after that each attempt
+    waits base_delay_s * 2**(n - free_failures) seconds after the latest failure (1, 2, 4, ... s by default, capped at
+    `max_delay_s`), the right
+    password included — from that address only. Per address: `per_address` failures in the window (any accounts)
+    answer 429 until the oldest leaves it. An address that has not failed is never refused, so nobody can lock
+    another user out."""
+
     window_s: int
-    per_account: int
+    free_failures: int
+    max_delay_s: int
+    base_delay_s: float
     per_address: int
 
-    def keys(self, email: str, address: str | None) -> list[tuple[str, int]]:
-        keys = [(f"account:{email.strip().lower()[:320]}", self.per_account)]
-        if address:
-            keys.append((f"address:{address[:64]}", self.per_address))
-        return keys
+    @staticmethod
+    def _pair_key(email: str, address: str | None) -> str:
+        return f"pair:{(address or 'unknown')[:64]}|{email.strip().lower()[:320]}"
+
+    @staticmethod
+    def _address_key(address: str | None) -> str:
+        return f"address:{(address or 'unknown')[:64]}"
+
+    def _recent(self, key: str) -> Any:
+        since = utcnow() - timedelta(seconds=self.window_s)
+        return select(LoginFailure.created_at).where(LoginFailure.key == key, LoginFailure.created_at >= since)
 
     def check(self, session: Session, *, email: str, address: str | None) -> None:
-        """429 (with the wait in seconds) when the account or the address has too many recent failures."""
-        since = utcnow() - timedelta(seconds=self.window_s)
-        for key, limit in self.keys(email, address):
-            recent = select(LoginFailure.created_at).where(LoginFailure.key == key, LoginFailure.created_at >= since)
-            count = session.scalar(select(func.count()).select_from(recent.subquery())) or 0
-            if count >= limit:
-                oldest = session.scalar(
-                    recent.order_by(LoginFailure.created_at.desc()).offset(limit - 1).limit(1)
-                )
-                wait = self.window_s - (utcnow() - as_utc(oldest or utcnow())).total_seconds()
-                what = "this account" if key.startswith("account:") else "your address"
-                raise TooManyRequests(
-                    f"too many failed logins for {what}: try again in {math.ceil(max(wait, 1))} s",
-                    retry_after_s=math.ceil(max(wait, 1)),
-                )
+        """429 (with the wait in seconds) while this address must wait before trying this account again, or has too
+        many recent failures overall."""
+        recent = self._recent(self._address_key(address))
+        count = session.scalar(select(func.count()).select_from(recent.subquery())) or 0
+        if count >= self.per_address:
+            oldest = session.scalar(recent.order_by(LoginFailure.created_at.desc()).offset(self.per_address - 1)
+                                    .limit(1))
+            wait = self.window_s - (utcnow() - as_utc(oldest or utcnow())).total_seconds()
+            raise _too_many("your address", wait)
+        pair = self._recent(self._pair_key(email, address))
+        failures = session.scalar(select(func.count()).select_from(pair.subquery())) or 0
+        if failures < self.free_failures:
+            return
+        latest = session.scalar(pair.order_by(LoginFailure.created_at.desc()).limit(1))
+        delay = min(self.base_delay_s * 2.0 ** (failures - self.free_failures), float(self.max_delay_s))
+        wait = delay - (utcnow() - as_utc(latest or utcnow())).total_seconds()
+        if wait > 0:
+            raise _too_many("this account from your address", wait)
 
     def record_failure(self, session: Session, *, email: str, address: str | None) -> None:
-        """Count one failure under every key (committed by the caller even though the request fails)."""
+        """Count one failure for the (account, address) pair and the address (committed by the caller even though
+        the request fails)."""
         now = utcnow()
         session.execute(delete(LoginFailure).where(LoginFailure.created_at < now - timedelta(seconds=self.window_s)))
-        session.add_all(LoginFailure(key=key, created_at=now) for key, _ in self.keys(email, address))
+        session.add_all(LoginFailure(key=key, created_at=now)
+                        for key in (self._pair_key(email, address), self._address_key(address)))
         session.flush()
 
-    def clear_account(self, session: Session, *, email: str) -> None:
-        key = self.keys(email, None)[0][0]
-        session.execute(delete(LoginFailure).where(LoginFailure.key == key))
+    def clear(self, session: Session, *, email: str, address: str | None) -> None:
+        """A correct password from this address: its failures on this account are forgotten."""
+        session.execute(delete(LoginFailure).where(LoginFailure.key == self._pair_key(email, address)))
+
+
+def _too_many(what: str, wait_s: float) -> TooManyRequests:
+    seconds = math.ceil(max(wait_s, 1))
+    return TooManyRequests(f"too many failed logins for {what}: try again in {seconds} s", retry_after_s=seconds)
 
 
 def revoke_session(session: Session, auth: AuthContext) -> None:

@@ -53,6 +53,20 @@ def register(*, session: Session, email: str, password: str, team_name: str) -> 
     return user, team
 
 
+def register_public(*, session: Session, email: str, password: str, team_name: str) -> None:
+    """`POST /auth/register`: like `register`, but the outcome for a registered email is indistinguishable from a new
+    one (no account enumeration): the same checks in the same order (password rule, team name), the same password
+    hashing work, and nothing created. Only the team name, which the caller chose, can be reported taken."""
+    email = normalize_email(email)
+    check_password_strength(password, email=email)
+    if session.scalar(select(Team.id).where(Team.name == team_name)) is not None:
+        raise Conflict(f"team name {team_name!r} is taken")
+    if session.scalar(select(User.id).where(User.email == email)) is not None:
+        hash_password(password)  # a new account costs one hash: so does this answer
+        return
+    register(session=session, email=email, password=password, team_name=team_name)
+
+
 def teams_of(*, session: Session, user: User) -> list[tuple[Team, Role]]:
     rows = session.execute(
         select(Team, Membership.role)

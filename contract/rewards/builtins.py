@@ -1,10 +1,6 @@
-r"""Built-in reward functions, registered by name with their parameters (validated when the reward is built).
-
-- exact_match: answer_key="answer", strip=True, case_sensitive=True -> 1.0 if response == meta[answer_key]
-- numeric: answer_key="answer", tol=1e-6 (relative), position="last" -> 1.0 if the first/last number matches
-- regex: pattern (required), flags="" (any of imsx), score_match=1.0, score_miss=0.0 -> re.search decides
-- format: pattern=r"-?\d+(\.\d+)?", strip=True -> 1.0 if the whole response matches the pattern
-- length_penalty: target=64, coef=0.01, max_penalty=1.0 -> -min(max_penalty, coef * chars beyond target)
+"""Built-in reward functions, each registered where it is written with its parameters' defaults (validated when the
+reward is built): `@REWARDS.register("name", defaults={...}, required=(...), compiled=(...))` (contract/registry.py).
+A new reward type is one function here; docs/jobspec.md lists them with their parameters.
 
 A missing answer in meta raises KeyError; `Reward.score` turns it into a per-sample error.
 """
@@ -13,11 +9,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from contract.registry import Registry
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _FLAG_LETTERS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+# name -> fn(prompt, response, meta, **params) -> float; meta: `defaults`, `required`, `compiled` (params compiled as
+# regular expressions with the `flags` param)
+# Graders (contract/rewards/graders.py, model_graders.py) register their binder with meta `grader=True`:
+# binder(params, models) -> fn.
+REWARDS: Registry[Callable[..., Any]] = Registry("reward type")
+# the reward types that are not one function: built by contract/rewards/validate.py and workers/rewards/factory.py
+COMPOSED_TYPES = {"composite": "the weighted sum of its `components`",
+                  "python": "your `reward(prompt, response, meta)`, run in the sandbox"}
 
 
 def _answer(meta: Mapping[str, Any], key: str) -> Any:
@@ -26,8 +31,11 @@ def _answer(meta: Mapping[str, Any], key: str) -> Any:
     return meta[key]
 
 
+@REWARDS.register("exact_match", label="exact match",
+                  defaults={"answer_key": "answer", "strip": True, "case_sensitive": True})
 def exact_match(prompt: str, response: str, meta: Mapping[str, Any], *, answer_key: str = "answer",
                 strip: bool = True, case_sensitive: bool = True) -> float:
+    """1.0 when the response equals `meta[answer_key]` (optionally stripped and case-folded)."""
     got, want = response, str(_answer(meta, answer_key))
     if strip:
         got, want = got.strip(), want.strip()
@@ -44,8 +52,10 @@ def extract_number(text: str, position: str = "last") -> float | None:
     return float(found[-1] if position == "last" else found[0])
 
 
+@REWARDS.register("numeric", defaults={"answer_key": "answer", "tol": 1e-6, "position": "last"})
 def numeric(prompt: str, response: str, meta: Mapping[str, Any], *, answer_key: str = "answer", tol: float = 1e-6,
             position: str = "last") -> float:
+    """1.0 when the response's first/last number matches the answer's within `tol` (relative)."""
     want = extract_number(str(_answer(meta, answer_key)))
     if want is None:
         raise ValueError(f"meta[{answer_key!r}] = {meta[answer_key]!r} holds no number")
@@ -53,36 +63,27 @@ def numeric(prompt: str, response: str, meta: Mapping[str, Any], *, answer_key: 
     return 1.0 if got is not None and abs(got - want) <= tol * max(1.0, abs(want)) else 0.0
 
 
+@REWARDS.register("regex", defaults={"flags": "", "score_match": 1.0, "score_miss": 0.0}, required=("pattern",),
+                  compiled=("pattern",))
 def regex(prompt: str, response: str, meta: Mapping[str, Any], *, pattern: re.Pattern[str], flags: str = "",
           score_match: float = 1.0, score_miss: float = 0.0) -> float:
+    """`score_match` when `pattern` (flags any of imsx) is found in the response, else `score_miss`."""
     return score_match if pattern.search(response) else score_miss
 
 
+@REWARDS.register("format", defaults={"pattern": r"-?\d+(\.\d+)?", "strip": True}, compiled=("pattern",))
 def format_reward(prompt: str, response: str, meta: Mapping[str, Any], *, pattern: re.Pattern[str],
                   strip: bool = True) -> float:
+    """1.0 when the whole (stripped) response matches `pattern`."""
     return 1.0 if pattern.fullmatch(response.strip() if strip else response) else 0.0
 
 
+@REWARDS.register("length_penalty", label="length penalty",
+                  defaults={"target": 64, "coef": 0.01, "max_penalty": 1.0})
 def length_penalty(prompt: str, response: str, meta: Mapping[str, Any], *, target: int = 64, coef: float = 0.01,
                    max_penalty: float = 1.0) -> float:
+    """-min(max_penalty, coef x characters beyond `target`)."""
     return -min(max_penalty, coef * max(0, len(response) - target))
-
-
-@dataclass(frozen=True)
-class Builtin:
-    fn: Callable[..., float]
-    defaults: dict[str, Any]
-    required: tuple[str, ...] = ()
-    compiled: tuple[str, ...] = ()  # params compiled as regular expressions (with the `flags` param)
-
-
-REGISTRY: dict[str, Builtin] = {
-    "exact_match": Builtin(exact_match, {"answer_key": "answer", "strip": True, "case_sensitive": True}),
-    "numeric": Builtin(numeric, {"answer_key": "answer", "tol": 1e-6, "position": "last"}),
-    "regex": Builtin(regex, {"flags": "", "score_match": 1.0, "score_miss": 0.0}, ("pattern",), ("pattern",)),
-    "format": Builtin(format_reward, {"pattern": r"-?\d+(\.\d+)?", "strip": True}, (), ("pattern",)),
-    "length_penalty": Builtin(length_penalty, {"target": 64, "coef": 0.01, "max_penalty": 1.0}),
-}
 
 
 def _check_type(name: str, key: str, value: Any, default: Any) -> None:
@@ -94,24 +95,32 @@ def _check_type(name: str, key: str, value: Any, default: Any) -> None:
         raise ValueError(f"reward {name!r}: param {key!r} must be {expected[0].__name__}, got {value!r}")
 
 
-def bind_builtin(name: str, params: Mapping[str, Any]) -> Callable[[str, str, Mapping[str, Any]], float]:
-    """Validate `params` for built-in `name` and return fn(prompt, response, meta). Errors name the bad param."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown reward type {name!r}; built-ins: {sorted(REGISTRY)}, or 'composite', 'python'")
-    spec = REGISTRY[name]
-    allowed = set(spec.defaults) | set(spec.required)
+def bind_builtin(name: str, params: Mapping[str, Any],
+                 models: Any = None) -> Callable[[str, str, Mapping[str, Any]], Any]:
+    """Validate `params` for built-in or grader `name` and return fn(prompt, response, meta) (a float, or a dict of
+    floats for `multi`). Errors name the bad param. `models`: the model-backed graders' backend
+    (contract/rewards/graders.py GraderModels); None checks their params only (they refuse to score)."""
+    if name not in REWARDS:
+        others = ", ".join(repr(t) for t in COMPOSED_TYPES)
+        raise ValueError(f"unknown reward type {name!r}; built-ins: {sorted(REWARDS.names())}, or {others}")
+    entry = REWARDS.entry(name)
+    if entry.meta.get("grader"):
+        return entry.target(params, models)
+    fn, defaults = entry.target, dict(entry.meta["defaults"])
+    required, compiled = tuple(entry.meta.get("required", ())), tuple(entry.meta.get("compiled", ()))
+    allowed = set(defaults) | set(required)
     unknown = sorted(set(params) - allowed)
     if unknown:
         raise ValueError(f"reward {name!r}: unknown params {unknown}; allowed: {sorted(allowed)}")
-    missing = [key for key in spec.required if key not in params]
+    missing = [key for key in required if key not in params]
     if missing:
         raise ValueError(f"reward {name!r}: missing required params {missing}")
-    bound: dict[str, Any] = {**spec.defaults, **params}
+    bound: dict[str, Any] = {**defaults, **params}
     for key, value in params.items():
-        _check_type(name, key, value, spec.defaults.get(key))
+        _check_type(name, key, value, defaults.get(key))
     if "position" in bound and bound["position"] not in ("first", "last"):
         raise ValueError(f"reward {name!r}: param 'position' must be 'first' or 'last', got {bound['position']!r}")
-    for key in spec.compiled:
+    for key in compiled:
         flags = 0
         for letter in str(bound.get("flags", "")):
             if letter not in _FLAG_LETTERS:
@@ -123,6 +132,6 @@ def bind_builtin(name: str, params: Mapping[str, Any]) -> Callable[[str, str, Ma
             raise ValueError(f"reward {name!r}: param {key!r} is not a valid regular expression: {exc}") from exc
 
     def bound_fn(prompt: str, response: str, meta: Mapping[str, Any]) -> float:
-        return spec.fn(prompt, response, meta, **bound)
+        return fn(prompt, response, meta, **bound)
 
     return bound_fn

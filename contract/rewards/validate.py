@@ -4,6 +4,7 @@ The control plane calls it on submit and answers 422 with the message; `build_re
 passes here builds. Raises ValueError naming what is wrong:
 - an unknown `type` (built-ins: contract/rewards/builtins.py, or 'composite', 'python');
 - unknown, missing or mistyped params of a built-in, or an invalid regular expression;
+- grader params (contract/rewards/graders.py): templates, operations, metrics, multi's sub-graders and formula;
 - python: code that does not compile (with its line), code that defines no top-level `reward`, params other than
   timeout_s (0 < t <= MAX_TIMEOUT_S) and memory_mb (MIN_MEMORY_MB <= m <= MAX_MEMORY_MB);
 - composites nested deeper than MAX_DEPTH, non-finite weights.

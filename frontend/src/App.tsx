@@ -1,9 +1,13 @@
 /** Routes and the signed-in shell (navigation, team switcher). Hash routing: the API serves one index.html. */
 import { HashRouter, Navigate, NavLink, Route, Routes } from "react-router";
+import { AlertsPage } from "./pages/Alerts";
+import { ClusterPage } from "./pages/Cluster";
 import { ComparePage } from "./pages/Compare";
 import { JobDetailPage } from "./pages/JobDetail";
+import { GraderPanelPage } from "./pages/GraderPanel";
 import { JobsPage } from "./pages/Jobs";
 import { PlannerPage } from "./pages/Planner";
+import { SamplesSideBySidePage } from "./pages/SamplesSideBySide";
 import { SignInPage } from "./pages/SignIn";
 import { SubmitJobPage } from "./pages/SubmitJob";
 import { TeamPage } from "./pages/Team";
@@ -38,8 +42,11 @@ function Shell() {
         <span className="brand">StreamRL</span>
         <NavLink to="/jobs">Jobs</NavLink>
         {canWrite ? <NavLink to="/submit">Submit job</NavLink> : null /* viewers cannot submit: not offered */}
+        <NavLink to="/graders">Graders</NavLink>
         <NavLink to="/planner">Planner</NavLink>
+        <NavLink to="/cluster">Cluster</NavLink>
         <NavLink to="/team">Team</NavLink>
+        <NavLink to="/alerts">Alerts</NavLink>
         <span className="spacer" />
         <TeamSwitcher />
         <span className="whoami" data-testid="whoami">
@@ -55,9 +62,13 @@ function Shell() {
           <Route path="/jobs" element={<JobsPage />} />
           <Route path="/jobs/:jobId" element={<JobDetailPage />} />
           <Route path="/compare" element={<ComparePage />} />
+          <Route path="/samples" element={<SamplesSideBySidePage />} />
           <Route path="/submit" element={<SubmitJobPage />} />
+          <Route path="/graders" element={<GraderPanelPage />} />
           <Route path="/planner" element={<PlannerPage />} />
+          <Route path="/cluster" element={<ClusterPage />} />
           <Route path="/team" element={<TeamPage />} />
+          <Route path="/alerts" element={<AlertsPage />} />
           <Route path="*" element={<Navigate to="/jobs" replace />} />
         </Routes>
       </main>

@@ -95,9 +95,14 @@ def init_admin(
     with StreamRLClient(url) as api:
         try:
             api.register(email, password, team)
+            answer = api.login(email, password)
         except APIError as exc:
             raise CLIError(f"could not create {email}: {exc.message}") from None
-        answer = api.login(email, password)
+    # The server answers a registered e-mail as it answers a new one (no account enumeration); only the caller, who
+    # knows the password, learns here that nothing was created: the account it logged in to has no team `team`.
+    if team not in {member["name"] for member in answer["teams"]}:
+        raise CLIError(f"could not create {email}: the e-mail already has an account (nothing was created; "
+                       "`streamrl login` logs in to it)")
     _save_token(url, answer["token"])
     typer.echo(f"created {email}, owner of team {team!r}; logged in to {url} (token saved in {config_path()})")
 

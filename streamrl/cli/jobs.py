@@ -1,4 +1,5 @@
-"""`streamrl jobs submit | list | get | cancel | pause | resume | scale | logs | iterations`."""
+"""`streamrl jobs submit | list | get | cancel | pause | resume | scale | logs | iterations` (tags and notes:
+`streamrl.cli.notes_cmds`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import typer
 import yaml
 from pydantic import ValidationError
 
+from backend.services.spec_yaml import spec_yaml
 from contract.spec import JobSpec
 from streamrl.cli.common import client, emit_json, globals_of, print_fields, print_table
 from streamrl.cli.errors import CLIError, validation_message
@@ -16,7 +18,9 @@ from streamrl.cli.follow import follow_job, print_all_events
 
 jobs_app = typer.Typer(help="RL jobs of the current team.", no_args_is_help=True)
 
-JOB_COLUMNS = ["id", "name", "status", "target_instances", "running_instances", "progress", "created_at"]
+# running: heart-beating instances; pending: asked for, not yet picked up by a generation worker
+JOB_COLUMNS = ["id", "name", "status", "target_instances", "running_instances", "pending_instances", "progress",
+               "tags", "created_at"]
 
 
 def apply_override(spec: dict[str, Any], assignment: str) -> None:
@@ -101,15 +105,18 @@ def list_jobs(
     ctx: typer.Context,
     status: str | None = typer.Option(None, "--status", help="queued|starting|running|paused|succeeded|failed|..."),
     name: str | None = typer.Option(None, "--name", help="filter by name"),
+    tag: str | None = typer.Option(None, "--tag", help="only jobs carrying this tag"),
+    search: str | None = typer.Option(None, "--search", "-q", help="text in the name, tags or notes (any case)"),
     limit: int = typer.Option(50, "--limit", min=1),
     offset: int = typer.Option(0, "--offset", min=0),
 ) -> None:
     """Jobs of the current team, newest first."""
     with client(ctx) as api:
-        page = api.list_jobs(status=status, name=name, limit=limit, offset=offset)
+        page = api.list_jobs(status=status, name=name, tag=tag, search=search, limit=limit, offset=offset)
     if emit_json(ctx, page):
         return
-    rows = [{**job, "progress": _progress(job)} for job in page.get("data", [])]
+    rows = [{**job, "progress": _progress(job), "tags": ",".join(job.get("tags") or [])}
+            for job in page.get("data", [])]
     print_table(rows, JOB_COLUMNS, empty="(no jobs)")
     if page.get("count", 0) > len(rows) + offset:
         typer.echo(f"... {page['count']} jobs in all (use --offset/--limit)")
@@ -117,13 +124,23 @@ def list_jobs(
 
 @jobs_app.command("get")
 def get(ctx: typer.Context, job_id: int, spec: bool = typer.Option(False, "--spec", help="print the spec too")) -> None:
-    """One job: status, instances, progress, latest metrics."""
+    """One job: status, health and training signals, instances, progress, latest metrics."""
     with client(ctx) as api:
         job = api.get_job(job_id)
+        health = api.job_health(job_id)
+    if emit_json(ctx, {**job, "health": health}):
+        return
     _show_job(ctx, job)
-    if spec and not globals_of(ctx).as_json:  # --json already printed the whole job, spec included
+    _show_health(health)
+    if spec:
         typer.echo("spec:")
-        typer.echo(yaml.safe_dump(job.get("spec"), sort_keys=False).rstrip())
+        typer.echo(spec_yaml(job.get("spec") or {}).rstrip())
+
+
+def _show_health(health: dict[str, Any]) -> None:
+    typer.echo(f"health: {health.get('state')}: {health.get('summary')}")
+    for signal in health.get("signals") or []:
+        typer.echo(f"  {signal.get('severity')} {signal.get('check')}: {signal.get('message')}")
 
 
 @jobs_app.command("cancel")
@@ -162,7 +179,8 @@ def scale(
     if not emit_json(ctx, job):
         mode = "auto" if job.get("autoscale") else "manual"
         typer.echo(f"job {job.get('id')}: target {job.get('target_instances')} instances "
-                   f"({job.get('running_instances')} running), scaling {mode}")
+                   f"({job.get('running_instances')} running, {job.get('pending_instances', 0)} pending), "
+                   f"scaling {mode}")
 
 
 @jobs_app.command("logs")

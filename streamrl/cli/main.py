@@ -17,17 +17,25 @@ from streamrl.cli.errors import StreamRLGroup
 
 COMMAND_MODULES = [
     "streamrl.cli.up",  # up, migrate
+    "streamrl.cli.doctor",  # doctor
     "streamrl.cli.auth",  # login, logout, whoami, init-admin
     "streamrl.cli.teams",  # team show|quotas|members|add-member|set-role|remove-member
     "streamrl.cli.keys",  # keys create|list|revoke
     "streamrl.cli.model_registry",  # models register|list
     "streamrl.cli.datasets",  # datasets upload|list|rows
     "streamrl.cli.jobs",  # jobs submit|list|get|cancel|pause|resume|scale|logs|iterations
+    "streamrl.cli.notes_cmds",  # jobs tag|note (on the jobs group)
+    "streamrl.cli.sample_cmds",  # samples prompts|compare (the same prompt across runs and checkpoints)
     "streamrl.cli.runtime_cmds",  # worker --pool generation|training|control, controller (+ the `up --demo` hook)
     "streamrl.cli.plan_cmds",  # plan
     "streamrl.cli.make_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
     "streamrl.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
     "streamrl.cli.checkpoints",  # checkpoints list|download
+    "streamrl.cli.alerts",  # alerts list|create|update|delete|test|log
+    "streamrl.cli.trackers",  # trackers list|set|delete|runs
+    "streamrl.cli.cluster",  # cluster (workers, slots, queues, pending instances)
+    "streamrl.cli.graders",  # graders run (score a sample with a grader spec)
+    "streamrl.cli.chat_cmds",  # chat MODEL MESSAGE (OpenAI chat completion on the generation pool)
 ]
 
 app = typer.Typer(

@@ -1,6 +1,7 @@
 """`streamrl make-model` and `streamrl make-dataset`: tiny local models and built-in task files, no model hub.
 
     streamrl make-model --preset tiny-1m --out models/tiny1m [--seed 0] [--force]
+    streamrl make-model --preset chat-qwen2-1m --out models/qwen-chat   # BPE tokenizer + chat template
     streamrl make-dataset --task long_tail --n 1000 --out prompts.jsonl [--seed 0] [--param max_k=32]
 
 Heavy imports (torch, transformers) happen inside the commands, so the rest of the CLI stays fast. The SFT warm start
@@ -16,7 +17,8 @@ import typer
 from streamrl.cli.common import parse_params
 from streamrl.cli.errors import CLIError
 
-PRESET_NAMES = ("tiny-1m", "tiny-5m", "tiny-15m")
+# the presets of workers/models/tiny.py offered here (tests/models/test_tiny_models.py checks they exist there)
+PRESET_NAMES = ("tiny-1m", "tiny-5m", "tiny-15m", "chat-llama-1m", "chat-qwen2-1m", "chat-llama-5m")
 TASK_NAMES = ("arithmetic", "long_tail")
 
 
@@ -26,7 +28,8 @@ def make_model(
     seed: int = typer.Option(0, help="weight initialisation seed"),
     force: bool = typer.Option(False, help="overwrite a directory that already holds a model"),
 ) -> None:
-    """Build a randomly initialised tiny Llama model with a character-level tokenizer."""
+    """Build a randomly initialised tiny model: tiny-* are Llama with a character tokenizer; chat-* are Llama or Qwen2
+    with a byte-level BPE tokenizer, a chat template and two EOS ids (the path real checkpoints take)."""
     if preset not in PRESET_NAMES:
         raise CLIError(f"unknown preset {preset!r}; choose one of {', '.join(PRESET_NAMES)}")
     if (out / "config.json").exists() and not force:

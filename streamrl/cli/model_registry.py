@@ -1,21 +1,84 @@
-"""`streamrl models register | list`: models a job may load (a directory the server allows)."""
+"""`streamrl models register | upload | get | list | hub-token`: models a job may load.
+
+    streamrl models register qwen models/qwen-chat                 # a directory on the server
+    streamrl models register qwen --hub Qwen/Qwen2.5-0.5B-Instruct --revision main [--wait]
+    streamrl models upload qwen ./my-checkpoint                    # a local directory (packed) or an archive
+    streamrl models hub-token set hf_...                           # the team's Hub token (stored encrypted)
+"""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
 
 import typer
 
 from streamrl.cli.common import client, emit_json, print_table
+from streamrl.cli.errors import CLIError
 
 models_app = typer.Typer(help="Registered models of the current team.", no_args_is_help=True)
+token_app = typer.Typer(help="The team's Hugging Face token (gated or private Hub models).", no_args_is_help=True)
+
+
+def describe(model: dict[str, Any]) -> str:
+    line = f"model {model.get('id')} {model.get('name')!r}: {model.get('state')}"
+    card = model.get("card") or {}
+    if model.get("state") == "ready" and card:
+        params = card.get("parameters")
+        line += (f" - {card.get('architecture')}, {params / 1e6:.2f}M parameters" if params else
+                 f" - {card.get('architecture')}")
+        template = "yes" if card.get("chat_template") else "no"
+        line += (f", {card.get('dtype')}, context {card.get('context_length')}, vocab {card.get('vocab_size')}, "
+                 f"chat template {template}, {card.get('disk_bytes', 0) / 1e6:.1f} MB")
+    elif model.get("state") == "downloading":
+        progress = model.get("progress") or {}
+        total = progress.get("total_bytes") or 0
+        line += f" ({progress.get('done_bytes', 0) / 1e6:.1f} of {total / 1e6:.1f} MB)" if total else ""
+    elif model.get("state") == "failed":
+        line += f": {model.get('error')}"
+    return line
 
 
 @models_app.command("register")
-def register_model(ctx: typer.Context, name: str, path: str) -> None:
-    """Register a model directory (on the server: under the artifact dir or an allow-listed root)."""
+def register_model(
+    ctx: typer.Context,
+    name: str,
+    path: str | None = typer.Argument(None, help="model directory on the server (artifact dir or allow-listed root)"),
+    hub: str | None = typer.Option(None, help="Hugging Face model id to download once (owner/name)"),
+    revision: str = typer.Option("main", help="branch, tag or commit of --hub"),
+    wait: bool = typer.Option(False, help="with --hub: wait until the download is ready or failed"),
+) -> None:
+    """Register a server directory (validated now) or a Hub model (downloaded in the background)."""
+    if (path is None) == (hub is None):
+        raise CLIError("give exactly one of PATH (a server directory) or --hub (a Hub model id)")
     with client(ctx) as api:
-        model = api.register_model(name, path)
+        model = api.register_model(name, path, hub_id=hub, revision=revision if hub else None)
+        while wait and model.get("state") == "downloading":
+            time.sleep(1.0)
+            model = api.get_model(int(model["id"]))
     if not emit_json(ctx, model):
-        typer.echo(f"registered model {model.get('id')} {model.get('name')!r} -> {model.get('path')}")
+        typer.echo(describe(model))
+    if model.get("state") == "failed":
+        raise typer.Exit(1)
+
+
+@models_app.command("upload")
+def upload_model(ctx: typer.Context, name: str, source: Path = typer.Argument(..., exists=True)) -> None:
+    """Upload a model directory (packed as .tar.gz) or an archive (.tar.gz, .tar, .zip)."""
+    with client(ctx) as api:
+        model = api.upload_model(source, name)
+    if not emit_json(ctx, model):
+        typer.echo(describe(model))
+
+
+@models_app.command("get")
+def get_model(ctx: typer.Context, model_id: int) -> None:
+    """One model: its state and card."""
+    with client(ctx) as api:
+        model = api.get_model(model_id)
+    if not emit_json(ctx, model):
+        typer.echo(describe(model))
 
 
 @models_app.command("list")
@@ -24,8 +87,28 @@ def list_models(ctx: typer.Context) -> None:
     with client(ctx) as api:
         page = api.list_models()
     if not emit_json(ctx, page):
-        print_table(page.get("data", []), ["id", "name", "path", "created_at"])
+        rows = [{**m, "architecture": (m.get("card") or {}).get("architecture", "")} for m in page.get("data", [])]
+        print_table(rows, ["id", "name", "state", "source", "architecture", "path", "created_at"])
+
+
+@token_app.command("set")
+def set_token(ctx: typer.Context, token: str) -> None:
+    """Store the team's Hub token (admin); it is kept encrypted and never shown again."""
+    with client(ctx) as api:
+        answer = api.set_hub_token(token)
+    if not emit_json(ctx, answer):
+        typer.echo("hub token set")
+
+
+@token_app.command("clear")
+def clear_token(ctx: typer.Context) -> None:
+    """Forget the team's Hub token (admin)."""
+    with client(ctx) as api:
+        answer = api.set_hub_token(None)
+    if not emit_json(ctx, answer):
+        typer.echo("hub token cleared")
 
 
 def register(app: typer.Typer) -> None:
+    models_app.add_typer(token_app, name="hub-token")
     app.add_typer(models_app, name="models")

@@ -72,6 +72,14 @@ def plan(
                  "throughput_per_cost", "gen_bubble_fraction", "train_bubble_fraction"])
     typer.echo(f"\npredicted ({result.predicted.mode}): {result.predicted.iteration_seconds:.1f} s/iteration, "
                f"{result.predicted.samples_per_s:.3g} samples/s; planned in {result.plan_seconds:.2f} s")
+    best = result.per_mode[result.recommended_mode]
+    if result.recommended_mode != result.predicted.mode:
+        allocation = result.recommended_allocation
+        typer.echo(f"recommended: {best.mode} ({best.samples_per_s:.3g} samples/s, "
+                   f"{best.samples_per_s / result.predicted.samples_per_s - 1:+.0%} vs {result.predicted.mode}) on "
+                   f"{allocation.gen_devices} generation + {allocation.train_devices} training devices")
+    else:
+        typer.echo(f"recommended: {best.mode} (the fastest simulated mode)")
 
 
 def register(app: typer.Typer) -> None:

@@ -4,7 +4,8 @@
     streamrl controller [--interval 1.0] [--once]          # the reconcile loop (one leader)
 
 `submit_demo(api, settings)` is the hook `streamrl up --demo` calls: it builds a tiny model under the artifact dir,
-registers it and submits an async job on the long-tail task whose reward rises within a couple of minutes.
+registers it and submits an async job on the long-tail task whose reward rises within a minute or two while its
+outputs learn to end (most at EOS, lengths with a long tail).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import time
 from typing import Any
 
 import typer
@@ -20,9 +20,12 @@ import typer
 from streamrl.cli.errors import CLIError
 
 POOLS = ("generation", "training", "control")
+SUPERVISED_ENV = "STREAMRL_SUPERVISED"  # `up` sets it to "up" in its children's environment
 DEMO_MODEL = "demo-tiny"
-# Dense per-character shaping for `rep K abc:` -> `abcabc...`: lowercase output, the prompt's letters, then the exact
-# string; a tiny random model climbs from ~0.13 to ~0.45 in a few dozen iterations on a laptop CPU.
+# Dense per-character shaping for `rep K abc:` -> `abcabc...`: lowercase output, the prompt's letters, closeness to the
+# exact string, and a length that fits the answer's (so the model learns to stop: outputs end at EOS, not at
+# max_tokens, and their lengths keep the task's long tail). A tiny random model climbs from ~0.15 to ~0.5 within
+# a minute or two on a laptop CPU, while the share of outputs cut at max_tokens falls.
 DEMO_REWARD = '''
 import difflib
 
@@ -34,7 +37,8 @@ def reward(prompt, response, meta):
     lower = sum(ch.islower() for ch in text) / len(text)
     on_pattern = sum(ch in letters for ch in text) / len(text)
     similar = difflib.SequenceMatcher(None, text, answer).ratio()
-    return {"lowercase": 0.4 * lower, "pattern": 0.3 * on_pattern, "similarity": 0.3 * similar}
+    fits = min(len(text), len(answer)) / max(len(text), len(answer))
+    return {"lowercase": 0.3 * lower, "pattern": 0.3 * on_pattern, "similarity": 0.2 * similar, "length": 0.2 * fits}
 '''
 
 
@@ -44,7 +48,7 @@ def demo_spec(model: str = DEMO_MODEL) -> dict[str, Any]:
         "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
         "reward": {"type": "python", "code": DEMO_REWARD},
         "algorithm": {"name": "grpo", "group_size": 8},
-        "generation": {"instances": 2, "batch_size": 64, "max_tokens": 32},
+        "generation": {"instances": 2, "batch_size": 64, "max_tokens": 48},
         "training": {"iterations": 60, "prompts_per_iteration": 8, "micro_batch_size": 32, "lr": 3e-3},
         "dispatch": {"policy": "skew_aware"},
         "checkpoint": {"interval": 20},
@@ -79,12 +83,27 @@ def worker(
     os.environ["STREAMRL_DEVICES"] = devices.strip()
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # pinned processes set it to their set's size
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no progress bar per model load in the log
     node = f"{pool}-{os.getpid()}@{socket.gethostname()}"
     os.environ["STREAMRL_WORKER_NODE"] = node
+    _quiet_about_root()
     from streamrl.worker import app
 
-    app.worker_main(["worker", "-Q", pool, "--concurrency", str(processes), "--pool", "prefork", "-n", node,
-                     "--without-gossip", "--without-mingle", "--loglevel", loglevel])
+    app.worker_main(["--quiet", "worker", "-Q", pool, "--concurrency", str(processes), "--pool", "prefork", "-n",
+                     node, "--without-gossip", "--without-mingle", "--loglevel", loglevel])
+
+
+def _quiet_about_root() -> None:
+    """Celery prints a superuser warning banner on every start as root; say it once, in one line (`streamrl up`
+    says it for the workers it starts). Celery still refuses root with pickle, which the platform never accepts."""
+    import warnings
+
+    from celery.exceptions import SecurityWarning
+
+    warnings.filterwarnings("ignore", category=SecurityWarning)
+    if os.geteuid() == 0 and os.environ.get(SUPERVISED_ENV) != "up":
+        typer.echo("worker: running as root; reward code still runs as uid 65534 in the reward jail "
+                   "(run the worker as an unprivileged user where the data dir allows it)", err=True)
 
 
 def controller(
@@ -96,51 +115,21 @@ def controller(
 ) -> None:
     """Run the reconcile loop: admit jobs, keep each job's generation instances at target, notice dead workers.
 
-    Between passes it blocks on the API's wake-up list (`keys.controller_wake`, pushed after every job change), so
-    a submitted or cancelled job is acted on at once; without a wake-up the next pass comes after `--interval`, or
-    after `--idle-interval` while there is no job to watch (an idle platform then costs almost no CPU)."""
-    from backend.controller.reconcile import CeleryTaskSender, reconcile_once
-    from contract import keys
-    from contract.redis_client import connect
-    from contract.tasks import platform_redis_url
+    A submitted or cancelled job wakes it at once; otherwise a pass comes every `--interval`, or `--idle-interval`
+    while no job is queued or active (backend/controller/loop.py)."""
+    from backend.controller.loop import run_controller
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s controller %(message)s")
-    log = logging.getLogger("streamrl.controller")
-    sender = CeleryTaskSender()
-    client = connect(platform_redis_url())  # one client for every pass (a new one per pass costs a connection)
-    while True:
-        busy = True
-        try:
-            report = reconcile_once(sender=sender, client=client).as_dict()
-            busy = report.pop("jobs_pending") > 0
-            changes = {k: v for k, v in report.items() if v}
-            if changes:
-                log.info("%s", changes)
-        except Exception as exc:  # a database or Redis hiccup: log and retry at the next pass
-            if once:
-                raise
-            log.warning("reconcile pass failed: %s", exc)
-        if once:
-            return
-        wait_for_wake(client, keys.controller_wake(), interval if busy else max(interval, idle_interval))
-
-
-def wait_for_wake(client: Any, key: str, timeout_s: float) -> bool:
-    """Block until the wake-up list `key` has an entry (then empty it) or `timeout_s` passes; True when woken.
-    Without Redis it just sleeps."""
-    try:
-        woken = client.blpop([key], timeout=timeout_s) is not None
-        if woken:
-            client.delete(key)  # wake-ups that piled up during the pass: one pass covers them all
-        return woken
-    except Exception:  # Redis down: the reconcile pass reports it; keep the pace
-        time.sleep(timeout_s)
-        return False
+    run_controller(interval=interval, idle_interval=idle_interval, once=once)
 
 
 def submit_demo(api: Any, settings: Any) -> None:
     """`streamrl up --demo`: a tiny model + an async long-tail job; prints where to watch it."""
+    from transformers.utils import logging as hf_logging
+
     from workers.models import build_tiny_model
+
+    hf_logging.disable_progress_bar()  # no "Writing model shards" bar in `up`'s output
 
     path = settings.artifacts / "models" / DEMO_MODEL
     if not (path / "config.json").exists():
@@ -149,7 +138,8 @@ def submit_demo(api: Any, settings: Any) -> None:
         api.register_model(DEMO_MODEL, str(path))
     job = api.submit_job(demo_spec())
     typer.echo(f"demo: submitted job {job['id']} ({job['name']}): async mode, 2 generation instances, long-tail "
-               f"task; watch the reward rise with `streamrl jobs logs {job['id']}` or in the dashboard")
+               f"task; watch the reward rise and the outputs' long tail with `streamrl jobs logs {job['id']}` or in "
+               "the dashboard")
 
 
 def register(app: typer.Typer) -> None:

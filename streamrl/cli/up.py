@@ -18,33 +18,25 @@ from typing import Any
 
 import typer
 
+from backend.api.proxies import uvicorn_proxy_args
 from backend.supervisor import ChildSpec, Supervisor
 from contract.settings import ConfigError, Settings, load_settings
 from streamrl.cli.bootstrap import bootstrap_admin, wait_for_health
 from streamrl.cli.errors import CLIError
+from streamrl.cli.host_checks import redact, running_as_root, startup_checks
 from streamrl.cli.preflight import check_port_free, lock_data_dir
 
 API_APP = "backend.main:create_app"  # uvicorn factory
 DEMO_MODULE = "streamrl.cli.runtime_cmds"  # hook: `submit_demo(api: StreamRLClient, settings: Settings) -> None`
 
 
-def _settings(data_dir: Path | None) -> Settings:
+def settings_for(data_dir: Path | None) -> Settings:
     if data_dir is not None:
         os.environ["STREAMRL_DATA_DIR"] = str(data_dir.expanduser().resolve())
     try:
         return load_settings()
     except ConfigError as exc:
         raise CLIError(str(exc)) from None
-
-
-def redact(url: str) -> str:
-    """A database URL without its password, for printing."""
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # unparsable: print nothing secret
-        return url.split("@")[-1]
 
 
 def _cli(*args: str) -> list[str]:
@@ -60,6 +52,7 @@ def _child_env(settings: Settings, redis_url: str, api_url: str) -> dict[str, st
         "STREAMRL_ARTIFACT_DIR": str(settings.artifacts),
         "STREAMRL_URL": api_url,
         "PYTHONUNBUFFERED": "1",
+        "STREAMRL_SUPERVISED": "up",  # the workers leave the one line about running as root to `up`
     }
 
 
@@ -115,6 +108,18 @@ def _run_demo(api_url: str, settings: Settings, token: str | None) -> None:
         typer.echo(f"up: --demo failed: {translate(exc).message}", err=True)
 
 
+def report_host(settings: Settings) -> None:
+    """One line per missing host piece with its fix (streamrl/cli/host_checks.py); CLIError when one blocks `up`."""
+    missing = [check for check in startup_checks(settings) if not check.ok]
+    for check in missing:
+        typer.echo(f"up: {check.line()}", err=True)
+    blocking = [check.name for check in missing if check.blocking]
+    if blocking:
+        raise CLIError(f"cannot start: {', '.join(blocking)} missing (see above; `streamrl doctor` checks again)")
+    if os.geteuid() == 0:
+        typer.echo(f"up: {running_as_root().detail}")
+
+
 def _check_device_sets(options: dict[str, str | None]) -> None:
     from contract.devices import DeviceSetError, parse_device_sets
 
@@ -145,10 +150,15 @@ def up(
     from backend.db.migrate import upgrade_database
     from backend.embedded_redis import EmbeddedRedis, start_embedded_redis
 
-    settings = _settings(data_dir)
+    settings = settings_for(data_dir)
     _check_device_sets({"--generation-devices": generation_devices, "--training-devices": training_devices})
     check_port_free(host, port)
     lock = lock_data_dir(settings.data_dir)
+    try:
+        report_host(settings)
+    except BaseException:
+        lock.close()
+        raise
     stop = _stop_requested()
     supervisor = Supervisor(echo=lambda line: typer.echo(f"up: {line}"))
     embedded: EmbeddedRedis | None = None
@@ -165,7 +175,7 @@ def up(
         upgrade_database(settings.database_url)
         env = _child_env(settings, redis_url, api_url)
         api_argv = [sys.executable, "-m", "uvicorn", API_APP, "--factory", "--host", host, "--port", str(port),
-                    "--workers", str(api_workers)]
+                    "--workers", str(api_workers), *uvicorn_proxy_args(settings)]
         # migrated above: the API processes must not race each other migrating
         supervisor.start(ChildSpec("api", api_argv, {**env, "STREAMRL_AUTO_MIGRATE": "false"}, critical=True))
         wait_for_health(api_url, stop, alive=lambda: supervisor.is_alive("api"))
@@ -199,7 +209,7 @@ def migrate(
     """Upgrade the database schema to the newest migration (alembic upgrade head)."""
     from backend.db.migrate import upgrade_database
 
-    url = database_url or _settings(None).database_url
+    url = database_url or settings_for(None).database_url
     upgrade_database(url)
     typer.echo(f"database at head: {redact(url)}")
 

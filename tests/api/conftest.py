@@ -4,29 +4,23 @@ a real uvicorn, for SSE)."""
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
+from minimal_model import write_minimal_model
+from waiting import api_in_thread
 
 from backend.db.enums import Role
 from backend.db.models import Model, Team, User
-from backend.main import create_app
 
 
 def register_model(backend: Any, team: Team, name: str = "tiny") -> Model:
-    """A model directory (config.json only) under the artifact dir, registered for `team`."""
-    path = backend.settings.artifacts / "models" / uuid.uuid4().hex
-    path.mkdir(parents=True)
-    (path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    """A minimal valid model directory under the artifact dir, registered for `team`."""
+    path = write_minimal_model(backend.settings.artifacts / "models" / uuid.uuid4().hex)
     with backend.session() as session:
         model = Model(team_id=team.id, name=name, path=str(path))
         session.add(model)
@@ -91,16 +85,5 @@ def job_spec_fixture() -> Any:
 @pytest.fixture
 def live_server(pg_backend: Any) -> Iterator[str]:
     """The API on a real uvicorn server (SSE needs a real streaming transport)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(pg_backend.settings), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with api_in_thread(pg_backend.settings) as url:
+        yield url

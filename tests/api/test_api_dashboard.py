@@ -171,3 +171,49 @@ def test_checkpoint_tar_streams_the_directory(app_client: TestClient, world: Any
     assert outside.status_code == 404 and "not on this server" in outside.json()["detail"]
     assert app_client.get(f"{url}/9.tar", headers=world.headers("viewer")).status_code == 404
     assert app_client.get(f"{url}/2.tar", headers=other_world.headers("owner")).status_code == 404
+
+
+def test_checkpoint_exports_the_merged_model_or_the_adapter(app_client: TestClient, world: Any) -> None:
+    """form=merged: the HF model files alone (no resumable state); form=adapter: a LoRA job's PEFT directory, a 404
+    naming the reason for a job that trained every weight."""
+    job = world.submit(app_client, name="lora-ckpt")
+    lora_dir = world.backend.settings.artifacts / "checkpoints" / f"job-{job['id']}" / "iter-4"
+    full_dir = lora_dir.with_name("iter-5")
+    for directory in (lora_dir, full_dir):
+        directory.mkdir(parents=True)
+        for name in ("config.json", "model.safetensors", "tokenizer.json", "trainer_state.pt"):
+            (directory / name).write_text(name)
+    (lora_dir / "adapter").mkdir()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (lora_dir / "adapter" / name).write_text(name)
+    with world.backend.session() as session:
+        record_checkpoint(session=session, job_id=job["id"], iteration=4, path=str(lora_dir))
+        record_checkpoint(session=session, job_id=job["id"], iteration=5, path=str(full_dir))
+    url, headers = f"{API}/jobs/{job['id']}/export/checkpoints", world.headers("viewer")
+
+    def names(answer: Any) -> list[str]:
+        assert answer.status_code == 200, answer.text
+        with tarfile.open(fileobj=io.BytesIO(answer.content)) as archive:
+            return sorted(archive.getnames())
+
+    merged = app_client.get(f"{url}/4.tar?form=merged", headers=headers)
+    prefix = f"job-{job['id']}-iter-4-merged"
+    assert merged.headers["content-disposition"] == f'attachment; filename="{prefix}.tar"'
+    assert names(merged) == [prefix] + [f"{prefix}/{n}" for n in ("config.json", "model.safetensors", "tokenizer.json")]
+    prefix = f"job-{job['id']}-iter-4-adapter"
+    assert names(app_client.get(f"{url}/4.tar?form=adapter", headers=headers)) == [
+        prefix, f"{prefix}/adapter_config.json", f"{prefix}/adapter_model.safetensors"]
+    whole = names(app_client.get(f"{url}/4.tar", headers=headers))
+    assert f"job-{job['id']}-iter-4/trainer_state.pt" in whole and f"job-{job['id']}-iter-4/adapter" in whole
+    no_adapter = app_client.get(f"{url}/5.tar?form=adapter", headers=headers)
+    assert no_adapter.status_code == 404 and "holds no LoRA adapter" in no_adapter.json()["detail"]
+    assert app_client.get(f"{url}/4.tar?form=weights", headers=headers).status_code == 422
+
+
+def test_spec_yaml_shows_python_code_as_a_block(app_client: TestClient, world: Any) -> None:
+    code = 'def reward(prompt, response, meta):\n    return float("a" in response)\n'
+    job = world.submit(app_client, name="code-job", reward={"type": "python", "code": code})
+    answer = app_client.get(f"{API}/jobs/{job['id']}/spec.yaml", headers=world.headers("viewer"))
+    block = '  code: |\n    def reward(prompt, response, meta):\n        return float("a" in response)\n'
+    assert block in answer.text
+    assert yaml.safe_load(answer.text) == job["spec"]

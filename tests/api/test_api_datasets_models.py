@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from minimal_model import write_minimal_model
 from sqlalchemy import func, select
 
 from backend.db.models import Dataset, Model
@@ -79,16 +80,12 @@ def test_model_registration_only_from_allowed_roots(
     pg_backend: Any, world: Any, tmp_path: Path, app_client: TestClient
 ) -> None:
     member = world.headers("member")
-    inside = pg_backend.settings.artifacts / "models" / "ok-model"
-    inside.mkdir(parents=True, exist_ok=True)
-    (inside / "config.json").write_text("{}")
+    inside = write_minimal_model(pg_backend.settings.artifacts / "models" / "ok-model")
     created = app_client.post(f"{API}/models", json={"name": "ok", "path": "models/ok-model"}, headers=member)
     assert created.status_code == 201 and created.json()["path"] == str(inside.resolve())
     duplicate = app_client.post(f"{API}/models", json={"name": "ok", "path": str(inside)}, headers=member)
     assert duplicate.status_code == 409
-    outside = tmp_path / "elsewhere"
-    outside.mkdir()
-    (outside / "config.json").write_text("{}")
+    outside = write_minimal_model(tmp_path / "elsewhere")
     escape = pg_backend.settings.artifacts / "models" / "escape"
     escape.symlink_to(outside)
     no_config = pg_backend.settings.artifacts / "models" / "empty"

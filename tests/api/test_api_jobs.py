@@ -53,6 +53,9 @@ def test_spec_with_a_wrong_field_gives_422_naming_the_field(app_client: TestClie
     assert bad_value.status_code == 422 and bad_value.json()["detail"][0]["loc"] == ["body", "mode"]
     unregistered = app_client.post(f"{API}/jobs", json=job_spec(model="/etc/passwd"), headers=headers)
     assert unregistered.status_code == 422 and unregistered.json()["detail"][0]["loc"] == ["body", "model"]
+    rank_zero = app_client.post(f"{API}/jobs", json=job_spec(training={"lora": {"rank": 0}}), headers=headers)
+    assert rank_zero.status_code == 422
+    assert rank_zero.json()["detail"][0]["loc"] == ["body", "training", "lora", "rank"]
     server_path = app_client.post(f"{API}/jobs", json=job_spec(dataset={"path": "/etc/shadow"}), headers=headers)
     assert server_path.status_code == 422
     assert server_path.json()["detail"][0]["loc"] == ["body", "dataset", "path"]

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import redis
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from backend.main import create_app
 from backend.services.live import live_channel, publish_live
@@ -17,19 +18,37 @@ from contract import keys
 API = "/api/v1"
 
 
-def test_health_ready_metrics_and_docs(app_client: TestClient, world: Any) -> None:
-    assert app_client.get(f"{API}/health").json() == {"status": "ok"}
-    assert app_client.get(f"{API}/ready").json() == {"database": "ok", "redis": "ok"}
-    world.submit(app_client)
-    metrics = app_client.get("/metrics")
-    assert metrics.status_code == 200
-    assert 'streamrl_jobs{status="queued"}' in metrics.text
-    assert 'streamrl_generation_instances{status="running"}' in metrics.text
+METRICS_TOKEN = "scrape-token-0123456789"
 
-    assert 'streamrl_http_requests_total{method="POST",route="/api/v1/jobs",status="201"} 1.0' in metrics.text
-    schema = app_client.get("/openapi.json").json()
-    assert {"/api/v1/jobs", "/api/v1/jobs/{job_id}/scale", "/api/v1/datasets"} <= set(schema["paths"])
-    assert app_client.get("/docs").status_code == 200
+
+def test_health_ready_metrics_and_docs(pg_backend: Any, world: Any) -> None:
+    with pg_backend.client(metrics_token=METRICS_TOKEN) as client:
+        assert client.get(f"{API}/health").json() == {"status": "ok"}
+        assert client.get(f"{API}/ready").json() == {"database": "ok", "redis": "ok"}
+        world.submit(client)
+        metrics = client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+        assert metrics.status_code == 200
+        families = {family.name: family for family in text_string_to_metric_families(metrics.text)}  # as scraped
+        jobs = {sample.labels["status"]: sample.value for sample in families["streamrl_jobs"].samples}
+        assert jobs["queued"] >= 1
+        assert 'streamrl_generation_instances{status="running"}' in metrics.text
+        assert 'streamrl_http_requests_total{method="POST",route="/api/v1/jobs",status="201"} 1.0' in metrics.text
+        schema = client.get("/openapi.json").json()
+        assert {"/api/v1/jobs", "/api/v1/jobs/{job_id}/scale", "/api/v1/datasets"} <= set(schema["paths"])
+        assert client.get("/docs").status_code == 200
+
+
+def test_metrics_need_the_metrics_token(pg_backend: Any, world: Any) -> None:
+    """Job counts span every team: no login, a team's session or a wrong token reads nothing."""
+    with pg_backend.client() as client:  # no token configured: /metrics is off
+        off = client.get("/metrics")
+        assert off.status_code == 404 and "STREAMRL_METRICS_TOKEN" in off.json()["detail"]
+    with pg_backend.client(metrics_token=METRICS_TOKEN) as client:
+        for headers in ({}, world.headers("owner"), {"Authorization": "Bearer wrong-token"},
+                        {"Authorization": f"Basic {METRICS_TOKEN}"}):
+            refused = client.get("/metrics", headers=headers)
+            assert refused.status_code == 401 and "streamrl_jobs" not in refused.text, headers
+            assert refused.headers["www-authenticate"].startswith("Bearer")
 
 
 def test_without_redis_the_api_serves_and_reports_it(pg_backend: Any, world: Any) -> None:
@@ -44,15 +63,16 @@ def test_without_redis_the_api_serves_and_reports_it(pg_backend: Any, world: Any
 
 def test_job_actions_publish_status_and_events(app_client: TestClient, world: Any, redis_url: str) -> None:
     job = world.submit(app_client)
-    subscriber = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    subscriber = redis.Redis.from_url(redis_url).pubsub()
     subscriber.subscribe(live_channel(job["id"]))
-    subscriber.get_message(timeout=1)
+    deadline = time.monotonic() + 60
+    while (confirmed := subscriber.get_message(timeout=0.5)) is None or confirmed["type"] != "subscribe":
+        assert time.monotonic() < deadline, "the subscription was not confirmed"  # published before it: lost
     app_client.post(f"{API}/jobs/{job['id']}/cancel", headers=world.headers("member"))
     received: list[dict[str, Any]] = []
-    deadline = time.monotonic() + 5
     while len(received) < 2 and time.monotonic() < deadline:
         message = subscriber.get_message(timeout=0.5)
-        if message:
+        if message and message["type"] == "message":
             received.append(json.loads(message["data"]))
     subscriber.close()
     assert [m["type"] for m in received] == ["status", "event"]
@@ -98,7 +118,7 @@ def test_built_dashboard_is_served_with_spa_fallback(pg_backend: Any, tmp_path: 
         assert client.get("/assets/app.js").text == "console.log(1)"
         assert client.get("/api/v1/nope").status_code == 404
         assert client.get("/api/v1/health").json() == {"status": "ok"}
-        assert client.get("/metrics").status_code == 200
+        assert "STREAMRL_METRICS_TOKEN" in client.get("/metrics").json()["detail"]  # the metrics route, not the SPA
 
 
 def test_job_changes_wake_the_controller(app_client: TestClient, world: Any, redis_url: str) -> None:

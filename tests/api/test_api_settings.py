@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from backend.main import create_app
 from contract.settings import ConfigError, load_settings
 
 
@@ -38,3 +40,16 @@ def test_registration_can_be_turned_off(pg_backend: object) -> None:
     with pg_backend.client(allow_registration=False) as client:  # type: ignore[attr-defined]
         refused = client.post("/api/v1/auth/register", json=body)
     assert refused.status_code == 403 and "registration is disabled" in refused.json()["detail"]
+
+
+def test_optional_routers_are_switched_off_by_setting_and_unknown_ones_stop_the_api(pg_backend: Any) -> None:
+    """backend/main.py lists every router; STREAMRL_DISABLED_ROUTERS leaves optional ones out of this process."""
+    with pg_backend.client(disabled_routers=["plans"]) as client:
+        paths = client.get("/openapi.json").json()["paths"]
+        assert not any(path.startswith("/api/v1/plans") for path in paths)
+        assert "/api/v1/jobs" in paths and any(path.startswith("/api/v1/runs") for path in paths)
+        assert client.get("/api/v1/plans/devices").status_code == 404
+    with pg_backend.client() as client:  # by default every router is in
+        assert any(path.startswith("/api/v1/plans") for path in client.get("/openapi.json").json()["paths"])
+    with pytest.raises(ConfigError, match=r"\['planner'\] are not optional routers"):
+        create_app(pg_backend.settings.model_copy(update={"disabled_routers": ["planner"]}))

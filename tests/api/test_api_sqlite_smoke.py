@@ -89,7 +89,7 @@ def test_sessions_and_throttle_on_sqlite(sqlite_client: TestClient) -> None:
     assert sqlite_client.get(f"{API}/auth/me", headers={"Authorization": f"Bearer {second}"}).status_code == 401
     fresh = {"Authorization": f"Bearer {changed.json()['token']}"}
     assert sqlite_client.get(f"{API}/auth/me", headers=fresh).status_code == 200
-    for _ in range(5):
+    for _ in range(3):  # login_free_failures: then this (account, address) waits before its next attempt
         wrong = {"email": body["email"], "password": "wrong-password"}
         assert sqlite_client.post(f"{API}/auth/login", json=wrong).status_code == 401
     throttled = sqlite_client.post(f"{API}/auth/login", json={"email": body["email"], "password": "another-long-pw"})

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from minimal_model import write_minimal_model
 
 from backend.db.enums import Role
 
@@ -122,10 +123,7 @@ def test_member_management_rules(app_client: TestClient, world: Any) -> None:
 
 
 def _fake_checkpoint(backend: Any, job_id: int, name: str = "iter_000010") -> Any:
-    path = backend.settings.artifacts / "jobs" / str(job_id) / "checkpoints" / name
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text('{"model_type": "llama"}')
-    return path
+    return write_minimal_model(backend.settings.artifacts / "jobs" / str(job_id) / "checkpoints" / name)
 
 
 def test_model_registration_is_limited_to_the_teams_own_job_artifacts(
@@ -134,13 +132,9 @@ def test_model_registration_is_limited_to_the_teams_own_job_artifacts(
     backend = world.backend
     job = world.submit(app_client)
     checkpoint = _fake_checkpoint(backend, job["id"])
-    weights = backend.settings.artifacts / "jobs" / str(job["id"]) / "weights"
-    weights.mkdir(parents=True, exist_ok=True)
-    (weights / "config.json").write_text("{}")
+    weights = write_minimal_model(backend.settings.artifacts / "jobs" / str(job["id"]) / "weights")
     relative = f"jobs/{job['id']}/checkpoints/iter_000010"
-    dataset_dir = backend.settings.artifacts / "datasets" / str(world.team.id) / "fake-model"
-    dataset_dir.mkdir(parents=True, exist_ok=True)
-    (dataset_dir / "config.json").write_text("{}")
+    write_minimal_model(backend.settings.artifacts / "datasets" / str(world.team.id) / "fake-model")
     link = backend.settings.artifacts / "models" / f"link-{job['id']}"
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(checkpoint)

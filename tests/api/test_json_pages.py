@@ -35,6 +35,9 @@ def _seed(backend: Any, register_model: Any) -> tuple[Team, User]:
             })
             creator = session.merge(other if index == 2 else user)
             job = create_job(session=session, team=session.merge(team), user=creator, spec=spec)
+            if index in (0, 1):  # tags and notes, with characters JSON must escape in the notes
+                job.tags = ["sweep", "lr:1e-4"] if index == 0 else ["sweep-2"]
+                job.notes = 'line one\n"quoted" é' if index == 0 else "Diverged"
             if index == 1:  # ran, failed with an error, has metrics and a PTL profile
                 job.status = JobStatus.failed
                 job.started_at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -65,7 +68,8 @@ def test_jobs_json_equals_the_schema_serialization(
     headers = backend.auth_headers(user, team)
     queries: list[dict[str, Any]] = [
         {}, {"limit": 2}, {"limit": 2, "offset": 2}, {"status": "failed"}, {"name": "naïve"}, {"name": "plain"},
-        {"offset": 50}, {"status": "succeeded"},
+        {"offset": 50}, {"status": "succeeded"}, {"tag": "sweep"}, {"tag": "lr:1e-4"}, {"q": "DIVERGED"},
+        {"q": "sweep"}, {"q": '"quoted"'}, {"tag": "sweep", "q": "plain"},
     ]
     with backend.client() as client:
         for params in queries:
@@ -76,6 +80,7 @@ def test_jobs_json_equals_the_schema_serialization(
                 rows, total = list_jobs(
                     session=session, team=session.get(Team, team.id), status=params.get("status"),
                     name=params.get("name"), limit=params.get("limit", 50), offset=params.get("offset", 0),
+                    tag=params.get("tag"), q=params.get("q"),
                 )
                 expected = JobsPublic(data=[job_row_public(*row) for row in rows], count=total).model_dump_json()
             assert json.loads(answer.content) == json.loads(expected), params
@@ -86,7 +91,9 @@ def test_jobs_json_equals_the_schema_serialization(
     assert failed["progress"] == {"iteration": 2, "total_iterations": 8}
     assert failed["finished_at"] == "2026-01-02T03:09:05.120000Z" and failed["started_at"] == "2026-01-02T03:04:05Z"
     orphan = next(job for job in everything["data"] if job["name"] == "émoji 🚀 run")
-    assert orphan["created_by"] is None and orphan["created_by_email"] is None
+    assert orphan["created_by"] is None and orphan["created_by_email"] is None and orphan["tags"] == []
+    tagged = next(job for job in everything["data"] if job["name"] == "plain")
+    assert tagged["tags"] == ["sweep", "lr:1e-4"] and tagged["notes"] == 'line one\n"quoted" é'
 
 
 def test_iteration_timestamps_with_and_without_microseconds(pg_backend: Any, register_model: Any) -> None:

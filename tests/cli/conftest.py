@@ -1,6 +1,7 @@
 """A real API server for the CLI tests: uvicorn in a subprocess on a free port, on the session's Postgres database
 (`pg_url` from tests/conftest.py) and an embedded Redis (a real redis-server on a private socket, so live channels
-never mix with other tests')."""
+never mix with other tests'). Its Hub endpoint is a local file server (tests/hub_server.py) serving one dataset repo,
+`acme/cli-prompts` (split `train`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hub_server import HubServer
+from minimal_model import write_minimal_model
 from typer.testing import CliRunner
 
 from backend.embedded_redis import start_embedded_redis
@@ -35,19 +38,20 @@ class Server:
     model_root: Path
     database_url: str
     redis_url: str
+    data_dir: Path  # the server's (its secret_key file is there)
 
     def model_dir(self, name: str) -> Path:
-        """A directory the server accepts as a model (under the allow-listed root, with a config.json)."""
-        path = self.model_root / name
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-        return path
+        """A directory the server accepts as a model (under the allow-listed root, minimal but valid)."""
+        return write_minimal_model(self.model_root / name)
 
 
 @pytest.fixture(scope="session")
 def api_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data_dir = tmp_path_factory.mktemp("api-data")
     model_root = tmp_path_factory.mktemp("model-root")
+    hub_repo = tmp_path_factory.mktemp("hub-prompts")
+    (hub_repo / "train.jsonl").write_text('{"prompt": "3+4=", "answer": "7"}\n{"prompt": "5+5=", "answer": "10"}\n')
+    hub = HubServer({}, datasets={"acme/cli-prompts": hub_repo}).__enter__()
     redis_server = start_embedded_redis(data_dir)
     port = free_port()
     env = {
@@ -57,6 +61,7 @@ def api_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "STREAMRL_REDIS_URL": redis_server.url,
         "STREAMRL_ALLOWED_MODEL_ROOTS": json.dumps([str(model_root)]),
         "STREAMRL_MAX_UPLOAD_BYTES": str(64 * 1024),
+        "STREAMRL_HUB_ENDPOINT": hub.url,
     }
     log = (data_dir / "api.log").open("wb")
     proc = subprocess.Popen(
@@ -74,7 +79,7 @@ def api_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"API did not start:\n{(data_dir / 'api.log').read_text()[-3000:]}")
             time.sleep(0.2)
-        yield Server(url=url, model_root=model_root, database_url=pg_url, redis_url=redis_server.url)
+        yield Server(url=url, model_root=model_root, database_url=pg_url, redis_url=redis_server.url, data_dir=data_dir)
     finally:
         proc.terminate()
         try:
@@ -84,6 +89,7 @@ def api_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             proc.wait()
         log.close()
         redis_server.stop()
+        hub.__exit__(None, None, None)
 
 
 Invoke = Callable[..., "CliResult"]

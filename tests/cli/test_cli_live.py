@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from minimal_model import write_minimal_model
 
 from backend.client import StreamRLClient
 from backend.db.session import make_engine, session_scope
@@ -95,6 +96,16 @@ def test_datasets_and_models(cli: Invoke, owner: str, api_server: Server, tmp_pa
     assert "tiny-llama" in cli("models", "list").stdout
     outside = cli("models", "register", "evil", "/etc")
     assert outside.exit_code == 1 and "outside the allowed model roots" in outside.stderr
+    mini = write_minimal_model(tmp_path / "mini", architecture="Qwen2ForCausalLM")
+    uploaded = cli("models", "upload", "mini", str(mini))
+    assert uploaded.exit_code == 0 and "'mini': ready - Qwen2ForCausalLM" in uploaded.stdout, uploaded.stderr
+    model_id = uploaded.stdout.split()[1]
+    assert "chat template no" in cli("models", "get", model_id).stdout
+    assert "ready" in cli("models", "list").stdout
+    no_tokenizer = write_minimal_model(tmp_path / "broken")
+    (no_tokenizer / "tokenizer.json").unlink()
+    refused = cli("models", "upload", "broken", str(no_tokenizer))
+    assert refused.exit_code == 1 and "no tokenizer" in refused.stderr
 
 
 def test_job_lifecycle(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
@@ -235,3 +246,31 @@ def test_samples_checkpoints_and_team_switch(cli: Invoke, owner: str, api_server
     assert isinstance(me, dict) and me["team"]["id"] == other_team_id and me["role"] == "member"
     assert cli("jobs", "get", str(job_id)).stderr.startswith("error: 404")  # the first team's job is not here
     assert cli("team", "switch", "99999999").stderr.startswith("error: 403")
+
+
+def test_jobs_get_shows_health_and_training_signals(cli: Invoke, owner: str, api_server: Server,
+                                                    tmp_path: Path) -> None:
+    job_id = _job_setup(cli, api_server, tmp_path)
+    engine = make_engine(api_server.database_url)
+    with session_scope(engine) as session:  # three iterations in which every group got the same reward
+        for it in (1, 2, 3):
+            record_iteration(session=session, job_id=job_id, iteration=it,
+                             metrics={"reward_mean": 0.0, "reward_std": 0.0, "reward_flat_groups": 1.0})
+    engine.dispose()
+    got = cli("jobs", "get", str(job_id))
+    assert got.exit_code == 0, got.stderr
+    assert "health: queued: queued: waiting for a free job slot" not in got.stdout  # state and summary, not twice
+    assert "  error reward_constant: reward is constant within every group (0.000)" in got.stdout
+    raw = cli("--json", "jobs", "get", str(job_id)).json()
+    assert [s["check"] for s in raw["health"]["signals"]] == ["reward_constant"]
+
+
+def test_cluster_lists_pools_and_says_when_no_worker_is_registered(cli: Invoke, owner: str, api_server: Server) -> None:
+    table = cli("cluster")
+    assert table.exit_code == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split() == ["POOL", "WORKERS", "SLOTS", "BUSY", "QUEUE_DEPTH"]
+    assert [line.split()[0] for line in lines[1:4]] == ["generation", "training", "control"]
+    assert "(no worker registered: start one with `streamrl worker --pool generation`)" in table.stdout
+    raw = cli("--json", "cluster").json()
+    assert isinstance(raw, dict) and raw["workers"] == [] and raw["pending"] == []

@@ -8,7 +8,7 @@ import uuid
 
 import redis
 
-from streamrl.cli.runtime_cmds import wait_for_wake
+from backend.controller.loop import wait_for_wake
 
 
 def test_a_wake_up_ends_the_wait_at_once_and_is_consumed(redis_url: str) -> None:

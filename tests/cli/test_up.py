@@ -54,6 +54,13 @@ def _wait_bootstrapped(config: Path, url: str) -> str:
     raise AssertionError("the CLI was not logged in by the first-run bootstrap")
 
 
+def _both_pools_registered(url: str, token: str) -> bool:
+    """Both pools' Celery workers have booted: each wrote its registry entry, which GET /cluster lists."""
+    answer = httpx.get(f"{url}/api/v1/cluster", headers={"Authorization": f"Bearer {token}"}, timeout=5)
+    pools = {pool for worker in answer.json().get("workers", []) for pool in worker["pools"]}
+    return answer.status_code == 200 and {"generation", "training"} <= pools
+
+
 def _family(proc: subprocess.Popen[str], data_dir: Path) -> list[psutil.Process]:
     """`up`'s descendants plus the embedded redis-server (which daemonizes, so it is not a descendant)."""
     redis_pid = int((data_dir / "redis" / "server.pid").read_text())
@@ -153,11 +160,10 @@ def test_up_with_controller_and_workers_stops_cleanly(tmp_path: Path) -> None:
     proc = _start_up(data_dir, port, config, "--workers")
     try:
         _wait_healthy(proc, url)
-        _wait_bootstrapped(config, url)
+        token = _wait_bootstrapped(config, url)
         deadline = time.monotonic() + 120
-        while len(psutil.Process(proc.pid).children()) < 4 and time.monotonic() < deadline:  # api, controller, 2 pools
+        while not _both_pools_registered(url, token) and time.monotonic() < deadline:  # the workers have booted
             time.sleep(0.2)
-        time.sleep(5.0)  # let the Celery workers finish booting
         family = _family(proc, data_dir)
         names = " ".join(" ".join(p.cmdline()) for p in family)
         assert "controller" in names and "--pool generation" in names and "--pool training" in names

@@ -1,11 +1,15 @@
-"""The docs stay true: the JobSpec reference matches spec.py, links resolve, and quoted `streamrl` commands parse."""
+"""The docs stay true: the JobSpec reference matches spec.py, links resolve, quoted `streamrl` commands parse, and the
+files code docstrings and comments cite exist."""
 
 from __future__ import annotations
 
+import ast
+import io
 import re
 import shlex
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,8 @@ from test_manifests import check_streamrl_invocation
 DOCS = REPO / "docs"
 OWN_PAGES = ["README.md", "user-guide.md", "operator.md", "architecture.md", "jobspec.md"]
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
-FENCE = re.compile(r"```(?:bash|sh|console)?\n(.*?)```", re.S)
+FENCE = re.compile(r"```(\w*)\n(.*?)```", re.S)  # every fenced block, so a python block's end never opens one
+SHELL = ("", "bash", "sh", "console")
 INLINE = re.compile(r"(?<!`)`(streamrl [^`]+)`(?!`)")
 
 
@@ -42,7 +47,8 @@ def test_relative_links_resolve(page: str) -> None:
 def quoted_streamrl_commands(text: str) -> list[list[str]]:
     """`streamrl ...` in shell blocks and inline code, cut at pipes/&&/comments (placeholder values are fine)."""
     found = []
-    lines = [line for block in FENCE.findall(text) for line in block.replace("\\\n", " ").splitlines()]
+    blocks = [block for language, block in FENCE.findall(text) if language in SHELL]
+    lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
     for line in lines + INLINE.findall(text.replace("\n", " ")):
         for part in re.split(r"\s(?:&&|\|\||\||;|&)\s?", line.split(" #", 1)[0]):
             words = shlex.split(part.strip().rstrip("&")) if part.strip() else []
@@ -104,3 +110,38 @@ def test_nothing_cites_the_design_notes() -> None:
                 if re.search(r"DESIGN\s*§", line) and path != Path(__file__):
                     offenders.append(f"{path.relative_to(REPO)}:{lineno}")
     assert not offenders, "cite docs/architecture.md#<section>, not the design notes:\n  " + "\n  ".join(offenders)
+
+
+CITED_PATH = re.compile(
+    r"(?<![\w./~-])((?:contract|backend|workers|streamrl|tests|bench|scripts|docs|frontend|deploy|migrations)"
+    r"/[\w./-]*\w\.(?:py|md|ts|tsx|mjs|sh|json|ya?ml|toml))\b"
+)
+
+
+def prose_of(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of a Python file's docstrings and comments: where code cites other files."""
+    source = path.read_text(encoding="utf-8")
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node, clean=False)
+            if doc and node.body:
+                found.append((node.body[0].lineno, doc))
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT:
+            found.append((token.start[0], token.string))
+    return found
+
+
+def test_files_cited_in_docstrings_and_comments_exist() -> None:
+    """A docstring or comment naming a repository file (`workers/core/learn.py`, `tests/...`) names one that exists."""
+    missing, cited = [], 0
+    for tree in CITING_TREES:
+        for path in sorted((REPO / tree).rglob("*.py")):
+            for lineno, text in prose_of(path):
+                for target in CITED_PATH.findall(text):
+                    cited += 1
+                    if not (REPO / target).exists():
+                        missing.append(f"{path.relative_to(REPO)}:{lineno} cites {target}")
+    assert cited > 50, cited  # the scan sees the code's citations
+    assert not missing, "docstrings/comments cite files that do not exist:\n  " + "\n  ".join(missing)

@@ -5,13 +5,13 @@ Each job is cancelled right after submission so no controller of another test ev
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 import yaml
 from deploy_support import EXAMPLES
 from fastapi.testclient import TestClient
+from minimal_model import write_minimal_model
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
@@ -20,9 +20,7 @@ EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 def test_examples_submit_through_the_api(app_client: TestClient, pg_backend: Any) -> None:
     team = pg_backend.make_team()
     headers = pg_backend.auth_headers(pg_backend.make_user(team, "member"))
-    model_dir = pg_backend.settings.artifacts / "models" / f"tiny-llama-team{team.id}"
-    model_dir.mkdir(parents=True)
-    (model_dir / "config.json").write_text(json.dumps({"model_type": "llama"}))  # registration needs only this
+    model_dir = write_minimal_model(pg_backend.settings.artifacts / "models" / f"tiny-llama-team{team.id}")
     models = {yaml.safe_load(path.read_text())["model"] for path in EXAMPLE_FILES}
     for name in models:
         answer = app_client.post("/api/v1/models", json={"name": name, "path": str(model_dir)}, headers=headers)

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 from e2e_support import ARTIFACTS, REPO, Api, MakeApi, Server
+from hub_server import HubServer
 from playwright.sync_api import Browser, Page, expect
 
 CHROMIUM = os.environ.get("STREAMRL_CHROMIUM", "/usr/bin/chromium")
@@ -31,7 +32,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 # The machine is shared and slow at times (password hashing, a busy CPU): wait up to 20 s for the page.
-expect.set_options(timeout=20_000)
+expect.set_options(timeout=60_000)  # a condition waited on, generous: CI machines are loaded
 API_FACTORIES = ("backend.main:create_app", "backend.api.app:create_app")
 
 
@@ -59,6 +60,12 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
     data_dir = tmp_path_factory.mktemp("e2e-data")
     artifacts = data_dir / "artifacts"
     tiny = build_tiny_model("tiny-1m", artifacts / "models" / "tiny-1m")
+    hub_repo = tmp_path_factory.mktemp("e2e-hub") / "chats"  # the Hub endpoint: one dataset repo, split `train`
+    (hub_repo / "data").mkdir(parents=True)
+    (hub_repo / "data" / "train.jsonl").write_text("".join(
+        f'{{"messages": [{{"role": "user", "content": "{n}+1="}}, {{"role": "assistant", "content": "{n + 1}"}}]}}\n'
+        for n in range(3)))
+    hub = HubServer({}, datasets={"acme/e2e-chats": hub_repo}).__enter__()
     port = _free_port()
     env = {
         **os.environ,
@@ -68,6 +75,7 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
         "STREAMRL_REDIS_URL": redis_url,
         "STREAMRL_SECRET_KEY": "e2e-secret-key-0123456789",
         "OMP_NUM_THREADS": "1",
+        "STREAMRL_HUB_ENDPOINT": hub.url,
     }
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = (ARTIFACTS / "api-server.log").open("wb")
@@ -75,7 +83,7 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
     process = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"API server exited with {process.returncode}; see {ARTIFACTS / 'api-server.log'}")
@@ -85,7 +93,7 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("API server did not become healthy within 60 s")
+                raise RuntimeError("API server did not become healthy within 180 s")
             time.sleep(0.3)
         yield Server(url=url, data_dir=data_dir, env=env, tiny_model_dir=tiny)
     finally:
@@ -96,6 +104,7 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
             process.kill()
             process.wait()
         log.close()
+        hub.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
@@ -116,7 +125,7 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
     errors are logged to test-artifacts/e2e/console.log (expected ones too, e.g. the 422 and 404 answers the tests
     provoke)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(60_000)
     tab = context.new_page()
     console_errors: list[str] = []
     tab.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)

@@ -14,7 +14,7 @@ from typing import Any
 from e2e_support import PASSWORD, Api, Server
 from sqlalchemy import Engine
 
-from backend.db.enums import InstanceStatus, JobStatus
+from backend.db.enums import TERMINAL_JOB_STATUSES, InstanceStatus, JobStatus
 from backend.db.models import GenerationInstance, Iteration, Job
 from backend.db.session import session_scope
 from backend.services.job_data import record_checkpoint, record_iteration, record_spans
@@ -89,6 +89,16 @@ def running_run(engine: Engine, world: World, name: str, **overrides: Any) -> di
     job = world.api.post("/jobs", json=spec(name, **overrides))
     _set_status(engine, job["id"], JobStatus.starting, JobStatus.running, started_ago_s=0.0)
     return job
+
+
+def end_unfinished_jobs(engine: Engine) -> int:
+    """Cancel every job not yet finished (the fake running and queued runs earlier tests leave in the shared
+    database), so a real runtime started next serves only the jobs submitted after it; how many were cancelled."""
+    with session_scope(engine) as session:
+        jobs = session.query(Job).filter(Job.status.not_in([s.value for s in TERMINAL_JOB_STATUSES])).all()
+        for job in jobs:
+            transition_job(session=session, job=job, to=JobStatus.cancelled, error="ended by the e2e runtime fixture")
+        return len(jobs)
 
 
 def add_instances(engine: Engine, job_id: int, instances: list[tuple[str, InstanceStatus, bool]]) -> None:

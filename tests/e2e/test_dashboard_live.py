@@ -78,6 +78,23 @@ def feed_iteration(server: Server, job_id: int, i: int, t0: float) -> None:
         client.close()
 
 
+def _start(server: Server, job_id: int) -> None:
+    from backend.db.enums import JobStatus
+    from backend.db.models import Job
+    from backend.db.session import make_engine, session_scope
+    from backend.services.jobs import transition_job
+
+    engine = make_engine(server.env["STREAMRL_DATABASE_URL"])
+    try:
+        with session_scope(engine) as session:
+            job = session.get(Job, job_id)
+            assert job is not None
+            transition_job(session=session, job=job, to=JobStatus.starting)
+            transition_job(session=session, job=job, to=JobStatus.running)
+    finally:
+        engine.dispose()
+
+
 def test_live_charts_update_without_reload(page: Page, api_server: Server, make_api: MakeApi) -> None:
     tag = uuid.uuid4().hex[:8]
     api = make_api()
@@ -92,6 +109,7 @@ def test_live_charts_update_without_reload(page: Page, api_server: Server, make_
             "training": {"iterations": 5},
         },
     )
+    _start(api_server, job["id"])  # iterations come from a running job (a queued one shows no rate)
     try:
         open_signed_in(page, api_server, session["token"], f"/jobs/{job['id']}")
         expect(page.get_by_role("heading", name=re.compile("live-view"))).to_be_visible()

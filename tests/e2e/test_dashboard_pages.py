@@ -23,7 +23,7 @@ def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api:
     page.get_by_placeholder("key name").fill("ci")
     page.get_by_role("button", name="Create key").click()
     secret = page.get_by_test_id("new-key-secret").locator("code")
-    expect(secret).to_have_text(re.compile(r"^srl_"))
+    expect(secret).to_have_text(re.compile(r"^tml-"))
     card = page.get_by_test_id("new-key-secret").bounding_box()
     code = secret.bounding_box()
     assert card and code and code["x"] + code["width"] <= card["x"] + card["width"]  # the secret stays in its card
@@ -56,10 +56,22 @@ def test_planner_what_if(page: Page, api_server: Server, make_api: MakeApi) -> N
     page.locator("input[name=count]").fill("16")
     page.get_by_role("button", name="Plan").click()
     plan = page.get_by_test_id("plan")
-    expect(plan).to_contain_text("Recommended split")
-    expect(plan.locator("tr.recommended")).to_contain_text("sync")
+    # the form asks for sync; on 16 devices async simulates fastest: the plan recommends the fastest row of its
+    # own table (it used to headline the requested, slower mode) and says how much slower the requested one is
+    expect(plan).to_contain_text("Recommended: async")
+    expect(plan.locator("tr.recommended")).to_have_count(1)
+    expect(plan.locator("tr.recommended")).to_contain_text("async")
+    rates = {mode: float(plan.get_by_test_id(f"plan-row-{mode}").locator("td.samples").inner_text())
+             for mode in ("colocated", "sync", "async")}
+    assert max(rates, key=lambda mode: rates[mode]) == "async", rates
+    expect(plan.get_by_test_id("plan-best")).to_contain_text(f"{rates['async']:.2f}")
+    expect(plan.get_by_test_id("plan-note")).to_contain_text("You asked for sync")
+    expect(plan.get_by_test_id("plan-row-sync")).to_contain_text("requested")
     expect(plan.locator(".uplot")).to_have_count(3)
     expect(plan.get_by_test_id("timeline").locator(".lane").first).to_be_visible()
+    axis = plan.get_by_test_id("timeline-axis")  # a simulated run reads forward from 0 s, never "−1153s"
+    expect(axis.locator("span").first).to_have_text("0 s")
+    assert all(re.fullmatch(r"\d+ s", label) for label in axis.locator("span").all_inner_texts()), axis.inner_text()
     shot(page, "30-planner")
 
     page.locator("input[name=median]").fill("99999")  # above max tokens: refused before planning
@@ -114,3 +126,29 @@ def test_submit_form_applies_planner_suggestion(page: Page, api_server: Server, 
     expect(page.locator("input[name=instances]")).to_have_value(instances)
     expect(page.locator("input[name=devices]")).to_have_value(training)
     shot(page, "31-submit-plan-suggestion")
+
+
+def test_submit_form_sends_a_lora_job(page: Page, api_server: Server, make_api: MakeApi) -> None:
+    """LoRA fields: rank 0 comes back as a 422 next to the rank; a valid adapter is submitted as training.lora."""
+    tag = uuid.uuid4().hex[:8]
+    api = make_api()
+    session = api.register(f"lee-{tag}@example.com", PASSWORD, f"team-lora-{tag}")
+    api.post("/models", json={"name": "tiny-1m", "path": str(api_server.tiny_model_dir)})
+    open_signed_in(page, api_server, session["token"], "/submit")
+    expect(page.locator("select[name=model]")).to_have_value("tiny-1m")
+    page.locator("select[name=dataset_source]").select_option("builtin")
+    expect(page.locator("input[name=lora_rank]")).to_have_count(0)  # full fine-tuning until LoRA is chosen
+    page.locator("select[name=lora]").select_option("on")
+    page.locator("input[name=lora_rank]").fill("0")
+    page.get_by_role("button", name="Submit job").click()
+    rank_field = page.locator(".field", has=page.locator("input[name=lora_rank]"))
+    expect(rank_field.locator(".field-error")).to_contain_text("greater than or equal to 1")
+    page.locator("input[name=lora_rank]").fill("8")
+    page.locator("input[name=lora_target_modules]").fill("q_proj, v_proj")
+    shot(page, "32-submit-lora")
+    page.get_by_role("button", name="Submit job").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+    job_id = int(page.url.rsplit("/", 1)[1])
+    assert api.get(f"/jobs/{job_id}")["spec"]["training"]["lora"] == {
+        "rank": 8, "alpha": 32.0, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    api.post(f"/jobs/{job_id}/cancel")

@@ -53,8 +53,8 @@ def test_compare_two_finished_runs(page: Page, api_server: Server, runs: tuple[W
     expect(table.locator("tbody tr").first).to_contain_text("lr-high")
     per_job = [url for url in api_calls if re.search(r"/api/v1/jobs/\d+", url)]
     assert not per_job and any("/api/v1/runs" in url for url in api_calls), api_calls  # one request, not one per job
-    page.get_by_label("select lr-high").check()
-    page.get_by_label("select lr-low").check()
+    page.get_by_label("select lr-high", exact=True).check()  # not "lr-high-clone" (clone test)
+    page.get_by_label("select lr-low", exact=True).check()
     shot(page, "40-runs-table")
     page.get_by_role("button", name="Compare (2)").click()
 

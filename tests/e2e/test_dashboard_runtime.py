@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from e2e_runs import end_unfinished_jobs
 from e2e_support import ARTIFACTS, PASSWORD, REPO, MakeApi, Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 
@@ -35,7 +36,17 @@ pytestmark = [
 
 
 @pytest.fixture
-def runtime(api_server: Server) -> Iterator[None]:
+def runtime(api_server: Server, pg_url: str) -> Iterator[None]:
+    """The controller and one worker per pool, started on a database whose earlier jobs are all finished: the fake
+    'running' and queued runs of the other browser tests would otherwise be restarted and admitted first, holding
+    the only training slot while this test's job waits in 'starting'."""
+    from backend.db.session import make_engine
+
+    engine = make_engine(pg_url)
+    try:
+        end_unfinished_jobs(engine)
+    finally:
+        engine.dispose()
     env = {**api_server.env, "STREAMRL_URL": api_server.url}
     argvs = {
         "controller": ["controller"],

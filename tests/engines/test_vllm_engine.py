@@ -86,3 +86,33 @@ def test_vllm_loads_received_tensors_with_its_weight_loader(vllm_engine: Any, mo
             == {r.request_id: r.response_ids for r in hf.generate_stream(greedy)})
     vllm_engine.load_tensors(6, load_safetensors_dir(model_dir))  # back to the base weights for later tests
     assert vllm_engine.version == 6
+
+
+def test_vllm_chat_models_match_hf_and_stop_on_every_eos(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """BPE chat presets (Llama, Qwen2): prompts rendered with the chat template decode to the same greedy tokens on
+    both engines; a Qwen2 model whose head makes `<|endoftext|>` (the generation config's second EOS, not the
+    tokenizer's) the greedy choice stops there on both."""
+    from models.chat_support import CHAT, zero_head
+    from transformers import AutoTokenizer
+
+    from workers.core.chat import ChatEncoder
+    from workers.models import build_tiny_model
+
+    root = tmp_path_factory.mktemp("vllm-chat")
+    for family in ("llama", "qwen2"):
+        path = build_tiny_model(f"chat-{family}-1m", root / family, seed=1)
+        encode = ChatEncoder(AutoTokenizer.from_pretrained(path))
+        prompts = [encode.chat(CHAT)[1], encode.chat([{"role": "user", "content": "rep 3 ab:"}])[1]]
+        requests = [GenerationRequest(str(i), p, SamplingParams(temperature=0, max_tokens=10))
+                    for i, p in enumerate(prompts)]
+        want = {r.request_id: r for r in HFEngine(path, max_batch_size=2).generate_stream(requests)}
+        engine = setup_engine("vllm", model_dir=path, max_batch_size=2, max_model_len=256)
+        got = {r.request_id: r for r in engine.generate_stream(requests)}
+        assert {k: (r.response_ids, r.finish_reason) for k, r in got.items()} == {
+            k: (r.response_ids, r.finish_reason) for k, r in want.items()}, family
+        del engine
+    stopper = zero_head(root / "qwen2", root / "qwen2-zero")
+    engine = setup_engine("vllm", model_dir=stopper, max_batch_size=2, max_model_len=256)
+    prompt = ChatEncoder(AutoTokenizer.from_pretrained(stopper)).chat(CHAT)[1]
+    [result] = engine.generate_stream([GenerationRequest("z", prompt, SamplingParams(temperature=0, max_tokens=8))])
+    assert (result.response_ids, result.finish_reason) == ([0], "stop")

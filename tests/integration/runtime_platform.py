@@ -80,6 +80,7 @@ class Platform:
     user: Any
     client: redis.Redis
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     controller_errors: list[str] = field(default_factory=list)
     timeouts: Timeouts = TEST_TIMEOUTS
@@ -104,6 +105,8 @@ class Platform:
                        client=redis.Redis.from_url(redis_url), timeouts=timeouts)
         platform.start_worker("generation", concurrency=generation_slots)
         platform.start_worker("training", concurrency=2)
+        for pool in ("generation", "training"):  # tests may ask at once for what only a registered worker serves
+            platform.wait_registered(pool)
         thread = threading.Thread(target=platform._control_loop, daemon=True)
         thread.start()
         try:
@@ -118,12 +121,18 @@ class Platform:
     # -- processes ----------------------------------------------------------------------------------------------------
     def start_worker(self, pool: str, concurrency: int) -> None:
         log = open(Path(self.env["STREAMRL_DATA_DIR"]) / f"worker-{pool}.log", "ab")  # noqa: SIM115
+        self.nodes[pool] = f"{pool}-{os.getpid()}-{uuid.uuid4().hex[:6]}"  # a node name of its own: no stale flags
         self.workers[pool] = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "streamrl.worker:app", "worker", "-Q", pool,
-             "--concurrency", str(concurrency), "--pool", "prefork",
-             "-n", f"{pool}-{os.getpid()}-{uuid.uuid4().hex[:6]}@%h",  # a node name of its own: no stale flags
+             "--concurrency", str(concurrency), "--pool", "prefork", "-n", f"{self.nodes[pool]}@%h",
              "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_registered(self, pool: str, timeout_s: float = 180) -> None:
+        """Until the pool's worker (started by start_worker) has written its registry entry."""
+        pattern = keys.worker_registry(f"{self.nodes[pool]}@*")
+        wait_until(lambda: next(self.client.scan_iter(match=pattern, count=100), None) is not None, timeout_s,
+                   f"the {pool} worker registers", logs=self.logs_tail)
 
     def stop_worker(self, pool: str) -> None:
         proc = self.workers.pop(pool)

@@ -83,6 +83,26 @@ def test_kill_9_of_the_driver_restarts_it_from_the_checkpoint(fault_platform: Pl
     assert any("driver resumed from checkpoint at iteration" in e for e in events), events
 
 
+def test_kill_9_of_a_lora_driver_resumes_its_adapter(fault_platform: Platform) -> None:
+    """A LoRA job: the restarted driver loads the checkpoint's adapter and its AdamW state over the same base model,
+    sends the instances that adapter again and finishes every iteration once."""
+    iterations = 6
+    job_id = fault_platform.submit(mode="sync", failover=FAILOVER, checkpoint={"interval": 2},
+                                   training={"iterations": iterations, "prompts_per_iteration": P, "lr": 1e-2,
+                                             "lora": {"rank": 4, "alpha": 8.0}})
+    wait(lambda: fault_platform.job(job_id).current_iteration >= 3, 240, "three iterations", fault_platform)
+    pid = fault_platform.driver_pid(job_id)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    job = fault_platform.wait_done(job_id, timeout_s=300)
+    assert job.error is None and job.driver_epoch == 1 and job.driver_failures == 1
+    assert_complete_once(fault_platform, job_id, iterations)
+    events = fault_platform.events(job_id)
+    assert any("driver resumed from checkpoint at iteration" in e for e in events), events
+    rows = fault_platform.iterations(job_id)
+    assert all(0 < r["weight_sync_bytes"] < 400_000 for r in rows)  # the adapter alone, before and after the kill
+
+
 def test_redis_restart_mid_job(fault_platform: Platform, servers) -> None:
     cache, _ = servers
     iterations = 6

@@ -18,6 +18,9 @@ def test_job_runs_to_completion(platform, mode: str) -> None:
     rows = platform.iterations(job_id)
     assert len(rows) == ITERATIONS
     assert sum(r["samples"] for r in rows) == ITERATIONS * PROMPTS * GROUP
+    # the spec left the budget and precision to the platform: the driver chose them and said so
+    [defaults] = [e for e in platform.events(job_id) if e.startswith("training defaults:")]
+    assert "token budget" in defaults and "precision float32" in defaults, defaults
     for row in rows:
         for key in ("gen_seconds", "train_seconds", "samples_per_s", "reward_mean", "len_p50", "weight_sync_seconds"):
             assert key in row, key

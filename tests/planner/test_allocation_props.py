@@ -58,9 +58,11 @@ def test_two_clusters_shrink_only_the_faster_stage(gen_work: float, train_work: 
     assert alloc.gen_devices == full_x or alloc.train_devices == b  # one stage keeps everything
     assert alloc.freed_devices == a + b - alloc.gen_devices - alloc.train_devices
     full = max(p.gen(full_x), p.train(b))
-    # shrinking targets the slower stage's time: never worse than the full allocation by more than one step
-    step = max(p.gen(max(tp, alloc.gen_devices - tp)) - p.gen(alloc.gen_devices), p.train(max(1, alloc.train_devices
-               - 1)) - p.train(alloc.train_devices), 0.0)
+    # shrinking targets the slower stage's time: never worse than the full allocation by more than the last step it
+    # shrank by (from k + 1 to k devices: it may stop just past the slow stage's time when that is nearer)
+    gen_step = p.gen(alloc.gen_devices) - p.gen(alloc.gen_devices + tp) if alloc.gen_devices < full_x else 0.0
+    train_step = p.train(alloc.train_devices) - p.train(alloc.train_devices + 1) if alloc.train_devices < b else 0.0
+    step = max(gen_step, train_step, 0.0)
     assert alloc.iteration_seconds <= full + step + 1e-9
     assert alloc.cost_per_hour == alloc.gen_devices * H20.cost_per_hour + alloc.train_devices * H800.cost_per_hour
 

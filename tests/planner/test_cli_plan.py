@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
+from backend.planner.schemas import PlanRequest
+from backend.planner.service import make_plan
 from streamrl.cli.main import app
 
 runner = CliRunner()
@@ -33,8 +36,24 @@ def test_plan_takes_round_robin_and_max_staleness() -> None:
     options = ["--mode", "async", "--dispatch", "round_robin", "--max-staleness", "3"]
     result = runner.invoke(app, ["--json", *ARGS, *options])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["predicted"]["mode"] == "async"
+    predicted = json.loads(result.output)["predicted"]
+    assert predicted["mode"] == "async"
+    # the options reach the simulation: its prediction is the planner's for round_robin and staleness 3, and
+    # differs from the default dispatch's
+    default = runner.invoke(app, ["--json", *ARGS, "--mode", "async", "--max-staleness", "3"])
+    assert json.loads(default.output)["predicted"] != predicted
+    same = {"model_size": "7B", "clusters": [{"device": "H800", "count": 8}], "prompts_per_iteration": 32,
+            "group_size": 4, "lengths": {"max_tokens": 4000, "median": 600}}
+    wanted = make_plan(PlanRequest(**same, mode="async", dispatch="round_robin", max_staleness=3))
+    assert predicted == pytest.approx(wanted.predicted.model_dump())
     bad = runner.invoke(app, [*ARGS, "--max-staleness", "0"])
     assert bad.exit_code != 0 and "max_staleness" in bad.output
     helped = runner.invoke(app, ["plan", "--help"], env={"COLUMNS": "200"})
     assert "random | round_robin | skew_aware" in helped.output  # the choices of contract.spec
+
+
+def test_plan_names_the_fastest_mode_when_another_was_asked() -> None:
+    args = ["plan", "--model", "7B", "-n", "16", "--mode", "sync", "--prompts", "256", "--group-size", "8"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "recommended: async" in result.output and "vs sync" in result.output

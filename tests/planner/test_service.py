@@ -11,7 +11,7 @@ import pytest
 from backend.planner import catalog_store
 from backend.planner.costmodel import TRAIN_FLOPS_PER_PARAM
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
-from backend.planner.schemas import PlanRequest
+from backend.planner.schemas import PlanPublic, PlanRequest
 from backend.planner.service import make_plan
 from contract.spec import AlgorithmName, DispatchPolicy, JobSpec, Mode
 
@@ -86,8 +86,18 @@ def test_elastic_plan_stays_within_the_generation_cluster() -> None:
     static = make_plan(PlanRequest(**body))
     lanes = {int(s.lane[4:]) for s in elastic.timeline if s.lane.startswith("gen-")}
     assert max(lanes) < 16 and elastic.predicted.samples_per_s > 0
-    # training-bound as responses grow: the autoscaler frees generation instances at a bounded cost in time
+    # training-bound as responses grow: the autoscaler frees generation instances (the static plan keeps all 16
+    # generating to the end) at a bounded cost in time
+    assert generating_late(static) == 16
+    assert generating_late(elastic) < 16
     assert elastic.predicted.iteration_seconds <= static.predicted.iteration_seconds * 1.25
+
+
+def generating_late(plan: PlanPublic) -> int:
+    """Generation lanes that still generate in the last 40% of the simulated run."""
+    end = max(span.end for span in plan.timeline)
+    return len({s.lane for s in plan.timeline if s.lane.startswith("gen-") and s.kind == "generating"
+                and s.start > 0.6 * end})
 
 
 def test_plan_choices_are_the_jobspecs() -> None:
@@ -131,3 +141,18 @@ def test_plan_uses_max_staleness() -> None:
     first_step_end = one[2]  # k = 1: iteration 2 waits for step 0's weights
     assert sum(start < first_step_end for start in three) == 4  # k = 3: iterations 1-3 start before step 0 ends
     assert sum(start < first_step_end for start in one) == 2
+
+
+def test_recommended_mode_is_the_fastest_of_the_plans_own_table() -> None:
+    """The dashboard's default request (sync on 16 H800s) simulates async fastest: the plan recommends async with
+    its own allocation, whatever mode was requested (it used to present the requested, slower mode as the plan)."""
+    request = PlanRequest(model_size="7B", clusters=[{"device": "H800", "count": 16}], mode="sync",
+                          lengths={"median": 2000, "max_tokens": 20000}, prompts_per_iteration=256, group_size=8)
+    plan = make_plan(request)
+    fastest = max(plan.per_mode.values(), key=lambda p: p.samples_per_s)
+    assert plan.recommended_mode == fastest.mode == "async"
+    assert plan.predicted.mode == "sync" and plan.predicted.samples_per_s < fastest.samples_per_s
+    assert plan.recommended_allocation.gen_devices + plan.recommended_allocation.train_devices == 16
+    colocated = make_plan(request.model_copy(update={"mode": "colocated"}))
+    assert colocated.recommended_mode == "async"
+    assert colocated.recommended_allocation.train_devices < 16  # the split, not colocated's whole pool

@@ -145,7 +145,7 @@ def test_round_robin_deals_prompt_i_to_instance_i_mod_n_in_order() -> None:
     # group size 2: prompt p owns samples 2p and 2p + 1; instance k admits prompts k, k + 3, ... FIFO
     assert by_instance == {0: [0, 1, 6, 7, 12, 13], 1: [2, 3, 8, 9], 2: [4, 5, 10, 11]}
     assert not any(r.long_tail for r in runs)
-    with pytest.raises(ValueError, match="unknown dispatch 'lpt'.*random, round_robin, skew_aware"):
+    with pytest.raises(ValueError, match="unknown dispatch policy 'lpt'.*random.*round_robin.*skew_aware"):
         simulate_generation(groups, 3, FLAT, max_batch_size=8, dispatch="lpt", alpha=0.2,  # type: ignore[arg-type]
                             recent_lengths=groups.flat, seed=0)
 

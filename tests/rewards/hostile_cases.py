@@ -16,6 +16,8 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+LOADED_S = 30.0  # wall clock for cases whose work (not a limit) takes seconds on a loaded machine
+
 
 @dataclass(frozen=True)
 class Case:
@@ -88,11 +90,14 @@ CASES: list[Case] = [
             return 0.0
         return 1.0"""),
     Case("memory-hog", "x = ' ' * (10 ** 10)\nreturn 1.0", "error:memory limit exceeded"),
-    Case("memory-creep", "xs = []\nwhile True:\n    xs.append(' ' * 10 ** 6)", "error:memory limit exceeded"),
-    Case("big-stdout", "for _ in range(200):\n    print('x' * 100_000)\nreturn 0.0", timeout_s=5.0),
-    Case("big-stderr-fd", "for _ in range(200):\n    os.write(2, b'y' * 100_000)\nreturn 0.0", timeout_s=5.0),
+    # a wall-clock budget the memory limit always beats, even on a loaded machine (1 s was not enough under load)
+    Case("memory-creep", "xs = []\nwhile True:\n    xs.append(' ' * 10 ** 6)", "error:memory limit exceeded",
+         timeout_s=10.0),
+    # the floods move ~20 MB through a pipe: LOADED_S, a budget a loaded CI machine meets (5 s was missed)
+    Case("big-stdout", "for _ in range(200):\n    print('x' * 100_000)\nreturn 0.0", timeout_s=LOADED_S),
+    Case("big-stderr-fd", "for _ in range(200):\n    os.write(2, b'y' * 100_000)\nreturn 0.0", timeout_s=LOADED_S),
     Case("fill-scratch", _refused("with open('big', 'wb') as f:\n    for _ in range(200):\n"
-                                  "        f.write(b'z' * 1_000_000)"), timeout_s=5.0),
+                                  "        f.write(b'z' * 1_000_000)"), timeout_s=LOADED_S),
     # -- network ------------------------------------------------------------------------------------------------
     Case("tcp-redis", _connect(INET, TCP, "('127.0.0.1', 6379)")),
     Case("tcp-postgres", _connect(INET, TCP, "('127.0.0.1', 5432)")),
@@ -135,6 +140,28 @@ CASES: list[Case] = [
     Case("rename-out", _refused("open('x', 'w').write('pwned')\nos.rename('x', m['write_target'])")),
     Case("symlink-escape", _refused("os.symlink(m['canary_files'][0], 'link')\n"
                                     "raise RuntimeError(open('link').read())")),
+    Case("write-jail-root", _refused("with open('/fill', 'wb') as f:\n    f.write(b'z' * 1_000_000)")),
+    Case("write-dev-shm", _refused("with open('/dev/shm/fill', 'wb') as f:\n    f.write(b'z' * 1_000_000)")),
+    Case("write-dev", _refused("with open('/dev/fill', 'wb') as f:\n    f.write(b'z' * 1_000_000)")),
+    Case("mkdir-harness-dir", _refused("os.mkdir('/harness/more')")),
+    Case("write-anywhere-but-scratch", """
+        wrote = []
+        for folder in ('/', '/dev', '/dev/shm', '/dev/pts', '/harness', '/scratch/..', '/usr', '/lib', '/tmp', '/run',
+                       '/var/tmp', os.path.dirname(sys.executable)):
+            for attempt in ('file', 'dir'):
+                path = os.path.join(folder, 'fill-' + attempt)
+                try:
+                    if attempt == 'dir':
+                        os.mkdir(path)
+                    else:
+                        with open(path, 'wb') as f:
+                            f.write(b'z' * 1_000_000)
+                    wrote.append(path)
+                except OSError:
+                    pass
+        if wrote:
+            raise RuntimeError('wrote outside the scratch dir: %r' % wrote)
+        return 0.0"""),
     Case("hardlink-stdlib", _refused("os.link(m['stdlib_file'], 'mine.py')\nopen('mine.py', 'a').write('pwned')")),
     # -- other processes, privileges, the kernel --------------------------------------------------------------
     Case("kill-victims", """
@@ -180,7 +207,7 @@ CASES: list[Case] = [
     Case("close-reply-pipe", FIND_WIRE + "os.close(wire.reply_fd)\nreturn 0.0", "error:exited with status 1"),
     Case("huge-error-message", "raise RuntimeError('e' * 10_000_000)", "error:RuntimeError"),
     Case("deep-recursion-crash", "sys.setrecursionlimit(10 ** 9)\ndef f(n):\n    return f(n + 1) + 1\nreturn f(0)",
-         "any", timeout_s=5.0),
+         "any", timeout_s=LOADED_S),
     Case("exit-worker", "os._exit(3)", "error:exited with status 3"),
 ]
 

@@ -167,3 +167,28 @@ def test_seccomp_filter_is_applied_in_the_jail():
     code = ("import socket\ndef reward(p, r, m):\n    try:\n        socket.socket(socket.AF_UNIX).close()\n"
             "    except PermissionError as exc:\n        return float(exc.errno)\n    return -1.0")
     assert score_once(code).value == 1.0  # errno 1 = EPERM
+
+
+FORGED_REPLIES = """import gc, json, os
+
+def reward(prompt, response, meta):
+    if response != "attack":
+        return 1.0
+    wire = [o for o in gc.get_objects() if type(o).__name__ == "Wire"][0]  # the harness's own reply pipe
+    frame = json.dumps({"ok": True, "result": 1.0, "nonce": "forged"}).encode()
+    os.write(wire.reply_fd, len(frame).to_bytes(4, "big") + frame)
+    return 0.0
+"""
+
+
+@needs_jail
+def test_a_forged_reply_frame_fails_its_sample_within_the_time_limit():
+    """A protocol violation by a live worker kills it at once: the sample is not held for a fixed 5 s exit wait."""
+    with python_reward(FORGED_REPLIES, timeout_s=0.5) as reward:
+        assert reward.score("p", "warm-up", {}).value == 1.0  # the worker is up: only the attack call is timed
+        started = time.monotonic()
+        attacked = reward.score("p", "attack", {})
+        elapsed = time.monotonic() - started
+        assert attacked.value == 0.0 and "protocol violation" in (attacked.error or ""), attacked
+        assert elapsed < 3.0, f"the sample was held {elapsed:.1f}s; its timeout_s is 0.5"
+        assert reward.score("p", "after", {}).value == 1.0  # a fresh worker scores the next sample

@@ -28,8 +28,11 @@ torch.set_num_threads(1)
 CUTS = [(0, 5), (5, 11), (11, 12)]
 
 
-def make_spec_kl(name: str = "grpo") -> Any:
-    return make_spec(name=name, kl_coef=0.05, entropy_coef=0.01)  # a sharded frozen reference too
+def make_spec_kl(name: str = "grpo", lora: dict[str, Any] | None = None) -> Any:
+    spec = make_spec(name=name, kl_coef=0.05, entropy_coef=0.01)  # a sharded frozen reference too
+    if lora is not None:  # LoRA: the reference is the base model with the adapter disabled
+        spec = spec.model_validate({**spec.model_dump(), "training": {**spec.training.model_dump(), "lora": lora}})
+    return spec
 
 
 def scored_samples(name: str = "grpo") -> tuple[list[Sample], list[float]]:
@@ -59,7 +62,8 @@ def _rank_main(rank: int, world: int, port: int, model_dir: str, plan: dict[str,
     try:
         store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
         group = RankGroup(store, rank, world, torch.device("cpu"), timeout_s=60)
-        trainer = DistributedTrainer(model_dir, make_spec_kl(plan.get("algorithm", "grpo")), "cpu", group)
+        trainer = DistributedTrainer(model_dir, make_spec_kl(plan.get("algorithm", "grpo"), plan.get("lora")), "cpu",
+                                     group)
         if rank > 0:
             serve(trainer, alive=lambda: True)
             group.close()
@@ -103,6 +107,7 @@ def assert_weights_close(ours: dict[str, torch.Tensor], reference: dict[str, tor
     return worst
 
 
+@pytest.mark.slow  # ~40-80 s each: a two-process run beside a single-rank one
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])  # ppo: a sharded value head too
 def test_two_ranks_equal_one_rank(tiny_model_dir: Path, tmp_path: Path, algorithm: str) -> None:
     single = Trainer(tiny_model_dir, make_spec_kl(algorithm))
@@ -199,6 +204,7 @@ def start_pair(model_dir: Path, tmp_path: Path) -> tuple[Any, Any, dict[str, Pat
     return lead, follower, files
 
 
+@pytest.mark.slow  # ~40 s: two rank processes
 def test_a_rank_whose_driver_dies_stops_instead_of_waiting_forever(tiny_model_dir: Path, tmp_path: Path) -> None:
     lead, follower, files = start_pair(tiny_model_dir, tmp_path)
     try:
@@ -214,6 +220,7 @@ def test_a_rank_whose_driver_dies_stops_instead_of_waiting_forever(tiny_model_di
                 proc.kill()
 
 
+@pytest.mark.slow  # ~40 s: two rank processes
 def test_the_driver_fails_with_ranks_lost_when_a_rank_dies(tiny_model_dir: Path, tmp_path: Path) -> None:
     lead, follower, files = start_pair(tiny_model_dir, tmp_path)
     try:
@@ -265,6 +272,7 @@ def _reused(role: int, ports: list[int], model_dir: str, out: str) -> None:
         trainer.close()
 
 
+@pytest.mark.slow  # ~40 s: two groups of rank processes
 def test_a_process_that_served_a_lost_group_serves_the_next_one(tiny_model_dir: Path, tmp_path: Path) -> None:
     stores = [dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False) for _ in range(2)]
     out = tmp_path / "iter_000002"

@@ -12,7 +12,7 @@ import pytest
 from contract.reporter import JobRecord, MemoryReporter
 from contract.spec import JobSpec
 from contract.states import JobStatus
-from workers.runtime import driver as driver_module
+from workers.runtime import job as driver_module
 from workers.runtime.context import JobContext
 
 
@@ -40,8 +40,10 @@ def test_the_driver_beats_while_it_sets_up(monkeypatch: pytest.MonkeyPatch, tmp_
             return "ran"
 
     def slow_setup(_ctx: JobContext) -> Started:
+        """A setup that lasts until a beat arrives while it runs (at most 60 s: then the assertions below fail)."""
         started = time.monotonic()
-        time.sleep(4.5)  # longer than two heartbeat intervals (2 s): room for a late beat on a loaded machine
+        while not any(t > started for t in reporter.beats) and time.monotonic() - started < 60:
+            time.sleep(0.05)
         setup["window"] = (started, time.monotonic())
         return Started()
 

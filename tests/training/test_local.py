@@ -16,8 +16,9 @@ from workers.datasets import generate_rows
 from workers.generation.engines import setup_engine
 from workers.local import train_local
 from workers.rewards import build_reward
-from workers.runtime.colocated import ColocatedDriver
+from workers.runtime.colocated import LocalRollout
 from workers.runtime.context import JobContext
+from workers.runtime.driver import Driver
 from workers.training.sft import sft_warm_start
 from workers.training.trainer import Trainer
 
@@ -92,7 +93,7 @@ def test_a_driver_resumes_from_no_checkpoint_newer_than_the_recorded_rows(
                                dataset_path=None, recorded_through=recorded))
     ctx = JobContext(job_id=7, team_id=0, spec=spec, model_dir=tiny_model_dir, job_dir=tmp_path, reporter=reporter,
                      redis=None, recorded_through=recorded)
-    ColocatedDriver(ctx, device="cpu").run()
+    Driver(ctx, LocalRollout, device="cpu").run()
     assert sorted(reporter.iterations[7]) == rows
     resumed = [e["message"] for e in reporter.events[7] if "resumed" in e["message"]]
     assert resumed and resumed[0].startswith(f"driver resumed from checkpoint at iteration {resumed_at}"), resumed

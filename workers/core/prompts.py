@@ -20,6 +20,7 @@ from contract.spec import JobSpec
 
 EVAL_PREFIX = "eval"
 Encode = Callable[[str], list[int]]
+Messages = list[dict[str, str]]
 
 
 def request_seed(job_seed: int, sample_id: str) -> int:
@@ -83,6 +84,18 @@ class TokenCache:
         return self._cache[text]
 
 
+def render_prompt(prompt: str | Messages, encode: Encode) -> tuple[str, list[int]]:
+    """(prompt text, prompt ids): text as is, chat messages through the encoder's chat template
+    (workers/core/chat.py `ChatEncoder.chat`)."""
+    if isinstance(prompt, str):
+        return prompt, list(encode(prompt))
+    chat = getattr(encode, "chat", None)
+    if chat is None:
+        raise ValueError("a chat prompt (list of messages) needs the model's chat template: encode with a ChatEncoder")
+    text, ids = chat(prompt)
+    return text, ids
+
+
 def make_requests(rows: Sequence[dict[str, Any]], iteration: int, *, group_size: int, encode: Encode, job_seed: int,
                   min_version: int, predicted: Sequence[float] | None = None, group_prefix: str = "",
                   epoch: int = 0) -> list[list[PromptRequest]]:
@@ -91,12 +104,12 @@ def make_requests(rows: Sequence[dict[str, Any]], iteration: int, *, group_size:
     for slot, row in enumerate(rows):
         if "prompt" not in row:
             raise ValueError(f"dataset row {row.get('prompt_id', slot)!r} has no 'prompt' field")
-        text = str(row["prompt"])
+        text, prompt_ids = render_prompt(row["prompt"], encode)
         group_id = f"{group_prefix}{iteration}:{slot}" + (f"~{epoch}" if epoch else "")
         meta = {k: v for k, v in row.items() if k != "prompt"}
         groups.append([
             PromptRequest(sample_id=f"{group_id}:{k}", group_id=group_id, prompt_id=str(row["prompt_id"]),
-                          iteration=iteration, prompt_ids=encode(text), prompt_text=text, meta=meta,
+                          iteration=iteration, prompt_ids=list(prompt_ids), prompt_text=text, meta=meta,
                           predicted_len=float(predicted[slot]) if predicted is not None else 0.0,
                           min_version=min_version, seed=request_seed(job_seed, f"{group_id}:{k}"), queued_at=now)
             for k in range(group_size)

@@ -1,7 +1,8 @@
 """Prompt datasets: built-in task generators (`arithmetic`, `long_tail`), JSONL reading/writing, `load_dataset`.
 
-Rows are dicts with at least `prompt` (str) and `prompt_id` (str, stable: the same spec and seed always give the same
-ids, which the length ranker keys on); `answer` and any other keys go to the reward as metadata.
+Rows are dicts with at least `prompt` (text, or a list of chat messages: rows in OpenAI `messages` form are
+normalised by contract/prompt_rows.py) and `prompt_id` (str, stable: the same spec and seed always give the same ids,
+which the length ranker keys on); `answer` and any other keys go to the reward as metadata.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from contract.prompt_rows import RowError, normalize_row
 from contract.spec import DatasetSpec
 from workers.datasets import arithmetic, long_tail
 
@@ -38,7 +40,8 @@ def write_jsonl(rows: Iterable[dict], path: str | Path) -> int:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Read a prompt JSONL file; errors name the line. Rows without `prompt_id` get `<file stem>-<line>`."""
+    """Read a prompt JSONL file (rows normalised: `prompt` text or chat messages); errors name the line and the
+    column. Rows without `prompt_id` get `<file stem>-<line>`."""
     rows = []
     with open(path, encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
@@ -48,8 +51,10 @@ def read_jsonl(path: str | Path) -> list[dict]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: not valid JSON ({e.msg})") from e
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-                raise ValueError(f"{path}:{lineno}: each line must be an object with a string `prompt`")
+            try:
+                row = normalize_row(row)
+            except RowError as e:
+                raise ValueError(f"{path}:{lineno}: {e}") from e
             row.setdefault("prompt_id", f"{Path(path).stem}-{lineno}")
             rows.append(row)
     return rows

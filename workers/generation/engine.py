@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract.registry import Registry
+from contract.spec import JobSpec
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -43,13 +46,30 @@ class GenerationResult:
     # Temperature the `logprobs` were computed at (the request's temperature; 1.0 for greedy). See
     # workers/generation/engines/sampling.py for the exact definition (temperature-scaled, top-p-filtered).
     logprob_temperature: float = 1.0
+    # Which weights version produced which response tokens: [[token_index, version], ...], one mark where the
+    # version changes (the first at index 0); token i was sampled by the version of the last mark at or before i.
+    # None: the engine does not record versions (its `records_versions` is False).
+    version_marks: list[list[int]] | None = None
 
 
 class GenerationEngine(ABC):
     """Load a model, keep its weights current, and yield each finished request as soon as it finishes."""
 
     version: int = 0  # weights version currently loaded
+    # True: `update_weights` may be called while requests are in flight (between results of `generate_stream`); they
+    # continue on the new weights and each result's `version_marks` says which version sampled which tokens.
+    records_versions: bool = False
     model_dir: Path | None = None  # the directory `load` read (config and tokenizer files of every version)
+
+    @classmethod
+    @abstractmethod
+    def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> GenerationEngine:
+        """The engine a job asks for (`generation.*`, `seed`), loaded from `model_dir`, on `device`."""
+
+    @classmethod
+    def gpus_per_instance(cls, spec: JobSpec) -> int:
+        """GPUs one instance of this engine needs in its worker's device set (tensor parallelism)."""
+        return 1
 
     @abstractmethod
     def load(self, model_dir: str | Path) -> None: ...
@@ -63,17 +83,21 @@ class GenerationEngine(ABC):
         directory of the current model with `update_weights`; engines that can copy in place override it."""
         import tempfile
 
-        from safetensors.torch import save_file
+        from workers.models.weights_file import save_weights
 
         assert self.model_dir is not None, "load() the engine first"
         with tempfile.TemporaryDirectory(prefix="weights-") as tmp:
             for item in self.model_dir.iterdir():
                 if item.is_file() and item.suffix in (".json", ".txt", ".model"):
                     (Path(tmp) / item.name).write_bytes(item.read_bytes())
-            save_file({k: v.contiguous() for k, v in state_dict.items()}, str(Path(tmp) / "model.safetensors"))
+            save_weights(state_dict, Path(tmp) / "model.safetensors")
             self.update_weights(version, tmp)
 
     @abstractmethod
     def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
         """Continuous batching: consume `requests` lazily as slots free up, yield results in finish order.
         A `None` item means "nothing to admit yet, keep decoding" (a live feed that has no request right now)."""
+
+
+# name -> engine class; each engine module registers itself (`@ENGINES.register(...)`, contract/registry.py)
+ENGINES: Registry[type[GenerationEngine]] = Registry("engine")

@@ -3,8 +3,9 @@
     for iteration in 1..N:   generate -> score -> train (one optimizer step) -> sync weights into the engine
                              every eval_every: held-out reward;  every checkpoint.interval: a checkpoint
 
-It is the same code path as a `mode: colocated` job on the platform (workers/runtime/colocated.py over the RL core
-in workers/core), so train-local and the platform agree by construction.
+It is the same code path as a `mode: colocated` job on the platform (the one driver, workers/runtime/driver.py, over
+the `LocalRollout` source of workers/runtime/colocated.py and the RL core in workers/core), so train-local and the
+platform agree by construction.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 from contract.reporter import JobRecord, MemoryReporter
 from contract.spec import JobSpec
 from contract.states import JobStatus
-from workers.runtime.colocated import ColocatedDriver
-from workers.runtime.context import JobContext, resolve_model_dir
+from workers.runtime.colocated import LocalRollout
+from workers.runtime.context import JobContext, resolve_grader_models, resolve_model_dir
+from workers.runtime.driver import Driver
 
 LOCAL_JOB_ID = 0
 
@@ -49,6 +51,7 @@ class LocalRunResult:
     eval_curve: list[tuple[int, float]]  # (iteration, held-out reward); iteration 0 = before training
     checkpoint_dir: Path
     seconds: float
+    events: list[dict[str, Any]] = field(default_factory=list)  # the job's events ({kind, message, data})
 
 
 class _LocalReporter(MemoryReporter):
@@ -104,9 +107,11 @@ def train_local(
                                model_path=None, dataset_path=None))
     out.mkdir(parents=True, exist_ok=True)
     ctx = JobContext(job_id=LOCAL_JOB_ID, team_id=0, spec=spec, model_dir=resolve_model_dir(spec.model, None),
-                     job_dir=out, reporter=reporter, redis=None, dataset_params=dict(dataset_params or {}))
-    driver = ColocatedDriver(ctx, device=device, warmup_steps=warmup_steps)
+                     job_dir=out, reporter=reporter, redis=None, dataset_params=dict(dataset_params or {}),
+                     grader_models=resolve_grader_models(spec, {}))
+    driver = Driver(ctx, LocalRollout, device=device, warmup_steps=warmup_steps)
     driver.run()
     if reporter.statuses[LOCAL_JOB_ID] == JobStatus.failed:
         raise RuntimeError(reporter.errors.get(LOCAL_JOB_ID, "train-local failed"))
-    return LocalRunResult(records, driver.eval_curve, ctx.checkpoints_dir, time.perf_counter() - started)
+    return LocalRunResult(records, driver.eval_curve, ctx.checkpoints_dir, time.perf_counter() - started,
+                          reporter.events.get(LOCAL_JOB_ID, []))

@@ -1,4 +1,4 @@
-"""Tiny local models: a character-level tokenizer and Llama-architecture presets (tiny-1m, tiny-5m, tiny-15m)."""
+"""Tiny local models: `tiny-*` (Llama, character tokenizer) and `chat-*` (Llama or Qwen2, BPE + chat template)."""
 
 from workers.models.tiny import PRESETS, build_tiny_model, count_parameters, tiny_config
 from workers.models.tokenizer import build_char_tokenizer, char_vocab

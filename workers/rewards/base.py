@@ -12,6 +12,7 @@ error); finite values are clamped to [-REWARD_LIMIT, REWARD_LIMIT]. A dict has a
 from __future__ import annotations
 
 import math
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -94,3 +95,32 @@ class Reward(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class TimedReward(Reward):
+    """`reward` that adds up the seconds its scoring takes; `take_seconds()` returns them since the last take (the
+    iteration breakdown's `reward_seconds` in colocated mode and train-local)."""
+
+    def __init__(self, reward: Reward):
+        self.inner, self.name, self.seconds = reward, reward.name, 0.0
+
+    def score(self, prompt: str, response: str, meta: Mapping[str, Any] | None = None) -> RewardOutcome:
+        return self.score_many([(prompt, response, meta)])[0]
+
+    def score_many(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> list[RewardOutcome]:
+        start = time.monotonic()
+        try:
+            return self.inner.score_many(items)
+        finally:
+            self.seconds += time.monotonic() - start
+
+    def take_seconds(self) -> float:
+        seconds, self.seconds = self.seconds, 0.0
+        return seconds
+
+    @property
+    def sandbox_mode(self) -> str | None:
+        return self.inner.sandbox_mode
+
+    def close(self) -> None:
+        self.inner.close()

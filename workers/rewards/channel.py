@@ -23,7 +23,12 @@ class ChannelError(Exception):
     """The child died, closed its pipe or broke the protocol; the worker must be restarted."""
 
 
-class StaleReply(ChannelError):
+class ProtocolViolation(ChannelError):
+    """The child is alive but wrote a frame that is not the answer (forged, oversized, malformed, extra): it is
+    killed at once, never waited on."""
+
+
+class StaleReply(ProtocolViolation):
     """A reply to an earlier request (user code wrote extra frames): the current sample is innocent of it."""
 
 
@@ -36,6 +41,7 @@ class Channel:
         self.request_fd, self.reply_fd, self.output_fd = request_fd, reply_fd, output_fd
         self.nonce = self.previous_nonce = ""
         self.output = b""
+        self.output_bytes = 0  # everything the child printed so far (only the tail is kept)
         self._buffer = b""
 
     def close(self) -> None:
@@ -64,6 +70,7 @@ class Channel:
             chunk = b""
         if chunk:
             self.output = (self.output + chunk)[-OUTPUT_TAIL:]
+            self.output_bytes += len(chunk)
         return bool(chunk)
 
     def drain_output(self, limit: int = 1 << 20) -> None:
@@ -97,7 +104,7 @@ class Channel:
             return None
         size = int.from_bytes(self._buffer[:4], "big")
         if size > MAX_FRAME:
-            raise ChannelError(f"the sandbox worker sent a reply over {MAX_FRAME} bytes")
+            raise ProtocolViolation(f"the sandbox worker sent a reply over {MAX_FRAME} bytes")
         if len(self._buffer) < 4 + size:
             return None
         frame, self._buffer = self._buffer[4:4 + size], self._buffer[4 + size:]
@@ -107,14 +114,14 @@ class Channel:
         try:
             reply = json.loads(frame, parse_int=float, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as exc:
-            raise ChannelError("the sandbox worker sent a malformed reply (protocol violation)") from exc
+            raise ProtocolViolation("the sandbox worker sent a malformed reply (protocol violation)") from exc
         if isinstance(reply, dict) and reply.get("nonce") == self.previous_nonce:
             raise StaleReply("the sandbox worker sent a second reply to an earlier request (protocol violation)")
         if not isinstance(reply, dict) or reply.get("nonce") != self.nonce:
-            raise ChannelError("the sandbox worker sent a reply that does not answer this request "
+            raise ProtocolViolation("the sandbox worker sent a reply that does not answer this request "
                                "(protocol violation: output written to the harness's pipe)")
         if last and (self._buffer or (select.select([self.reply_fd], [], [], 0)[0] and os.read(self.reply_fd, 1))):
-            raise ChannelError("the sandbox worker sent more than one reply (protocol violation)")
+            raise ProtocolViolation("the sandbox worker sent more than one reply (protocol violation)")
         return reply
 
     def output_tail(self, limit: int = 200) -> str:

@@ -1,7 +1,9 @@
 """`build_reward(spec)`: a `RewardSpec` (contract/spec.py) becomes a callable `Reward`.
 
 Built-ins run in-process; `composite` is the weighted sum of its components (each component's `weight`; component
-names are their types, suffixed `#2`, `#3`... when repeated); `python` runs user code in a sandbox worker.
+names are their types, suffixed `#2`, `#3`... when repeated); `python` runs user code in a sandbox worker; the
+model-backed graders (`model`, `judge`, also inside `multi`) call `models` (workers/rewards/grader_models.py) and
+score a `score_many` batch in one call.
 A component that errors makes the composite's outcome an error too (value 0.0), naming the component.
 """
 
@@ -11,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from contract.rewards.builtins import bind_builtin
+from contract.rewards.graders import GraderModels, grade_many
 from contract.rewards.validate import python_params, validate_reward_spec
 from contract.spec import RewardSpec
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
@@ -18,14 +21,27 @@ from workers.rewards.sandbox import PythonReward
 
 
 class BuiltinReward(Reward):
-    def __init__(self, name: str, fn: Callable[[str, str, Mapping[str, Any]], float]):
+    def __init__(self, name: str, fn: Callable[[str, str, Mapping[str, Any]], Any]):
         self.name, self.fn = name, fn
 
     def score(self, prompt: str, response: str, meta: Mapping[str, Any] | None = None) -> RewardOutcome:
         try:
             return outcome_from_result(self.fn(prompt, response, meta or {}))
         except (KeyError, ValueError, TypeError, RewardResultError) as exc:
-            return RewardOutcome.failed(f"reward {self.name!r}: {exc.args[0] if exc.args else exc}")
+            return self._failed(exc)
+
+    def score_many(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> list[RewardOutcome]:
+        results = grade_many(self.fn, [(prompt, response, meta or {}) for prompt, response, meta in items])
+        outcomes = []
+        for raw in results:
+            try:
+                outcomes.append(self._failed(raw) if isinstance(raw, Exception) else outcome_from_result(raw))
+            except RewardResultError as exc:
+                outcomes.append(self._failed(exc))
+        return outcomes
+
+    def _failed(self, exc: Exception) -> RewardOutcome:
+        return RewardOutcome.failed(f"reward {self.name!r}: {exc.args[0] if exc.args else exc}")
 
 
 class CompositeReward(Reward):
@@ -61,13 +77,14 @@ class CompositeReward(Reward):
             part.close()
 
 
-def build_reward(spec: RewardSpec | Mapping[str, Any]) -> Reward:
+def build_reward(spec: RewardSpec | Mapping[str, Any], models: GraderModels | None = None) -> Reward:
     """Build a reward. Raises ValueError naming the bad type or param (a user error, also reported at submit by
-    `validate_reward_spec`), and SandboxUnavailable (workers/rewards/jail.py) for python code where it may not run."""
-    return _build(validate_reward_spec(spec))
+    `validate_reward_spec`), and SandboxUnavailable (workers/rewards/jail.py) for python code where it may not run.
+    `models`: the backend of model-backed graders (without it their every sample is an error)."""
+    return _build(validate_reward_spec(spec), models)
 
 
-def _build(spec: RewardSpec) -> Reward:
+def _build(spec: RewardSpec, models: GraderModels | None) -> Reward:
     if spec.type == "python":
         assert spec.code is not None  # RewardSpec's validator guarantees it
         timeout_s, memory_mb = python_params(spec.params)
@@ -79,10 +96,10 @@ def _build(spec: RewardSpec) -> Reward:
             for child in spec.components:
                 seen[child.type] = seen.get(child.type, 0) + 1
                 name = child.type if seen[child.type] == 1 else f"{child.type}#{seen[child.type]}"
-                parts.append((name, child.weight, _build(child)))
+                parts.append((name, child.weight, _build(child, models)))
         except BaseException:
             for _, _, part in parts:
                 part.close()
             raise
         return CompositeReward(parts)
-    return BuiltinReward(spec.type, bind_builtin(spec.type, spec.params))
+    return BuiltinReward(spec.type, bind_builtin(spec.type, spec.params, models))

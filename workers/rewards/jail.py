@@ -3,7 +3,8 @@
 What the jailed process has (docs/operator.md, "Reward isolation"):
 - its own mount, PID, IPC, UTS, cgroup and network namespaces (no interfaces but a down loopback);
 - a filesystem of: the Python runtime (`sys.base_prefix`) and the shared libraries (/usr/lib*, /lib*) read-only,
-  the harness file (copied in from a memfd), a minimal /dev and a size-capped tmpfs /scratch as cwd. No /proc (so
+  the harness file (copied in from a memfd), a minimal /dev and a size-capped tmpfs /scratch as cwd; everything
+  but /scratch is read-only (bwrap's own root, /harness, /dev and /dev/shm included), in both modes. No /proc (so
   no view of any process, and no procfs mount, which container runtimes refuse), no /etc, /home, /root, /tmp, /var,
   data dir, database, datasets or checkpoints;
 - an unprivileged uid: as root, bwrap keeps only CAP_SETUID/SETGID and the harness drops to uid/gid 65534 before
@@ -36,6 +37,7 @@ JAIL_UID = 65534
 HARNESS_PATH = "/harness/sandbox_child.py"
 SCRATCH = "/scratch"
 LIB_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32")
+RO_REMOUNTS = ("--remount-ro", "/dev", "--remount-ro", "/")  # everything but /scratch (and /dev/pts, no storage)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -51,7 +53,8 @@ class JailCommand:
 
 
 def bwrap_binary() -> str | None:
-    return shutil.which("bwrap") or next((p for p in ("/usr/bin/bwrap",) if os.access(p, os.X_OK)), None)
+    """bwrap on the worker's PATH (the operator's PATH decides which one runs, and a PATH without it means none)."""
+    return shutil.which("bwrap")
 
 
 def python_runtime() -> tuple[str, str]:
@@ -115,9 +118,12 @@ def jail_command(harness: bytes, *, scratch_mb: int = 64) -> JailCommand:
     argv += _filesystem(prefix)
     argv += ["--perms", "0444", "--ro-bind-data", str(harness_fd), HARNESS_PATH, "--dev", "/dev",
              "--perms", "1777", "--size", str(scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH,
-             "--seccomp", str(seccomp_fd), "--", exe, "-I", "-S", HARNESS_PATH]
+             # bwrap's root and /dev are RAM-backed tmpfs the size of the host's memory, owned by the jail uid in a
+             # user namespace: read-only from here on (device nodes stay usable), so the capped scratch is the only
+             # place the code can write. --remount-ro is not recursive: /scratch keeps its own writable mount.
+             *RO_REMOUNTS, "--seccomp", str(seccomp_fd), "--", exe, "-I", "-S", HARNESS_PATH]
     protections = ["bwrap", "mount-ns", "pid-ns", "net-ns", "ipc-ns", "uts-ns", "no-proc", "seccomp", "no-new-privs",
-                   f"uid={JAIL_UID}", f"scratch-tmpfs={scratch_mb}MB"]
+                   f"uid={JAIL_UID}", f"scratch-tmpfs={scratch_mb}MB", "read-only-root"]
     protections.append("userns" if not as_root else "cap-drop")
     return JailCommand(argv, [seccomp_fd, harness_fd], JAIL_UID if as_root else None, protections)
 

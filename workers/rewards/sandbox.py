@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Mapping
 from functools import cache
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
-from workers.rewards.channel import Channel, ChannelError, StaleReply
+from workers.rewards.channel import Channel, ChannelError, ProtocolViolation, StaleReply
 from workers.rewards.jail import JAIL_UID, SandboxUnavailable, choose_mode, jail_command
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
@@ -37,6 +38,7 @@ STARTUP_TIMEOUT_S = 20.0
 OPEN_FILES = 64
 FILE_SIZE_MB = 16
 MAX_ERROR_CHARS = 500
+DEATH_WAIT_S = 5.0  # at most this long for a worker that closed its pipe to exit (start-up; calls wait less)
 
 
 @cache
@@ -78,12 +80,21 @@ class _Process:
             shutil.rmtree(scratch, ignore_errors=True)  # fd-based, does not follow links the child planted
 
 
+class SandboxCallFailed(Exception):
+    """One call to the sandboxed code failed; the message says why (time limit, crash, the code's own error...)."""
+
+
 class SandboxWorker:
     """One worker process running `code`; `call` sends one sample and waits at most `timeout_s` for the answer."""
 
     def __init__(self, code: str, *, timeout_s: float = 2.0, memory_mb: int = 256, cpu_s: int | None = None,
-                 cpu_lifetime_s: int = 3600, mode: str | None = None):
+                 cpu_lifetime_s: int = 3600, mode: str | None = None, kind: str = "reward",
+                 max_output_per_call: int | None = None):
+        """`kind`: what the harness runs, "reward" (reward(prompt, response, meta)) or "environment" (reset/step,
+        workers/environments/base.py). `max_output_per_call`: bytes the code may print during one call; past
+        it the call fails (None: no limit, only the tail is kept)."""
         self.code, self.timeout_s, self.memory_mb, self.cpu_lifetime_s = code, timeout_s, memory_mb, cpu_lifetime_s
+        self.kind, self.max_output_per_call = kind, max_output_per_call
         self.cpu_s = cpu_s if cpu_s is not None else max(1, int(timeout_s + 0.999))  # CPU seconds per call
         self.mode = mode or choose_mode()  # raises SandboxUnavailable where python rewards may not run
         self.protections: list[str] = []
@@ -138,16 +149,16 @@ class SandboxWorker:
         current = self._current = self._spawn()
         self._finalizer = weakref.finalize(self, _Process.stop, [current.proc, current.channel, current.scratch])
         current.channel.send({"code": self.code, "memory_mb": self.memory_mb, "cpu_lifetime_s": self.cpu_lifetime_s,
-                              "cpu_per_call_s": self.cpu_s, "mode": self.mode,
+                              "cpu_per_call_s": self.cpu_s, "mode": self.mode, "kind": self.kind,
                               "drop_uid": current.drop_uid})
         hello = current.channel.receive(STARTUP_TIMEOUT_S, last=False)
         if hello.get("loading"):
             try:
                 hello = current.channel.receive(self.timeout_s)
             except TimeoutError:
-                hello = {"error": f"loading reward code failed: time limit exceeded ({self.timeout_s:g}s)"}
+                hello = {"error": f"loading {self.kind} code failed: time limit exceeded ({self.timeout_s:g}s)"}
             except ChannelError as exc:
-                hello = {"error": f"loading reward code failed: {self._death_reason(exc)}"}
+                hello = {"error": f"loading {self.kind} code failed: {self._death_reason(exc)}"}
         if hello.get("ready") is not True:
             self.load_error = str(hello.get("error", "the sandbox worker did not start"))[:MAX_ERROR_CHARS]
             self._stop()
@@ -163,11 +174,15 @@ class SandboxWorker:
         with self._lock:
             self._stop()
 
-    def _death_reason(self, exc: ChannelError) -> str:
+    def _death_reason(self, exc: ChannelError, wait_s: float = DEATH_WAIT_S) -> str:
+        """Why the worker broke: a protocol violation says so at once (the restart kills it); a closed pipe waits at
+        most `wait_s` for the exit status (the call's own time limit bounds it)."""
         assert self._current is not None
+        if isinstance(exc, ProtocolViolation):
+            return str(exc)
         proc = self._current.proc
         try:
-            code = proc.wait(timeout=5)
+            code = proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return str(exc)
         if code > 128 and self.mode == "jail":  # bwrap reports a signalled child as 128 + signal
@@ -186,18 +201,30 @@ class SandboxWorker:
 
     # -- calls --------------------------------------------------------------------------------------------------
     def call(self, prompt: str, response: str, meta: Mapping[str, Any]) -> RewardOutcome:
+        try:
+            reply = self.request({"prompt": prompt, "response": response, "meta": dict(meta)})
+        except SandboxCallFailed as exc:
+            return RewardOutcome.failed(str(exc))
+        try:
+            return outcome_from_result(reply.get("result"))
+        except RewardResultError as exc:
+            return RewardOutcome.failed(str(exc)[:MAX_ERROR_CHARS])
+
+    def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """Send one request to the harness and return its successful reply (`{"ok": true, "result": ...}`); raises
+        SandboxCallFailed with the reason otherwise (the worker is restarted where it must be)."""
         with self._lock:
             try:
-                return self._call(prompt, response, meta)
-            except StaleReply:  # the previous sample's code wrote extra replies: score this one on a fresh worker
+                return self._request(payload)
+            except StaleReply:  # the previous call's code wrote extra replies: run this one on a fresh worker
                 self._restart()
             try:
-                return self._call(prompt, response, meta)
-            except StaleReply as exc:  # written again before this sample ran: the code itself is broken
+                return self._request(payload)
+            except StaleReply as exc:  # written again before this call ran: the code itself is broken
                 self._restart()
-                return RewardOutcome.failed(str(exc))
+                raise SandboxCallFailed(str(exc)) from None
 
-    def _call(self, prompt: str, response: str, meta: Mapping[str, Any]) -> RewardOutcome:
+    def _request(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self._current is not None and self._current.proc.poll() is not None:
             self._stop()  # died while idle (bwrap --die-with-parent follows the thread that started it): start anew
         if self.load_error is None and self._current is None:
@@ -208,31 +235,36 @@ class SandboxWorker:
                 if isinstance(exc, ChannelError) and self._current is not None:
                     reason = self._death_reason(exc)
                 self._stop()
-                return RewardOutcome.failed(f"sandbox worker failed to start: {reason}"[:MAX_ERROR_CHARS])
+                raise SandboxCallFailed(f"sandbox worker failed to start: {reason}"[:MAX_ERROR_CHARS]) from None
         if self.load_error is not None:
-            return RewardOutcome.failed(self.load_error)
+            raise SandboxCallFailed(self.load_error)
         assert self._current is not None
         channel = self._current.channel
+        deadline = time.monotonic() + self.timeout_s
+        printed = channel.output_bytes
         try:
-            channel.send({"prompt": prompt, "response": response, "meta": dict(meta)})
+            channel.send(payload)
             reply = channel.receive(self.timeout_s)
         except TimeoutError:
             self._restart()
-            return RewardOutcome.failed(f"time limit exceeded ({self.timeout_s:g}s wall clock)")
+            raise SandboxCallFailed(f"time limit exceeded ({self.timeout_s:g}s wall clock)") from None
         except StaleReply:
             raise
         except ChannelError as exc:
-            reason = self._death_reason(exc)
+            reason = self._death_reason(exc, max(0.05, deadline - time.monotonic()))
             self._restart()
-            return RewardOutcome.failed(reason[:MAX_ERROR_CHARS])
+            raise SandboxCallFailed(reason[:MAX_ERROR_CHARS]) from None
+        channel.drain_output()
+        if self.max_output_per_call is not None and channel.output_bytes - printed > self.max_output_per_call:
+            flood = channel.output_bytes - printed
+            self._restart()
+            raise SandboxCallFailed(f"the code printed {flood} bytes in one call; the limit is "
+                                    f"{self.max_output_per_call} bytes")
         if reply.get("ok") is not True:
             if reply.get("restart"):
                 self._restart()
-            return RewardOutcome.failed(str(reply.get("error", "reward code failed"))[:MAX_ERROR_CHARS])
-        try:
-            return outcome_from_result(reply.get("result"))
-        except RewardResultError as exc:
-            return RewardOutcome.failed(str(exc)[:MAX_ERROR_CHARS])
+            raise SandboxCallFailed(str(reply.get("error", f"{self.kind} code failed"))[:MAX_ERROR_CHARS])
+        return reply
 
     def _restart(self) -> None:
         self._stop()  # the next call starts a fresh worker

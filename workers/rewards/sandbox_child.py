@@ -1,4 +1,5 @@
-"""The reward harness: runs user reward code, one sample per request. Stdlib only; started by sandbox.py as
+"""The harness for user code: reward code (one sample per request) or an environment (`kind: environment`: one
+reset or step per request, workers/environments/base.py). Stdlib only; started by sandbox.py as
 `python -I -S sandbox_child.py REQ_FD REPLY_FD`, inside the bwrap jail (mode `jail`) or as a plain process (`weak`).
 
 Protocol: length-prefixed JSON frames (4-byte big-endian length) on two private pipes, never on stdout/stderr
@@ -113,7 +114,7 @@ def _limit_cpu(per_call: int, lifetime: int) -> None:
 
 
 def _error_text(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<reward>"]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in ("<reward>", "<environment>")]
     where = f" (line {frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"[:1000]
 
@@ -140,6 +141,38 @@ def _check_result(raw: object) -> object:
     return _number(raw, "reward()")
 
 
+def _load(config: dict) -> dict:
+    """Run the user's code; the callables it must define for its kind (raises what the code raised)."""
+    kind = config.get("kind", "reward")
+    namespace: dict = {"__name__": f"{kind}_code"}
+    exec(compile(config["code"], f"<{kind}>", "exec"), namespace)
+    if kind == "environment":
+        reset, step = namespace.get("reset"), namespace.get("step")
+        if not callable(reset) or not callable(step):
+            raise NameError("the code must define functions reset(row) and step(messages, row)")
+        tools = namespace.get("TOOLS", namespace.get("tools"))
+        json.dumps(tools, allow_nan=False)  # tools must be plain JSON
+        code = getattr(step, "__code__", None)
+        takes_row = code is None or code.co_argcount >= 2 or bool(code.co_flags & 0x04)  # 0x04: *args
+        return {"reset": reset, "step": step, "tools": tools, "step_takes_row": takes_row}
+    reward = namespace.get("reward")
+    if not callable(reward):
+        raise NameError("the code must define a function reward(prompt, response, meta)")
+    return {"reward": reward}
+
+
+def _serve(kind: str, loaded: dict, request: dict) -> object:
+    if kind == "environment":
+        if request.get("op") == "tools":
+            return loaded["tools"]
+        if request.get("op") == "reset":
+            return loaded["reset"](request["row"])
+        if loaded["step_takes_row"]:
+            return loaded["step"](request["messages"], request["row"])
+        return loaded["step"](request["messages"])
+    return _check_result(loaded["reward"](request["prompt"], request["response"], request["meta"]))
+
+
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     wire = Wire(int(sys.argv[1]), int(sys.argv[2]))
@@ -147,19 +180,16 @@ def main() -> None:
     if config.get("drop_uid") is not None:
         _drop_privileges(int(config["drop_uid"]))
     per_call, lifetime = int(config["cpu_per_call_s"]), int(config["cpu_lifetime_s"])
+    kind = config.get("kind", "reward")
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))  # no fork, no threads
     if config["mode"] == "weak":
         _install_audit_hook(os.path.realpath(os.getcwd()))
     try:
         wire.send({"loading": True})  # the parent now waits at most the per-call timeout for the code to load
         _limit_cpu(per_call, lifetime)
-        namespace: dict = {"__name__": "reward_code"}
-        exec(compile(config["code"], "<reward>", "exec"), namespace)
-        reward = namespace.get("reward")
-        if not callable(reward):
-            raise NameError("the code must define a function reward(prompt, response, meta)")
+        loaded = _load(config)
     except BaseException as exc:  # anything the user code does at import time is its error, reported once
-        wire.send({"ready": False, "error": f"loading reward code failed: {_error_text(exc)}"})
+        wire.send({"ready": False, "error": f"loading {kind} code failed: {_error_text(exc)}"})
         return
     wire.send({"ready": True})
     while True:
@@ -169,11 +199,10 @@ def main() -> None:
             return
         _limit_cpu(per_call, lifetime)
         try:
-            result = _check_result(reward(request["prompt"], request["response"], request["meta"]))
-            wire.send({"ok": True, "result": result})
+            wire.send({"ok": True, "result": _serve(kind, loaded, request)})
         except MemoryError:
             wire.send({"ok": False, "error": f"memory limit exceeded ({config['memory_mb']} MB)", "restart": True})
-        except BaseException as exc:  # user code's failure is this sample's error
+        except BaseException as exc:  # user code's failure is this call's error (a result that is not JSON too)
             restart = isinstance(exc, SystemExit | KeyboardInterrupt)
             wire.send({"ok": False, "error": _error_text(exc), "restart": restart})
 

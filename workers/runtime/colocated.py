@@ -1,77 +1,101 @@
-"""Colocated mode, the baseline (verl's default): one process alternates generating a whole batch and training it.
-
-The engine lives in the driver's process; after each optimizer step the new weights go through the job's weight
-transport (publish + `load_into`, timed) before the next batch is generated, so nothing overlaps: generation,
-training and weight sync are strictly sequential. train-local is this driver with an in-memory reporter.
+"""Colocated mode, the baseline (verl's default), and train-local: `LocalRollout`, the sample source whose engine
+lives in the driver's process. One iteration generates a whole batch, then trains it; after each optimizer step the
+new weights go through the job's weight transport (publish + `load_into`, timed) before the next batch is generated,
+so nothing overlaps: generation, training and weight sync are strictly sequential.
 
     requests = dispatcher.requests_for(it)          # the same requests every mode builds (workers/core)
-    samples  = rollout(engine, reward, requests)     # generate + score
-    step     = train_batch(trainer, samples)         # micro-steps + one optimizer step
-    publish weights; load them into the engine;  every eval_every: evaluate held-out prompts
+    samples  = rollout(engine, reward, requests)     # generate + score, the whole batch
+    micro-batches: every group scored, cut by length (core.MicroBatcher), trained by the driver
+    trained: load the published weights into the engine;  every eval_every: evaluate held-out prompts
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from workers.core import rollout, sampling_params, train_batch
+from contract.sample import Sample
+from workers.core import MicroBatcher, Scored, rollout, sampling_params
+from workers.core.episode import run_episodes
 from workers.core.rollout import flatten
 from workers.dispatch.metrics import tail_fraction
+from workers.rewards.base import TimedReward
 from workers.runtime import components
-from workers.runtime.context import JobContext
-from workers.runtime.driver import Driver, IterationOutcome
+from workers.runtime.source import Host, SampleSource
 
 LANE = "colocated"
 
 
-class ColocatedDriver(Driver):
+class LocalRollout(SampleSource):
     lane = LANE
 
-    def __init__(self, ctx: JobContext, **kwargs: Any):
-        super().__init__(ctx, **kwargs)
-        self.engine = components.make_engine(ctx.spec, ctx.model_dir, device=str(self.trainer.device))
-        self.reward = components.make_reward(ctx)
+    def __init__(self, host: Host):
+        super().__init__(host)
+        ctx, trainer = host.ctx, host.trainer
+        self.engine = components.make_engine(ctx.spec, ctx.model_dir, device=str(trainer.device))
+        self.reward = TimedReward(components.make_reward(ctx))  # its scoring time: the row's reward_seconds
+        self.episodes = components.make_episode_runner(ctx, trainer.tokenizer)  # spec.environment, else None
         self.sampling = sampling_params(ctx.spec.generation)
+        self.gen_start = 0.0
+        self.sync_seconds = 0.0
 
     def start(self) -> None:
-        if self.trainer.version > 0:  # resumed: the engine starts from the checkpoint's weights
-            self.publish_weights()
-            self.transport.load_into(self.engine, self.trainer.version)
-        elif self.spec.training.eval_every and self.eval_rows:
+        host = self.host
+        if host.trainer.version > 0:  # resumed: the engine starts from the checkpoint's weights
+            host.publish_weights()
+            host.transport.load_into(self.engine, host.trainer.version)
+        elif host.spec.training.eval_every and host.eval_rows:
             value = self.evaluate()
-            self.reporter.record_event(self.job_id, "eval", f"held-out reward before training: {value:.4f}",
+            host.reporter.record_event(host.job_id, "eval", f"held-out reward before training: {value:.4f}",
                                        data={"iteration": 0, "eval_reward": value})
 
     def close(self) -> None:
         self.reward.close()
+        if self.episodes is not None:
+            self.episodes.env.close()
 
-    def iteration(self, it: int) -> IterationOutcome:
-        requests = flatten(self.dispatcher.requests_for(it, min_version=it))
-        with self.rec.phase("generating"):
-            gen_start = time.time()
-            samples = rollout(self.engine, self.reward, requests, self.sampling, job_id=self.job_id,
-                              instance_id=LANE)
-        with self.rec.phase("training"):
-            step = train_batch(self.trainer, samples)
-        sync_s = self.publish_weights()
-        with self.rec.phase("weight_sync"):
-            sync_s += self.transport.load_into(self.engine, self.trainer.version)
-        self.dispatcher.observe(samples)
+    def _rollout(self, requests: list[Any]) -> list[Sample]:
+        """Generate and score `requests`: one completion each, or (spec.environment) one episode each."""
+        if self.episodes is not None:
+            return run_episodes(self.engine, self.episodes, requests, job_id=self.host.job_id, instance_id=LANE)
+        return rollout(self.engine, self.reward, requests, self.sampling, job_id=self.host.job_id, instance_id=LANE)
+
+    def micro_batches(self, it: int) -> Iterator[list[Scored]]:
+        host = self.host
+        requests = flatten(host.dispatcher.requests_for(it, min_version=it))
+        with host.rec.phase("generating"):
+            self.gen_start = time.time()
+            samples = self._rollout(requests)
+        batcher = MicroBatcher(host.trainer.algorithm, host.spec.training)
+        by_group: dict[str, list[Sample]] = {}
+        for sample in samples:
+            by_group.setdefault(sample.group_id, []).append(sample)
+        for group in by_group.values():
+            batcher.add_group(group)
+        yield from batcher.take(final=True)
+
+    def trained(self, it: int, samples: list[Sample], publish_seconds: float) -> None:
+        with self.host.rec.phase("weight_sync"):
+            self.sync_seconds = publish_seconds + self.host.transport.load_into(self.engine, self.host.trainer.version)
+
+    def metrics(self, it: int, samples: list[Sample]) -> dict[str, Any]:
+        host = self.host
         extra: dict[str, Any] = {
-            "instances": 1, "stale_dropped": 0, "policy_version": self.trainer.version,
-            "generator_idle_seconds": self.rec.seconds.get("training", 0.0) + sync_s,
-            "tail_fraction": tail_fraction(gen_start, [s.finished_at for s in samples]),
+            "instances": 1, "stale_dropped": 0, "policy_version": host.trainer.version,
+            "generator_idle_seconds": host.rec.seconds.get("training", 0.0) + self.sync_seconds,
+            "tail_fraction": tail_fraction(self.gen_start, [s.finished_at for s in samples]),
+            "reward_seconds": self.reward.take_seconds(),  # this iteration's scoring (and the last evaluation's)
         }
-        if self.eval_due(it + 1):
+        if host.eval_due(it + 1):
             extra["eval_reward"] = self.evaluate()
-        return IterationOutcome(samples, step, extra)
+        return extra
 
     def evaluate(self) -> float:
         """Mean reward of one sample per held-out prompt at the engine's current weights."""
-        samples = rollout(self.engine, self.reward, self.eval_requests(self.trainer.version), self.sampling,
-                          job_id=self.job_id, instance_id=LANE)
+        host = self.host
+        samples = self._rollout(host.eval_requests(host.trainer.version))
         value = statistics.fmean(s.reward for s in samples)
-        self.eval_curve.append((self.trainer.version, value))
+        host.eval_curve.append((host.trainer.version, value))
         return value

@@ -7,6 +7,7 @@ dataset) are re-raised as `JobSetupError` with a message naming what to fix.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,17 @@ from contract.devices import parse_device_sets
 from contract.settings import get_settings
 from contract.skew import ptl_to_json
 from contract.spec import JobSpec
+from workers.core.episode import EpisodeRunner
+from workers.core.rollout import sampling_params
 from workers.datasets import load_dataset
 from workers.devices import current_device_set
 from workers.dispatch.ptl import measure_ptl
+from workers.environments import build_environment
 from workers.generation.engine import GenerationEngine
-from workers.generation.engines import setup_engine
+from workers.generation.engines import ENGINES
 from workers.rewards import Reward, SandboxUnavailable, build_reward
-from workers.runtime.context import JobContext, JobSetupError
+from workers.rewards.grader_models import LocalGraderModels
+from workers.runtime.context import HostMissing, JobContext, JobSetupError
 
 log = logging.getLogger(__name__)
 PTL_TOKENS = 16
@@ -38,17 +43,9 @@ def worker_device() -> str:
 
 
 def make_engine(spec: JobSpec, model_dir: Path, device: str | None = None) -> GenerationEngine:
-    kwargs: dict[str, Any] = {"model_dir": model_dir, "max_batch_size": spec.generation.batch_size}
-    if spec.generation.engine == "hf":  # vLLM picks its own device
-        kwargs["seed"] = spec.seed
-        kwargs["device"] = device or worker_device()
-    else:
-        vllm = spec.generation.vllm
-        _check_device_set(vllm.tensor_parallel_size)
-        kwargs.update(seed=spec.seed, dtype=vllm.dtype, max_model_len=vllm.max_model_len,
-                      tensor_parallel_size=vllm.tensor_parallel_size,
-                      gpu_memory_utilization=vllm.gpu_memory_utilization)
-    return setup_engine(spec.generation.engine, **kwargs)
+    engine = ENGINES.get(spec.generation.engine)
+    _check_device_set(engine.gpus_per_instance(spec))
+    return engine.from_spec(spec, model_dir, device or worker_device())
 
 
 def _check_device_set(gpus: int) -> None:
@@ -66,8 +63,11 @@ def _check_device_set(gpus: int) -> None:
 def make_reward(ctx: JobContext) -> Reward:
     """The job's reward; the first process to build a sandboxed one says in the job's events how it is confined."""
     try:
-        reward = build_reward(ctx.spec.reward)
-    except (ValueError, SandboxUnavailable) as err:
+        models = LocalGraderModels(ctx.grader_models, worker_device()) if ctx.grader_models else None
+        reward = build_reward(ctx.spec.reward, models)
+    except SandboxUnavailable as err:
+        raise HostMissing(f"reward: {err}") from err
+    except ValueError as err:
         raise JobSetupError(f"reward: {err}") from err
     first = ctx.redis is None or ctx.redis.set(keys.noted(ctx.job_id, "sandbox"), 1, nx=True, ex=86400)
     if reward.sandbox_mode is not None and first:
@@ -76,6 +76,32 @@ def make_reward(ctx: JobContext) -> Reward:
                                   f"{', '.join(protections) or 'no details'}",
                                   {"mode": reward.sandbox_mode, "protections": protections})
     return reward
+
+
+def make_episode_runner(ctx: JobContext, tokenizer: Any) -> EpisodeRunner | None:
+    """The job's episode loop (spec.environment), None for single-turn jobs. The first process to start a jailed
+    environment says in the job's events how it is confined, as for python rewards."""
+    spec = ctx.spec.environment
+    if spec is None:
+        return None
+    try:
+        env = build_environment(spec)
+    except SandboxUnavailable as err:
+        raise HostMissing(f"environment: {err}") from err
+    except ValueError as err:
+        raise JobSetupError(f"environment: {err}") from err
+    try:
+        runner = EpisodeRunner(env, tokenizer, spec, sampling_params(ctx.spec.generation),
+                               system_prompt=ctx.spec.dataset.system_prompt)
+    except ValueError as err:
+        env.close()
+        raise JobSetupError(f"environment: {err}") from err
+    first = ctx.redis is None or ctx.redis.set(keys.noted(ctx.job_id, "env-sandbox"), 1, nx=True, ex=86400)
+    if env.sandbox_mode is not None and first:
+        ctx.reporter.record_event(ctx.job_id, "reward_sandbox", f"python environment runs in {env.sandbox_mode} "
+                                  f"mode: {', '.join(env.protections) or 'no details'}",
+                                  {"mode": env.sandbox_mode, "protections": env.protections})
+    return runner
 
 
 def load_rows(ctx: JobContext, split: str = "train", **params: Any) -> list[dict[str, Any]]:
@@ -91,6 +117,13 @@ def load_rows(ctx: JobContext, split: str = "train", **params: Any) -> list[dict
     if split == "train" and not rows:
         raise JobSetupError("dataset: no training prompts")
     return rows
+
+
+def check_chat_template(rows: Sequence[dict[str, Any]], tokenizer: Any) -> None:
+    """Chat-form prompts need the model's chat template: say so at setup, not at the first iteration."""
+    if any(not isinstance(row["prompt"], str) for row in rows) and not getattr(tokenizer, "chat_template", None):
+        raise JobSetupError("dataset: the rows are chat conversations but the model's tokenizer has no chat "
+                            "template (tokenizer_config.json `chat_template` or chat_template.jinja)")
 
 
 def profile_ptl_once(ctx: JobContext, engine: GenerationEngine) -> None:

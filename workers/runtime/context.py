@@ -6,6 +6,7 @@ session. `redis` is None for train-local, which runs the colocated driver in one
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,18 @@ from redis import Redis
 
 from contract import keys
 from contract.reporter import Reporter
+from contract.rewards.model_graders import model_refs
 from contract.spec import JobSpec
 from contract.states import JobStatus
 
 
 class JobSetupError(RuntimeError):
     """The job cannot run as specified (unknown model, unreadable dataset): the message says what to fix."""
+
+
+class HostMissing(JobSetupError):
+    """This worker's host lacks a piece the job needs (the reward jail): the job fails at once with this message
+    (it names the piece and its fix) instead of its tasks failing one by one."""
 
 
 @dataclass
@@ -36,6 +43,7 @@ class JobContext:
     epoch: int = 0  # the driver epoch: part of every request id (workers/core/prompts.py)
     node: str | None = None  # the Celery worker running this task (its shutdown flag: workers/runtime/shutdown.py)
     recorded_through: int | None = None  # the newest iteration whose row is recorded (None: unknown)
+    grader_models: dict[str, Path] = field(default_factory=dict)  # the reward's judge / reward models: name -> dir
 
     @property
     def weights_dir(self) -> Path:
@@ -66,6 +74,12 @@ def resolve_model_dir(name: str, registered: str | None) -> Path:
     raise JobSetupError(f"model {name!r} is not registered for this team and is not a model directory")
 
 
+def resolve_grader_models(spec: JobSpec, registered: Mapping[str, str]) -> dict[str, Path]:
+    """The directories of the judge / reward models the spec's reward names: registered in the team, else (train-local)
+    local model directories."""
+    return {name: resolve_model_dir(name, registered.get(name)) for _, _, name in model_refs(spec.reward)}
+
+
 def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifacts: Path,
                  node: str | None = None) -> JobContext:
     record = reporter.load_job(job_id)
@@ -78,4 +92,5 @@ def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifact
     return JobContext(job_id=job_id, team_id=record.team_id, spec=record.spec,
                       model_dir=resolve_model_dir(record.spec.model, record.model_path), job_dir=job_dir,
                       reporter=reporter, redis=client, dataset_path=record.dataset_path, epoch=record.epoch, node=node,
-                      recorded_through=record.recorded_through)
+                      recorded_through=record.recorded_through,
+                      grader_models=resolve_grader_models(record.spec, record.grader_models))

@@ -16,7 +16,8 @@ from contract.sample import PromptRequest, Sample
 from contract.skew import PTLProfile, ptl_from_json
 from contract.spec import JobSpec
 from workers.core.prompts import PromptSchedule, TokenCache, make_requests
-from workers.dispatch.policies import DispatchPolicy, SkewAwareDispatch, setup_dispatch
+from workers.dispatch.cost import sample_cost
+from workers.dispatch.policies import DispatchPolicy, setup_dispatch
 from workers.stream import PromptQueue
 
 FLAT_PTL = PTLProfile(((1, 1.0),))
@@ -83,13 +84,14 @@ class PromptDispatcher:
 
     # -- learning ------------------------------------------------------------------------------------------------------
     def observe(self, samples: list[Sample]) -> None:
-        """One iteration's samples: every response length to the ranker, then one refit."""
+        """One iteration's samples: every sample's cost (its length; for an episode its turns too,
+        workers/dispatch/cost.py) to the ranker, then one refit."""
         self.policy.observe([{"prompt_id": s.prompt_id, "prompt": s.prompt_text} for s in samples],
-                            [len(s.response_ids) for s in samples])
+                            [sample_cost(s) for s in samples])
         self.policy.end_iteration()
 
     def _refresh_ptl(self) -> None:
-        if self.ptl_known or not isinstance(self.policy, SkewAwareDispatch):
+        if self.ptl_known or not self.policy.needs_ptl:
             return
         points = self.reporter.load_ptl(self.job_id)
         if points:

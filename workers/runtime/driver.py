@@ -1,45 +1,52 @@
-"""The job driver (`training.run_job`): the lifecycle shared by every mode, and the entry point.
+"""The job driver: one lifecycle and one iteration body for every mode, over the mode's `SampleSource`.
 
-    driver = setup_driver(ctx)       # colocated | sync | async
-    driver.run()                     # starting -> running -> succeeded | failed | cancelled
+    driver = Driver(ctx, StreamSource)   # or LocalRollout (colocated, train-local); workers/runtime/job.py picks
+    driver.run()                         # starting -> running -> succeeded | failed | cancelled
 
-`run` resumes from the newest checkpoint, then for each iteration calls the mode's `iteration(it)` (generate or
-consume the stream, train, publish weights), records the row and checkpoints. Everything the control plane learns
-goes through `ctx.reporter`; errors become the job's `error` with a message that says what went wrong.
+`run` resumes from the newest checkpoint, then per iteration: micro-steps on what the source yields, one optimizer
+step, publish the weights, let the source settle (acknowledge / load weights), record the row, checkpoint.
+Everything the control plane learns goes through `ctx.reporter`; errors become the job's `error` with a message that
+says what went wrong.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import traceback
-from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
+import torch
 
 from contract import keys
-from contract.reporter import Reporter
-from contract.sample import Sample
+from contract.sample import PromptRequest, Sample
 from contract.states import TERMINAL_JOB_STATUSES, JobStatus
-from workers.core.prompts import EVAL_PREFIX, PromptSchedule, TokenCache, make_requests, request_seed
+from workers.core.chat import ChatEncoder
+from workers.core.learn import unzip
+from workers.core.prompts import EVAL_PREFIX, PromptSchedule, make_requests, request_seed
 from workers.runtime import components
-from workers.runtime.context import JobContext, JobSetupError, load_context
+from workers.runtime.context import JobContext, JobSetupError
 from workers.runtime.dispatching import PromptDispatcher
 from workers.runtime.ranks import rank_handing_back, start_trainer
 from workers.runtime.recorder import IterationRecorder, RewardFailed
 from workers.runtime.shutdown import HandBack, ShutdownWatch
+from workers.runtime.source import Host, SampleSource
 from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
 from workers.training import checkpoint as ckpt
+from workers.training.checkpoint_save import CheckpointSaveFailed, save_retrying
+from workers.training.defaults import choose_training_defaults, describe
 from workers.training.faults import RanksLost
 from workers.weightsync import setup_weight_sync
 
 log = logging.getLogger(__name__)
 PAUSE_POLL_S = 0.5
-CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S = 3, 1.0
+CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S = 3, 1.0  # tries per checkpoint, first backoff (doubling)
+CHECKPOINT_FAILURES_ALLOWED = 3  # checkpoints in a row that may fail before the job does
 
 
 class JobCancelled(Exception):
@@ -57,18 +64,25 @@ class IterationOutcome:
     extra: dict[str, Any] = field(default_factory=dict)  # mode-specific metrics for the row
 
 
-class Driver(ABC):
-    lane = "trainer"
-
-    def __init__(self, ctx: JobContext, *, device: str | None = None, warmup_steps: int = 0):
+class Driver:
+    def __init__(self, ctx: JobContext, source: Callable[[Host], SampleSource] | type[SampleSource], *,
+                 device: str | None = None, warmup_steps: int = 0):
+        """`source`: the mode's `SampleSource` class, built once the trainer, transport and dispatcher exist."""
+        device = device or components.worker_device()
+        ctx.spec, chosen = choose_training_defaults(ctx.spec, ctx.model_dir, device)  # None -> the fast values
         self.ctx, self.spec, self.job_id, self.reporter = ctx, ctx.spec, ctx.job_id, ctx.reporter
-        self.trainer = start_trainer(ctx, device or components.worker_device(), warmup_steps=warmup_steps)
+        if chosen:
+            ctx.reporter.record_event(ctx.job_id, "training_defaults", describe(chosen, torch.get_num_threads()),
+                                      chosen)
+        lane = getattr(source, "lane", SampleSource.lane)
+        self.trainer = start_trainer(ctx, device, warmup_steps=warmup_steps)
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir, epoch=ctx.epoch,
                                            device=str(self.trainer.device))
-        self.rec = IterationRecorder(ctx.job_id, self.lane, ctx.reporter, ctx.spec.telemetry)
-        self.encode = TokenCache(lambda text: self.trainer.tokenizer(text)["input_ids"])
+        self.rec = IterationRecorder(ctx.job_id, lane, ctx.reporter, ctx.spec.telemetry)
+        self.encode = ChatEncoder(self.trainer.tokenizer, system_prompt=ctx.spec.dataset.system_prompt)
         self.schedule = PromptSchedule(components.load_rows(ctx, **ctx.dataset_params), ctx.spec)
+        components.check_chat_template(self.schedule.rows, self.trainer.tokenizer)
         self.eval_rows = components.load_rows(ctx, "eval", **ctx.dataset_params) if self.spec.training.eval_every \
             else []
         queues = (lambda iid: PromptQueue(ctx.require_redis(), ctx.job_id, iid)) if ctx.redis is not None else None
@@ -77,6 +91,8 @@ class Driver(ABC):
         self.eval_curve: list[tuple[int, float]] = []  # (iterations trained, held-out reward)
         self.shutdown = ShutdownWatch(ctx.redis, ctx.node)
         self.superseded = False
+        self.checkpoint_failures = 0  # checkpoints in a row that could not be written
+        self.source = source(self)
 
     # -- the loop ------------------------------------------------------------------------------------------------------
     def run(self) -> str:
@@ -93,8 +109,9 @@ class Driver(ABC):
                 self.check_runnable()
                 result = self.iteration(it)
                 self.rec.finish(it, result.samples, result.step, result.extra)
-                if (it + 1) % self.spec.checkpoint.interval == 0 or it + 1 == self.spec.training.iterations:
-                    self._checkpoint(it + 1)
+                last = it + 1 == self.spec.training.iterations
+                if (it + 1) % self.spec.checkpoint.interval == 0 or last:
+                    self._checkpoint(it + 1, final=last)
             self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
             outcome = "succeeded"
         except JobCancelled:
@@ -112,8 +129,9 @@ class Driver(ABC):
                                        "and is restarted from the newest checkpoint")
         except Exception as err:
             outcome = "failed"
-            message = str(err) if isinstance(err, JobSetupError | RewardFailed) else f"{type(err).__name__}: {err}"
-            log.error("job %s failed: %s", self.job_id, traceback.format_exc())
+            expected = isinstance(err, JobSetupError | RewardFailed)  # the job's fault: its message is the whole story
+            message = str(err) if expected else f"{type(err).__name__}: {err}"
+            log.error("job %s failed: %s", self.job_id, message if expected else traceback.format_exc())
             try:
                 self.reporter.set_job_status(self.job_id, JobStatus.failed, error=message)
             except Exception as write_err:  # never decide the job's state from a write that failed
@@ -152,27 +170,42 @@ class Driver(ABC):
         """The worker is shutting down: keep what was trained (a checkpoint at the last optimizer step)."""
         trained, latest = self.trainer.iteration, ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         if trained > 0 and (latest is None or ckpt.checkpoint_iteration(latest) != trained):
-            self._checkpoint(trained)
+            with contextlib.suppress(JobSetupError):  # an event; the next driver resumes from the newest that stands
+                self._checkpoint(trained)
         if self.ctx.redis is not None:
             self.ctx.redis.set(keys.driver_handback(self.job_id), trained, ex=86400)
         self.reporter.record_event(self.job_id, "worker", f"training worker shutting down: driver handed the job "
                                    f"back after {self.trainer.iteration} iterations (checkpointed)")
 
-    def start(self) -> None:  # noqa: B027 - optional hook
-        """Before the first iteration (load an engine, dispatch ahead)."""
+    def start(self) -> None:
+        self.source.start()
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """After the last iteration or an error."""
+    def close(self) -> None:
+        self.source.close()
 
-    @abstractmethod
     def iteration(self, it: int) -> IterationOutcome:
-        """Generate/consume and train iteration `it` (one optimizer step, then publish its weights)."""
+        """Train iteration `it` on what the source yields: micro-steps, one optimizer step, then weights v(it + 1)."""
+        used: list[Sample] = []
+        for chunk in self.source.micro_batches(it):
+            samples, advantages = unzip(chunk)
+            with self.rec.phase("training"):
+                self.trainer.micro_step(samples, advantages)
+            used.extend(samples)
+        with self.rec.phase("training"):
+            step = self.trainer.optimizer_step()
+        publish_s = self.publish_weights()
+        used.sort(key=lambda s: s.finished_at)  # the iteration's samples in the order they finished
+        self.source.trained(it, used, publish_s)
+        self.dispatcher.observe(used)
+        return IterationOutcome(used, step, self.source.metrics(it, used))
 
     # -- shared verbs --------------------------------------------------------------------------------------------------
     def publish_weights(self) -> float:
         """Publish the trainer's current version to every instance; returns the seconds it took."""
         with self.rec.phase("weight_sync"):
-            seconds = self.transport.publish(self.trainer.version, self.trainer.state_dict_for_sync())
+            state = self.trainer.state_dict_for_sync()  # a LoRA job's: the adapter alone
+            seconds = self.transport.publish(self.trainer.version, state)
+        self.rec.values["weight_sync_bytes"] = float(sum(t.numel() * t.element_size() for t in state.values()))
         for note in self.transport.take_notes():  # e.g. p2p: an instance joined, was dropped, follows the store
             self.reporter.record_event(self.job_id, "worker", note)
         return seconds
@@ -181,7 +214,7 @@ class Driver(ABC):
         every = self.spec.training.eval_every
         return bool(every and self.eval_rows) and (trained % every == 0 or trained == self.spec.training.iterations)
 
-    def eval_requests(self, trained: int) -> list:
+    def eval_requests(self, trained: int) -> list[PromptRequest]:
         """One request per held-out prompt at weights >= `trained`; the same sampling seeds every evaluation, so
         successive evaluations differ only by the weights."""
         groups = make_requests(self.eval_rows, trained, group_size=1, encode=self.encode, job_seed=self.spec.seed,
@@ -206,19 +239,27 @@ class Driver(ABC):
             with self.rec.phase("waiting"):
                 time.sleep(PAUSE_POLL_S)
 
-    def _checkpoint(self, iteration: int) -> None:
-        """Save, retrying transient failures; a checkpoint that cannot be written fails the job with the reason and
-        keeps the last good one (a checkpoint directory is published whole or not at all)."""
+    def _checkpoint(self, iteration: int, *, final: bool = False) -> None:
+        """Save with retries (workers/training/checkpoint_save.py). A checkpoint that cannot be written is an event
+        and training goes on while the newest complete checkpoint stands; the job fails with the reason only when
+        the final checkpoint or CHECKPOINT_FAILURES_ALLOWED in a row cannot be written."""
         path = self.ctx.checkpoints_dir / f"iter_{iteration:06d}"
-        for attempt in range(CHECKPOINT_ATTEMPTS):
-            try:
-                self.trainer.save_checkpoint(path, iteration=iteration)
-                break
-            except OSError as err:
-                if attempt + 1 == CHECKPOINT_ATTEMPTS:
-                    raise JobSetupError(f"checkpoint save failed: {err.strerror or err} ({path})") from err
-                log.warning("job %s: checkpoint %s failed (%s); retrying", self.job_id, path.name, err)
-                time.sleep(CHECKPOINT_RETRY_S * (attempt + 1))
+        try:
+            save_retrying(lambda: self.trainer.save_checkpoint(path, iteration=iteration), path,
+                          attempts=CHECKPOINT_ATTEMPTS, backoff_s=CHECKPOINT_RETRY_S)
+        except CheckpointSaveFailed as err:
+            self.checkpoint_failures += 1
+            standing = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+            fatal = final or self.checkpoint_failures >= CHECKPOINT_FAILURES_ALLOWED
+            then = "the job fails" if fatal else \
+                f"training goes on; newest complete checkpoint: {standing.name if standing else 'none'}"
+            self.reporter.record_event(self.job_id, "checkpoint", f"{err} (iteration {iteration}, "
+                                       f"{CHECKPOINT_ATTEMPTS} attempts; {then})",
+                                       data={"iteration": iteration, "failures": self.checkpoint_failures})
+            if fatal:
+                raise JobSetupError(str(err)) from err
+            return
+        self.checkpoint_failures = 0
         ckpt.prune_checkpoints(self.ctx.checkpoints_dir, self.spec.checkpoint.keep)
         self.reporter.record_checkpoint(self.job_id, iteration, str(path))
 
@@ -237,38 +278,4 @@ class Driver(ABC):
             message += (f" (checkpoint {newest.name} is newer than the last recorded iteration, {recorded}: "
                         + ("its iterations are trained again)" if resumed <= recorded else
                            f"iterations {recorded + 1}-{resumed} have no row)"))
-        self.reporter.record_event(self.job_id, "worker", message)
-
-
-def setup_driver(ctx: JobContext, **kwargs: Any) -> Driver:
-    if ctx.spec.mode == "colocated":
-        from workers.runtime.colocated import ColocatedDriver
-
-        return ColocatedDriver(ctx, **kwargs)
-    from workers.runtime.streaming import StreamDriver
-
-    return StreamDriver(ctx, **kwargs)
-
-
-def run_job(job_id: int, reporter: Reporter, client: redis.Redis | None, artifacts: Path,
-            node: str | None = None) -> str:
-    """The `training.run_job` task body (`node`: the Celery worker running it)."""
-    ctx: JobContext | None = None
-    try:
-        ctx = load_context(job_id, reporter, client, artifacts, node)
-        if ctx.status() in TERMINAL_JOB_STATUSES:
-            return f"job {job_id} already ended"
-        # the driver beats from here on: loading a large model (or waiting for its ranks) can outlast the heartbeat
-        # TTL, and the controller would restart a driver that is only starting; `run` beats with its own
-        setup_beat = Heartbeat(lambda: reporter.beat_driver(job_id), name=f"driver-setup-{job_id}").start()
-        try:
-            driver = setup_driver(ctx)
-        finally:
-            setup_beat.stop()
-    except Exception as err:
-        message = str(err) if isinstance(err, JobSetupError) else f"cannot start the job: {type(err).__name__}: {err}"
-        reporter.set_job_status(job_id, JobStatus.failed, error=message)
-        if client is not None:
-            client.set(keys.job_done(job_id), "failed", ex=86400)
-        return f"job {job_id} failed: {message}"
-    return driver.run()
+        self.reporter.record_event(self.job_id, "worker", message, data={"driver": "resumed", "iteration": resumed})

@@ -3,13 +3,23 @@
 One long `generate_stream` call (continuous batching) is fed lazily from this instance's prompt stream in the
 order the dispatcher wrote it (longest-predicted first); each finished request is rewarded, streamed to the job's
 sample stream and acknowledged in the same atomic step, batched: samples that finish within POLL_S of each other go
-in one round trip (at once when the engine runs dry). A request whose sample id was already streamed is acknowledged
-unseen. Redis round trips are per batch of samples and per batch of requests read, not per sample.
+in one round trip (at once when the engine runs dry) and are scored together (`Reward.score_many`: a judge or reward
+model grades the batch on this instance's device; the time goes to the job's `reward_seconds`). A request whose
+sample id was already streamed is acknowledged unseen. Redis round trips are per batch of samples and per batch of
+requests read, not per sample.
 
 Weights: before admitting a request the feed loads the newest published version. In sync mode a new version is only
-published after every sample of the previous iteration was used, so the switch happens between batches; in async
-mode it happens while older requests keep decoding (generation never stops). Each sample carries the version its
-request was admitted under; a request's `min_version` makes the instance wait for weights at least that new.
+published after every sample of the previous iteration was used, so the switch happens between batches. In async
+mode with `generation.partial_rollouts` (and an engine that `records_versions`) it happens between decode steps while
+older requests keep decoding on the new weights: each sample's version marks say which version sampled which token,
+and its `policy_version` is the oldest (contract/version_marks.py). Otherwise async mode drains (workers/runtime/
+inflight.py): a newer version waits until no request is in flight. A request's `min_version` makes the instance wait
+for weights at least that new.
+
+Episodes (spec.environment, workers/core/episode.py): a request is a multi-turn episode. Its first turn is admitted
+like any request; when a turn finishes, the environment's step runs (synchronously, between decode steps) and the
+next turn goes to the front of the feed, so the episode's turns share the continuous batch with other requests. The
+finished episode is one sample, streamed and acknowledged like any other; a failing environment fails that episode.
 """
 
 from __future__ import annotations
@@ -27,15 +37,19 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from transformers import AutoTokenizer
 
 from contract import keys
 from contract.reporter import Reporter
+from contract.reward_window import RewardTally
 from contract.sample import PromptRequest, Sample
-from contract.states import InstanceStatus
+from contract.states import InstanceStatus, JobStatus
 from workers.core import generation_request, sampling_params, to_sample
+from workers.core.episode import Episode, EpisodeRunner
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.runtime import components
-from workers.runtime.context import JobContext, load_context
+from workers.runtime.context import HostMissing, JobContext, JobSetupError, load_context
+from workers.runtime.inflight import DrainGate, EpisodeVersions
 from workers.runtime.shutdown import ShutdownWatch
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
 from workers.stream import PromptQueue, SampleStream
@@ -45,6 +59,8 @@ log = logging.getLogger(__name__)
 POLL_S = 0.02  # how often the feed polls Redis (prompts, weight version) while the engine is busy
 IDLE_BLOCK_MS = 200  # blocking read while the engine has nothing to do
 PUBLISH_BATCH = 32  # finished samples streamed in one round trip at most
+REWARD_EVENT_EVERY_S = 10.0  # reward_error events of one instance: at most one per this many seconds
+REWARD_TIME_EVERY_S = 1.0  # scoring time goes to the job's generator stats this often, and when the engine runs dry
 
 
 @dataclass
@@ -76,28 +92,44 @@ class InstanceRunner:
         # finished samples not yet streamed (their prompts stay unacknowledged until then, so a crash loses nothing:
         # the entries are reclaimed and generated again); streamed when the engine runs dry, PUBLISH_BATCH are
         # waiting, or the oldest has waited POLL_S
-        self.outbox: list[tuple[Sample, str]] = []
+        self.outbox: list[tuple[_InFlight, GenerationResult | None, Episode | None]] = []
         self._outbox_since = 0.0
         self.sampling = sampling_params(self.spec.generation)
         self.engine: Any = None
         self.reward: Any = None
+        self.episodes: EpisodeRunner | None = None  # spec.environment: each request is a multi-turn episode
+        self.live: dict[str, Episode] = {}  # episodes between their first and last turn
+        self.turns: deque[GenerationRequest] = deque()  # next turns of live episodes, admitted before new prompts
+        self.episode_versions = EpisodeVersions()
+        self.gate: DrainGate | None = None  # async without in-flight updates: new weights wait for the batch to drain
+        self.reward_tally = RewardTally(self.redis, ctx.job_id)
+        self._error_reported_at = 0.0  # monotonic time of this instance's newest reward_error event
+        self._errors_unreported = 0
+        self._reward_seconds, self._reward_seconds_at = 0.0, 0.0  # scoring time not yet added; when last added
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
     def run(self) -> str:
         heartbeat = Heartbeat(self._beat, name=f"heartbeat-{self.instance_id}").start()
         try:
-            with self.spans.span("loading_weights"):
-                self.engine = components.make_engine(self.spec, self.ctx.model_dir)
-                self._load_latest()
-            components.profile_ptl_once(self.ctx, self.engine)
-            self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.running)
-            self.reward = components.make_reward(self.ctx)
+            self.reward = components.make_reward(self.ctx)  # first: a reward this host cannot run fails in a moment
             try:
+                if self.spec.environment is not None:  # one environment (one jailed process) for every episode
+                    self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
+                with self.spans.span("loading_weights"):
+                    self.engine = components.make_engine(self.spec, self.ctx.model_dir)
+                    self.gate = DrainGate(self.spec.mode == "async" and not (
+                        self.spec.generation.partial_rollouts and self.engine.records_versions),
+                        self.engine, self.transport)
+                    self._load_latest()
+                components.profile_ptl_once(self.ctx, self.engine)
+                self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.running)
                 for result in self.engine.generate_stream(self._feed()):
                     self._emit(result)
-                self._flush()
+                self._flush(final=True)
             finally:
                 self.reward.close()
+                if self.episodes is not None:
+                    self.episodes.env.close()
         finally:
             heartbeat.stop()
             self.transport.close()
@@ -132,15 +164,21 @@ class InstanceRunner:
             self.transport.load_into(self.engine, latest)
             self.spans.add("loading_weights", start, time.time())
             self.redis.hincrbyfloat(keys.generator_stats(self.ctx.job_id), "loading_seconds", time.time() - start)
+        if self.gate is not None:
+            self.gate.loaded()
 
     # -- the feed the engine pulls from -------------------------------------------------------------------------------
     def _feed(self) -> Iterator[GenerationRequest | None]:
         while not self.stop.is_set():
             if self.outbox and time.monotonic() - self._outbox_since >= POLL_S:
                 self._flush()  # the engine asks between decode steps: finished samples wait at most POLL_S
+            if self.turns:  # a live episode's next turn: on the weights its episode started with (or newer)
+                yield self.turns.popleft()
+                continue
             if not self.local:
                 self._refill()
-            if not self.local:
+            if not self.local or (self.gate is not None and self.gate.closed(self.local[0][1].min_version,
+                                                                              bool(self.in_flight))):
                 yield None  # nothing to admit now; the engine keeps decoding what it has
                 continue
             entry_id, request = self.local.popleft()
@@ -150,14 +188,23 @@ class InstanceRunner:
                 self.queue.ack([entry_id])  # re-sent (driver resync) while we still generate it: one sample comes
                 continue
             now = time.monotonic()
-            if request.min_version > self.engine.version or now - self._version_checked >= POLL_S:
+            if (request.min_version > self.engine.version or now - self._version_checked >= POLL_S
+                    or (self.gate is not None and self.gate.pending)):
                 self._version_checked = now  # newer weights are looked for at most every POLL_S, or when required
                 with self.spans.span("loading_weights"):
                     self._load_latest(at_least=request.min_version)
             if not self.in_flight:
                 self._busy_since = time.time()
             self.in_flight[request.sample_id] = _InFlight(entry_id, request, self.engine.version)
-            yield generation_request(request, self.sampling)
+            if self.episodes is None:
+                yield generation_request(request, self.sampling)
+                continue
+            episode, first = self.episodes.start(request)  # env.reset: the opening conversation
+            if first is None:  # the environment failed at reset: the episode is its error
+                self._finish(self.in_flight.pop(request.sample_id), episode=episode)
+                continue
+            self.live[request.sample_id] = episode
+            yield first
 
     def _refill(self) -> None:
         now = time.monotonic()
@@ -180,14 +227,24 @@ class InstanceRunner:
 
     # -- results ------------------------------------------------------------------------------------------------------
     def _emit(self, result: GenerationResult) -> None:
-        flight = self.in_flight.pop(result.request_id)
-        request = flight.request
-        outcome = self.reward.score(request.prompt_text, result.text, request.meta)
-        sample = to_sample(request, result, outcome, job_id=self.ctx.job_id, version=flight.version,
-                           instance_id=self.instance_id)
+        if self.episodes is not None:
+            episode = self.live[result.request_id]
+            self.episode_versions.turn(result.request_id, len(episode.response_ids), result.version_marks)
+            following = self.episodes.advance(episode, result)  # env.step, synchronously between decode steps
+            if following is not None:
+                self.turns.append(following)
+                return
+            del self.live[result.request_id]
+            self._finish(self.in_flight.pop(result.request_id), episode=episode)
+            return
+        self._finish(self.in_flight.pop(result.request_id), result=result)
+
+    def _finish(self, flight: _InFlight, *, result: GenerationResult | None = None,
+                episode: Episode | None = None) -> None:
+        """A finished request (one completion, or a whole episode) goes to the outbox; `_flush` makes its sample."""
         if not self.outbox:
             self._outbox_since = time.monotonic()
-        self.outbox.append((sample, flight.entry_id))
+        self.outbox.append((flight, result, episode))
         if (not self.in_flight or len(self.outbox) >= PUBLISH_BATCH
                 or time.monotonic() - self._outbox_since >= POLL_S):
             self._flush()
@@ -195,12 +252,62 @@ class InstanceRunner:
             self.spans.add("generating", self._busy_since, time.time())
             self._busy_since = None
 
-    def _flush(self) -> None:
-        """Stream the finished samples and acknowledge their prompts: one atomic Redis round trip for the batch."""
+    def _flush(self, *, final: bool = False) -> None:
+        """Stream the finished samples and acknowledge their prompts: one atomic Redis round trip for the batch; then
+        the reward tally (at once after an error, else at most once a second)."""
         if self.outbox:
-            self.samples.publish_finished(self.queue, self.outbox)
-            self.produced += len(self.outbox)
+            samples = self._samples(self.outbox)
+            self.samples.publish_finished(self.queue, samples)
+            self.produced += len(samples)
             self.outbox = []
+        self.reward_tally.flush(force=final)
+        now = time.monotonic()
+        due = final or not self.in_flight or now - self._reward_seconds_at >= REWARD_TIME_EVERY_S
+        if self._reward_seconds and due:
+            self.redis.hincrbyfloat(keys.generator_stats(self.ctx.job_id), "reward_seconds", self._reward_seconds)
+            self._reward_seconds, self._reward_seconds_at = 0.0, now
+
+    def _samples(self, finished: list[tuple[_InFlight, GenerationResult | None, Episode | None]]) -> list[
+            tuple[Sample, str]]:
+        """The outbox's samples with their prompt entries: completions scored in one `score_many` batch, episodes
+        carrying their environment's reward; each reward error is tallied and reported."""
+        completions = [(flight.request, result) for flight, result, _ in finished if result is not None]
+        start = time.monotonic()
+        outcomes = iter(self.reward.score_many([(r.prompt_text, res.text, r.meta) for r, res in completions])
+                        if completions else [])
+        self._reward_seconds += time.monotonic() - start
+        out: list[tuple[Sample, str]] = []
+        for flight, result, episode in finished:
+            if episode is not None:
+                assert self.episodes is not None
+                sample = self.episode_versions.stamp(flight.request.sample_id, self.episodes.to_sample(
+                    episode, job_id=self.ctx.job_id, version=flight.version, instance_id=self.instance_id))
+            else:
+                assert result is not None
+                sample = to_sample(flight.request, result, next(outcomes), job_id=self.ctx.job_id,
+                                   version=flight.version, instance_id=self.instance_id)
+            self.reward_tally.add(sample.reward_error)
+            if sample.reward_error:
+                self._report_reward_error(sample.reward_error)
+            out.append((sample, flight.entry_id))
+        return out
+
+    def _tokenizer(self) -> Any:
+        return AutoTokenizer.from_pretrained(str(self.ctx.model_dir))
+
+    def _report_reward_error(self, error: str) -> None:
+        """A reward_error event as errors happen: the first at once, then at most one per REWARD_EVENT_EVERY_S with
+        the count since the last."""
+        self._errors_unreported += 1
+        now = time.monotonic()
+        if now - self._error_reported_at < REWARD_EVENT_EVERY_S and self._error_reported_at:
+            return
+        count = self._errors_unreported
+        more = f" ({count} reward errors on this instance since its last report)" if count > 1 else ""
+        self.ctx.reporter.record_event(self.ctx.job_id, "reward_error",
+                                       f"reward failed on {self.instance_id}: {error}{more}",
+                                       data={"instance_id": self.instance_id, "errors": count})
+        self._error_reported_at, self._errors_unreported = now, 0
 
 
 def run_instance(job_id: int, instance_id: str, reporter: Reporter, client: redis.Redis, artifacts: Path,
@@ -213,6 +320,15 @@ def run_instance(job_id: int, instance_id: str, reporter: Reporter, client: redi
         return f"job {job_id} has ended"
     try:
         return InstanceRunner(ctx, instance_id).run()
+    except JobSetupError as err:  # the job's (or this host's) fault, said once in the job's events: no traceback
+        log.warning("instance %s of job %s: %s", instance_id, job_id, err)
+        if not isinstance(err, HostMissing):
+            reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead, error=str(err))
+            return f"instance {instance_id} of job {job_id} failed: {err}"
+        reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead)
+        reporter.set_job_status(job_id, JobStatus.failed, error=str(err))  # the one event line (the first instance)
+        client.set(keys.job_done(job_id), "failed", ex=86400)
+        return f"job {job_id} failed: {err}"
     except Exception as err:  # recorded on the instance row: the controller detects instances that keep failing
         log.exception("instance %s of job %s failed", instance_id, job_id)
         reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead, error=f"{type(err).__name__}: {err}")

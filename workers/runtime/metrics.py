@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from contract import version_marks
 from contract.sample import Sample
 
 
@@ -31,9 +32,55 @@ def sample_metrics(samples: Sequence[Sample], train_version: int) -> dict[str, f
         "reward_std": float(rewards.std()),
         "staleness_mean": float(np.mean(staleness)),
         "reward_errors": float(sum(1 for s in samples if s.reward_error)),
+        "truncated_fraction": sum(1 for s in samples if s.truncated) / len(samples),
+        "reward_flat_groups": flat_group_fraction(samples),
     }
-    out.update(length_metrics([len(s.response_ids) for s in samples]))
+    out.update(length_metrics([len(s.response_ids) for s in samples]))  # an episode's length: all its tokens
+    out.update(turn_metrics(samples))
+    out.update(token_staleness(samples, train_version))
     return out
+
+
+def token_staleness(samples: Sequence[Sample], train_version: int) -> dict[str, float]:
+    """In-flight weight updates: staleness (train_version - the version that sampled it) averaged over the trained
+    tokens, its maximum, and the share of samples whose tokens span more than one version. `staleness_mean` counts a
+    sample at its oldest version; this counts each token at its own."""
+    total = weighted = 0
+    oldest = 0
+    for sample in samples:
+        versions = version_marks.token_versions(sample.version_marks, len(sample.response_ids), sample.policy_version)
+        mask = sample.loss_mask or [1] * len(versions)
+        for version, trained in zip(versions, mask, strict=True):
+            if trained:
+                total += 1
+                weighted += train_version - version
+                oldest = max(oldest, train_version - version)
+    return {"token_staleness_mean": weighted / max(total, 1), "token_staleness_max": float(oldest),
+            "multi_version_fraction": sum(1 for s in samples if s.version_marks) / len(samples)}
+
+
+def turn_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """Multi-turn episodes: turns per episode (mean, p90, max), the share of their tokens the policy generated
+    (trained) and the share of episodes the environment failed; {} for single-turn samples."""
+    episodes = [s for s in samples if s.loss_mask is not None]
+    if not episodes:
+        return {}
+    turns = np.asarray([s.turns for s in episodes], dtype=float)
+    tokens = sum(len(s.response_ids) for s in episodes)
+    return {"turns_mean": float(turns.mean()), "turns_p90": float(np.percentile(turns, 90)),
+            "turns_max": float(turns.max()),
+            "policy_token_fraction": sum(s.trained_tokens for s in episodes) / max(tokens, 1),
+            "episode_errors": float(sum(1 for s in episodes if s.episode_end == "error"))}
+
+
+def flat_group_fraction(samples: Sequence[Sample]) -> float:
+    """Share of the groups whose samples all got the same reward: such a group has zero advantage under GRPO (no
+    learning signal). A group of one sample counts as flat."""
+    groups: dict[str, list[float]] = {}
+    for sample in samples:
+        groups.setdefault(sample.group_id, []).append(sample.reward)
+    flat = sum(1 for rewards in groups.values() if max(rewards) - min(rewards) <= 1e-9)
+    return flat / len(groups)
 
 
 def rates(samples: Sequence[Sample], iteration_seconds: float) -> dict[str, float]:

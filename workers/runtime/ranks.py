@@ -34,6 +34,7 @@ from contract.states import TERMINAL_JOB_STATUSES
 from workers.addresses import advertised_host
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError, load_context
+from workers.training.defaults import choose_training_defaults
 from workers.training.faults import RanksLost
 from workers.training.trainer import Trainer
 
@@ -145,7 +146,8 @@ def run_rank(
             json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "node": node, "epoch": epoch}),
             ex=86400,
         )
-        trainer = DistributedTrainer(ctx.model_dir, ctx.spec, device, group, **record["trainer"])
+        spec = choose_training_defaults(ctx.spec, ctx.model_dir, device)[0]  # what rank 0 chose (device-type rules)
+        trainer = DistributedTrainer(ctx.model_dir, spec, device, group, **record["trainer"])
         steps = serve(trainer, alive, each=flag_shutdown)
     except (RanksLost, dist.DistError) as err:
         log.warning("job %s rank %s stopped: %s", job_id, rank, err)

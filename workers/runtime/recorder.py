@@ -16,6 +16,7 @@ from typing import Any
 from contract.reporter import Reporter
 from contract.sample import Sample
 from contract.spec import TelemetrySpec
+from workers.core.episode import episode_record
 from workers.runtime import metrics
 from workers.runtime.telemetry import SpanRecorder
 
@@ -30,6 +31,7 @@ class IterationRecorder:
         self.reward_errors_seen: set[str] = set()  # first message of each kind goes to the events
         self.spans = SpanRecorder(job_id, lane, reporter)
         self.seconds: dict[str, float] = {}
+        self.values: dict[str, float] = {}  # figures of this iteration for its row (weight_sync_bytes)
         self.started = time.time()
 
     @contextmanager
@@ -48,6 +50,7 @@ class IterationRecorder:
         """Iteration `it` (0-based) is trained: assemble its row, record it (1-based) and start the next clock."""
         now = time.time()
         row: dict[str, Any] = {ROW_KEY[name]: seconds for name, seconds in self.seconds.items()}
+        row.update(self.values)
         row.update(extra)
         row["iteration_seconds"] = now - self.started
         row.update(metrics.sample_metrics(samples, train_version=it))
@@ -57,12 +60,15 @@ class IterationRecorder:
         if row.get("weight_sync_seconds") is not None:
             row["weight_sync_fraction"] = row["weight_sync_seconds"] / max(row["iteration_seconds"], 1e-9)
         row["lengths"] = [len(s.response_ids) for s in samples[: self.telemetry.lengths_per_iteration]]
+        row["lengths_truncated"] = [int(s.truncated) for s in samples[: self.telemetry.lengths_per_iteration]]
+        if any(s.loss_mask is not None for s in samples):  # episodes: turns beside each length (long-tail views)
+            row["turns"] = [s.turns for s in samples[: self.telemetry.lengths_per_iteration]]
         row = metrics.finite(row)
         kept = [sample_row(s, it) for s in samples[: self.telemetry.samples_per_iteration]]
         self.reporter.record_iteration(self.job_id, it + 1, row, kept)
         self.report_reward_errors(it, samples)
         self.spans.flush()  # the trainer lane reaches the live timeline every iteration, like the instances' lanes
-        self.seconds, self.started = {}, now
+        self.seconds, self.values, self.started = {}, {}, now
         return row
 
 
@@ -88,4 +94,5 @@ def sample_row(sample: Sample, iteration: int) -> dict[str, Any]:
     return {"iteration": iteration + 1, "sample_id": sample.sample_id, "prompt": sample.prompt_text,
             "response": sample.response_text, "reward": float(sample.reward), "length": len(sample.response_ids),
             "policy_version": sample.policy_version, "instance_id": sample.instance_id,
-            "reward_components": dict(sample.reward_components) or None, "reward_error": sample.reward_error}
+            "reward_components": dict(sample.reward_components) or None, "reward_error": sample.reward_error,
+            "truncated": sample.truncated, "episode": episode_record(sample)}

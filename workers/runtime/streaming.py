@@ -1,4 +1,4 @@
-"""Disaggregated modes: the driver dispatches prompts to generation instances and trains on the sample stream.
+"""Disaggregated modes: `StreamSource`, the sample source fed by generation instances through the job's sample stream.
 
 sync  (dynamic-batch pipelining, on-policy): iteration i's prompts are dispatched once weights version i is
       published; a micro-step runs as soon as complete groups fill `micro_batch_size`; one optimizer step per
@@ -8,7 +8,8 @@ async (fully asynchronous pipelining, max_staleness k): iterations up to i + k a
       trainer trains iteration i; weight publication overlaps generation. Samples older than k versions are dropped
       and regenerated; the loss corrects the rest with importance ratios against the behaviour logprobs.
 
-    dispatch ahead -> for chunk in collect(it): micro_step -> optimizer_step -> publish weights -> commit
+    dispatch ahead -> micro_batches(it): complete groups as they stream in -> (driver: micro-steps, optimizer step,
+    publish weights) -> trained: acknowledge the samples used
 """
 
 from __future__ import annotations
@@ -22,23 +23,26 @@ from contract import keys
 from contract.liveness import Timeouts
 from contract.sample import PromptRequest, Sample
 from contract.states import LIVE_INSTANCE_STATUSES, InstanceStatus
-from workers.core import group_advantages, micro_step
+from workers.core import MicroBatcher, Scored
 from workers.dispatch.metrics import recall_top, tail_fraction
 from workers.runtime.collector import Held, SampleCollector
-from workers.runtime.context import JobContext, JobSetupError
-from workers.runtime.driver import Driver, IterationOutcome
+from workers.runtime.context import JobSetupError
 from workers.runtime.metrics import generation_window, producing_instances
+from workers.runtime.source import Host, SampleSource
 from workers.stream import SampleStream
 
 MAINTAIN_EVERY_S = 1.0
 LIVE_OR_STOPPING = LIVE_INSTANCE_STATUSES | {InstanceStatus.stopping}
 STALL_TIMEOUT_S = 900.0  # no sample for this long while instances exist: the job cannot progress
-Scored = tuple[Sample, float]
 
 
-class StreamDriver(Driver):
-    def __init__(self, ctx: JobContext, **kwargs: Any):
-        super().__init__(ctx, **kwargs)
+class StreamSource(SampleSource):
+    def __init__(self, host: Host):
+        super().__init__(host)
+        ctx = host.ctx
+        self.ctx, self.spec, self.job_id, self.reporter = ctx, ctx.spec, ctx.job_id, ctx.reporter
+        self.trainer, self.transport = host.trainer, host.transport
+        self.dispatcher, self.rec = host.dispatcher, host.rec
         self.redis = ctx.require_redis()
         # async dispatches (and tolerates samples) up to max_staleness versions ahead; sync trains on-policy only
         self.max_staleness = ctx.spec.max_staleness if ctx.spec.mode == "async" else 0
@@ -48,9 +52,10 @@ class StreamDriver(Driver):
         self.dispatched_at: dict[int, float] = {}
         self.orphans: list[PromptRequest] = []
         self.evals_pending: list[int] = []  # versions whose held-out evaluation was dispatched
+        self.held: dict[str, Held] = {}  # this iteration's samples handed to the driver, by sample id
         self.timeouts = Timeouts.from_env()
         self._last_maintain = 0.0
-        self._gen_stats_seen = {"idle_seconds": 0.0, "loading_seconds": 0.0}
+        self._gen_stats_seen = {"idle_seconds": 0.0, "loading_seconds": 0.0, "reward_seconds": 0.0}
         self._last_gen_end: float | None = None  # end of the previous iteration's generation (samples' finished_at)
 
     def start(self) -> None:
@@ -59,46 +64,36 @@ class StreamDriver(Driver):
             for instance in self.reporter.instance_states(self.job_id):
                 self.dispatcher.drain(instance)
         if self.trainer.version != self.transport.latest_version() or self.transport.serves_joiners:
-            self.publish_weights()  # resumed: instances go back (or forward) to the checkpoint's weights; p2p: the
-            # trainer holds its current version for instances that join
+            self.host.publish_weights()  # resumed: instances go back (or forward) to the checkpoint's weights; p2p:
+            # the trainer holds its current version for instances that join
         self.redis.set(keys.driver_marker(self.job_id), self.ctx.epoch)
 
     # -- one iteration ------------------------------------------------------------------------------------------------
-    def iteration(self, it: int) -> IterationOutcome:
+    def micro_batches(self, it: int) -> Iterator[list[Scored]]:
+        """Micro-batches of iteration `it`'s samples as complete groups stream in (the last one may be smaller)."""
         self.dispatch_through(it + self.max_staleness)
-        used: list[Held] = []
-        for chunk in self.collect(it):
-            with self.rec.phase("training"):
-                micro_step(self.trainer, [(h.sample, advantage) for h, advantage in chunk])
-            used.extend(h for h, _ in chunk)
-        with self.rec.phase("training"):
-            step = self.trainer.optimizer_step()
-        self.publish_weights()  # version it + 1
-        self.collector.commit(used, it)
-        samples = [h.sample for h in used]
-        self.dispatcher.observe(samples)
-        if self.eval_due(it + 1):
-            self.dispatch_eval(it + 1)
-        return IterationOutcome(samples, step, {**self.stream_metrics(it, samples), **self.finished_eval(it)})
+        self.held = {}
+        batcher = MicroBatcher(self.trainer.algorithm, self.spec.training)
+        n_groups, done_groups = self.spec.training.prompts_per_iteration, 0
+        while done_groups < n_groups:
+            start = time.time()
+            self.collector.poll(block_ms=100, min_version=self.trainer.version)
+            for group in self.collector.pop_complete(it):
+                self.held.update((h.sample.sample_id, h) for h in group)
+                batcher.add_group([h.sample for h in group])
+                done_groups += 1
+            if not batcher.full and done_groups < n_groups:
+                self.rec.add("waiting", start, time.time())
+            self.maintain(it)
+            yield from batcher.take(final=done_groups == n_groups)
 
-    def collect(self, it: int) -> Iterator[list[tuple[Held, float]]]:
-        """Micro-batches of iteration `it`'s samples as complete groups stream in (the last one may be smaller);
-        advantages are computed per complete group."""
-        mbs, n_groups, done_groups = self.spec.training.micro_batch_size, self.spec.training.prompts_per_iteration, 0
-        buffer: list[tuple[Held, float]] = []
-        while done_groups < n_groups or buffer:
-            if done_groups < n_groups:
-                start = time.time()
-                self.collector.poll(block_ms=0 if len(buffer) >= mbs else 100, min_version=self.trainer.version)
-                for group in self.collector.pop_complete(it):
-                    buffer.extend(zip(group, group_advantages(self.trainer, [h.sample for h in group]), strict=True))
-                    done_groups += 1
-                if len(buffer) < mbs and done_groups < n_groups:
-                    self.rec.add("waiting", start, time.time())
-                self.maintain(it)
-            while len(buffer) >= mbs or (done_groups == n_groups and buffer):
-                chunk, buffer = buffer[:mbs], buffer[mbs:]
-                yield chunk
+    def trained(self, it: int, samples: list[Sample], publish_seconds: float) -> None:
+        self.collector.commit([self.held[s.sample_id] for s in samples], it)
+
+    def metrics(self, it: int, samples: list[Sample]) -> dict[str, Any]:
+        if self.host.eval_due(it + 1):
+            self.dispatch_eval(it + 1)
+        return {**self.stream_metrics(it, samples), **self.finished_eval(it)}
 
     # -- dispatch and upkeep ------------------------------------------------------------------------------------------
     def dispatch_through(self, last: int) -> None:
@@ -110,7 +105,7 @@ class StreamDriver(Driver):
             self.next_dispatch += 1
 
     def dispatch_eval(self, version: int) -> None:
-        self.dispatcher.send(self.eval_requests(version), self.wait_for_instances())
+        self.dispatcher.send(self.host.eval_requests(version), self.wait_for_instances())
         self.evals_pending.append(version)
 
     def live_instances(self) -> list[str]:
@@ -128,7 +123,7 @@ class StreamDriver(Driver):
             if time.time() > deadline:
                 raise JobSetupError(f"no generation instance came up within {self.timeouts.instance_start_s:.0f}s; "
                                     "start one with `streamrl worker --pool generation`")
-            self.check_runnable()
+            self.host.check_runnable()
             with self.rec.phase("waiting"):
                 time.sleep(0.5)
 
@@ -138,7 +133,7 @@ class StreamDriver(Driver):
         if now - self._last_maintain < MAINTAIN_EVERY_S:
             return
         self._last_maintain = now
-        self.check_runnable()
+        self.host.check_runnable()
         if not self.redis.exists(keys.driver_marker(self.job_id)):
             self.resync(it)
         states = self.reporter.instance_states(self.job_id)
@@ -167,7 +162,7 @@ class StreamDriver(Driver):
         """Redis restarted without its data: prompt streams, the latest-weights key and in-flight samples are gone.
         Publish the current weights again and re-send every request of the dispatched iterations not held here."""
         self.redis.set(keys.driver_marker(self.job_id), self.ctx.epoch)
-        self.publish_weights()
+        self.host.publish_weights()
         resend: list[PromptRequest] = []
         for j in range(it, self.next_dispatch):
             held = self.collector.have_ids(j) | self.collector.taken
@@ -175,7 +170,7 @@ class StreamDriver(Driver):
                        if r.sample_id not in held]
         for version in self.evals_pending:
             held = set(self.collector.evals.get(version, {}))
-            resend += [r for r in self.eval_requests(version) if r.sample_id not in held]
+            resend += [r for r in self.host.eval_requests(version) if r.sample_id not in held]
         live = self.wait_for_instances()
         self.dispatcher.touched.clear()
         self.dispatcher.send(resend, live)
@@ -190,10 +185,10 @@ class StreamDriver(Driver):
         while self.evals_pending:
             version = self.evals_pending[0]
             got = self.collector.evals.get(version, {})
-            if len(got) >= len(self.eval_rows):
+            if len(got) >= len(self.host.eval_rows):
                 self.evals_pending.pop(0)
                 value = statistics.fmean(s.reward for s in self.collector.evals.pop(version).values())
-                self.eval_curve.append((version, value))
+                self.host.eval_curve.append((version, value))
                 return {"eval_reward": value, "eval_version": float(version)}
             if not last:
                 return {}
@@ -217,10 +212,11 @@ class StreamDriver(Driver):
         raw: Any = self.redis.hgetall(keys.generator_stats(self.job_id))
         now = {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in (raw or {}).items()}
         delta = {}
-        for name in ("idle_seconds", "loading_seconds"):
+        for name in ("idle_seconds", "loading_seconds", "reward_seconds"):
             total = now.get(name, 0.0)
             delta[name], self._gen_stats_seen[name] = total - self._gen_stats_seen[name], total
-        return {"generator_idle_seconds": delta["idle_seconds"], "weight_load_seconds": delta["loading_seconds"]}
+        return {"generator_idle_seconds": delta["idle_seconds"], "weight_load_seconds": delta["loading_seconds"],
+                "reward_seconds": delta["reward_seconds"]}
 
     def recall(self, it: int, samples: list[Sample]) -> dict[str, float]:
         by_group: dict[str, list[int]] = {}

@@ -2,7 +2,9 @@
 
 Layout: every sequence is [prompt, response] right-padded to L (B, L). Response token t of row b sits at
 position p = prompt_len_b + t and is predicted by the logits at p - 1; `gather_positions` (B, T) holds those p - 1,
-so every per-token tensor the losses see is response-aligned (B, T), left-aligned, padded with mask 0.
+so every per-token tensor the losses see is response-aligned (B, T), left-aligned, padded with mask 0. A multi-turn
+episode's environment tokens (its `loss_mask` 0) are in the sequence as context but have mask 0 like padding: every
+loss, entropy, KL and token count skips them.
 
 A forward pass costs (B x L) padded tokens, so `token_budget_batches` cuts a batch into length-sorted micro-batches
 whose padded size stays within a token budget, choosing the cuts that pad least. (Packing several
@@ -13,6 +15,7 @@ length; sorted budget batches remove most padding without that.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +36,7 @@ class TokenBatch:
     attention_mask: Tensor  # (B, L) 1 on real tokens
     gather_positions: Tensor  # (B, T) position of the logits predicting response token t
     response_ids: Tensor  # (B, T) response tokens, padded with 0
-    mask: Tensor  # (B, T) float, 1.0 on real response tokens
+    mask: Tensor  # (B, T) float, 1.0 on the response tokens the loss trains (a sample's loss_mask), 0.0 elsewhere
     behaviour_logprobs: Tensor  # (B, T)
 
     @property
@@ -46,6 +49,12 @@ class TokenBatch:
 
 def sequence_length(sample: Sample) -> int:
     return len(sample.prompt_ids) + len(sample.response_ids)
+
+
+def length_sorted_chunks(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """Indices of a whole batch, sorted by sequence length and cut into chunks of `size` (less padding per chunk)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[start : start + size] for start in range(0, len(order), size)]
 
 
 def token_budget_batches(
@@ -103,7 +112,7 @@ def collate(samples: list[Sample], pad_id: int) -> TokenBatch:
         attention_mask[row, : len(tokens)] = 1
         gather_positions[row, :n_resp] = torch.arange(n_prompt - 1, n_prompt - 1 + n_resp)
         response_ids[row, :n_resp] = torch.tensor(sample.response_ids, dtype=torch.long)
-        mask[row, :n_resp] = 1.0
+        mask[row, :n_resp] = 1.0 if sample.loss_mask is None else torch.tensor(sample.loss_mask, dtype=torch.float32)
         behaviour[row, :n_resp] = torch.tensor(sample.behaviour_logprobs, dtype=torch.float32)
     return TokenBatch(input_ids, attention_mask, gather_positions, response_ids, mask, behaviour)
 

@@ -8,21 +8,60 @@ Layout of a checkpoint directory (written to `<dir>.tmp` then renamed, so a cras
     dcp/                                                      multi-rank only: the ranks' shards of policy, value
                                                               head and AdamW state (torch.distributed.checkpoint);
                                                               trainer_state.pt then holds no optimizer state
+
+`bundle` / `load_sharded` read the `dcp/` shards into anything shaped like a trainer (`Trainable`): the single-rank
+`Trainer` (resuming a multi-rank checkpoint on one device) and `DistributedTrainer` (resharding on load) both use them.
 """
 
 from __future__ import annotations
 
 import random
 import shutil
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
+from torch import nn
 
 TRAINER_STATE = "trainer_state.pt"
 VALUE_HEAD = "value_head.safetensors"
 SHARDED_DIR = "dcp"
+
+
+class Trainable(Protocol):
+    """What sharded checkpoints are made of: the policy, the optional value head and their optimizer."""
+
+    @property
+    def model(self) -> Any: ...  # the HF policy (an nn.Module; typed Any like `trainer.load_policy`)
+
+    @property
+    def value_head(self) -> nn.Linear | None: ...
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+
+
+def bundle(trainer: Trainable) -> nn.Module:
+    """The trained modules under one root, the key space of sharded checkpoints (`policy.*`, `value_head.*`)."""
+    modules = nn.ModuleDict({"policy": trainer.model})
+    if trainer.value_head is not None:
+        modules["value_head"] = trainer.value_head
+    return modules
+
+
+def load_sharded(trainer: Trainable, path: Path) -> None:
+    """Policy, value head and AdamW state from `<path>/dcp`, resharded to this trainer's ranks (or to one process
+    without a process group)."""
+    import torch.distributed.checkpoint as dcp  # only multi-rank checkpoints load torch.distributed's DCP
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_sd, optim_sd = get_state_dict(bundle(trainer), trainer.optimizer)
+    with warnings.catch_warnings():  # one process without a process group (resume on 1 rank): what DCP expects
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path / SHARDED_DIR))
+    set_state_dict(bundle(trainer), trainer.optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
 
 
 def capture_rng() -> dict[str, Any]:

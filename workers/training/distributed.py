@@ -28,19 +28,12 @@ checkpoint resumes on N ranks (full state, sharded on load).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-import uuid
-import warnings
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from safetensors.torch import load_file, save_file
 from torch import nn
@@ -50,128 +43,24 @@ from torch.distributed.checkpoint.state_dict import (
     get_state_dict,
     set_model_state_dict,
     set_optimizer_state_dict,
-    set_state_dict,
 )
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from contract.sample import Sample
 from contract.spec import JobSpec
+from workers.models import lora
+from workers.models.weights_file import save_weights
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import Metrics
 from workers.training.batch import PolicyOutputs
+from workers.training.checkpoint import bundle, load_sharded
 from workers.training.faults import RanksLost
+from workers.training.rank_group import RankGroup, rank_timeout_s, split_shares
 from workers.training.trainer import TOKEN_WEIGHTED, Trainer, load_policy
 
 log = logging.getLogger(__name__)
-__all__ = ["DistributedTrainer", "RankGroup", "RanksLost", "load_sharded", "serve", "shard_module"]
-LOST_RANK = re.compile(r"gloo|nccl|connection|timed out|timeout|peer", re.IGNORECASE)
-WAIT_POLL_S = 30.0  # a rank waiting for its next command re-checks that its driver still runs the job this often
-# (a rank 0 that died is noticed at once: its store's connection drops)
-
-
-def rank_timeout_s() -> float:
-    """Seconds a collective (or the rendezvous) may wait for the other ranks: STREAMRL_RANK_TIMEOUT_S, default 300."""
-    return float(os.environ.get("STREAMRL_RANK_TIMEOUT_S", "300"))
-
-
-class RankGroup:
-    """The process group of one job's trainer ranks and the command channel from rank 0 to the others."""
-
-    def __init__(
-        self, store: dist.Store, rank: int, world: int, device: torch.device, timeout_s: float | None = None
-    ) -> None:
-        self.store, self.rank, self.world = store, rank, world
-        self.timeout = timedelta(seconds=timeout_s if timeout_s is not None else rank_timeout_s())
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        if device.type == "cuda":
-            torch.cuda.set_device(device.index or 0)  # one GPU per rank: a worker sees its own (CUDA_VISIBLE_DEVICES)
-        if dist.is_initialized():  # a worker process runs one trainer at a time: an earlier job's group is stale
-            dist.destroy_process_group()
-        try:
-            dist.init_process_group(
-                backend, store=dist.PrefixStore("pg", store), rank=rank, world_size=world, timeout=self.timeout
-            )
-        except Exception as err:  # a rank never joined (no free training slot, or it died starting up)
-            raise RanksLost(
-                f"trainer rank {rank}: the {world} ranks did not all join within "
-                f"{self.timeout.total_seconds():.0f}s ({type(err).__name__}: {err})"
-            ) from err
-        # a name of this group's own: DeviceMesh compares by shape and names, and a process that served an earlier
-        # (failed) group would otherwise get that group's cached mesh back, with its old coordinate
-        if rank == 0:
-            store.set("mesh", f"ranks-{uuid.uuid4().hex[:12]}")
-        name = store.get("mesh").decode()
-        self.mesh: DeviceMesh = init_device_mesh(device.type, (world,), mesh_dim_names=(name,))
-        self.seq = 0
-
-    # -- commands (rank 0 -> the others) ------------------------------------------------------------------------------
-    def send(self, op: str, shares: Sequence[Any]) -> None:
-        """Rank 0: command `op` with argument `shares[r]` for every rank r >= 1."""
-        assert self.rank == 0 and len(shares) == self.world
-        self.seq += 1
-        try:
-            for rank in range(1, self.world):
-                self.store.set(f"cmd/{self.seq}/{rank}", json.dumps({"op": op, "arg": shares[rank]}))
-        except Exception as err:
-            raise RanksLost(f"could not reach the trainer ranks' store: {err}") from err
-
-    def receive(self, alive: Callable[[], bool]) -> tuple[str, Any]:
-        """Ranks >= 1: the next command; waits as long as `alive()` (this rank's driver still runs the job)."""
-        self.seq += 1
-        key = f"cmd/{self.seq}/{self.rank}"
-        while True:
-            try:
-                self.store.wait([key], timedelta(seconds=WAIT_POLL_S))
-                break
-            except Exception as err:
-                if "timeout" not in str(err).lower():  # the store (rank 0's process) is gone
-                    raise RanksLost(f"rank {self.rank}: lost rank 0 ({err})") from err
-                if not alive():
-                    raise RanksLost(f"rank {self.rank}: its driver no longer runs the job") from err
-        payload = self.store.get(key)
-        self.store.delete_key(key)
-        command = json.loads(payload)  # JSON, not pickle: a stray peer on the port cannot run code here
-        return str(command["op"]), command["arg"]
-
-    # -- collectives ---------------------------------------------------------------------------------------------------
-    def all_reduce_sum(self, values: list[float]) -> list[float]:
-        tensor = torch.tensor(values, dtype=torch.float64)
-        if dist.get_backend() == "nccl":
-            tensor = tensor.cuda()
-        self._collective(lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM))
-        return [float(v) for v in tensor.cpu()]
-
-    def _collective(self, call: Callable[[], Any]) -> Any:
-        """Run `call` (which takes part in collectives); a failure of the transport between ranks is `RanksLost`,
-        any other error (a bug, out of memory) propagates as itself."""
-        try:
-            return call()
-        except RanksLost:
-            raise
-        except RuntimeError as err:  # gloo raises plain RuntimeErrors ("Connection closed by peer", "Timed out")
-            if isinstance(err, dist.DistError) or LOST_RANK.search(str(err)):
-                raise RanksLost(f"trainer rank {self.rank}: a collective failed ({err})") from err
-            raise
-
-    def close(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
-def split_shares(
-    samples: Sequence[Sample], advantages: Sequence[float], world: int
-) -> list[tuple[list[Sample], list[float]]]:
-    """Deal a micro-batch to `world` ranks, longest first to the rank with the fewest tokens (balanced work)."""
-    shares: list[tuple[list[Sample], list[float]]] = [([], []) for _ in range(world)]
-    load = [0] * world
-    order = sorted(range(len(samples)), key=lambda i: -(len(samples[i].prompt_ids) + len(samples[i].response_ids)))
-    for index in order:
-        rank = min(range(world), key=lambda r: (load[r], r))
-        shares[rank][0].append(samples[index])
-        shares[rank][1].append(advantages[index])
-        load[rank] += len(samples[index].prompt_ids) + len(samples[index].response_ids)
-    return shares
+__all__ = ["DistributedTrainer", "RankGroup", "RanksLost", "rank_timeout_s", "serve", "shard_module"]
 
 
 def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
@@ -186,24 +75,6 @@ def shard_module(module: nn.Module, mesh: DeviceMesh) -> None:
         if isinstance(sub, FSDPModule):
             sub.set_gradient_divide_factor(1.0)
             sub.set_force_sum_reduction_for_comms(True)  # a plain SUM (gloo has no PREMUL_SUM)
-
-
-def bundle(trainer: Trainer) -> nn.Module:
-    """The trained modules under one root, the key space of sharded checkpoints (`policy.*`, `value_head.*`)."""
-    modules = nn.ModuleDict({"policy": trainer.model})
-    if trainer.value_head is not None:
-        modules["value_head"] = trainer.value_head
-    return modules
-
-
-def load_sharded(trainer: Trainer, path: Path) -> None:
-    """Policy, value head and AdamW state from `<path>/dcp`, resharded to this trainer's ranks (or to one process
-    without a process group)."""
-    model_sd, optim_sd = get_state_dict(bundle(trainer), trainer.optimizer)
-    with warnings.catch_warnings():  # one process without a process group (resume on 1 rank): what DCP expects
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        dcp.load({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path / ckpt.SHARDED_DIR))
-    set_state_dict(bundle(trainer), trainer.optimizer, model_state_dict=model_sd, optim_state_dict=optim_sd)
 
 
 class DistributedTrainer(Trainer):
@@ -290,12 +161,16 @@ class DistributedTrainer(Trainer):
 
     # -- weights out ---------------------------------------------------------------------------------------------------
     def state_dict_for_sync(self) -> dict[str, torch.Tensor]:
-        """Rank 0: the full policy gathered from every rank's shards (HF names, CPU); other ranks: {}."""
+        """Rank 0: the full policy gathered from every rank's shards (HF names, CPU), with LoRA only the adapter
+        (peft's names); other ranks: {}."""
         self._command("gather")
+        if self.lora is not None:
+            adapter = self._gather(self.model, trainable_only=True)
+            return lora.adapter_state(self.model, adapter) if self.leads else {}
         return self._gather(self.model)
 
-    def _gather(self, module: nn.Module) -> dict[str, torch.Tensor]:
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    def _gather(self, module: nn.Module, trainable_only: bool = False) -> dict[str, torch.Tensor]:
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True, ignore_frozen_params=trainable_only)
         state: dict[str, torch.Tensor] = self.group._collective(lambda: get_model_state_dict(module, options=options))
         return state
 
@@ -307,13 +182,15 @@ class DistributedTrainer(Trainer):
         """Gather the policy (and value head) to rank 0, which writes the HF directory."""
         weights = self._gather(self.model)
         head = self._gather(self.value_head) if self.value_head is not None else {}
-        if self.leads:
+        if self.leads and self.lora is not None:
             path.mkdir(parents=True, exist_ok=True)
-            save_file(
-                {k: v.contiguous() for k, v in weights.items()},
-                str(path / "model.safetensors"),
-                metadata={"format": "pt"},
-            )
+            self._write_lora_export(path, weights)
+            self.tokenizer.save_pretrained(path)
+            if head:
+                save_file(head, str(path / ckpt.VALUE_HEAD))
+        elif self.leads:
+            path.mkdir(parents=True, exist_ok=True)
+            save_weights(weights, path / "model.safetensors")
             self.model.config.save_pretrained(path)
             if getattr(self.model, "generation_config", None) is not None:
                 self.model.generation_config.save_pretrained(path)
@@ -360,12 +237,16 @@ class DistributedTrainer(Trainer):
             return
         # a single-rank checkpoint: full weights and AdamW state (keyed by parameter index), sharded on load
         options = StateDictOptions(full_state_dict=True)
-        full: dict[str, Any] = load_policy(path, torch.device("cpu")).state_dict()
-        set_model_state_dict(self.model, full, options=options)
+        if self.lora is not None:  # the adapter under the wrapped model's names; the base weights are the model's
+            adapter: dict[str, Any] = lora.wrapped_names(lora.read_adapter(path / lora.ADAPTER_DIR))
+            set_model_state_dict(self.model, adapter, options=StateDictOptions(full_state_dict=True, strict=False))
+        else:
+            full: dict[str, Any] = load_policy(path, torch.device("cpu")).state_dict()
+            set_model_state_dict(self.model, full, options=options)
         if self.value_head is not None:
             head: dict[str, Any] = load_file(str(path / ckpt.VALUE_HEAD))
             set_model_state_dict(self.value_head, head, options=options)
-        names = [name for name, _ in bundle(self).named_parameters()]
+        names = [name for name, param in bundle(self).named_parameters() if param.requires_grad]  # the optimizer's
         saved = state["optimizer"]
         by_name: dict[str, Any] = {
             "state": {names[int(i)]: value for i, value in saved["state"].items()},

@@ -3,7 +3,8 @@
 RL needs a policy that already emits well-formed answers some of the time; a random tiny model never does. This runs
 cross-entropy on the answer tokens only (prompt tokens are context), AdamW with a linear decay, for `steps` batches
 or until `time_budget_s`, and saves a HF model directory (+ tokenizer) that the engines and the trainer load.
-Tokenisation matches generation: prompt = `tokenizer(prompt)["input_ids"]` (with <bos>), target = answer + <eos>.
+Tokenisation matches generation: prompt = `tokenizer(prompt)["input_ids"]` (with <bos>) for text, the chat template's
+rendering (workers/core/chat.py) for chat prompts; target = answer + <eos>.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from workers.core.chat import ChatEncoder
+from workers.core.prompts import render_prompt
+
 IGNORE = -100  # label id ignored by the loss
 
 
@@ -29,9 +33,9 @@ class SFTResult:
     seconds: float
 
 
-def encode_example(tokenizer: Any, prompt: str, answer: str) -> tuple[list[int], list[int]]:
-    """(prompt ids with <bos>, answer ids + <eos>) -- the same prompt ids the generation side feeds the engine."""
-    prompt_ids = list(tokenizer(prompt)["input_ids"])
+def encode_example(tokenizer: Any, prompt: str | list[dict[str, str]], answer: str) -> tuple[list[int], list[int]]:
+    """(prompt ids, answer ids + <eos>) -- the same prompt ids the generation side feeds the engine."""
+    _, prompt_ids = render_prompt(prompt, ChatEncoder(tokenizer))
     answer_ids = list(tokenizer(answer, add_special_tokens=False)["input_ids"]) + [int(tokenizer.eos_token_id)]
     return prompt_ids, answer_ids
 
@@ -79,7 +83,7 @@ def sft_warm_start(
     model: Any = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     model = model.to(device).train()
     pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
-    examples = [encode_example(tokenizer, str(row["prompt"]), str(row["answer"])) for row in rows]
+    examples = [encode_example(tokenizer, row["prompt"], str(row["answer"])) for row in rows]
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.05, 1.0 - step / steps))
     start, loss_value, step, running = time.perf_counter(), float("nan"), 0, float("inf")

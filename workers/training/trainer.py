@@ -25,9 +25,18 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from contract.sample import Sample
 from contract.spec import JobSpec
+from workers.models import lora
+from workers.models.weights_file import save_weights
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
-from workers.training.batch import PolicyOutputs, collate, policy_forward, sequence_length, token_budget_batches
+from workers.training.batch import (
+    PolicyOutputs,
+    collate,
+    length_sorted_chunks,
+    policy_forward,
+    sequence_length,
+    token_budget_batches,
+)
 
 # metrics averaged over tokens across the micro-steps of one iteration
 TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight")
@@ -58,11 +67,15 @@ class Trainer:
         self.algorithm = setup_algorithm(spec.algorithm)
         self.use_trainer_old_logprobs = use_trainer_old_logprobs
         torch.manual_seed(spec.seed)
-        self.model = load_policy(model_dir, self.device).train()
+        self.lora = spec.training.lora
+        self.model = load_policy(model_dir, self.device)
+        if self.lora is not None:  # only the adapter trains; the base model with it disabled is the KL reference
+            self.model = lora.wrap(self.model, self.lora)
+        self.model.train()
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.pad_id = self._pad_id()
         self.reference: Any = None
-        if self.algorithm.needs_reference:
+        if self.algorithm.needs_reference and self.lora is None:
             self.reference = load_policy(model_dir, self.device).eval().requires_grad_(False)
         self.value_head: nn.Linear | None = None
         if self.algorithm.uses_value_head:
@@ -93,7 +106,7 @@ class Trainer:
             advantages = self.algorithm.batch_advantages(samples)
         assert len(advantages) == len(samples), "one advantage per sample"
         budget = self.spec.training.max_tokens_per_micro_batch
-        if budget is None:
+        if not budget:  # 0 (off), or None where no driver chose one (workers/training/defaults.py)
             return self._forward_backward(samples, advantages)
         cuts = token_budget_batches([sequence_length(s) for s in samples], budget, self.spec.training.micro_batch_size)
         return merge_metrics(
@@ -105,10 +118,7 @@ class Trainer:
         temperature = self.spec.generation.temperature
         with self._autocast():
             outputs = policy_forward(self.model, batch, temperature, self.value_head)
-            ref_logprobs = None
-            if self.reference is not None:
-                with torch.no_grad():
-                    ref_logprobs = policy_forward(self.reference, batch, temperature).logprobs
+            ref_logprobs = self._reference_logprobs(batch, temperature)
         inputs = LossInputs(
             logprobs=outputs.logprobs,
             behaviour_logprobs=batch.behaviour_logprobs,
@@ -156,28 +166,44 @@ class Trainer:
         samples (cut further by the token budget when set), then one optimizer step."""
         if advantages is None:
             advantages = self.algorithm.batch_advantages(samples)
-        if self.spec.training.max_tokens_per_micro_batch is not None:
+        if self.spec.training.max_tokens_per_micro_batch:
             self.micro_step(samples, advantages)  # cut by the token budget (and micro_batch_size rows)
             return self.optimizer_step()
-        size = self.spec.training.micro_batch_size
-        by_length = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
-        for start in range(0, len(by_length), size):
-            chunk = by_length[start : start + size]
+        for chunk in length_sorted_chunks([sequence_length(s) for s in samples], self.spec.training.micro_batch_size):
             self.micro_step([samples[i] for i in chunk], [advantages[i] for i in chunk])
         return self.optimizer_step()
 
     # -- weights out ------------------------------------------------------------------------------------------------
     def state_dict_for_sync(self) -> dict[str, torch.Tensor]:
-        """Policy weights under their HF names, detached CPU copies (safe to ship while training continues)."""
+        """What the engines need for the current version, detached CPU copies (safe to ship while training
+        continues): the policy's weights under their HF names, or with LoRA the adapter alone (peft's names)."""
+        if self.lora is not None:
+            return lora.adapter_state(self.model)
         return {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
 
     def export_weights(self, directory: str | Path) -> Path:
-        """Write the policy as a HF model directory (config + safetensors + tokenizer) for `update_weights`."""
+        """Write the policy as a HF model directory (config + safetensors + tokenizer) for `update_weights`; with
+        LoRA the merged model, and the adapter in PEFT layout under `adapter/`."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(path)
+        if self.lora is None:
+            self.model.save_pretrained(path)
+        else:
+            self._write_lora_export(path, self.model.state_dict())
         self.tokenizer.save_pretrained(path)
         return path
+
+    def _write_lora_export(self, path: Path, state: dict[str, torch.Tensor]) -> None:
+        """The merged model (HF layout) and the adapter (`adapter/`, PEFT layout) from the wrapped model's state."""
+        assert self.lora is not None
+        merged = lora.merge_state(state, self.lora)
+        save_weights(merged, path / "model.safetensors")
+        base = self.model.get_base_model()
+        base.config.save_pretrained(path)
+        if getattr(base, "generation_config", None) is not None:
+            base.generation_config.save_pretrained(path)
+        adapter = lora.adapter_state(self.model, state)
+        lora.write_adapter(path / lora.ADAPTER_DIR, adapter, lora.adapter_config_json(self.lora, adapter))
 
     # -- checkpoints ------------------------------------------------------------------------------------------------
     def save_checkpoint(self, directory: str | Path, iteration: int | None = None) -> Path:
@@ -233,21 +259,34 @@ class Trainer:
     def _load_weights(self, path: Path, state: dict[str, Any]) -> None:
         """Policy, value head and optimizer state of a checkpoint (a multi-rank one: from its DCP shards)."""
         if (path / ckpt.SHARDED_DIR).is_dir():
-            from workers.training.distributed import load_sharded
-
-            load_sharded(self, path)
+            ckpt.load_sharded(self, path)
             return
-        self.model.load_state_dict(load_policy(path, torch.device("cpu")).state_dict())
+        if self.lora is not None:
+            lora.load_adapter(self.model, lora.read_adapter(path / lora.ADAPTER_DIR))
+        else:
+            self.model.load_state_dict(load_policy(path, torch.device("cpu")).state_dict())
         if self.value_head is not None:
             self.value_head.load_state_dict(load_file(str(path / ckpt.VALUE_HEAD)))
         self.optimizer.load_state_dict(state["optimizer"])
 
     # -- internals --------------------------------------------------------------------------------------------------
     def parameters(self) -> list[nn.Parameter]:
-        params = list(self.model.parameters())
+        """What the optimizer holds: every weight, or with LoRA only the adapter (plus the value head)."""
+        params = [param for param in self.model.parameters() if param.requires_grad]
         if self.value_head is not None:
             params += list(self.value_head.parameters())
         return params
+
+    def _reference_logprobs(self, batch: Any, temperature: float) -> torch.Tensor | None:
+        """Logprobs under the frozen reference (kl_coef > 0): its own copy, or with LoRA the base model itself,
+        the adapter disabled for this forward (no second copy of the weights)."""
+        if not self.algorithm.needs_reference:
+            return None
+        with torch.no_grad():
+            if self.lora is None:
+                return policy_forward(self.reference, batch, temperature).logprobs
+            with self.model.disable_adapter():
+                return policy_forward(self.model, batch, temperature).logprobs
 
     def _make_value_head(self, model_dir: Path) -> nn.Linear:
         head = nn.Linear(self.model.config.hidden_size, 1).to(self.device)
@@ -265,7 +304,7 @@ class Trainer:
 
     def _autocast(self) -> torch.autocast:
         """bf16 autocast of the forward passes when `training.bf16_autocast` (weights, grads and AdamW stay fp32)."""
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.spec.training.bf16_autocast)
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bool(self.spec.training.bf16_autocast))
 
     def _reset_accumulation(self) -> None:
         self._tokens = 0

@@ -9,8 +9,9 @@
   p2p           the trainer sends each version to every instance over its own two-rank process group (p2p/)
   auto          p2p for every instance that can reach the trainer; an instance that cannot follows the shared store,
                 which the trainer then also writes
-Colocated jobs (one process) and train-local (no Redis) always use the shared store. The runtime calls only
-`WeightTransport` methods; the trainer's end is built without `instance_id`, an instance's with it.
+Colocated jobs (one process) and train-local (no Redis) always use the shared store. A LoRA job (`training.lora`)
+ships only its adapter, through either transport. The runtime calls only `WeightTransport` methods; the trainer's
+end is built without `instance_id`, an instance's with it.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ def setup_weight_sync(
     """The job's transport: the trainer's end (`instance_id` None) or that generation instance's end."""
     choice = spec.training.weight_sync
     if choice == "shared_store" or client is None or spec.mode == "colocated":
-        return SharedStoreTransport(root, client, job_id, template_dir=template_dir)
+        return SharedStoreTransport(root, client, job_id, template_dir=template_dir, lora_spec=spec.training.lora)
     if instance_id is None:
         store = (
-            SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir)
+            SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir,
+                                 lora_spec=spec.training.lora)
             if choice == "auto"
             else None
         )

@@ -1,9 +1,10 @@
 """Shared-store weight transport: versioned directories of HF safetensors on a filesystem every worker can reach.
 
 Layout: `<root>/v000007/` holds `model.safetensors` plus the base model's config/tokenizer files, so each version is
-a loadable HF model directory (engines take `update_weights(version, path(version))`). Publication is atomic: files
-are written to a temp directory in `root`, then renamed; a Redis key holds the latest version and a pub/sub channel
-announces each new one. Old versions beyond `keep` are pruned (never the latest).
+a loadable HF model directory (engines take `update_weights(version, path(version))`); a LoRA job's versions hold
+the adapter alone in PEFT layout (`adapter_model.safetensors` + `adapter_config.json`; workers/models/lora.py).
+Publication is atomic: files are written to a temp directory in `root`, then renamed; a Redis key holds the latest
+version and a pub/sub channel announces each new one. Old versions beyond `keep` are pruned (never the latest).
 """
 
 from __future__ import annotations
@@ -16,38 +17,32 @@ from pathlib import Path
 
 import redis
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from contract import keys
+from contract.spec import LoraSpec
 from workers.generation.engine import GenerationEngine
+from workers.models import lora
+from workers.models.weights_file import save_weights, storable
 from workers.weightsync.base import WeightTransport
 
 WEIGHTS_FILE = "model.safetensors"
 _TEMPLATE_SUFFIXES = (".json", ".txt", ".model")
 
 
-def _detached(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Contiguous CPU tensors with no shared storage (tied embeddings would make save_file refuse)."""
-    seen: set[int] = set()
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in state_dict.items():
-        t = tensor.detach().to("cpu").contiguous()
-        ptr = t.untyped_storage().data_ptr()
-        out[name] = t.clone() if ptr in seen else t
-        seen.add(ptr)
-    return out
-
-
 class SharedStoreTransport(WeightTransport):
     def __init__(self, root: str | Path, client: redis.Redis | None, job_id: int,
-                 template_dir: str | Path | None = None, keep: int = 4, follow_disk: bool = False):
-        """`client` None: one process publishes and loads (train-local), the latest version is kept in memory;
+                 template_dir: str | Path | None = None, keep: int = 4, follow_disk: bool = False,
+                 lora_spec: LoraSpec | None = None):
+        """`lora_spec`: the job trains a LoRA adapter (published state dicts are adapters); `client` None: one process
+        publishes and loads (train-local), the latest version is kept in memory;
         `follow_disk`: the latest version is the newest complete directory (a reader without the Redis key: an
         instance of an `auto` p2p job that cannot reach the trainer)."""
         super().__init__()
         self._latest, self.follow_disk = 0, follow_disk
         self.root, self.client, self.job_id, self.keep = Path(root), client, job_id, keep
         self.template_dir = Path(template_dir) if template_dir else None
+        self.lora_spec = lora_spec
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, version: int) -> Path:
@@ -57,7 +52,11 @@ class SharedStoreTransport(WeightTransport):
         with self._timed("publish", version):
             tmp = self.root / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
             tmp.mkdir()
-            save_file(_detached(state_dict), str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+            if self.lora_spec is not None and lora.is_adapter(state_dict):
+                adapter = storable(state_dict)
+                lora.write_adapter(tmp, adapter, lora.adapter_config_json(self.lora_spec, adapter))
+            else:
+                save_weights(state_dict, tmp / WEIGHTS_FILE)
             self._copy_template(tmp)
             self._install(tmp, version)
         return self.timings.last_seconds
@@ -131,5 +130,6 @@ class SharedStoreTransport(WeightTransport):
     def fetch(self, version: int) -> dict[str, torch.Tensor]:
         with self._timed("fetch", version):
             self.wait_for(version)
-            state = load_file(str(self.path(version) / WEIGHTS_FILE))
+            adapter = self.path(version) / lora.ADAPTER_WEIGHTS
+            state = load_file(str(adapter if adapter.exists() else self.path(version) / WEIGHTS_FILE))
         return state

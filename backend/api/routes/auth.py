@@ -33,7 +33,9 @@ router = APIRouter(prefix="/auth", tags=["auth"])
 def _throttle(settings: Settings) -> sessions.Throttle:
     return sessions.Throttle(
         window_s=settings.login_window_s,
-        per_account=settings.login_max_failures_per_account,
+        free_failures=settings.login_free_failures,
+        max_delay_s=settings.login_max_delay_s,
+        base_delay_s=settings.login_base_delay_s,
         per_address=settings.login_max_failures_per_address,
     )
 
@@ -68,21 +70,21 @@ def _session_only(auth: AuthDep, action: str) -> None:
 
 @router.post("/register", status_code=status.HTTP_201_CREATED, responses=errors(403, 409))
 def register(body: RegisterRequest, session: SessionDep, settings: SettingsDep) -> RegisterResponse:
-    """Create a user owning a new team (unless the operator turned registration off). Passwords need 10+
-    characters, 5+ distinct ones, not a common password and not the email's name."""
+    """Create a user owning a new team (unless the operator turned registration off), then log in. Passwords need
+    10+ characters, 5+ distinct ones, not a common password and not the email's name. The answer is the same
+    whether or not the email already had an account (which is then left as it was): it never says which."""
     if not settings.allow_registration:
         raise Forbidden("registration is disabled on this server: ask a team admin to add you")
-    user, team = team_service.register(
-        session=session, email=body.email, password=body.password, team_name=body.team_name
-    )
+    team_service.register_public(session=session, email=body.email, password=body.password, team_name=body.team_name)
     session.commit()
-    return RegisterResponse(user=UserPublic.model_validate(user), team=team_public(team, role=None))
+    return RegisterResponse(email=body.email.strip().lower(), team_name=body.team_name)
 
 
 @router.post("/login", responses=errors(401, 403, 429))
 def login(body: LoginRequest, request: Request, session: SessionDep, settings: SettingsDep) -> SessionResponse:
-    """Password login; the token carries the chosen team (default: the first). Repeated failures per account or
-    per client address answer 429 with Retry-After."""
+    """Password login; the token carries the chosen team (default: the first). After failures from an address, its
+    next attempts on that account wait longer each time, and many failures from one address stop it for a while:
+    429 with Retry-After. An address that has not failed is never refused."""
     throttle, address = _throttle(settings), _client_address(request)
     throttle.check(session, email=body.email, address=address)
     try:
@@ -91,7 +93,7 @@ def login(body: LoginRequest, request: Request, session: SessionDep, settings: S
         throttle.record_failure(session, email=body.email, address=address)
         session.commit()
         raise
-    throttle.clear_account(session, email=body.email)
+    throttle.clear(session, email=body.email, address=address)
     answer = _session_response(session, settings, user, body.team_id)
     session.commit()
     return answer

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from sqlalchemy import select
 
@@ -11,7 +13,14 @@ from backend.api.openapi import AUTHENTICATED, errors
 from backend.db.models import Checkpoint, Iteration, JobEvent
 from backend.schemas.jobs import IterationPublic
 from backend.services.errors import NotFound, not_found
-from backend.services.exports import checkpoint_dir, events_jsonl, metrics_csv, tar_stream
+from backend.services.exports import (
+    CheckpointForm,
+    checkpoint_dir,
+    events_jsonl,
+    export_root,
+    metrics_csv,
+    tar_stream,
+)
 from backend.services.jobs import get_job
 
 router = APIRouter(prefix="/jobs/{job_id}/export", tags=["exports"], responses=errors(*AUTHENTICATED))
@@ -61,9 +70,13 @@ def events_export(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> Plai
     responses={200: {"content": {"application/x-tar": {}}, "description": "the checkpoint's HF directory"}},
 )
 def checkpoint_export(
-    job_id: IdPath, iteration: IdPath, auth: ViewerAuth, session: SessionDep, settings: SettingsDep
+    job_id: IdPath, iteration: IdPath, auth: ViewerAuth, session: SessionDep, settings: SettingsDep,
+    form: Annotated[CheckpointForm, Query(description="checkpoint: the whole directory (resumable); merged: the "
+                                          "model alone in HF layout (a LoRA job's merged with its adapter); "
+                                          "adapter: a LoRA job's adapter alone (PEFT layout)")] = "checkpoint",
 ) -> StreamingResponse:
-    """The checkpoint saved at `iteration` as an uncompressed tar of its HF directory, streamed."""
+    """The checkpoint saved at `iteration` as an uncompressed tar of its HF directory (or of the `form` asked),
+    streamed."""
     job = get_job(session=session, team=auth.team, job_id=job_id)
     row = session.scalar(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.iteration == iteration))
     if row is None:
@@ -71,7 +84,12 @@ def checkpoint_export(
     directory = checkpoint_dir(row.path, settings.artifacts)
     if directory is None:
         raise NotFound(f"checkpoint of iteration {iteration}: its files ({row.path}) are not on this server")
-    name = f"job-{job.id}-iter-{iteration}"
+    chosen = export_root(directory, form)
+    if chosen is None:
+        raise NotFound(f"checkpoint of iteration {iteration} holds no LoRA adapter: job {job.id} trained every "
+                       "weight (export form 'merged' or 'checkpoint')")
+    root, members = chosen
+    name = f"job-{job.id}-iter-{iteration}" + ("" if form == "checkpoint" else f"-{form}")
     return StreamingResponse(
-        tar_stream(directory, name), media_type="application/x-tar", headers=_attachment(f"{name}.tar")
+        tar_stream(root, name, members), media_type="application/x-tar", headers=_attachment(f"{name}.tar")
     )

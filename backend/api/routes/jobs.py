@@ -1,4 +1,4 @@
-"""Jobs of the current team: submit, list, get and the user actions (cancel, pause, resume, scale)."""
+"""Jobs of the current team: submit, list, get, the user actions (cancel, pause, resume, scale) and tags/notes."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from sqlalchemy.orm import Session
 
-from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, ViewerAuth
+from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, TagQuery, TextQuery, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import job_public, job_row_public
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
 from backend.schemas.common import MAX_OFFSET
-from backend.schemas.jobs import JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
+from backend.schemas.jobs import JobAnnotate, JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
+from backend.services import job_notes, json_pages
 from backend.services import jobs as job_service
-from backend.services import json_pages
 from backend.services.live import publish_live, wake_controller
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=errors(*AUTHENTICATED))
@@ -53,11 +53,15 @@ def list_jobs(
     session: SessionDep,
     status: JobStatus | None = None,
     name: Annotated[str | None, Query(min_length=1, max_length=200, description="substring of the job name")] = None,
+    tag: TagQuery = None,
+    q: TextQuery = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Response:
-    """The team's jobs, newest first, filtered by status and/or name."""
-    page = json_pages.jobs_page(session=session, team=auth.team, status=status, name=name, limit=limit, offset=offset)
+    """The team's jobs, newest first, filtered by status, name, tag and/or text in the name, tags or notes."""
+    page = json_pages.jobs_page(
+        session=session, team=auth.team, status=status, name=name, tag=tag, q=q, limit=limit, offset=offset
+    )
     return Response(page, media_type="application/json")
 
 
@@ -65,6 +69,15 @@ def list_jobs(
 def get_job(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> JobPublic:
     """One job with its progress and latest metrics."""
     return job_row_public(*job_service.get_job_row(session=session, team=auth.team, job_id=job_id))
+
+
+@router.patch("/{job_id}")
+def annotate_job(
+    job_id: IdPath, body: JobAnnotate, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep
+) -> JobPublic:
+    """Edit the job's tags (replace, or add/remove) and notes (member), in any status."""
+    return _act(job_id, auth, session, redis,
+                lambda job: job_notes.annotate_job(session=session, job=job, change=body))
 
 
 def _act(

@@ -1,36 +1,97 @@
-"""Registered models of the current team."""
+"""Registered models of the current team: from a server directory, an uploaded archive or the Hugging Face Hub."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+import shutil
+from pathlib import Path
+from typing import Annotated
 
-from backend.api.deps import MemberAuth, SessionDep, SettingsDep, ViewerAuth
+from fastapi import APIRouter, Form, Request, UploadFile, status
+
+from backend.api.deps import AdminAuth, IdPath, MemberAuth, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import page_of
-from backend.schemas.assets import ModelCreate, ModelPublic
+from backend.schemas.assets import MODEL_NAME, HubTokenPublic, HubTokenUpdate, ModelCreate, ModelPublic
 from backend.schemas.common import Page
+from backend.services import model_hub
 from backend.services import models as model_service
+from backend.services.datasets import read_upload
+from backend.services.errors import not_found
 
 router = APIRouter(prefix="/models", tags=["models"], responses=errors(*AUTHENTICATED))
 
 
 @router.get("")
 def list_models(auth: ViewerAuth, session: SessionDep) -> Page[ModelPublic]:
-    """Models the team's jobs may load."""
+    """Models the team's jobs may load, with their state and card."""
     return page_of(ModelPublic, model_service.list_models(session=session, team=auth.team))
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
-def register_model(body: ModelCreate, auth: MemberAuth, session: SessionDep, settings: SettingsDep) -> ModelPublic:
-    """Register a model directory under the artifact dir or an allow-listed root (member)."""
+def register_model(
+    body: ModelCreate, request: Request, auth: MemberAuth, session: SessionDep, settings: SettingsDep
+) -> ModelPublic:
+    """Register a server directory (validated now: `ready`) or a Hub id + revision (`downloading`, then `ready` or
+    `failed`; poll GET /models/{id}) (member)."""
+    if body.hub_id is not None:
+        model = model_service.register_hub(session=session, team=auth.team, user=auth.user, name=body.name,
+                                           hub_id=body.hub_id, revision=body.revision, artifact_dir=settings.artifacts)
+        session.commit()
+        model_hub.start_download(request.app.state.session_factory, model.id, settings)
+        return ModelPublic.model_validate(model)
+    assert body.path is not None
     model = model_service.register_model(
-        session=session,
-        team=auth.team,
-        user=auth.user,
-        name=body.name,
-        path=body.path,
-        artifact_dir=settings.artifacts,
-        allowed_roots=settings.allowed_model_roots,
+        session=session, team=auth.team, user=auth.user, name=body.name, path=body.path,
+        artifact_dir=settings.artifacts, allowed_roots=settings.allowed_model_roots,
     )
     session.commit()
     return ModelPublic.model_validate(model)
+
+
+@router.post("/upload", status_code=status.HTTP_201_CREATED, responses=errors(409, 413))
+def upload_model(
+    request: Request,
+    file: UploadFile,
+    name: Annotated[str, Form(min_length=1, max_length=200, pattern=MODEL_NAME)],
+    auth: MemberAuth,
+    session: SessionDep,
+    settings: SettingsDep,
+) -> ModelPublic:
+    """Upload a model directory as .tar(.gz|.bz2|.xz) or .zip (member; links, absolute paths and `..` are refused;
+    at most STREAMRL_MAX_UPLOAD_BYTES); 422 names the problem and nothing is kept."""
+    content = read_upload(file.file, declared_bytes=int(request.headers.get("content-length") or 0),
+                          max_bytes=settings.max_upload_bytes)
+    model = model_service.register_archive(session=session, team=auth.team, user=auth.user, name=name,
+                                           content=content, artifact_dir=settings.artifacts,
+                                           max_bytes=4 * settings.max_upload_bytes)
+    try:
+        session.commit()
+    except BaseException:
+        shutil.rmtree(Path(model.path), ignore_errors=True)  # no files without their row
+        raise
+    return ModelPublic.model_validate(model)
+
+
+@router.get("/{model_id}")
+def get_model(model_id: IdPath, auth: ViewerAuth, session: SessionDep) -> ModelPublic:
+    """One model: state (downloading with progress, ready with its card, failed with the reason)."""
+    model = model_service.get_model(session=session, team=auth.team, model_id=model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    return ModelPublic.model_validate(model)
+
+
+@router.put("/hub-token", responses=errors(403))
+def set_hub_token(body: HubTokenUpdate, auth: AdminAuth, session: SessionDep, settings: SettingsDep) -> HubTokenPublic:
+    """Set (or with null, forget) the team's Hugging Face token for gated/private models (admin). It is stored
+    encrypted and never returned."""
+    token_set = model_service.set_hub_token(session=session, team_id=auth.team.id, token=body.token,
+                                            secret_key=settings.secret_key)
+    session.commit()
+    return HubTokenPublic(token_set=token_set)
+
+
+@router.get("/hub-token/status")
+def hub_token_status(auth: ViewerAuth, session: SessionDep) -> HubTokenPublic:
+    """Whether the team has a Hub token (the token itself is never returned)."""
+    return HubTokenPublic(token_set=model_service.hub_token_set(session=session, team_id=auth.team.id))

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
-import yaml
 from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from backend.api.deps import IdPath, SessionDep, ViewerAuth
+from backend.api.deps import IdPath, OptionalRedisDep, SessionDep, TagQuery, TextQuery, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import job_row_public
 from backend.db.enums import JobStatus
 from backend.db.models import Iteration, Job
 from backend.schemas.dashboard import JobHealth, RunPublic, RunsPublic
 from backend.services import jobs as job_service
+from backend.services.driver_liveness import DriverBeats, read_driver_beats
 from backend.services.health import jobs_health
+from backend.services.spec_yaml import spec_yaml
 
 router = APIRouter(tags=["dashboard"], responses=errors(*AUTHENTICATED))
 
@@ -46,18 +47,22 @@ def _duration(job: Job, now: datetime) -> float | None:
 def list_runs(
     auth: ViewerAuth,
     session: SessionDep,
+    redis: OptionalRedisDep,
     status: JobStatus | None = None,
     name: Annotated[str | None, Query(max_length=200, description="substring of the job name")] = None,
+    tag: TagQuery = None,
+    q: TextQuery = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> RunsPublic:
-    """The team's jobs with health, duration and eval reward: the whole runs table in one request."""
+    """The team's jobs with health, duration and eval reward: the whole runs table in one request; filtered like
+    `GET /jobs` (status, name, tag, text in the name, tags or notes)."""
     listing, total = job_service.list_jobs(
-        session=session, team=auth.team, status=status, name=name, limit=limit, offset=offset
+        session=session, team=auth.team, status=status, name=name, tag=tag, q=q, limit=limit, offset=offset
     )
     jobs = [row[0] for row in listing]
     now = datetime.now(UTC)
-    health = jobs_health(session=session, jobs=jobs, now=now)
+    health = jobs_health(session=session, jobs=jobs, now=now, beats=_beats(redis, jobs))
     evals = _eval_rewards(session, [job.id for job in jobs]) if jobs else {}
     rows = [
         RunPublic(
@@ -69,15 +74,16 @@ def list_runs(
 
 
 @router.get("/jobs/{job_id}/health")
-def job_health(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> JobHealth:
-    """What the job is doing, from instance rows, iteration times and metrics, events and its error."""
+def job_health(job_id: IdPath, auth: ViewerAuth, session: SessionDep, redis: OptionalRedisDep) -> JobHealth:
+    """What the job is doing, from instance rows, iteration times and metrics, events, its error and its driver's
+    heartbeat."""
     job = job_service.get_job(session=session, team=auth.team, job_id=job_id)
-    return jobs_health(session=session, jobs=[job])[job.id]
+    return jobs_health(session=session, jobs=[job], beats=_beats(redis, [job]))[job.id]
 
 
-def spec_yaml(spec: dict[str, Any]) -> str:
-    """The spec as YAML that `streamrl jobs submit FILE` accepts unchanged."""
-    return yaml.safe_dump(spec, sort_keys=False, allow_unicode=True)
+def _beats(redis: OptionalRedisDep, jobs: list[Job]) -> DriverBeats | None:
+    """The running jobs' driver heartbeats (one Redis round trip)."""
+    return read_driver_beats(redis, [job.id for job in jobs if job.status == JobStatus.running])
 
 
 @router.get(

@@ -1,13 +1,17 @@
 """All ORM models; importing this package registers every table on `Base.metadata`."""
 
+from backend.db.models.alerts import AlertDelivery, AlertRule
 from backend.db.models.assets import Dataset, Model
 from backend.db.models.fleet import GenerationInstance, Worker
 from backend.db.models.jobs import Checkpoint, Iteration, Job, JobEvent
 from backend.db.models.security import LoginFailure, RevokedSession
 from backend.db.models.telemetry import JobSample, TimelineSpan
 from backend.db.models.tenancy import ApiKey, Membership, Team, User
+from backend.db.models.trackers import TrackerCredential, TrackerRun
 
 __all__ = [
+    "AlertDelivery",
+    "AlertRule",
     "ApiKey",
     "Checkpoint",
     "Dataset",
@@ -22,6 +26,8 @@ __all__ = [
     "RevokedSession",
     "Team",
     "TimelineSpan",
+    "TrackerCredential",
+    "TrackerRun",
     "User",
     "Worker",
 ]

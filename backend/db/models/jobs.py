@@ -31,6 +31,10 @@ class Job(Base):
     driver_epoch: Mapped[int] = mapped_column(default=0, server_default="0")
     driver_failures: Mapped[int] = mapped_column(default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
+    # the team's own labels and free text: sorted unique tags of TAG_PATTERN (no quotes, so the stored JSON text
+    # holds `"tag"` exactly when the list does: services.job_notes filters on it in any dialect)
+    tags: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
+    notes: Mapped[str] = mapped_column(Text, default="", server_default="")
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
+from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from backend.db.base import Base, created_at_column
@@ -30,6 +30,9 @@ class JobSample(Base):
     instance_id: Mapped[str] = mapped_column(String(200), default="")
     reward_components: Mapped[dict[str, Any] | None]  # composite / dict rewards: name -> value
     reward_error: Mapped[str | None] = mapped_column(Text)  # why the reward failed for this sample
+    truncated: Mapped[bool] = mapped_column(default=False, server_default=false())  # cut by max_tokens
+    # a multi-turn episode: turns, conversation, loss-mask segments (workers/core/episode.py `episode_record`)
+    episode: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = created_at_column()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String, UniqueConstraint, false
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from backend.db.base import Base, created_at_column, enum_column
@@ -18,6 +18,7 @@ class Team(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     max_concurrent_jobs: Mapped[int] = mapped_column(default=2)
     max_generation_instances: Mapped[int] = mapped_column(default=8)
+    hub_token_sealed: Mapped[str | None] = mapped_column(Text)  # the team's Hugging Face token, encrypted (secret_box)
     created_at: Mapped[datetime] = created_at_column()
 
 
@@ -48,7 +49,8 @@ class Membership(Base):
 
 
 class ApiKey(Base):
-    """`srl_<prefix>_<secret>`: the prefix is public and indexed, only a hash of the secret is stored."""
+    """`tml-<prefix>_<secret>` (older keys: `srl_...`): the prefix is public and indexed, only a hash of the secret
+    is stored."""
 
     __tablename__ = "api_keys"
 

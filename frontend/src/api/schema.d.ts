@@ -4,6 +4,98 @@
  */
 
 export interface paths {
+    "/api/v1/alerts/rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Rules
+         * @description The team's notification rules (secrets are never shown: `secret_set` says whether one is stored).
+         */
+        get: operations["list_rules_api_v1_alerts_rules_get"];
+        put?: never;
+        /**
+         * Create Rule
+         * @description Create a rule (admin); a webhook rule's answer holds its signing secret, shown this once.
+         */
+        post: operations["create_rule_api_v1_alerts_rules_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/alerts/rules/{rule_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Rule
+         * @description One rule of the team.
+         */
+        get: operations["get_rule_api_v1_alerts_rules__rule_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete Rule
+         * @description Delete a rule (admin) and its delivery log.
+         */
+        delete: operations["delete_rule_api_v1_alerts_rules__rule_id__delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Update Rule
+         * @description Change a rule (admin): name, events, url, recipients, enabled, or a new webhook secret.
+         */
+        patch: operations["update_rule_api_v1_alerts_rules__rule_id__patch"];
+        trace?: never;
+    };
+    "/api/v1/alerts/rules/{rule_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Deliveries
+         * @description The rule's delivery log, newest first: state, attempts, each attempt's status code or error.
+         */
+        get: operations["list_deliveries_api_v1_alerts_rules__rule_id__deliveries_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/alerts/rules/{rule_id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Test Rule
+         * @description Queue a `test` delivery of the rule (admin); the controller sends it within seconds: watch the log.
+         */
+        post: operations["test_rule_api_v1_alerts_rules__rule_id__test_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/login": {
         parameters: {
             query?: never;
@@ -15,8 +107,9 @@ export interface paths {
         put?: never;
         /**
          * Login
-         * @description Password login; the token carries the chosen team (default: the first). Repeated failures per account or
-         *     per client address answer 429 with Retry-After.
+         * @description Password login; the token carries the chosen team (default: the first). After failures from an address, its
+         *     next attempts on that account wait longer each time, and many failures from one address stop it for a while:
+         *     429 with Retry-After. An address that has not failed is never refused.
          */
         post: operations["login_api_v1_auth_login_post"];
         delete?: never;
@@ -96,8 +189,9 @@ export interface paths {
         put?: never;
         /**
          * Register
-         * @description Create a user owning a new team (unless the operator turned registration off). Passwords need 10+
-         *     characters, 5+ distinct ones, not a common password and not the email's name.
+         * @description Create a user owning a new team (unless the operator turned registration off), then log in. Passwords need
+         *     10+ characters, 5+ distinct ones, not a common password and not the email's name. The answer is the same
+         *     whether or not the email already had an account (which is then left as it was): it never says which.
          */
         post: operations["register_api_v1_auth_register_post"];
         delete?: never;
@@ -126,6 +220,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Cluster
+         * @description Workers (slots, device sets, the tasks holding them, CPU/memory/GPU samples), pools with queue depths, and the
+         *     team's pending instances with the reason they wait; another team's tasks are shown without id or name.
+         */
+        get: operations["get_cluster_api_v1_cluster_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/datasets": {
         parameters: {
             query?: never;
@@ -141,9 +256,32 @@ export interface paths {
         put?: never;
         /**
          * Upload Dataset
-         * @description Upload a JSONL file (one JSON object with a non-empty `prompt` per line); 422 names the first bad line.
+         * @description Upload a JSONL, Parquet or CSV file of prompt rows (`prompt` text or chat messages, or OpenAI `messages`;
+         *     other columns reach the reward); 422 names the first bad row and column, and nothing is stored.
          */
         post: operations["upload_dataset_api_v1_datasets_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/datasets/hub": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register Hub Dataset
+         * @description Register one split of a Hub dataset (id + revision + split): `downloading`, then `ready` with its rows
+         *     (validated like an upload) or `failed` with the reason (the file, row and column of a bad row; the splits found
+         *     when the split has no files); poll GET /datasets/{id} (member).
+         */
+        post: operations["register_hub_dataset_api_v1_datasets_hub_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -170,6 +308,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/datasets/{dataset_id}/preview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Preview Dataset
+         * @description The first rows as `model` sees them (chat rows rendered with its chat template) and the histogram of every
+         *     row's prompt length in its tokens.
+         */
+        get: operations["preview_dataset_api_v1_datasets__dataset_id__preview_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/datasets/{dataset_id}/rows": {
         parameters: {
             query?: never;
@@ -184,6 +343,29 @@ export interface paths {
         get: operations["dataset_rows_api_v1_datasets__dataset_id__rows_get"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/graders/run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run Grader On Sample
+         * @description Score `sample.output_text` against `item` with `grader`: the score, multi's sub-scores, pass/fail where a
+         *     pass_threshold is declared, and the per-sample error if any. An invalid spec is a 422 at `body.grader` (a model
+         *     the team cannot use: at its field). Specs with `model` or `judge` graders run on the generation pool (503 when
+         *     no generation worker is registered, 504 when none answered in time); the rest run here.
+         */
+        post: operations["run_grader_on_sample_api_v1_graders_run_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -219,7 +401,7 @@ export interface paths {
         };
         /**
          * List Jobs
-         * @description The team's jobs, newest first, filtered by status and/or name.
+         * @description The team's jobs, newest first, filtered by status, name, tag and/or text in the name, tags or notes.
          */
         get: operations["list_jobs_api_v1_jobs_get"];
         put?: never;
@@ -251,7 +433,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Annotate Job
+         * @description Edit the job's tags (replace, or add/remove) and notes (member), in any status.
+         */
+        patch: operations["annotate_job_api_v1_jobs__job_id__patch"];
         trace?: never;
     };
     "/api/v1/jobs/{job_id}/cancel": {
@@ -323,7 +509,8 @@ export interface paths {
         };
         /**
          * Checkpoint Export
-         * @description The checkpoint saved at `iteration` as an uncompressed tar of its HF directory, streamed.
+         * @description The checkpoint saved at `iteration` as an uncompressed tar of its HF directory (or of the `form` asked),
+         *     streamed.
          */
         get: operations["checkpoint_export_api_v1_jobs__job_id__export_checkpoints__iteration__tar_get"];
         put?: never;
@@ -403,7 +590,8 @@ export interface paths {
         };
         /**
          * Job Health
-         * @description What the job is doing, from instance rows, iteration times and metrics, events and its error.
+         * @description What the job is doing, from instance rows, iteration times and metrics, events, its error and its driver's
+         *     heartbeat.
          */
         get: operations["job_health_api_v1_jobs__job_id__health_get"];
         put?: never;
@@ -574,6 +762,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/jobs/{job_id}/trackers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job Trackers
+         * @description The job's tracker runs: run id, iterations sent, and whether the tracker is down (metrics buffered).
+         */
+        get: operations["job_trackers_api_v1_jobs__job_id__trackers_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/keys": {
         parameters: {
             query?: never;
@@ -627,15 +835,98 @@ export interface paths {
         };
         /**
          * List Models
-         * @description Models the team's jobs may load.
+         * @description Models the team's jobs may load, with their state and card.
          */
         get: operations["list_models_api_v1_models_get"];
         put?: never;
         /**
          * Register Model
-         * @description Register a model directory under the artifact dir or an allow-listed root (member).
+         * @description Register a server directory (validated now: `ready`) or a Hub id + revision (`downloading`, then `ready` or
+         *     `failed`; poll GET /models/{id}) (member).
          */
         post: operations["register_model_api_v1_models_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/models/hub-token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Hub Token
+         * @description Set (or with null, forget) the team's Hugging Face token for gated/private models (admin). It is stored
+         *     encrypted and never returned.
+         */
+        put: operations["set_hub_token_api_v1_models_hub_token_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/models/hub-token/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Hub Token Status
+         * @description Whether the team has a Hub token (the token itself is never returned).
+         */
+        get: operations["hub_token_status_api_v1_models_hub_token_status_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/models/upload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload Model
+         * @description Upload a model directory as .tar(.gz|.bz2|.xz) or .zip (member; links, absolute paths and `..` are refused;
+         *     at most STREAMRL_MAX_UPLOAD_BYTES); 422 names the problem and nothing is kept.
+         */
+        post: operations["upload_model_api_v1_models_upload_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/models/{model_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Model
+         * @description One model: state (downloading with progress, ready with its card, failed with the reason).
+         */
+        get: operations["get_model_api_v1_models__model_id__get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -735,9 +1026,51 @@ export interface paths {
         };
         /**
          * List Runs
-         * @description The team's jobs with health, duration and eval reward: the whole runs table in one request.
+         * @description The team's jobs with health, duration and eval reward: the whole runs table in one request; filtered like
+         *     `GET /jobs` (status, name, tag, text in the name, tags or notes).
          */
         get: operations["list_runs_api_v1_runs_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/samples/by-prompt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Samples By Prompt
+         * @description One prompt's samples in these jobs, grouped by job and iteration, checkpoints marked (404 for another
+         *     team's job).
+         */
+        get: operations["samples_by_prompt_api_v1_samples_by_prompt_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/samples/prompts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Prompts
+         * @description Prompts these jobs have samples of, those in most runs and iterations first (404 for another team's job).
+         */
+        get: operations["list_prompts_api_v1_samples_prompts_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -834,10 +1167,222 @@ export interface paths {
         patch: operations["update_quotas_api_v1_teams_current_quotas_patch"];
         trace?: never;
     };
+    "/api/v1/trackers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Trackers
+         * @description The team's tracker connections: URLs and names shown, each secret only as set / not set.
+         */
+        get: operations["list_trackers_api_v1_trackers_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/trackers/{kind}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Tracker
+         * @description Create or change the team's connection to a tracker (admin); omitted secrets are kept, "" clears one.
+         */
+        put: operations["set_tracker_api_v1_trackers__kind__put"];
+        post?: never;
+        /**
+         * Delete Tracker
+         * @description Forget the team's connection to a tracker (admin); running jobs' runs on it stop being fed.
+         */
+        delete: operations["delete_tracker_api_v1_trackers__kind__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** AlertDeliveryPublic */
+        AlertDeliveryPublic: {
+            /** Attempts */
+            attempts: number;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Event */
+            event: string;
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /** Job Id */
+            job_id: number | null;
+            /** Last Error */
+            last_error: string | null;
+            /** Last Status Code */
+            last_status_code: number | null;
+            /** Log */
+            log: components["schemas"]["DeliveryAttempt"][];
+            /**
+             * Next Attempt At
+             * @description pending: when the next attempt is due
+             */
+            next_attempt_at: string | null;
+            /** Payload */
+            payload: {
+                [key: string]: unknown;
+            };
+            /** Rule Id */
+            rule_id: number;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "succeeded" | "failed";
+        };
+        /** AlertRuleCreate */
+        AlertRuleCreate: {
+            /**
+             * Channel
+             * @enum {string}
+             */
+            channel: "webhook" | "email";
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled?: boolean;
+            /** Events */
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[];
+            /** Name */
+            name: string;
+            /**
+             * Recipients
+             * @description email: addresses to notify
+             */
+            recipients?: string[];
+            /**
+             * Secret
+             * @description webhook HMAC key: 16-200 characters; omitted on create: one is generated and shown once
+             */
+            secret?: string | null;
+            /**
+             * Url
+             * @description webhook: where the signed POST goes
+             */
+            url?: string | null;
+        };
+        /** AlertRuleCreated */
+        AlertRuleCreated: {
+            /**
+             * Channel
+             * @enum {string}
+             */
+            channel: "webhook" | "email";
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Enabled */
+            enabled: boolean;
+            /** Events */
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[];
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Recipients */
+            recipients: string[];
+            /**
+             * Secret
+             * @description webhook: the signing secret, shown this once
+             */
+            secret: string | null;
+            /**
+             * Secret Set
+             * @description webhook: whether a signing secret is stored (it is never shown again)
+             */
+            secret_set: boolean;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Url */
+            url: string | null;
+        };
+        /** AlertRulePublic */
+        AlertRulePublic: {
+            /**
+             * Channel
+             * @enum {string}
+             */
+            channel: "webhook" | "email";
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Enabled */
+            enabled: boolean;
+            /** Events */
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[];
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
+            /** Recipients */
+            recipients: string[];
+            /**
+             * Secret Set
+             * @description webhook: whether a signing secret is stored (it is never shown again)
+             */
+            secret_set: boolean;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Url */
+            url: string | null;
+        };
+        /**
+         * AlertRuleUpdate
+         * @description Fields to change; the channel is fixed (make a new rule instead).
+         */
+        AlertRuleUpdate: {
+            /** Enabled */
+            enabled?: boolean | null;
+            /** Events */
+            events?: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[] | null;
+            /** Name */
+            name?: string | null;
+            /** Recipients */
+            recipients?: string[] | null;
+            /**
+             * Secret
+             * @description webhook: a new HMAC key
+             */
+            secret?: string | null;
+            /** Url */
+            url?: string | null;
+        };
         /** AlgorithmSpec */
         AlgorithmSpec: {
             /**
@@ -885,7 +1430,7 @@ export interface components {
              * @default grpo
              * @enum {string}
              */
-            name?: "grpo" | "ppo" | "rloo" | "reinforce_pp";
+            name?: "grpo" | "ppo" | "reinforce_pp" | "rloo";
             /**
              * Vf Coef
              * @description PPO value-loss weight
@@ -1007,6 +1552,13 @@ export interface components {
             /** Name */
             name: string;
         };
+        /** Body_upload_model_api_v1_models_upload_post */
+        Body_upload_model_api_v1_models_upload_post: {
+            /** File */
+            file: string;
+            /** Name */
+            name: string;
+        };
         /** CheckpointPublic */
         CheckpointPublic: {
             /**
@@ -1033,6 +1585,15 @@ export interface components {
              */
             keep?: number;
         };
+        /** ClusterPublic */
+        ClusterPublic: {
+            /** Pending */
+            pending: components["schemas"]["PendingInstance"][];
+            /** Pools */
+            pools: components["schemas"]["PoolPublic"][];
+            /** Workers */
+            workers: components["schemas"]["WorkerPublic"][];
+        };
         /** ClusterSpec */
         ClusterSpec: {
             /** Count */
@@ -1044,6 +1605,38 @@ export interface components {
              */
             device?: string;
         };
+        /**
+         * DatasetHubCreate
+         * @description A Hub dataset id + revision + split, downloaded and validated in the background like a Hub model.
+         */
+        DatasetHubCreate: {
+            /**
+             * Hub Id
+             * @description Hugging Face dataset id (owner/name)
+             */
+            hub_id: string;
+            /** Name */
+            name: string;
+            /**
+             * Revision
+             * @description branch, tag or commit
+             * @default main
+             */
+            revision?: string;
+            /**
+             * Split
+             * @description the split whose files are imported (train, test, ...)
+             */
+            split: string;
+        };
+        /** DatasetPreview */
+        DatasetPreview: {
+            /** Chat Template */
+            chat_template: boolean;
+            prompt_tokens: components["schemas"]["PromptLengths"];
+            /** Rows */
+            rows: components["schemas"]["PreviewRow"][];
+        };
         /** DatasetPublic */
         DatasetPublic: {
             /** Checksum */
@@ -1053,20 +1646,42 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /** Error */
+            error?: string | null;
+            /** Hub Id */
+            hub_id?: string | null;
             /** Id */
             id: number;
             /** Name */
             name: string;
+            /** Revision */
+            revision?: string | null;
             /** Row Count */
             row_count: number;
             /** Size Bytes */
             size_bytes: number;
+            /**
+             * Source
+             * @default upload
+             * @enum {string}
+             */
+            source?: "upload" | "hub";
+            /** Split */
+            split?: string | null;
+            /**
+             * State
+             * @default ready
+             * @enum {string}
+             */
+            state?: "downloading" | "ready" | "failed";
         };
         /**
          * DatasetSpec
          * @description Where prompts come from: exactly one of an uploaded dataset, a local JSONL path or a built-in task.
          *
-         *     Rows are JSON objects with at least `prompt` (str); `answer` and any other keys are passed to the reward.
+         *     Rows are JSON objects with `prompt` (text, or chat messages) or `messages` (OpenAI chat format: the prompt is the
+         *     conversation up to the final assistant turn); `answer` and any other keys are passed to the reward
+         *     (contract/prompt_rows.py). Chat prompts are rendered with the model's chat template.
          */
         DatasetSpec: {
             /**
@@ -1096,6 +1711,22 @@ export interface components {
              * @description local JSONL file (train-local only)
              */
             path?: string | null;
+            /**
+             * System Prompt
+             * @description system turn for chat prompts that have none of their own (neither a system message nor a `system` column)
+             */
+            system_prompt?: string | null;
+        };
+        /** DeliveryAttempt */
+        DeliveryAttempt: {
+            /** At */
+            at: string;
+            /** Error */
+            error?: string | null;
+            /** Ms */
+            ms: number;
+            /** Status Code */
+            status_code?: number | null;
         };
         /** DevicePublic */
         DevicePublic: {
@@ -1153,6 +1784,57 @@ export interface components {
             policy?: "random" | "round_robin" | "skew_aware";
         };
         /**
+         * EnvironmentSpec
+         * @description A multi-turn environment (docs/user-guide.md#environments-and-tools): a built-in by `type`, or `python` with
+         *     `code` defining `reset(row) -> messages` and `step(messages, row) -> {"messages", "reward", "done"}` (and
+         *     optionally `TOOLS`, JSON-schema tool definitions). Each episode is one sample: the policy's turns are trained,
+         *     the environment's tokens are context only (loss mask 0).
+         */
+        EnvironmentSpec: {
+            /**
+             * Code
+             * @description type 'python': your environment's code, run in the kernel jail python rewards use
+             */
+            code?: string | null;
+            /**
+             * Max Episode Tokens
+             * @description tokens after the opening prompt (policy and environment together) per episode at most
+             * @default 512
+             */
+            max_episode_tokens?: number;
+            /**
+             * Max Turns
+             * @description policy turns per episode at most
+             * @default 4
+             */
+            max_turns?: number;
+            /**
+             * Memory Mb
+             * @description address-space limit of the jailed process (python)
+             * @default 256
+             */
+            memory_mb?: number;
+            /**
+             * Params
+             * @description parameters of a built-in environment
+             */
+            params?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Step Timeout S
+             * @description wall-clock limit of one reset() or step() call of user code; past it the episode fails and the jailed process is restarted
+             * @default 2
+             */
+            step_timeout_s?: number;
+            /**
+             * Type
+             * @description built-in environment, or 'python' for your own `code`
+             * @enum {string}
+             */
+            type: "calculator" | "guess_number" | "python";
+        };
+        /**
          * ErrorBody
          * @description Every 4xx/5xx answer: `detail` is a message, or for 422 a list of issues naming the field (`loc`).
          */
@@ -1183,6 +1865,18 @@ export interface components {
              * @default 3
              */
             max_restarts?: number;
+            /**
+             * Reward Error Rate
+             * @description the job fails when at least this share of the rewards finished within reward_error_window_s failed (8 rewards at least)
+             * @default 0.5
+             */
+            reward_error_rate?: number;
+            /**
+             * Reward Error Window S
+             * @description the window of reward_error_rate
+             * @default 30
+             */
+            reward_error_window_s?: number;
         };
         /** GenerationSpec */
         GenerationSpec: {
@@ -1209,6 +1903,12 @@ export interface components {
              */
             max_tokens?: number;
             /**
+             * Partial Rollouts
+             * @description async mode: in-flight weight updates. true: an instance loads a new weights version between decode steps without dropping its batch; unfinished sequences continue on the new weights (keeping their KV cache), each token records the version that sampled it (Sample.version_marks), the loss corrects each token against its own behaviour logprob and max_staleness bounds the oldest token. false: a new version is loaded only when no sequence is in flight (the instance stops admitting until its batch drains), so every sample has one version. Default false: measured on 2 CPU cores (bench/modes.py --partial-rollouts, long-tail task) in-flight updates gave 0.90-1.02x the samples/s of draining, no gain, so the simpler single-version samples stay the default; try true where long tails hold a large batch (GPUs). Engines that cannot record per-token versions (vllm) always drain. Sync and colocated modes are unaffected.
+             * @default false
+             */
+            partial_rollouts?: boolean;
+            /**
              * Stop
              * @description up to 64 stop strings
              */
@@ -1225,6 +1925,80 @@ export interface components {
             top_p?: number;
             /** @description vLLM engine settings (engine vllm only) */
             vllm?: components["schemas"]["VLLMSpec"];
+        };
+        /** GpuSample */
+        GpuSample: {
+            /** Index */
+            index: number;
+            /** Memory Mb */
+            memory_mb: number;
+            /** Util Percent */
+            util_percent: number;
+        };
+        /** GraderRunRequest */
+        GraderRunRequest: {
+            /** @description a reward spec as in a job's `reward` (a grader or a built-in; not python) */
+            grader: components["schemas"]["RewardSpec"];
+            /**
+             * Item
+             * @description the dataset row ({{ item.KEY }}): the meta
+             */
+            item?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Prompt
+             * @description the prompt, for built-ins that read it
+             * @default
+             */
+            prompt?: string;
+            sample: components["schemas"]["GraderSample"];
+        };
+        /** GraderRunResult */
+        GraderRunResult: {
+            /**
+             * Error
+             * @description why the sample could not be graded (e.g. the item lacks a field)
+             */
+            error: string | null;
+            /**
+             * Passed
+             * @description score >= pass_threshold, where the grader declares one
+             */
+            passed: boolean | null;
+            /**
+             * Reward
+             * @description the score (0.0 when `error` is set)
+             */
+            reward: number;
+            /**
+             * Sub Rewards
+             * @description multi: each sub-grader's score by name; a composite's parts
+             */
+            sub_rewards: {
+                [key: string]: number;
+            };
+        };
+        /** GraderSample */
+        GraderSample: {
+            /**
+             * Output Text
+             * @description the model's response ({{ sample.output_text }})
+             */
+            output_text: string;
+        };
+        /** HubTokenPublic */
+        HubTokenPublic: {
+            /** Token Set */
+            token_set: boolean;
+        };
+        /** HubTokenUpdate */
+        HubTokenUpdate: {
+            /**
+             * Token
+             * @description the team's Hugging Face token; null forgets it
+             */
+            token?: string | null;
         };
         /**
          * InstanceHealth
@@ -1257,6 +2031,32 @@ export interface components {
             metrics: {
                 [key: string]: unknown;
             };
+        };
+        /** IterationSamples */
+        IterationSamples: {
+            /** Checkpoint */
+            checkpoint: boolean;
+            /** Iteration */
+            iteration: number;
+            /** Reward Mean */
+            reward_mean: number | null;
+            /** Samples */
+            samples: components["schemas"]["SamplePublic"][];
+        };
+        /**
+         * JobAnnotate
+         * @description Edit a job's tags and notes: `tags` replaces the list, or `add_tags` / `remove_tags` change it (not both
+         *     ways at once); `notes` replaces the notes ("" clears them).
+         */
+        JobAnnotate: {
+            /** Add Tags */
+            add_tags?: string[];
+            /** Notes */
+            notes?: string | null;
+            /** Remove Tags */
+            remove_tags?: string[];
+            /** Tags */
+            tags?: string[] | null;
         };
         /** JobEventPublic */
         JobEventPublic: {
@@ -1291,13 +2091,18 @@ export interface components {
             reward_errors_total: number;
             /** Seconds Since Progress */
             seconds_since_progress: number | null;
+            /**
+             * Signals
+             * @default []
+             */
+            signals?: components["schemas"]["TrainingSignal"][];
             /** Stall After S */
             stall_after_s: number;
             /**
              * State
              * @enum {string}
              */
-            state: "queued" | "paused" | "generating" | "waiting_for_instances" | "restarting_driver" | "stalled" | "crash_looping" | "reward_errors" | "succeeded" | "failed" | "cancelled";
+            state: "queued" | "paused" | "generating" | "waiting_for_instances" | "driver_lost" | "restarting_driver" | "resuming" | "stalled" | "crash_looping" | "reward_errors" | "training_signal" | "succeeded" | "failed" | "cancelled";
             /** Summary */
             summary: string;
         };
@@ -1326,12 +2131,22 @@ export interface components {
             } | null;
             /** Name */
             name: string;
+            /** Notes */
+            notes: string;
+            /**
+             * Pending Instances
+             * @description instances asked for that no generation worker picked up yet
+             */
+            pending_instances: number;
             progress: components["schemas"]["Progress"];
             /** Ptl Profile */
             ptl_profile: {
                 [key: string]: unknown;
             } | null;
-            /** Running Instances */
+            /**
+             * Running Instances
+             * @description generation instances heart-beating now (pending and silent ones are not running)
+             */
             running_instances: number;
             /** Spec */
             spec: {
@@ -1340,6 +2155,8 @@ export interface components {
             /** Started At */
             started_at: string | null;
             status: components["schemas"]["JobStatus"];
+            /** Tags */
+            tags: string[];
             /** Target Instances */
             target_instances: number;
         };
@@ -1360,6 +2177,8 @@ export interface components {
             checkpoint?: components["schemas"]["CheckpointSpec"];
             dataset: components["schemas"]["DatasetSpec"];
             dispatch?: components["schemas"]["DispatchSpec"];
+            /** @description multi-turn episodes with an environment (tools, feedback); None: one prompt, one completion, scored by `reward` */
+            environment?: components["schemas"]["EnvironmentSpec"] | null;
             failover?: components["schemas"]["FailoverSpec"];
             generation?: components["schemas"]["GenerationSpec"];
             /**
@@ -1384,6 +2203,7 @@ export interface components {
              * @default job
              */
             name?: string;
+            /** @description a reward spec as in a job's `reward` (a grader or a built-in; not python) */
             reward?: components["schemas"]["RewardSpec"];
             /**
              * Seed
@@ -1403,6 +2223,15 @@ export interface components {
          * @enum {string}
          */
         JobStatus: "queued" | "starting" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        /** LengthBin */
+        LengthBin: {
+            /** Count */
+            count: number;
+            /** Hi */
+            hi: number;
+            /** Lo */
+            lo: number;
+        };
         /** LengthSpec */
         LengthSpec: {
             /**
@@ -1451,6 +2280,36 @@ export interface components {
             /** Team Id */
             team_id?: number | null;
         };
+        /**
+         * LoraSpec
+         * @description Train a low-rank adapter (peft LoRA) instead of every weight: only the adapter is trained, checkpointed and
+         *     sent to the generation instances; the KL reference is the base model (the adapter disabled).
+         */
+        LoraSpec: {
+            /**
+             * Alpha
+             * @description scaling: the update is (alpha / rank) * B @ A
+             * @default 32
+             */
+            alpha?: number;
+            /**
+             * Dropout
+             * @description dropout on the adapter's input while training
+             * @default 0
+             */
+            dropout?: number;
+            /**
+             * Rank
+             * @description rank r of each adapter's A (r x in) and B (out x r) matrices
+             * @default 16
+             */
+            rank?: number;
+            /**
+             * Target Modules
+             * @description names (or name suffixes) of the linear layers to adapt, e.g. ["q_proj", "v_proj"]; None: every linear layer except the output head
+             */
+            target_modules?: string[] | null;
+        };
         /** MeResponse */
         MeResponse: {
             /** Auth */
@@ -1490,26 +2349,97 @@ export interface components {
         MemberUpdate: {
             role: components["schemas"]["Role"];
         };
-        /** ModelCreate */
+        /** ModelCard */
+        ModelCard: {
+            /** Architecture */
+            architecture: string;
+            /** Chat Template */
+            chat_template: boolean;
+            /** Context Length */
+            context_length?: number | null;
+            /** Disk Bytes */
+            disk_bytes: number;
+            /** Dtype */
+            dtype?: string | null;
+            /** Model Type */
+            model_type: string;
+            /** Parameters */
+            parameters?: number | null;
+            /** Vocab Size */
+            vocab_size: number;
+        };
+        /**
+         * ModelCreate
+         * @description Exactly one source: `path` (a directory the server allows) or `hub_id` (+ `revision`, downloaded once).
+         */
         ModelCreate: {
+            /**
+             * Hub Id
+             * @description Hugging Face model id (owner/name)
+             */
+            hub_id?: string | null;
             /** Name */
             name: string;
-            /** Path */
-            path: string;
+            /**
+             * Path
+             * @description model directory on the server
+             */
+            path?: string | null;
+            /**
+             * Revision
+             * @description branch, tag or commit (hub_id only)
+             * @default main
+             */
+            revision?: string;
         };
         /** ModelPublic */
         ModelPublic: {
+            card?: components["schemas"]["ModelCard"] | null;
             /**
              * Created At
              * Format: date-time
              */
             created_at: string;
+            /** Error */
+            error?: string | null;
+            /** Hub Id */
+            hub_id?: string | null;
             /** Id */
             id: number;
             /** Name */
             name: string;
             /** Path */
             path: string;
+            /** Progress */
+            progress?: {
+                [key: string]: number;
+            } | null;
+            /** Revision */
+            revision?: string | null;
+            /**
+             * Source
+             * @enum {string}
+             */
+            source: "directory" | "archive" | "hub";
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "downloading" | "ready" | "failed";
+        };
+        /** Page[AlertDeliveryPublic] */
+        Page_AlertDeliveryPublic_: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["AlertDeliveryPublic"][];
+        };
+        /** Page[AlertRulePublic] */
+        Page_AlertRulePublic_: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["AlertRulePublic"][];
         };
         /** Page[ApiKeyPublic] */
         Page_ApiKeyPublic_: {
@@ -1574,6 +2504,20 @@ export interface components {
             /** Data */
             data: components["schemas"]["SamplePublic"][];
         };
+        /** Page[TrackerCredentialsPublic] */
+        Page_TrackerCredentialsPublic_: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["TrackerCredentialsPublic"][];
+        };
+        /** Page[TrackerRunPublic] */
+        Page_TrackerRunPublic_: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["TrackerRunPublic"][];
+        };
         /** Page[dict[str, Any]] */
         Page_dict_str__Any__: {
             /** Count */
@@ -1593,6 +2537,19 @@ export interface components {
              */
             new_password: string;
         };
+        /** PendingInstance */
+        PendingInstance: {
+            /** Instance Id */
+            instance_id: string;
+            /** Job Id */
+            job_id: number;
+            /** Job Name */
+            job_name: string;
+            /** Reason */
+            reason: string;
+            /** Waited S */
+            waited_s: number;
+        };
         /** PlanPublic */
         PlanPublic: {
             allocation: components["schemas"]["AllocationPublic"];
@@ -1611,6 +2568,12 @@ export interface components {
             /** Plan Seconds */
             plan_seconds: number;
             predicted: components["schemas"]["PredictionPublic"];
+            recommended_allocation: components["schemas"]["AllocationPublic"];
+            /**
+             * Recommended Mode
+             * @enum {string}
+             */
+            recommended_mode: "colocated" | "sync" | "async";
             /** Timeline */
             timeline: components["schemas"]["backend__planner__schemas__SpanPublic"][];
         };
@@ -1624,7 +2587,7 @@ export interface components {
              * @default grpo
              * @enum {string}
              */
-            algorithm?: "grpo" | "ppo" | "rloo" | "reinforce_pp";
+            algorithm?: "grpo" | "ppo" | "reinforce_pp" | "rloo";
             /**
              * Alpha
              * @default 0.2
@@ -1741,6 +2704,19 @@ export interface components {
              */
             train_seconds_per_token?: number | null;
         };
+        /** PoolPublic */
+        PoolPublic: {
+            /** Busy */
+            busy: number;
+            /** Pool */
+            pool: string;
+            /** Queue Depth */
+            queue_depth: number;
+            /** Slots */
+            slots: number;
+            /** Workers */
+            workers: number;
+        };
         /** PredictionPublic */
         PredictionPublic: {
             /** Gen Bubble Fraction */
@@ -1765,12 +2741,65 @@ export interface components {
             /** Train Seconds */
             train_seconds: number;
         };
+        /** PreviewRow */
+        PreviewRow: {
+            /** Chat */
+            chat: boolean;
+            /** Meta */
+            meta: {
+                [key: string]: unknown;
+            };
+            /** Text */
+            text: string;
+            /** Tokens */
+            tokens: number;
+        };
         /** Progress */
         Progress: {
             /** Iteration */
             iteration: number;
             /** Total Iterations */
             total_iterations: number;
+        };
+        /** PromptLengths */
+        PromptLengths: {
+            /** Bins */
+            bins: components["schemas"]["LengthBin"][];
+            /** Count */
+            count: number;
+            /** Max */
+            max: number;
+            /** P50 */
+            p50: number;
+            /** P90 */
+            p90: number;
+        };
+        /** PromptSamplesPublic */
+        PromptSamplesPublic: {
+            /** Count */
+            count: number;
+            /** Prompt */
+            prompt: string;
+            /** Runs */
+            runs: components["schemas"]["RunSamples"][];
+        };
+        /** PromptSummary */
+        PromptSummary: {
+            /** Iterations */
+            iterations: number;
+            /** Prompt */
+            prompt: string;
+            /** Runs */
+            runs: number;
+            /** Samples */
+            samples: number;
+        };
+        /** PromptsPublic */
+        PromptsPublic: {
+            /** Count */
+            count: number;
+            /** Data */
+            data: components["schemas"]["PromptSummary"][];
         };
         /** Quotas */
         Quotas: {
@@ -1798,10 +2827,36 @@ export interface components {
             /** Team Name */
             team_name: string;
         };
-        /** RegisterResponse */
+        /**
+         * RegisterResponse
+         * @description The same answer whether or not the email already had an account (no account enumeration).
+         */
         RegisterResponse: {
-            team: components["schemas"]["TeamPublic"];
-            user: components["schemas"]["UserPublic"];
+            /**
+             * Detail
+             * @default registration received: log in with this email and password
+             */
+            detail?: string;
+            /** Email */
+            email: string;
+            /** Team Name */
+            team_name: string;
+        };
+        /** ResourceSample */
+        ResourceSample: {
+            /** At */
+            at: number;
+            /** Cpu Percent */
+            cpu_percent: number;
+            /**
+             * Gpus
+             * @default []
+             */
+            gpus?: components["schemas"]["GpuSample"][];
+            /** Host Memory Percent */
+            host_memory_percent: number;
+            /** Memory Mb */
+            memory_mb: number;
         };
         /**
          * RewardSpec
@@ -1823,7 +2878,7 @@ export interface components {
             };
             /**
              * Type
-             * @description built-in name, 'composite' or 'python'
+             * @description built-in name, grader (string_check, text_similarity, multi), 'composite' or 'python'
              * @default exact_match
              */
             type?: string;
@@ -1871,12 +2926,22 @@ export interface components {
             } | null;
             /** Name */
             name: string;
+            /** Notes */
+            notes: string;
+            /**
+             * Pending Instances
+             * @description instances asked for that no generation worker picked up yet
+             */
+            pending_instances: number;
             progress: components["schemas"]["Progress"];
             /** Ptl Profile */
             ptl_profile: {
                 [key: string]: unknown;
             } | null;
-            /** Running Instances */
+            /**
+             * Running Instances
+             * @description generation instances heart-beating now (pending and silent ones are not running)
+             */
             running_instances: number;
             /** Spec */
             spec: {
@@ -1885,11 +2950,26 @@ export interface components {
             /** Started At */
             started_at: string | null;
             status: components["schemas"]["JobStatus"];
+            /** Tags */
+            tags: string[];
             /** Target Instances */
             target_instances: number;
         };
+        /** RunSamples */
+        RunSamples: {
+            /** Iterations */
+            iterations: components["schemas"]["IterationSamples"][];
+            /** Job Id */
+            job_id: number;
+            /** Name */
+            name: string;
+        };
         /** SamplePublic */
         SamplePublic: {
+            /** Episode */
+            episode?: {
+                [key: string]: unknown;
+            } | null;
             /** Instance Id */
             instance_id: string;
             /** Iteration */
@@ -1912,6 +2992,11 @@ export interface components {
             reward_error?: string | null;
             /** Sample Id */
             sample_id: string;
+            /**
+             * Truncated
+             * @default false
+             */
+            truncated?: boolean;
         };
         /** SessionResponse */
         SessionResponse: {
@@ -1921,6 +3006,22 @@ export interface components {
             /** Token */
             token: string;
             user: components["schemas"]["UserPublic"];
+        };
+        /**
+         * SlotHolder
+         * @description A task running on a worker. Another team's job is shown as `other team` (no id, no name).
+         */
+        SlotHolder: {
+            /** Instance Id */
+            instance_id?: string | null;
+            /** Job Id */
+            job_id: number | null;
+            /** Job Name */
+            job_name: string | null;
+            /** Rank */
+            rank?: number | null;
+            /** Task */
+            task: string;
         };
         /** SwitchTeamRequest */
         SwitchTeamRequest: {
@@ -1938,7 +3039,7 @@ export interface components {
         };
         /**
          * TelemetrySpec
-         * @description What each iteration keeps for the dashboard besides its metrics row.
+         * @description What each iteration keeps for the dashboard besides its metrics row, and where else it is sent.
          */
         TelemetrySpec: {
             /**
@@ -1953,20 +3054,169 @@ export interface components {
              * @default 8
              */
             samples_per_iteration?: number;
+            /**
+             * Trackers
+             * @description experiment trackers: mlflow, wandb, tensorboard (each at most once)
+             */
+            trackers?: components["schemas"]["TrackerSpec"][];
         };
         /** TimelinePublic */
         TimelinePublic: {
             /** Spans */
             spans: components["schemas"]["backend__schemas__jobs__SpanPublic"][];
         };
+        /** TrackerCredentialsPublic */
+        TrackerCredentialsPublic: {
+            /** Base Url */
+            base_url?: string | null;
+            /** Entity */
+            entity?: string | null;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "mlflow" | "wandb";
+            /**
+             * Secrets
+             * @description each secret field: whether a value is stored (never the value)
+             */
+            secrets: {
+                [key: string]: boolean;
+            };
+            /** Tracking Uri */
+            tracking_uri?: string | null;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Username */
+            username?: string | null;
+        };
+        /**
+         * TrackerCredentialsUpdate
+         * @description Fields of the kind in the path; an omitted secret keeps the stored one, an empty string clears it.
+         */
+        TrackerCredentialsUpdate: {
+            /**
+             * Api Key
+             * @description wandb: API key (write-only)
+             */
+            api_key?: string | null;
+            /**
+             * Base Url
+             * @description wandb: a self-hosted server (default: the cloud)
+             */
+            base_url?: string | null;
+            /**
+             * Entity
+             * @description wandb: the entity (team or user) runs go to
+             */
+            entity?: string | null;
+            /**
+             * Password
+             * @description mlflow: basic-auth password (write-only)
+             */
+            password?: string | null;
+            /**
+             * Token
+             * @description mlflow: bearer token (write-only)
+             */
+            token?: string | null;
+            /**
+             * Tracking Uri
+             * @description mlflow: the tracking server
+             */
+            tracking_uri?: string | null;
+            /**
+             * Username
+             * @description mlflow: basic-auth user
+             */
+            username?: string | null;
+        };
+        /** TrackerRunPublic */
+        TrackerRunPublic: {
+            /**
+             * Down Since
+             * @description set while the tracker is unreachable: metrics are buffered
+             */
+            down_since: string | null;
+            /** Finished */
+            finished: boolean;
+            /** Last Error */
+            last_error: string | null;
+            /**
+             * Run Ref
+             * @description the tracker's run id (TensorBoard: the log directory)
+             */
+            run_ref: string | null;
+            /**
+             * Sent Iteration
+             * @description iterations up to this one are in the tracker
+             */
+            sent_iteration: number;
+            /** Tracker */
+            tracker: string;
+        };
+        /**
+         * TrackerSpec
+         * @description An experiment tracker the control plane mirrors the job to: each iteration's metrics, the spec as params and
+         *     (MLflow) the final checkpoint. Credentials are the team's (PUT /trackers/{type}), never in the spec.
+         */
+        TrackerSpec: {
+            /**
+             * Experiment
+             * @description mlflow: experiment name (default: streamrl)
+             */
+            experiment?: string | null;
+            /**
+             * Mode
+             * @description wandb: online (default; needs the team's API key) or offline (a run directory under the job's artifacts)
+             */
+            mode?: ("online" | "offline") | null;
+            /**
+             * Project
+             * @description wandb: project (default: streamrl)
+             */
+            project?: string | null;
+            /**
+             * Run Name
+             * @description default: the job's name
+             */
+            run_name?: string | null;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "mlflow" | "wandb" | "tensorboard";
+        };
+        /**
+         * TrainingSignal
+         * @description A check on the recorded iterations that says the job is not learning (backend/services/signals.py).
+         */
+        TrainingSignal: {
+            /**
+             * Check
+             * @enum {string}
+             */
+            check: "nan_loss" | "reward_constant" | "all_truncated" | "reward_stuck" | "kl_blowup" | "entropy_collapse";
+            /** Message */
+            message: string;
+            /**
+             * Severity
+             * @enum {string}
+             */
+            severity: "warning" | "error";
+            /** Since Iteration */
+            since_iteration: number;
+        };
         /** TrainingSpec */
         TrainingSpec: {
             /**
              * Bf16 Autocast
-             * @description run forward passes under bfloat16 autocast (weights, gradients and optimizer state stay float32)
-             * @default false
+             * @description run forward passes under bfloat16 autocast (weights, gradients and optimizer state stay float32). None: on where it is faster (a GPU with bfloat16 support), off on CPUs (recorded in the job's events)
              */
-            bf16_autocast?: boolean;
+            bf16_autocast?: boolean | null;
             /**
              * Devices
              * @default 1
@@ -1989,6 +3239,8 @@ export interface components {
              * @default 20
              */
             iterations?: number;
+            /** @description train a LoRA adapter instead of the full model; None: full fine-tuning */
+            lora?: components["schemas"]["LoraSpec"] | null;
             /**
              * Lr
              * @default 0.0001
@@ -1996,7 +3248,7 @@ export interface components {
             lr?: number;
             /**
              * Max Tokens Per Micro Batch
-             * @description padded-token budget of a forward pass: micro-batches are cut in length order so rows x longest sequence stays within it (a longer sequence runs alone); same gradient, less compute on padding. None: cut by micro_batch_size only
+             * @description padded-token budget of a forward pass: micro-batches are cut in length order so rows x longest sequence stays within it (a longer sequence runs alone); same gradient, less compute on padding. None: chosen at job start from the model's size and the device's free memory (recorded in the job's events; off where the algorithm or multi-device training cannot use it); 0: off, cut by micro_batch_size only
              */
             max_tokens_per_micro_batch?: number | null;
             /**
@@ -2080,6 +3332,29 @@ export interface components {
             /** Type */
             type: string;
         };
+        /** WorkerPublic */
+        WorkerPublic: {
+            /** Beat Age S */
+            beat_age_s: number | null;
+            /** Busy */
+            busy: number;
+            /** Device Kind */
+            device_kind: string | null;
+            /** Devices */
+            devices: string[];
+            /** Holders */
+            holders: components["schemas"]["SlotHolder"][];
+            /** Host */
+            host: string;
+            /** Node */
+            node: string;
+            /** Pools */
+            pools: string[];
+            /** Samples */
+            samples: components["schemas"]["ResourceSample"][];
+            /** Slots */
+            slots: number;
+        };
         /** SpanPublic */
         backend__planner__schemas__SpanPublic: {
             /** End */
@@ -2114,6 +3389,548 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    list_rules_api_v1_alerts_rules_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_AlertRulePublic_"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_rule_api_v1_alerts_rules_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertRuleCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRuleCreated"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_rule_api_v1_alerts_rules__rule_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description alert rule id */
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulePublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_rule_api_v1_alerts_rules__rule_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description alert rule id */
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_rule_api_v1_alerts_rules__rule_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description alert rule id */
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertRuleUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulePublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_deliveries_api_v1_alerts_rules__rule_id__deliveries_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+            };
+            header?: never;
+            path: {
+                /** @description alert rule id */
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_AlertDeliveryPublic_"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_rule_api_v1_alerts_rules__rule_id__test_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description alert rule id */
+                rule_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertDeliveryPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     login_api_v1_auth_login_post: {
         parameters: {
             query?: never;
@@ -2521,6 +4338,80 @@ export interface operations {
             };
         };
     };
+    get_cluster_api_v1_cluster_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_datasets_api_v1_datasets_get: {
         parameters: {
             query?: {
@@ -2694,6 +4585,84 @@ export interface operations {
             };
         };
     };
+    register_hub_dataset_api_v1_datasets_hub_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DatasetHubCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_dataset_api_v1_datasets__dataset_id__get: {
         parameters: {
             query?: never;
@@ -2713,6 +4682,88 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DatasetPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    preview_dataset_api_v1_datasets__dataset_id__preview_get: {
+        parameters: {
+            query: {
+                /** @description a ready model of the team */
+                model: string;
+                limit?: number;
+                system_prompt?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description object id */
+                dataset_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetPreview"];
                 };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
@@ -2851,6 +4902,93 @@ export interface operations {
             };
         };
     };
+    run_grader_on_sample_api_v1_graders_run_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GraderRunRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GraderRunResult"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No generation worker ran the model-backed grader in time */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     health_api_v1_health_get: {
         parameters: {
             query?: never;
@@ -2906,6 +5044,10 @@ export interface operations {
                 status?: components["schemas"]["JobStatus"] | null;
                 /** @description substring of the job name */
                 name?: string | null;
+                /** @description only jobs carrying this tag */
+                tag?: string | null;
+                /** @description text in the name, tags or notes (any case) */
+                q?: string | null;
                 limit?: number;
                 offset?: number;
             };
@@ -3078,6 +5220,87 @@ export interface operations {
             cookie?: never;
         };
         requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    annotate_job_api_v1_jobs__job_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobAnnotate"];
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {
@@ -3389,7 +5612,10 @@ export interface operations {
     };
     checkpoint_export_api_v1_jobs__job_id__export_checkpoints__iteration__tar_get: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description checkpoint: the whole directory (resumable); merged: the model alone in HF layout (a LoRA job's merged with its adapter); adapter: a LoRA job's adapter alone (PEFT layout) */
+                form?: "checkpoint" | "merged" | "adapter";
+            };
             header?: never;
             path: {
                 /** @description object id */
@@ -4443,6 +6669,83 @@ export interface operations {
             };
         };
     };
+    job_trackers_api_v1_jobs__job_id__trackers_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_TrackerRunPublic_"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_keys_api_v1_keys_get: {
         parameters: {
             query?: never;
@@ -4840,6 +7143,322 @@ export interface operations {
             };
         };
     };
+    set_hub_token_api_v1_models_hub_token_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HubTokenUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HubTokenPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    hub_token_status_api_v1_models_hub_token_status_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HubTokenPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    upload_model_api_v1_models_upload_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["Body_upload_model_api_v1_models_upload_post"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_model_api_v1_models__model_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                model_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ModelPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     create_plan_api_v1_plans_post: {
         parameters: {
             query?: never;
@@ -5201,6 +7820,10 @@ export interface operations {
                 status?: components["schemas"]["JobStatus"] | null;
                 /** @description substring of the job name */
                 name?: string | null;
+                /** @description only jobs carrying this tag */
+                tag?: string | null;
+                /** @description text in the name, tags or notes (any case) */
+                q?: string | null;
                 limit?: number;
                 offset?: number;
             };
@@ -5217,6 +7840,165 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Page_RunPublic_"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    samples_by_prompt_api_v1_samples_by_prompt_get: {
+        parameters: {
+            query: {
+                /** @description 1-8 of the team's job ids: 3,7 */
+                job_ids: string;
+                /** @description the prompt text, exactly */
+                prompt: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PromptSamplesPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_prompts_api_v1_samples_prompts_get: {
+        parameters: {
+            query: {
+                /** @description 1-8 of the team's job ids: 3,7 */
+                job_ids: string;
+                /** @description text in the prompt */
+                q?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PromptsPublic"];
                 };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
@@ -5687,6 +8469,234 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["TeamPublic"];
                 };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_trackers_api_v1_trackers_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_TrackerCredentialsPublic_"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    set_tracker_api_v1_trackers__kind__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                kind: "mlflow" | "wandb";
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TrackerCredentialsUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TrackerCredentialsPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_tracker_api_v1_trackers__kind__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                kind: "mlflow" | "wandb";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
             401: {

@@ -31,3 +31,6 @@ export type Run = Schemas["RunPublic"];
 export type JobHealth = Schemas["JobHealth"];
 export type HealthState = JobHealth["state"];
 export type Checkpoint = Schemas["CheckpointPublic"];
+export type PromptSummary = Schemas["PromptSummary"];
+export type PromptSamples = Schemas["PromptSamplesPublic"];
+export type IterationSamples = Schemas["IterationSamples"];

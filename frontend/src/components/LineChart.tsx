@@ -1,12 +1,13 @@
 /**
  * Line chart of a few metrics over iterations (uPlot); series share the x axis. Hover shows every series' value at
- * that x in the legend, a click on a legend entry hides/shows that series, drag zooms, double-click resets. A series
- * with a single point is drawn as a dot.
+ * that x in the legend (interpolated, marked "≈", for a series without a point at exactly that x), a click on a
+ * legend entry hides/shows that series, drag zooms, double-click resets; charts with the same `syncKey` zoom together.
+ * A series with a single point is drawn as a dot.
  */
 import { useMemo, useRef } from "react";
-import type { Marker } from "../lib/markers";
+import { layoutMarkerLabels, type Marker } from "../lib/markers";
 import type uPlot from "uplot";
-import { alignSeries, paddedRange } from "../lib/align";
+import { alignSeries, legendValue, paddedRange } from "../lib/align";
 import type { SeriesPoint } from "../lib/sparkline";
 import { UPlotChart } from "./UPlotChart";
 
@@ -19,7 +20,16 @@ export interface LineSeries {
 
 const INTEGER_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000];
 
-export function LineChart({ series, height = 180, xLabel = "iteration", integerX = true, markers = [] }: { series: LineSeries[]; height?: number; xLabel?: string; integerX?: boolean; markers?: Marker[] }) {
+interface Props {
+  series: LineSeries[];
+  height?: number;
+  xLabel?: string;
+  integerX?: boolean;
+  markers?: Marker[];
+  syncKey?: string; // charts with the same key share their x zoom
+}
+
+export function LineChart({ series, height = 180, xLabel = "iteration", integerX = true, markers = [], syncKey }: Props) {
   const data = useMemo(() => alignSeries(series), [series]);
   const markerRef = useRef(markers);
   markerRef.current = markers;
@@ -49,6 +59,7 @@ export function LineChart({ series, height = 180, xLabel = "iteration", integerX
           width: 2,
           spanGaps: true,
           scale: s.axis === "right" ? "right" : "y",
+          value: (u: uPlot, _raw: number | null, si: number, idx: number | null) => legendValue(u.data, si, idx),
           points: { show: (u: uPlot, si: number) => (u.data[si] as (number | null)[]).filter((v) => v != null).length <= 2, size: 6 },
         })),
       ],
@@ -57,26 +68,35 @@ export function LineChart({ series, height = 180, xLabel = "iteration", integerX
 
   );
   if (data[0].length === 0) return <div className="empty-chart">waiting for the first iteration…</div>;
-  return <UPlotChart options={options} optionsKey={`${key}|${markers.length}`} data={data} />;
+  return <UPlotChart options={options} optionsKey={`${key}|${markers.length}`} data={data} syncKey={syncKey} />;
 }
 
-/** Vertical dashed lines with a short label at each marker inside the visible x range (scale decisions). */
+/** Vertical dashed lines at each marker inside the visible x range (scale decisions), with short labels laid out in
+ * up to three rows so they never overlap (lib/markers.ts `layoutMarkerLabels`). */
 function drawMarkers(u: uPlot, markers: readonly Marker[]) {
   const { ctx } = u;
-  const { top, height } = u.bbox;
+  const { top, height, left, width } = u.bbox;
+  const dpr = devicePixelRatio;
   ctx.save();
   ctx.setLineDash([4, 3]);
-  ctx.font = `${10 * devicePixelRatio}px system-ui, sans-serif`;
-  for (const marker of markers) {
-    const x = u.valToPos(marker.x, "x", true);
-    if (!(x >= u.bbox.left && x <= u.bbox.left + u.bbox.width)) continue;
-    ctx.strokeStyle = marker.color;
-    ctx.fillStyle = marker.color;
+  ctx.font = `${10 * dpr}px system-ui, sans-serif`;
+  const visible = markers
+    .map((marker) => ({ ...marker, px: u.valToPos(marker.x, "x", true) }))
+    .filter((m) => m.px >= left && m.px <= left + width);
+  for (const m of visible) {
+    ctx.strokeStyle = m.color;
     ctx.beginPath();
-    ctx.moveTo(x, top);
-    ctx.lineTo(x, top + height);
+    ctx.moveTo(m.px, top);
+    ctx.lineTo(m.px, top + height);
     ctx.stroke();
-    ctx.fillText(marker.label.slice(0, 40), x + 3 * devicePixelRatio, top + 10 * devicePixelRatio);
+  }
+  const slots = layoutMarkerLabels(visible, (text) => ctx.measureText(text).width, { gapPx: 6 * dpr, mergePx: 8 * dpr, padPx: 3 * dpr, rightPx: left + width });
+  // what the labels say and where (CSS px), for assistive tools and tests: the canvas itself has no text
+  u.root.dataset.markerLabels = JSON.stringify(slots.map((s) => ({ text: s.text, row: s.row, x: s.x / dpr, width: ctx.measureText(s.text).width / dpr, title: s.title })));
+  for (const slot of slots) {
+    const marker = visible.find((m) => m.px === slot.x);
+    ctx.fillStyle = marker?.color ?? "#64748b";
+    ctx.fillText(slot.text, slot.x + 3 * dpr, top + (10 + 12 * slot.row) * dpr);
   }
   ctx.restore();
 }

@@ -1,9 +1,10 @@
 /**
  * Pipeline Gantt: one lane per generation instance (generating / loading weights / idle) plus the trainer
- * (training / waiting / idle), over the last `windowSeconds`; bubbles show as grey gaps.
+ * (training / waiting / idle), over the last `windowSeconds`; bubbles show as grey gaps. A live job's axis reads back
+ * from "latest"; a simulated run (`elapsed`, the planner) reads forward from 0 s over its whole extent.
  */
 import { useMemo } from "react";
-import { layoutTimeline, type Span } from "../lib/timeline";
+import { elapsedTicks, layoutTimeline, type Span } from "../lib/timeline";
 
 export const SPAN_COLORS: Record<string, string> = {
   generating: "#3b82f6",
@@ -13,13 +14,20 @@ export const SPAN_COLORS: Record<string, string> = {
   idle: "#e2e8f0",
 };
 
-export function PipelineTimeline({ spans, now, windowSeconds = 120 }: { spans: Span[]; now: number; windowSeconds?: number }) {
+interface Props {
+  spans: Span[];
+  now: number;
+  windowSeconds?: number;
+  elapsed?: boolean; // a simulated run: the whole extent, axis in seconds from its start
+}
+
+export function PipelineTimeline({ spans, now, windowSeconds = 120, elapsed = false }: Props) {
   const layout = useMemo(() => {
     const latest = spans.reduce((max, s) => Math.max(max, s.end === null ? now : typeof s.end === "number" ? s.end : Date.parse(s.end) / 1000), 0);
     const end = Math.max(latest, Math.min(now, latest + 5)); // follow the data, not a clock that may differ from the server's
     const earliest = spans.reduce((min, s) => Math.min(min, typeof s.start === "number" ? s.start : Date.parse(s.start) / 1000), end);
-    return layoutTimeline(spans, now, { start: Math.max(end - windowSeconds, earliest), end });
-  }, [spans, now, windowSeconds]);
+    return layoutTimeline(spans, now, { start: elapsed ? earliest : Math.max(end - windowSeconds, earliest), end });
+  }, [spans, now, windowSeconds, elapsed]);
   if (layout.lanes.length === 0) return <div className="empty-chart">no pipeline activity yet</div>;
   return (
     <div className="timeline" data-testid="timeline">
@@ -41,9 +49,10 @@ export function PipelineTimeline({ spans, now, windowSeconds = 120 }: { spans: S
       ))}
       <div className="lane lane-axis">
         <span className="lane-label" />
-        <div className="lane-track-axis">
-          <span>−{Math.round(layout.end - layout.start)}s</span>
-          <span>latest</span>
+        <div className="lane-track-axis" data-testid="timeline-axis">
+          {elapsed
+            ? elapsedTicks(layout.end - layout.start).map((tick) => <span key={tick.x}>{tick.label}</span>)
+            : <><span>−{Math.round(layout.end - layout.start)}s</span><span>latest</span></>}
         </div>
         <span className="lane-busy" />
       </div>

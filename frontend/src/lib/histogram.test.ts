@@ -75,9 +75,31 @@ describe("latestIterationLengths", () => {
   it("prefers the newest iteration's recorded lengths sample over the few stored samples", () => {
     const iterations = [{ iteration: 1, metrics: { lengths: [1, 2] } }, { iteration: 2, metrics: { lengths: [5, 6, 7] } }];
     const samples = [{ iteration: 2, length: 9 }];
-    expect(latestIterationLengths(iterations, samples)).toEqual({ iteration: 2, lengths: [5, 6, 7], source: "metrics" });
+    expect(latestIterationLengths(iterations, samples)).toEqual({ iteration: 2, lengths: [5, 6, 7], truncated: null, source: "metrics" });
     expect(latestIterationLengths([{ iteration: 2, metrics: {} }], [{ iteration: 1, length: 3 }, { iteration: 2, length: 9 }])).toEqual({
-      iteration: 2, lengths: [9], source: "samples",
+      iteration: 2, lengths: [9], truncated: null, source: "samples",
     });
+    const flagged = [{ iteration: 3, metrics: { lengths: [5, 8], lengths_truncated: [0, 1] } }];
+    expect(latestIterationLengths(flagged, []).truncated).toEqual([false, true]);
+    expect(latestIterationLengths([], [{ iteration: 1, length: 8, truncated: true }]).truncated).toEqual([true]);
+  });
+});
+
+import { truncatedPerBin } from "./histogram";
+
+describe("truncated flags recorded by the runtime", () => {
+  it("count the flagged samples, not every length that reached max_tokens", () => {
+    // a response of exactly max_tokens that ended on EOS is not truncated; the flags say which were cut
+    expect(truncated([10, 64, 64, 30], 64, [false, true, false, false])).toEqual({ count: 1, share: 0.25 });
+    expect(truncated([10, 20], undefined, [true, false])).toEqual({ count: 1, share: 0.5 });
+    expect(truncated([10, 64], 64, [true])).toEqual({ count: 1, share: 0.5 }); // misaligned flags: the length rule
+  });
+
+  it("puts each flagged length in its bin", () => {
+    const lengths = [1, 2, 30, 64, 64];
+    const hist = lengthHistogram(lengths, 4);
+    const perBin = truncatedPerBin(hist.bins, lengths, [false, false, false, true, true]);
+    expect(perBin.reduce((a, b) => a + b, 0)).toBe(2);
+    expect(perBin[perBin.length - 1]).toBe(2);
   });
 });

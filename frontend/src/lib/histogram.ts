@@ -67,10 +67,30 @@ export function lengthHistogram(lengths: readonly number[], binCount = 24, alpha
 }
 
 /** How many responses hit the `max_tokens` cut-off (length >= maxTokens: generation was stopped, not finished). */
-export function truncated(lengths: readonly number[], maxTokens: number | null | undefined): { count: number; share: number } {
-  if (!maxTokens || lengths.length === 0) return { count: 0, share: 0 };
+export function truncated(
+  lengths: readonly number[],
+  maxTokens: number | null | undefined,
+  flags?: readonly boolean[] | null,
+): { count: number; share: number } {
+  if (lengths.length === 0) return { count: 0, share: 0 };
+  if (flags && flags.length === lengths.length) {
+    const count = flags.filter(Boolean).length; // recorded per sample by the runtime (cut by max_tokens)
+    return { count, share: count / lengths.length };
+  }
+  if (!maxTokens) return { count: 0, share: 0 };
   const count = lengths.filter((length) => length >= maxTokens).length;
   return { count, share: count / lengths.length };
+}
+
+/** Per bin of `bins`, how many of the flagged (truncated) lengths fall in it. */
+export function truncatedPerBin(bins: readonly HistogramBin[], lengths: readonly number[], flags: readonly boolean[]): number[] {
+  const counts = bins.map(() => 0);
+  lengths.forEach((length, i) => {
+    if (!flags[i] || bins.length === 0) return;
+    const bin = bins.findIndex((b, k) => length >= b.lo && (length < b.hi || k === bins.length - 1));
+    if (bin >= 0) counts[bin] += 1;
+  });
+  return counts;
 }
 
 /**
@@ -79,13 +99,17 @@ export function truncated(lengths: readonly number[], maxTokens: number | null |
  */
 export function latestIterationLengths(
   iterations: readonly { iteration: number; metrics: Record<string, unknown> }[],
-  samples: readonly { iteration: number; length: number }[],
-): { iteration: number | null; lengths: number[]; source: "metrics" | "samples" } {
+  samples: readonly { iteration: number; length: number; truncated?: boolean }[],
+): { iteration: number | null; lengths: number[]; truncated: boolean[] | null; source: "metrics" | "samples" } {
   const newest = iterations.reduce<(typeof iterations)[number] | null>((m, it) => (m && m.iteration >= it.iteration ? m : it), null);
   const recorded = newest?.metrics.lengths;
   if (newest && Array.isArray(recorded) && recorded.every((v) => typeof v === "number")) {
-    return { iteration: newest.iteration, lengths: recorded as number[], source: "metrics" };
+    const flags = newest.metrics.lengths_truncated;
+    const truncatedFlags = Array.isArray(flags) && flags.length === recorded.length ? flags.map((f) => Boolean(f)) : null;
+    return { iteration: newest.iteration, lengths: recorded as number[], truncated: truncatedFlags, source: "metrics" };
   }
   const latest = samples.reduce<number | null>((m, s) => (m === null || s.iteration > m ? s.iteration : m), null);
-  return { iteration: latest, lengths: samples.filter((s) => s.iteration === latest).map((s) => s.length), source: "samples" };
+  const chosen = samples.filter((s) => s.iteration === latest);
+  const flags = chosen.every((s) => typeof s.truncated === "boolean") ? chosen.map((s) => Boolean(s.truncated)) : null;
+  return { iteration: latest, lengths: chosen.map((s) => s.length), truncated: flags, source: "samples" };
 }

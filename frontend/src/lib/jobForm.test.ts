@@ -8,16 +8,16 @@ describe("toSpec", () => {
       model: "tiny-1m",
       dataset: { id: 7 },
       generation: { batch_size: 8, instances: 2 },
-      training: { iterations: 20 },
-      reward: { type: "exact_match" },
+      training: { iterations: 60, lr: 0.003 },
+      reward: { type: "python" },
     });
   });
 
   it("sends a built-in task instead of a dataset id, python reward code only for type python", () => {
     const spec = toSpec({ ...DEFAULT_FORM, "dataset.source": "builtin", "reward.type": "python" });
-    expect(spec.dataset).toEqual({ builtin: "arithmetic", num_prompts: 256 });
+    expect(spec.dataset).toEqual({ builtin: "long_tail", num_prompts: 256 });
     expect((spec.reward as { code?: string }).code).toContain("def reward");
-    expect(toSpec(DEFAULT_FORM).reward).toEqual({ type: "exact_match" });
+    expect(toSpec({ ...DEFAULT_FORM, "reward.type": "exact_match" }).reward).toEqual({ type: "exact_match" });
   });
 
   it("leaves blank numbers out so the API applies its defaults, and keeps bad numbers for the API to name", () => {
@@ -64,5 +64,70 @@ describe("localErrors", () => {
     const errors = localErrors({ ...DEFAULT_FORM, "training.lr": "abc", "generation.batch_size": "x", "autoscale.min_instances": "5", "autoscale.max_instances": "2" });
     expect(Object.keys(errors).sort()).toEqual(["autoscale.max_instances", "autoscale.min_instances", "generation.batch_size", "training.lr"]);
     expect(localErrors(DEFAULT_FORM)).toEqual({});
+  });
+});
+
+describe("LoRA fields", () => {
+  it("sends training.lora only when LoRA is on, with target modules split (none: all linear layers)", () => {
+    expect((toSpec(DEFAULT_FORM).training as { lora: unknown }).lora).toBeNull();
+    const on = toSpec({ ...DEFAULT_FORM, "training.lora": "on", "training.lora.rank": "8", "training.lora.target_modules": "q_proj, v_proj" });
+    expect((on.training as { lora: unknown }).lora).toEqual({ rank: 8, alpha: 32, dropout: 0, target_modules: ["q_proj", "v_proj"] });
+    const all = toSpec({ ...DEFAULT_FORM, "training.lora": "on" });
+    expect((all.training as { lora: { target_modules: unknown } }).lora.target_modules).toBeNull();
+  });
+
+  it("round-trips a LoRA spec through clone", () => {
+    const form = fromSpec({ name: "l", training: { lora: { rank: 4, alpha: 8, dropout: 0.1, target_modules: ["q_proj", "k_proj"] } } });
+    expect(form["training.lora"]).toBe("on");
+    expect(form["training.lora.rank"]).toBe("4");
+    expect(form["training.lora.target_modules"]).toBe("q_proj, k_proj");
+    expect(fromSpec({ name: "f", training: { lora: null } })["training.lora"]).toBe("off");
+  });
+});
+
+import { parseFormTexts } from "./jobForm";
+
+describe("environment and reward params", () => {
+  it("sends an environment with its limits and no reward", async () => {
+    const form = { ...DEFAULT_FORM, "environment.type": "calculator", "environment.params": "operands: 2\n", "environment.max_turns": "3" };
+    const { parsed, errors } = await parseFormTexts(form);
+    expect(errors).toEqual({});
+    const spec = toSpec(form, parsed);
+    expect(spec.environment).toEqual({ type: "calculator", params: { operands: 2 }, max_turns: 3, max_episode_tokens: 512, step_timeout_s: 2 });
+    expect(spec.reward).toBeUndefined();
+    expect(JSON.parse(JSON.stringify(spec))).not.toHaveProperty("reward");
+  });
+
+  it("sends python environment code without params, and null without an environment", () => {
+    const spec = toSpec({ ...DEFAULT_FORM, "environment.type": "python", "environment.params": "{}" });
+    expect(spec.environment).toMatchObject({ type: "python", code: expect.stringContaining("def step(messages, row)") });
+    expect(spec.environment).not.toHaveProperty("params");
+    expect(toSpec(DEFAULT_FORM).environment).toBeNull();
+  });
+
+  it("sends a grader's params (JSON or YAML) and names a box that does not parse", async () => {
+    const form = { ...DEFAULT_FORM, "reward.type": "string_check", "reward.params": "input: '{{ sample.output_text }}'\nreference: '{{ item.answer }}'\noperation: eq\n" };
+    const { parsed } = await parseFormTexts(form);
+    expect(toSpec(form, parsed).reward).toEqual({ type: "string_check", params: { input: "{{ sample.output_text }}", reference: "{{ item.answer }}", operation: "eq" } });
+    const bad = await parseFormTexts({ ...form, "reward.params": "[1, 2]" });
+    expect(bad.errors["reward.params"]).toMatch(/must be an object/);
+    expect((await parseFormTexts({ ...form, "environment.type": "calculator", "reward.params": "[1]" })).errors).toEqual({}); // not sent
+  });
+
+  it("clones an environment job: fields pre-filled, the base reward dropped, a changed type replaces params", () => {
+    const base = { name: "agent", model: "tiny", dataset: { builtin: "arithmetic" }, reward: { type: "exact_match", params: {} },
+      environment: null, checkpoint: { interval: 2 } };
+    const form = fromSpec({ ...base, environment: { type: "guess_number", params: { high: 8 }, max_turns: 6 } });
+    expect(form["environment.type"]).toBe("guess_number");
+    expect(JSON.parse(form["environment.params"])).toEqual({ high: 8 });
+    expect(form["environment.max_turns"]).toBe("6");
+    const merged = mergeSpec(base, toSpec({ ...form, "environment.type": "calculator", "environment.params": "" }));
+    expect(merged).not.toHaveProperty("reward");
+    expect(merged.environment).toMatchObject({ type: "calculator", max_turns: 6 });
+    expect(merged.environment).not.toHaveProperty("params");
+    expect(merged.checkpoint).toEqual({ interval: 2 });
+    const graded = mergeSpec({ reward: { type: "string_check", params: { input: "a", reference: "b", operation: "eq" } } },
+      { reward: { type: "string_check", params: { input: "a", reference: "c" } } });
+    expect(graded.reward).toEqual({ type: "string_check", params: { input: "a", reference: "c" } }); // params whole
   });
 });

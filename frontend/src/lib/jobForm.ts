@@ -1,15 +1,57 @@
 /** The submit form's state and its translation into a JobSpec request body. */
+import { parseObject } from "./structured";
 
-/** The form's values, flat; `toSpec` nests them into a JobSpec. Keys are the JobSpec's dotted field paths. */
+/**
+ * A reward a freshly built tiny model can climb (the `streamrl up --demo` job's, streamrl/cli/runtime_cmds.py): per
+ * character partial credit for lowercase letters, the prompt's letters and similarity to the answer, so samples of
+ * one group score differently and GRPO has a signal from the first iteration. (Exact match on arithmetic gives an
+ * untrained model 0.000 for every sample: no signal at all.)
+ */
+export const DEFAULT_REWARD_CODE = `import difflib
+
+def reward(prompt, response, meta):
+    answer, text = meta["answer"], response.strip()
+    if not text:
+        return 0.0
+    letters = set(meta.get("pattern") or answer)
+    lower = sum(ch.islower() for ch in text) / len(text)
+    on_pattern = sum(ch in letters for ch in text) / len(text)
+    similar = difflib.SequenceMatcher(None, text, answer).ratio()
+    return {"lowercase": 0.4 * lower, "pattern": 0.3 * on_pattern, "similarity": 0.3 * similar}
+`;
+
+/** A user environment that runs as it stands on the built-in tasks' rows (`prompt`, `answer`): the opening is the
+ * prompt, a wrong answer gets one more try with feedback (docs/user-guide.md#environments-and-tools). */
+export const DEFAULT_ENVIRONMENT_CODE = `def reset(row):
+    return [{"role": "user", "content": row["prompt"]}]
+
+
+def step(messages, row):
+    said = str(messages[-1].get("content", "")).strip()
+    if said == str(row.get("answer", "")):
+        return {"messages": [], "reward": 1.0, "done": True}
+    return {"messages": [{"role": "user", "content": "Not quite: try again."}], "reward": 0.0, "done": False}
+`;
+
+/** The form's values, flat; `toSpec` nests them into a JobSpec. Keys are the JobSpec's dotted field paths. The
+ * defaults make a job that learns on any registered model (tests/e2e/test_dashboard_signals.py proves it): the
+ * long-tail task with the shaped reward above, short answers, a high learning rate for small models. */
 export const DEFAULT_FORM = {
   name: "grpo-run",
   model: "",
   "dataset.source": "uploaded" as "uploaded" | "builtin",
   "dataset.id": "",
-  "dataset.builtin": "arithmetic",
+  "dataset.builtin": "long_tail",
   "dataset.num_prompts": "256",
-  "reward.type": "exact_match",
-  "reward.code": "def reward(prompt, response, meta):\n    return float(response.strip() == str(meta.get(\"answer\", \"\")))\n",
+  "reward.type": "python",
+  "reward.code": DEFAULT_REWARD_CODE,
+  "reward.params": "", // JSON or YAML (parsed by parseFormTexts); empty: the type's defaults
+  "environment.type": "", // "": single-turn (the reward scores one completion); else a built-in or "python"
+  "environment.params": "", // a built-in's params, JSON or YAML
+  "environment.code": DEFAULT_ENVIRONMENT_CODE,
+  "environment.max_turns": "4",
+  "environment.max_episode_tokens": "512",
+  "environment.step_timeout_s": "2",
   "algorithm.name": "grpo",
   "algorithm.group_size": "8",
   "algorithm.kl_coef": "0",
@@ -17,13 +59,18 @@ export const DEFAULT_FORM = {
   max_staleness: "1",
   "generation.engine": "hf",
   "generation.instances": "2",
-  "generation.batch_size": "32",
-  "generation.max_tokens": "64",
+  "generation.batch_size": "64",
+  "generation.max_tokens": "32",
   "generation.temperature": "1.0",
   "training.devices": "1",
-  "training.iterations": "20",
-  "training.prompts_per_iteration": "16",
-  "training.lr": "0.0001",
+  "training.iterations": "60",
+  "training.prompts_per_iteration": "8",
+  "training.lr": "0.003",
+  "training.lora": "off" as "off" | "on",
+  "training.lora.rank": "16",
+  "training.lora.alpha": "32",
+  "training.lora.dropout": "0",
+  "training.lora.target_modules": "",
   "dispatch.policy": "skew_aware",
   "autoscale.policy": "manual",
   "autoscale.min_instances": "1",
@@ -33,8 +80,51 @@ export type JobForm = typeof DEFAULT_FORM;
 
 const num = (value: string) => (value.trim() === "" ? undefined : Number(value));
 
-/** Nest the flat form into a JobSpec body (numbers parsed; the API validates and names any bad field). */
-export function toSpec(form: JobForm): Record<string, unknown> {
+/** The form's JSON-or-YAML text boxes, parsed (parseFormTexts); absent: empty. */
+export interface ParsedTexts {
+  "reward.params"?: Record<string, unknown>;
+  "environment.params"?: Record<string, unknown>;
+}
+
+/** Parse the text boxes the form sends as objects (reward params, environment params); errors by field path. */
+export async function parseFormTexts(form: JobForm): Promise<{ parsed: ParsedTexts; errors: Record<string, string> }> {
+  const parsed: ParsedTexts = {};
+  const errors: Record<string, string> = {};
+  const keys: (keyof ParsedTexts)[] = form["environment.type"] ? ["environment.params"] : ["reward.params"];
+  for (const key of keys) {
+    try {
+      parsed[key] = await parseObject(form[key], key.replace(".", " "));
+    } catch (caught) {
+      errors[key] = caught instanceof Error ? caught.message : String(caught);
+    }
+  }
+  return { parsed, errors };
+}
+
+function rewardSpec(form: JobForm, parsed: ParsedTexts): Record<string, unknown> {
+  if (form["reward.type"] === "python") return { type: "python", code: form["reward.code"] };
+  const params = parsed["reward.params"] ?? {};
+  return Object.keys(params).length ? { type: form["reward.type"], params } : { type: form["reward.type"] };
+}
+
+/** `environment`: the chosen built-in (with its params) or python code, and the episode limits; null: single-turn. */
+function environmentSpec(form: JobForm, parsed: ParsedTexts): Record<string, unknown> | null {
+  const type = form["environment.type"];
+  if (!type) return null;
+  const params = parsed["environment.params"] ?? {};
+  return {
+    type,
+    ...(type === "python" ? { code: form["environment.code"] } : Object.keys(params).length ? { params } : {}),
+    max_turns: num(form["environment.max_turns"]),
+    max_episode_tokens: num(form["environment.max_episode_tokens"]),
+    step_timeout_s: num(form["environment.step_timeout_s"]),
+  };
+}
+
+/** Nest the flat form into a JobSpec body (numbers parsed; the API validates and names any bad field). With an
+ * environment the body has no `reward`: the episode's reward comes from the environment's steps. */
+export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, unknown> {
+  const environment = environmentSpec(form, parsed);
   const dataset =
     form["dataset.source"] === "builtin"
       ? { builtin: form["dataset.builtin"], num_prompts: num(form["dataset.num_prompts"]) }
@@ -43,7 +133,8 @@ export function toSpec(form: JobForm): Record<string, unknown> {
     name: form.name,
     model: form.model,
     dataset,
-    reward: form["reward.type"] === "python" ? { type: "python", code: form["reward.code"] } : { type: form["reward.type"] },
+    reward: environment ? undefined : rewardSpec(form, parsed),
+    environment,
     algorithm: { name: form["algorithm.name"], group_size: num(form["algorithm.group_size"]), kl_coef: num(form["algorithm.kl_coef"]) },
     mode: form.mode,
     max_staleness: num(form.max_staleness),
@@ -59,6 +150,7 @@ export function toSpec(form: JobForm): Record<string, unknown> {
       iterations: num(form["training.iterations"]),
       prompts_per_iteration: num(form["training.prompts_per_iteration"]),
       lr: num(form["training.lr"]),
+      lora: form["training.lora"] === "on" ? loraSpec(form) : null,
     },
     dispatch: { policy: form["dispatch.policy"] },
     autoscale: {
@@ -66,6 +158,17 @@ export function toSpec(form: JobForm): Record<string, unknown> {
       min_instances: num(form["autoscale.min_instances"]),
       max_instances: num(form["autoscale.max_instances"]),
     },
+  };
+}
+
+/** `training.lora`; target modules comma-separated, none given: every linear layer (null). */
+function loraSpec(form: JobForm): Record<string, unknown> {
+  const modules = form["training.lora.target_modules"].split(",").map((m) => m.trim()).filter(Boolean);
+  return {
+    rank: num(form["training.lora.rank"]),
+    alpha: num(form["training.lora.alpha"]),
+    dropout: num(form["training.lora.dropout"]),
+    target_modules: modules.length ? modules : null,
   };
 }
 
@@ -85,21 +188,31 @@ export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
   }
   form.name = `${str(spec.name, "job")}-clone`;
   form["dataset.source"] = get("dataset.builtin") ? "builtin" : "uploaded";
+  form["training.lora"] = isObj(get("training.lora")) ? "on" : "off";
+  for (const key of ["reward.params", "environment.params"] as const) {
+    const params = get(key);
+    form[key] = isObj(params) && Object.keys(params).length ? JSON.stringify(params, null, 2) : "";
+  }
+  const modules = get("training.lora.target_modules");
+  form["training.lora.target_modules"] = Array.isArray(modules) ? modules.join(", ") : "";
   return form;
 }
 
 /**
- * The form's spec laid over the spec it was cloned from: nested sections merge (so e.g. `checkpoint`, `top_p` or
- * reward params survive), but a dataset whose source changed (built-in vs uploaded) or a reward whose type changed
- * is replaced whole, never mixed.
+ * The form's spec laid over the spec it was cloned from: nested sections merge (so e.g. `checkpoint` or `top_p`
+ * survive; params the form sends replace the base's whole, params it leaves out are kept), but a dataset whose source changed (built-in vs uploaded) or a reward or environment whose
+ * type changed is replaced whole, never mixed; a patch with an environment drops the base's reward (a spec may not
+ * have both).
  */
 export function mergeSpec(base: Obj, patch: Obj): Obj {
   const out: Obj = { ...base };
+  if (isObj(patch.environment)) delete out.reward;
   for (const [key, value] of Object.entries(patch)) {
     const old = base[key];
     const replace =
       (key === "dataset" && isObj(old) && isObj(value) && Boolean(old.builtin) !== Boolean(value.builtin)) ||
-      (key === "reward" && isObj(old) && isObj(value) && old.type !== value.type);
+      ((key === "reward" || key === "environment") && isObj(old) && isObj(value) && old.type !== value.type) ||
+      key === "params"; // the form shows params whole (an edited grader must not keep a removed field)
     if (value === undefined) continue;
     out[key] = !replace && isObj(old) && isObj(value) ? mergeSpec(old, value) : value;
   }
@@ -110,6 +223,8 @@ const NUMERIC: (keyof JobForm)[] = [
   "dataset.num_prompts", "algorithm.group_size", "algorithm.kl_coef", "max_staleness", "generation.instances",
   "generation.batch_size", "generation.max_tokens", "generation.temperature", "training.devices", "training.iterations",
   "training.prompts_per_iteration", "training.lr", "autoscale.min_instances", "autoscale.max_instances",
+  "training.lora.rank", "training.lora.alpha", "training.lora.dropout", "environment.max_turns",
+  "environment.max_episode_tokens", "environment.step_timeout_s",
 ];
 
 /**

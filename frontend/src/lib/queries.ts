@@ -4,7 +4,8 @@
  */
 import { QueryClient, useQueries, useQuery } from "@tanstack/react-query";
 import { api, authHeaders, unwrap } from "../api/client";
-import type { Iteration, Job, JobHealth, Run, JobStatus } from "../api/types";
+import type { Iteration, Job, JobHealth, Run } from "../api/types";
+import { runsQuery, type RunFilters } from "./runs";
 
 const LIVE_MS = 5000;
 
@@ -20,7 +21,7 @@ function isClientError(err: unknown): boolean {
 }
 
 export const keys = {
-  runs: (status: string, name: string) => ["runs", status, name] as const,
+  runs: (filters: RunFilters) => ["runs", filters.status, filters.tag, filters.q] as const,
   job: (id: number) => ["job", id] as const,
   health: (id: number) => ["job", id, "health"] as const,
   iterations: (id: number) => ["job", id, "iterations"] as const,
@@ -28,18 +29,20 @@ export const keys = {
   specYaml: (id: number) => ["job", id, "spec.yaml"] as const,
 };
 
-export function useRuns(status: JobStatus | "", name: string) {
+export function useRuns(filters: RunFilters) {
   return useQuery({
-    queryKey: keys.runs(status, name),
-    queryFn: () =>
-      unwrap(api.GET("/api/v1/runs", { params: { query: { status: status || undefined, name: name || undefined, limit: 200 } } })),
+    queryKey: keys.runs(filters),
+    queryFn: () => unwrap(api.GET("/api/v1/runs", { params: { query: runsQuery(filters) } })),
     refetchInterval: LIVE_MS,
+    placeholderData: (previous) => previous, // typing a search keeps the table until the answer comes
   });
 }
 
-export function useJobHealth(jobId: number) {
+/** `status`: the job's status as the page knows it; a change (pause, resume, finish) refetches at once, so the
+ * badge never shows health computed for the previous status. */
+export function useJobHealth(jobId: number, status?: string) {
   return useQuery<JobHealth>({
-    queryKey: keys.health(jobId),
+    queryKey: [...keys.health(jobId), status ?? ""],
     queryFn: () => unwrap(api.GET("/api/v1/jobs/{job_id}/health", { params: { path: { job_id: jobId } } })),
     refetchInterval: LIVE_MS,
   });

@@ -36,3 +36,25 @@ describe("formatDuration", () => {
     expect([formatDuration(42), formatDuration(125), formatDuration(7260), formatDuration(null)]).toEqual(["42s", "2m 05s", "2h 01m", "–"]);
   });
 });
+
+import { notesPreview, parseTags, runsQuery } from "./runs";
+
+describe("tags and notes helpers", () => {
+  it("splits typed tags on commas and spaces, unique, and names the ones the API refuses", () => {
+    expect(parseTags(" sweep, lr:1e-4  best,sweep ")).toEqual({ tags: ["sweep", "lr:1e-4", "best"], bad: [] });
+    expect(parseTags('ok "quoted" -lead')).toEqual({ tags: ["ok"], bad: ['"quoted"', "-lead"] });
+    expect(parseTags("x".repeat(41)).bad).toHaveLength(1);
+    expect(parseTags("   ")).toEqual({ tags: [], bad: [] });
+  });
+
+  it("sends only the filters that are set", () => {
+    expect(runsQuery({ status: "", tag: " ", q: "" })).toEqual({ status: undefined, tag: undefined, q: undefined, limit: 200 });
+    expect(runsQuery({ status: "failed", tag: "sweep", q: " lr " })).toEqual({ status: "failed", tag: "sweep", q: "lr", limit: 200 });
+  });
+
+  it("previews the first line of the notes", () => {
+    expect(notesPreview("Diverged at 40\nsecond line")).toBe("Diverged at 40");
+    expect(notesPreview("x".repeat(100), 10)).toBe("xxxxxxxxx…");
+    expect(notesPreview(null)).toBe("");
+  });
+});

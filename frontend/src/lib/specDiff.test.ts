@@ -7,6 +7,13 @@ describe("flatten", () => {
   });
 });
 
+describe("flatten of code", () => {
+  it("keeps multi-line strings (python reward code) as their text, shown as a block", () => {
+    const code = "def reward(prompt, response, meta):\n    return 1.0\n";
+    expect(flatten({ reward: { type: "python", code } })).toEqual({ "reward.type": '"python"', "reward.code": code });
+  });
+});
+
 describe("specDiff", () => {
   it("marks only the paths whose values differ, including paths one spec lacks", () => {
     const rows = specDiff([

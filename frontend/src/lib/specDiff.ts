@@ -2,7 +2,9 @@
 
 export type Flat = Record<string, string>;
 
-/** `{a: {b: 1}, c: [1, 2]}` -> `{"a.b": "1", "c": "[1,2]"}` (arrays and scalars are leaves, JSON-encoded). */
+/** `{a: {b: 1}, c: [1, 2]}` -> `{"a.b": "1", "c": "[1,2]"}` (arrays and scalars are leaves, JSON-encoded). A
+ * multi-line string (python reward code) stays as its text, so the diff shows it as a block, not one escaped line;
+ * no JSON encoding holds a raw line break, so it cannot be mistaken for another value. */
 export function flatten(value: unknown, prefix = "", out: Flat = {}): Flat {
   if (value !== null && typeof value === "object" && !Array.isArray(value)) {
     const entries = Object.entries(value as Record<string, unknown>);
@@ -10,7 +12,7 @@ export function flatten(value: unknown, prefix = "", out: Flat = {}): Flat {
     for (const [key, child] of entries) flatten(child, prefix ? `${prefix}.${key}` : key, out);
     return out;
   }
-  if (prefix) out[prefix] = value === undefined ? "" : JSON.stringify(value);
+  if (prefix) out[prefix] = value === undefined ? "" : typeof value === "string" && value.includes("\n") ? value : JSON.stringify(value);
   return out;
 }
 

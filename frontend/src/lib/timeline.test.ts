@@ -81,3 +81,15 @@ describe("whole-job view", () => {
     expect(timeTicks(5, 5)).toEqual([]);
   });
 });
+
+import { elapsedTicks } from "./timeline";
+
+describe("elapsedTicks", () => {
+  it("labels a simulated run from 0 s up, never negative", () => {
+    expect(elapsedTicks(1200)).toEqual([
+      { x: 0, label: "0 s" }, { x: 0.25, label: "300 s" }, { x: 0.5, label: "600 s" }, { x: 0.75, label: "900 s" }, { x: 1, label: "1200 s" },
+    ]);
+    expect(elapsedTicks(3, 2).map((t) => t.label)).toEqual(["0.0 s", "3.0 s"]);
+    expect(elapsedTicks(0)).toEqual([]);
+  });
+});

@@ -127,3 +127,10 @@ export function timeTicks(start: number, end: number, count = 6): { t: number; x
     return { t, x: i / (count - 1), label: withSeconds ? `${hh}:${mm}:${ss}` : `${hh}:${mm}` };
   });
 }
+
+/** `count` evenly spaced ticks over a simulated run [0, duration] s (the planner's timeline): "0 s" ... "duration s". */
+export function elapsedTicks(duration: number, count = 5): { x: number; label: string }[] {
+  if (!(duration > 0) || count < 2) return [];
+  const digits = duration < 10 ? 1 : 0;
+  return Array.from({ length: count }, (_, i) => ({ x: i / (count - 1), label: `${((duration * i) / (count - 1)).toFixed(digits)} s` }));
+}

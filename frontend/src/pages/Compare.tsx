@@ -1,6 +1,7 @@
 /**
  * Compare 2-8 runs (URL `#/compare?ids=3,7`, so it can be shared): overlaid metric panels on a shared x axis
- * (iteration or wall time since each run's first iteration) and a side-by-side spec diff that marks what differs.
+ * (iteration or wall time since each run's first iteration; the panels zoom together, and hover shows each run's value
+ * at that x, interpolated where a run has no point there) and a side-by-side spec diff that marks what differs.
  */
 import { useMemo, useState } from "react";
 import { Link, useSearchParams } from "react-router";
@@ -11,6 +12,7 @@ import { availableMetrics, commonTarget, PREFERRED_METRICS, RUN_COLORS, runSerie
 import { formatDuration } from "../lib/runs";
 import { useCompared } from "../lib/queries";
 import { parseIds } from "../lib/runs";
+import { samplesRoute } from "../lib/sideBySide";
 import { specDiff } from "../lib/specDiff";
 
 const DEFAULT_PANELS = PREFERRED_METRICS.filter((m) => m !== "reward_errors"); // those a run recorded
@@ -68,6 +70,7 @@ export function ComparePage() {
           </div>
         </div>
         <div className="filters">
+          <Link className="button" to={samplesRoute(ids)}>Samples side by side</Link>
           <select aria-label="x axis" value={xMode} onChange={(e) => update("x", e.target.value === "time" ? "time" : null)}>
             <option value="iteration">x: iteration</option>
             <option value="time">x: wall time (s)</option>
@@ -114,6 +117,7 @@ export function ComparePage() {
           <Card key={metric} title={metric} actions={<button className="link" onClick={() => togglePanel(metric)} aria-label={`remove ${metric}`}>✕</button>}>
             <div data-testid={`panel-${metric}`}>
               <LineChart
+                syncKey={`compare-${xMode}`}
                 xLabel={xMode === "iteration" ? "iteration" : "seconds since first iteration"}
                 integerX={xMode === "iteration"}
                 series={ids.map((id, i) => ({

@@ -19,7 +19,7 @@ export function DatasetUpload({ onUploaded }: { onUploaded: (dataset: Dataset) =
     try {
       const dataset = await unwrap(
         api.POST("/api/v1/datasets", {
-          body: { file: file as unknown as string, name: name || file.name.replace(/\.jsonl?$/, "") },
+          body: { file: file as unknown as string, name: name || file.name.replace(/\.(jsonl?|parquet|csv)$/, "") },
           bodySerializer: (body) => {
             const data = new FormData();
             data.append("file", body.file as unknown as Blob);
@@ -41,8 +41,8 @@ export function DatasetUpload({ onUploaded }: { onUploaded: (dataset: Dataset) =
 
   return (
     <div className="upload">
-      <Field label="…or upload JSONL ({&quot;prompt&quot;: …, &quot;answer&quot;: …} per line)" error={error} hint={done}>
-        <input name="dataset_file" type="file" accept=".jsonl,.json,application/jsonl" onChange={(e) => setFile(e.target.files?.[0] ?? null)} />
+      <Field label="…or upload JSONL, Parquet or CSV ({&quot;prompt&quot;: …} or {&quot;messages&quot;: […]} rows)" error={error} hint={done}>
+        <input name="dataset_file" type="file" accept=".jsonl,.json,.parquet,.csv,application/jsonl" onChange={(e) => setFile(e.target.files?.[0] ?? null)} />
       </Field>
       <div className="row">
         <input name="dataset_name" placeholder="dataset name (default: file name)" value={name} onChange={(e) => setName(e.target.value)} />

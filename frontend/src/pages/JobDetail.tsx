@@ -1,12 +1,13 @@
 /**
- * One job, live over SSE: health, throughput, reward/KL, reward errors, long-tail lengths, staleness, pipeline
- * timeline, scaling, samples; exports, spec YAML and clone.
+ * One job, live over SSE: health, throughput, reward/KL, reward errors, long-tail lengths (and, for multi-turn jobs,
+ * turns per episode beside them), staleness, pipeline timeline, scaling, samples; exports, spec YAML and clone. The iteration charts zoom together (drag one, all follow).
  */
 import { useEffect, useMemo, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, ApiError, unwrap } from "../api/client";
-import { HealthBadge, HealthBanner } from "../components/HealthBadge";
+import { HealthBadge, HealthBanner, SignalList } from "../components/HealthBadge";
 import { LengthHistogram } from "../components/LengthHistogram";
+import { TurnsHistogram } from "../components/TurnsHistogram";
 import { LineChart, type LineSeries } from "../components/LineChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
 import { WholeJobTimeline } from "../components/WholeJobTimeline";
@@ -14,12 +15,15 @@ import { Card, ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } fr
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
 import { latestIterationLengths } from "../lib/histogram";
+import { latestIterationTurns, sampleTurns } from "../lib/turns";
 import { scaleMarkers } from "../lib/markers";
 import { useJobHealth } from "../lib/queries";
+import { currentRate, liveIndicator } from "../lib/health";
 import { useJobLive } from "../lib/useJobLive";
 import { useSession } from "../session";
 import { Checkpoints } from "./Checkpoints";
 import { EventsLog } from "./EventsLog";
+import { JobNotes } from "./JobNotes";
 import { ExportMenu, SpecYaml } from "./JobTools";
 import { SampleBrowser } from "./SampleBrowser";
 import { ScalingPanel } from "./ScalingPanel";
@@ -36,7 +40,7 @@ const ACTIONS: Record<Action, string[]> = {
 export function JobDetailPage() {
   const jobId = Number(useParams().jobId);
   const live = useJobLive(jobId);
-  const health = useJobHealth(jobId).data;
+  const health = useJobHealth(jobId, live.job?.status).data;
   const navigate = useNavigate();
   const [showYaml, setShowYaml] = useState(false);
   const { canWrite } = useSession();
@@ -68,6 +72,12 @@ export function JobDetailPage() {
       skew: [s("skew_p99_p50", "p99/p50 skew", COLORS.orange), s("len_p99", "p99 length", COLORS.purple, "right")],
       rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
       instances: [s("instances", "producing instances", COLORS.blue), s("instances_live", "live instance rows", COLORS.grey)],
+      turns: [
+        s("turns_mean", "turns mean", COLORS.purple),
+        s("turns_p90", "turns p90", COLORS.orange),
+        s("turns_max", "turns max", COLORS.red),
+        s("len_p99", "p99 tokens", COLORS.grey, "right"),
+      ],
     };
   }, [live.iterations]);
 
@@ -78,6 +88,14 @@ export function JobDetailPage() {
   const lengths = useMemo(
     () => (lengthScope === "all" ? live.samples.map((s) => s.length) : latestLengths.lengths),
     [live.samples, lengthScope, latestLengths],
+  );
+  const truncatedFlags = useMemo(
+    () => (lengthScope === "all" ? live.samples.map((s) => Boolean(s.truncated)) : latestLengths.truncated),
+    [live.samples, lengthScope, latestLengths],
+  );
+  const turns = useMemo(
+    () => (lengthScope === "all" ? sampleTurns(live.samples) : latestIterationTurns(live.iterations, live.samples)),
+    [live.samples, live.iterations, lengthScope],
   );
   const job = live.job;
   if (!job) {
@@ -97,6 +115,10 @@ export function JobDetailPage() {
   const latest = (job.latest_metrics ?? {}) as Record<string, unknown>;
   const spec = jobSpec(job);
   const alpha = spec.dispatch?.alpha ?? 0.2;
+  const episodic = Boolean(spec.environment) || turns.turns.length > 0 || typeof latest.turns_mean === "number";
+  const dot = liveIndicator(job.status, live.connected);
+  const samplesRate = currentRate(job.status, health, latest.samples_per_s);
+  const tokensRate = currentRate(job.status, health, latest.tokens_per_s);
 
   const act = async (action: Action) => {
     if (action === "cancel" && !window.confirm(`Cancel job "${job.name}" (#${job.id})? It cannot be resumed.`)) return;
@@ -122,8 +144,8 @@ export function JobDetailPage() {
           <Link to="/jobs" className="muted">← Jobs</Link>
           <h2>
             {job.name} <span className="muted">#{job.id}</span> <StatusBadge status={job.status} />
-            {health ? <HealthBadge health={health} /> : null}
-            <span className={`live-dot ${live.connected ? "on" : ""}`} title={live.connected ? "live" : "reconnecting"} />
+            {health ? <HealthBadge health={health} status={job.status} /> : null}
+            <span className={`live-dot ${dot.tone}`} title={dot.title} data-testid="live-dot" data-tone={dot.tone} />
           </h2>
           <div className="muted">
             {spec.model} · {spec.algorithm?.name} · {spec.mode} mode · dispatch {spec.dispatch?.policy} · created {formatTime(job.created_at)}
@@ -147,10 +169,11 @@ export function JobDetailPage() {
       {health ? <HealthBanner health={health} /> : null}
       <ExportMenu jobId={job.id} />
       {showYaml ? <Card title="Spec (YAML)" className="yaml-card"><SpecYaml jobId={job.id} /></Card> : null}
+      <JobNotes job={job} canWrite={canWrite} onChange={live.setJob} />
 
       <div className="kpis" data-testid="kpis">
-        <Kpi label="samples/s" value={formatNumber(latest.samples_per_s, 1)} />
-        <Kpi label="tokens/s" value={formatNumber(latest.tokens_per_s, 0)} />
+        <Kpi label="samples/s" value={formatNumber(samplesRate.value, 1)} note={samplesRate.note} />
+        <Kpi label="tokens/s" value={formatNumber(tokensRate.value, 0)} note={tokensRate.note} />
         <Kpi label="reward" value={formatNumber(latest.reward_mean, 3)} />
         <Kpi label="KL" value={formatNumber(latest.kl, 4)} />
         <Kpi label="p99/p50 skew" value={formatNumber(latest.skew_p99_p50, 2)} />
@@ -158,20 +181,21 @@ export function JobDetailPage() {
         <Kpi
           label="instances"
           value={health ? `${health.instances.running} / ${health.instances.target}` : `${job.running_instances ?? 0} / ${job.target_instances ?? 0}`}
-          note={health && (health.instances.pending || health.instances.silent)
-            ? [health.instances.pending ? `${health.instances.pending} pending` : "", health.instances.silent ? `${health.instances.silent} silent` : ""].filter(Boolean).join(", ")
-            : undefined}
+          note={health
+            ? [health.instances.pending ? `${health.instances.pending} pending` : "", health.instances.silent ? `${health.instances.silent} silent` : ""].filter(Boolean).join(", ") || undefined
+            : job.pending_instances ? `${job.pending_instances} pending` : undefined}
         />
         <Kpi label="iteration" value={`${job.progress?.iteration ?? 0}`} />
       </div>
 
       <div className="grid">
-        <Card title="Throughput"><LineChart series={series.throughput} markers={markers} /></Card>
-        <Card title="Reward and KL"><LineChart series={series.reward} markers={markers} /></Card>
+        <Card title="Throughput"><LineChart syncKey={`job-${job.id}`} series={series.throughput} markers={markers} /></Card>
+        <Card title="Reward and KL"><LineChart syncKey={`job-${job.id}`} series={series.reward} markers={markers} /></Card>
+        <Card title="Training signals">{health ? <SignalList signals={health.signals} /> : <p className="muted">loading…</p>}</Card>
         <Card title={`Reward errors${health?.reward_errors_total ? ` (${health.reward_errors_total} in all)` : ""}`}>
-          <div data-testid="reward-errors-chart"><LineChart series={series.rewardErrors} /></div>
+          <div data-testid="reward-errors-chart"><LineChart syncKey={`job-${job.id}`} series={series.rewardErrors} /></div>
         </Card>
-        <Card title="Instances over iterations"><LineChart series={series.instances} markers={markers} /></Card>
+        <Card title="Instances over iterations"><LineChart syncKey={`job-${job.id}`} series={series.instances} markers={markers} /></Card>
         <Card
           title="Response lengths (long tail)"
           actions={
@@ -181,9 +205,13 @@ export function JobDetailPage() {
             </select>
           }
         >
-          <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.generation?.max_tokens} />
+          {spec.environment
+            ? <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.environment.max_episode_tokens} truncatedFlags={truncatedFlags} episodes />
+            : <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.generation?.max_tokens} truncatedFlags={truncatedFlags} />}
         </Card>
-        <Card title="Skew over iterations"><LineChart series={series.skew} /></Card>
+        {episodic ? <Card title="Turns per episode (beside tokens)"><TurnsHistogram turns={turns.turns} lengths={turns.lengths} /></Card> : null}
+        <Card title="Skew over iterations"><LineChart syncKey={`job-${job.id}`} series={series.skew} /></Card>
+        {episodic ? <Card title="Turns over iterations"><div data-testid="turns-chart"><LineChart syncKey={`job-${job.id}`} series={series.turns} /></div></Card> : null}
         <Card title="Pipeline timeline" className="wide" actions={
           <select aria-label="timeline scope" value={timelineScope} onChange={(e) => setTimelineScope(e.target.value as "recent" | "all")}>
             <option value="recent">last 2 minutes (live)</option>
@@ -194,12 +222,13 @@ export function JobDetailPage() {
             ? <PipelineTimeline spans={live.spans} now={now} />
             : <WholeJobTimeline jobId={job.id} live={!["succeeded", "failed", "cancelled"].includes(job.status)} />}
         </Card>
-        <Card title="Iteration time breakdown"><LineChart series={series.time} markers={markers} /></Card>
-        <Card title="Staleness"><LineChart series={series.staleness} markers={markers} /></Card>
+        <Card title="Iteration time breakdown"><LineChart syncKey={`job-${job.id}`} series={series.time} markers={markers} /></Card>
+        <Card title="Staleness"><LineChart syncKey={`job-${job.id}`} series={series.staleness} markers={markers} /></Card>
         <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} health={health} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
-        <Card title="Checkpoints" className="wide"><Checkpoints jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status} /></Card>
-        <Card title="Samples" className="wide"><SampleBrowser samples={live.samples} /></Card>
+        <Card title="Checkpoints" className="wide"><Checkpoints jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status}
+          lora={Boolean(spec.training?.lora)} /></Card>
+        <Card title="Samples" className="wide"><SampleBrowser samples={live.samples} jobId={job.id} /></Card>
       </div>
     </div>
   );

@@ -1,18 +1,20 @@
 /**
- * The runs table: every job of the team with status, health, duration, rewards, throughput, mode, model and owner;
- * sortable and filterable, with checkboxes to compare 2-8 runs. One request (`GET /runs`), refetched every 5 s.
+ * The runs table: every job of the team with status, health, duration, rewards, throughput, mode, model and owner,
+ * its tags and the first line of its notes; sortable, filterable by status and tag and searchable (name, tags,
+ * notes; the filters live in the URL, so a filtered table can be shared), with checkboxes to compare 2-8 runs.
+ * One request (`GET /runs`), refetched every 5 s.
  */
 import { useMemo, useState } from "react";
-import { Link, useNavigate } from "react-router";
+import { Link, useNavigate, useSearchParams } from "react-router";
 import { JOB_STATUSES, type JobStatus, type Run } from "../api/types";
-import { HealthBadge } from "../components/HealthBadge";
+import { HealthBadge, SignalChips } from "../components/HealthBadge";
 import { ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } from "../components/ui";
 import { useRuns } from "../lib/queries";
-import { compareRoute, formatDuration, MAX_COMPARE, sortRuns, type SortKey } from "../lib/runs";
+import { compareRoute, formatDuration, MAX_COMPARE, notesPreview, sortRuns, type RunFilters, type SortKey } from "../lib/runs";
 import { useSession } from "../session";
 
 const COLUMNS: [SortKey, string][] = [
-  ["name", "Name"], ["status", "Status"], ["health", "Health"], ["duration", "Duration"], ["reward", "Reward"],
+  ["name", "Name"], ["status", "Status"], ["health", "Health"], ["signals", "Signals"], ["duration", "Duration"], ["reward", "Reward"],
   ["eval", "Eval reward"], ["throughput", "Samples/s"], ["mode", "Mode"], ["model", "Model"], ["owner", "Created by"],
   ["created", "Created"],
 ];
@@ -20,12 +22,23 @@ const COLUMNS: [SortKey, string][] = [
 export function JobsPage() {
   const navigate = useNavigate();
   const { canWrite } = useSession();
-  const [status, setStatus] = useState<JobStatus | "">("");
-  const [name, setName] = useState("");
+  const [params, setParams] = useSearchParams();
+  const filters: RunFilters = {
+    status: (params.get("status") ?? "") as JobStatus | "",
+    tag: params.get("tag") ?? "",
+    q: params.get("q") ?? "",
+  };
+  const setFilter = (key: keyof RunFilters, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value) next.set(key, value);
+    else next.delete(key);
+    setParams(next, { replace: true });
+  };
   const [unhealthyOnly, setUnhealthyOnly] = useState(false);
   const [sort, setSort] = useState<{ key: SortKey; desc: boolean }>({ key: "created", desc: true });
   const [selected, setSelected] = useState<number[]>([]);
-  const { data, error } = useRuns(status, name);
+  const { data, error } = useRuns(filters);
+  const knownTags = useMemo(() => [...new Set((data?.data ?? []).flatMap((run) => run.tags))].sort(), [data]);
 
   const rows = useMemo(() => {
     const runs = (data?.data ?? []).filter((run) => !unhealthyOnly || !run.health.healthy);
@@ -41,13 +54,19 @@ export function JobsPage() {
       <div className="page-head">
         <h2>Runs</h2>
         <div className="filters">
-          <select aria-label="status filter" value={status} onChange={(e) => setStatus(e.target.value as JobStatus | "")}>
+          <select aria-label="status filter" value={filters.status} onChange={(e) => setFilter("status", e.target.value)}>
             <option value="">all statuses</option>
             {JOB_STATUSES.map((s) => (
               <option key={s} value={s}>{s}</option>
             ))}
           </select>
-          <input aria-label="name filter" placeholder="filter by name" value={name} onChange={(e) => setName(e.target.value)} />
+          <input aria-label="search runs" type="search" className="run-search" placeholder="search name, tags, notes" value={filters.q} onChange={(e) => setFilter("q", e.target.value)} />
+          <label className="toggle">
+            tag
+            <input aria-label="tag filter" list="known-tags" placeholder="any" className="tag-filter" value={filters.tag}
+              onChange={(e) => setFilter("tag", e.target.value.trim())} />
+          </label>
+          <datalist id="known-tags">{knownTags.map((t) => <option key={t} value={t} />)}</datalist>
           <label className="toggle">
             <input type="checkbox" checked={unhealthyOnly} onChange={(e) => setUnhealthyOnly(e.target.checked)} /> unhealthy only
           </label>
@@ -71,16 +90,18 @@ export function JobsPage() {
           </tr>
         </thead>
         <tbody>
-          {rows.map((run) => <RunRow key={run.id} run={run} selected={selected.includes(run.id)} onToggle={() => toggle(run.id)} />)}
+          {rows.map((run) => (
+            <RunRow key={run.id} run={run} selected={selected.includes(run.id)} onToggle={() => toggle(run.id)} onTag={(tag) => setFilter("tag", tag)} />
+          ))}
         </tbody>
       </table>
-      {data && rows.length === 0 ? <p className="muted empty">No jobs{status || name || unhealthyOnly ? " match the filters" : " yet"}.</p> : null}
+      {data && rows.length === 0 ? <p className="muted empty">No jobs{filters.status || filters.tag || filters.q || unhealthyOnly ? " match the filters" : " yet"}.</p> : null}
       {data ? <p className="muted">{data.count} job(s){selected.length ? ` · ${selected.length} selected` : ""}</p> : null}
     </div>
   );
 }
 
-function RunRow({ run, selected, onToggle }: { run: Run; selected: boolean; onToggle: () => void }) {
+function RunRow({ run, selected, onToggle, onTag }: { run: Run; selected: boolean; onToggle: () => void; onTag: (tag: string) => void }) {
   const latest = (run.latest_metrics ?? {}) as Record<string, unknown>;
   const spec = run.spec as Record<string, unknown>;
   return (
@@ -89,12 +110,19 @@ function RunRow({ run, selected, onToggle }: { run: Run; selected: boolean; onTo
       <td>
         <Link to={`/jobs/${run.id}`}>{run.name}</Link> <span className="muted">#{run.id}</span>
         <Progress value={run.progress.iteration} total={run.progress.total_iterations} />
+        {run.tags.length ? (
+          <div className="tags" data-testid="run-tags">
+            {run.tags.map((tag) => <button key={tag} type="button" className="tag" title={`only runs tagged ${tag}`} onClick={() => onTag(tag)}>{tag}</button>)}
+          </div>
+        ) : null}
+        {run.notes ? <div className="muted clip-line notes-line" title={run.notes} data-testid="run-notes">{notesPreview(run.notes)}</div> : null}
       </td>
       <td><StatusBadge status={run.status} /></td>
       <td>
-        <HealthBadge health={run.health} />
+        <HealthBadge health={run.health} status={run.status} />
         {run.health.latest_error && !run.health.healthy ? <div className="muted clip-line" title={run.health.latest_error}>{run.health.latest_error.slice(0, 60)}</div> : null}
       </td>
+      <td><SignalChips signals={run.health.signals} /></td>
       <td className="num">{formatDuration(run.duration_s)}</td>
       <td className="num">{formatNumber(latest.reward_mean, 3)}</td>
       <td className="num">{formatNumber(run.eval_reward, 3)}</td>

@@ -1,22 +1,57 @@
-/** Registered models of the team (what the submit form offers) and registering one by server-side path. */
-import { useState, type FormEvent } from "react";
+/**
+ * Registered models of the team (what the submit form offers) with their state and card, and registering one: by
+ * server-side path, or by Hugging Face Hub id + revision (downloaded in the background; the table follows its
+ * progress until it is ready or failed).
+ */
+import { useEffect, useState, type FormEvent } from "react";
 import { api, unwrap } from "../api/client";
+import type { Model } from "../api/types";
 import { Card, ErrorBanner, formatTime } from "../components/ui";
 import { useApiQuery } from "../lib/queries";
+
+const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+
+function ModelCardCell({ model }: { model: Model }) {
+  if (model.state === "failed") return <span className="warn" data-testid="model-error">{model.error}</span>;
+  if (model.state === "downloading") {
+    const done = model.progress?.done_bytes ?? 0;
+    const total = model.progress?.total_bytes ?? 0;
+    return <span>downloading {total ? `${megabytes(done)} of ${megabytes(total)}` : "…"}</span>;
+  }
+  const card = model.card;
+  if (!card) return <span className="muted">–</span>;
+  return (
+    <span data-testid="model-card">
+      {card.architecture} · {card.parameters ? `${(card.parameters / 1e6).toFixed(2)}M params` : "params ?"} ·{" "}
+      {card.dtype ?? "dtype ?"} · context {card.context_length ?? "?"} · vocab {card.vocab_size} · chat template{" "}
+      {card.chat_template ? "yes" : "no"} · {megabytes(card.disk_bytes)}
+    </span>
+  );
+}
 
 export function ModelsCard({ canWrite }: { canWrite: boolean }) {
   const models = useApiQuery(["models"], () => unwrap(api.GET("/api/v1/models")));
   const [name, setName] = useState("");
-  const [path, setPath] = useState("");
+  const [source, setSource] = useState("");
+  const [revision, setRevision] = useState("main");
+  const [fromHub, setFromHub] = useState(false);
   const [error, setError] = useState<unknown>(null);
+  const downloading = models.data?.data.some((m) => m.state === "downloading") ?? false;
+
+  useEffect(() => {
+    if (!downloading) return;
+    const timer = window.setInterval(() => void models.reload(), 1000);
+    return () => window.clearInterval(timer);
+  }, [downloading, models]);
 
   const register = async (e: FormEvent) => {
     e.preventDefault();
     setError(null);
     try {
-      await unwrap(api.POST("/api/v1/models", { body: { name, path } }));
+      const body = fromHub ? { name, hub_id: source, revision } : { name, path: source };
+      await unwrap(api.POST("/api/v1/models", { body }));
       setName("");
-      setPath("");
+      setSource("");
       await models.reload();
     } catch (err) {
       setError(err);
@@ -28,13 +63,15 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
       <ErrorBanner error={error ?? models.error} />
       <table className="table compact" data-testid="models">
         <thead>
-          <tr><th>Name</th><th>Path</th><th>Registered</th></tr>
+          <tr><th>Name</th><th>State</th><th>Model card</th><th>Source</th><th>Registered</th></tr>
         </thead>
         <tbody>
           {models.data?.data.map((m) => (
-            <tr key={m.id}>
+            <tr key={m.id} data-testid={`model-${m.name}`}>
               <td>{m.name}</td>
-              <td><code>{m.path}</code></td>
+              <td>{m.state}</td>
+              <td><ModelCardCell model={m} /></td>
+              <td>{m.source === "hub" ? <code>{m.hub_id}@{m.revision}</code> : <code title={m.path}>{m.source}</code>}</td>
               <td>{formatTime(m.created_at)}</td>
             </tr>
           ))}
@@ -42,8 +79,19 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
       </table>
       {canWrite ? (
         <form className="row inline-form" onSubmit={register}>
-          <input placeholder="model name" value={name} onChange={(e) => setName(e.target.value)} required />
-          <input placeholder="path on the server (under the artifact dir)" value={path} onChange={(e) => setPath(e.target.value)} required />
+          <input name="model_name" placeholder="model name" value={name} onChange={(e) => setName(e.target.value)} required />
+          <select name="model_source" value={fromHub ? "hub" : "path"} onChange={(e) => setFromHub(e.target.value === "hub")}>
+            <option value="path">server directory</option>
+            <option value="hub">Hugging Face Hub</option>
+          </select>
+          <input
+            name="model_path"
+            placeholder={fromHub ? "owner/name on the Hub" : "path on the server (under the artifact dir)"}
+            value={source}
+            onChange={(e) => setSource(e.target.value)}
+            required
+          />
+          {fromHub ? <input name="model_revision" placeholder="revision" value={revision} onChange={(e) => setRevision(e.target.value)} /> : null}
           <button type="submit">Register model</button>
         </form>
       ) : null}

@@ -1,6 +1,7 @@
 /**
  * Planner what-if: model, devices (one cluster, or two for heterogeneous generation/training), mode and output
- * lengths -> the recommended generation/training split, predicted throughput per mode and a simulated timeline.
+ * lengths -> the recommended mode (the fastest the simulation found, whichever mode was asked for) and its
+ * generation/training split, predicted throughput per mode and a simulated timeline of the requested mode.
  */
 import { useMemo, useState, type FormEvent } from "react";
 import { api, ApiError, unwrap } from "../api/client";
@@ -9,9 +10,8 @@ import type { Device, Plan, PlanRequest } from "../api/types";
 import { BarChart } from "../components/BarChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
 import { Card, ErrorBanner, Field, formatNumber } from "../components/ui";
-import { DISPATCH_POLICIES } from "../lib/choices";
+import { DISPATCH_POLICIES, MODES } from "../lib/choices";
 
-const MODES = ["colocated", "sync", "async"] as const;
 const MODE_COLORS = ["#94a3b8", "#2563eb", "#059669"];
 
 const TIMELINE_LANES = 64;
@@ -26,7 +26,7 @@ export function PlannerPage() {
     hetero: false,
     train_device: "H800",
     train_count: "8",
-    mode: "sync" as (typeof MODES)[number],
+    mode: "sync" as (typeof MODES)[number][0],
     median: "2000",
     max_tokens: "20000",
     prompts: "256",
@@ -98,7 +98,7 @@ export function PlannerPage() {
             </Field>
             <Field label="Mode" error={fields.mode}>
               <select name="mode" value={form.mode} onChange={set("mode")}>
-                {MODES.map((m) => <option key={m} value={m}>{m}</option>)}
+                {MODES.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
               </select>
             </Field>
           </div>
@@ -155,8 +155,10 @@ export function PlannerPage() {
 }
 
 function PlanResult({ plan }: { plan: Plan }) {
-  const a = plan.allocation;
-  const modes = MODES.filter((m) => plan.per_mode[m]);
+  const modes = MODES.map(([m]) => m).filter((m) => plan.per_mode[m]);
+  const best = plan.per_mode[plan.recommended_mode]; // the fastest row of the table below
+  const asked = plan.predicted; // the mode the form asked for (and the simulated pipeline shows)
+  const a = plan.recommended_allocation;
   const chart = (key: "samples_per_s" | "throughput_per_cost" | "iteration_seconds", label: string) => ({
     categories: modes.map((m) => m),
     series: [{ label, color: MODE_COLORS[1], values: modes.map((m) => plan.per_mode[m][key]) }],
@@ -166,18 +168,25 @@ function PlanResult({ plan }: { plan: Plan }) {
     [plan], // eslint would want `chart`: it only reads `plan`
   );
   const end = plan.timeline.reduce((m, s) => Math.max(m, s.end), 0);
+  const slower = 1 - asked.samples_per_s / best.samples_per_s;
   return (
     <div className="plan-result" data-testid="plan">
-      <Card title="Recommended split">
+      <Card title={`Recommended: ${best.mode}`}>
         <div className="kpis">
           <div className="kpi"><span className="kpi-value">{a.gen_devices} × {a.gen_device}</span><span className="kpi-label">generation ({a.gen_instances} instances, TP {a.tp})</span></div>
           <div className="kpi"><span className="kpi-value">{a.train_devices} × {a.train_device}</span><span className="kpi-label">training</span></div>
           <div className="kpi"><span className="kpi-value">{a.freed_devices}</span><span className="kpi-label">freed devices</span></div>
-          <div className="kpi"><span className="kpi-value">{formatNumber(plan.predicted.samples_per_s, 1)}</span><span className="kpi-label">samples/s ({plan.predicted.mode})</span></div>
-          <div className="kpi"><span className="kpi-value">{formatNumber(plan.predicted.iteration_seconds, 1)} s</span><span className="kpi-label">iteration</span></div>
+          <div className="kpi" data-testid="plan-best"><span className="kpi-value">{formatNumber(best.samples_per_s, 2)}</span><span className="kpi-label">samples/s ({best.mode})</span></div>
+          <div className="kpi"><span className="kpi-value">{formatNumber(best.iteration_seconds, 1)} s</span><span className="kpi-label">iteration</span></div>
           <div className="kpi"><span className="kpi-value">{formatNumber(a.cost_per_hour, 1)}</span><span className="kpi-label">cost / hour (relative)</span></div>
         </div>
-        <table className="table compact plan-table">
+        {asked.mode !== best.mode ? (
+          <p className="plan-note" data-testid="plan-note">
+            You asked for <b>{asked.mode}</b>: {formatNumber(asked.samples_per_s, 2)} samples/s, {Math.round(slower * 100)}% slower
+            than {best.mode} on these devices. The simulated pipeline below shows {asked.mode}.
+          </p>
+        ) : null}
+        <table className="table compact plan-table" data-testid="plan-table">
           <thead>
             <tr><th>Mode</th><th>Iteration s</th><th>Generation s</th><th>Training s</th><th>Samples/s</th><th>Per cost</th><th>Gen bubble</th><th>Train bubble</th></tr>
           </thead>
@@ -185,12 +194,16 @@ function PlanResult({ plan }: { plan: Plan }) {
             {modes.map((m) => {
               const p = plan.per_mode[m];
               return (
-                <tr key={m} className={m === plan.predicted.mode ? "recommended" : ""}>
-                  <td>{m}</td>
+                <tr key={m} className={m === best.mode ? "recommended" : ""} data-testid={`plan-row-${m}`}>
+                  <td>
+                    {m}
+                    {m === best.mode ? <span className="pill">recommended</span> : null}
+                    {m === asked.mode && m !== best.mode ? <span className="pill muted-pill">requested</span> : null}
+                  </td>
                   <td>{formatNumber(p.iteration_seconds, 1)}</td>
                   <td>{formatNumber(p.gen_seconds, 1)}</td>
                   <td>{formatNumber(p.train_seconds, 1)}</td>
-                  <td>{formatNumber(p.samples_per_s, 2)}</td>
+                  <td className="samples">{formatNumber(p.samples_per_s, 2)}</td>
                   <td>{formatNumber(p.throughput_per_cost, 2)}</td>
                   <td>{Math.round(p.gen_bubble_fraction * 100)}%</td>
                   <td>{Math.round(p.train_bubble_fraction * 100)}%</td>
@@ -206,8 +219,8 @@ function PlanResult({ plan }: { plan: Plan }) {
         <Card title="Samples/s per cost by mode"><BarChart {...charts[1]} height={160} /></Card>
         <Card title="Iteration time by mode (s)"><BarChart {...charts[2]} height={160} /></Card>
       </div>
-      <Card title={`Simulated pipeline (${plan.predicted.mode}${plan.allocation.gen_instances > TIMELINE_LANES ? `, first ${TIMELINE_LANES} of ${plan.allocation.gen_instances} instances` : ""})`}>
-        <PipelineTimeline spans={plan.timeline} now={end} windowSeconds={end} />
+      <Card title={`Simulated pipeline (${asked.mode}${plan.allocation.gen_instances > TIMELINE_LANES ? `, first ${TIMELINE_LANES} of ${plan.allocation.gen_instances} instances` : ""})`}>
+        <PipelineTimeline spans={plan.timeline} now={end} windowSeconds={end} elapsed />
       </Card>
     </div>
   );

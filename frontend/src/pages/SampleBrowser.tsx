@@ -1,12 +1,18 @@
-/** Browse generated samples (iteration, prompt, response, reward, length); filter by iteration; click a row to read it
- * in full with its reward components and reward error. "Latest first" orders by iteration (newest first), whatever order the REST snapshot and SSE merged them in. */
+/** Browse generated samples (iteration, prompt, response, reward, length; turns for multi-turn episodes); filter by
+ * iteration; click a row to read it in full with its reward components and reward error (an episode: as the
+ * conversation, EpisodeView), and open its prompt across the run's iterations (side by side). "Latest first" orders
+ * by iteration (newest first), whatever order the REST snapshot and SSE merged them in. */
 import { useMemo, useState } from "react";
+import { Link } from "react-router";
 import type { SampleRow } from "../api/types";
 import { formatNumber } from "../components/ui";
+import { readEpisode } from "../lib/episode";
+import { samplesRoute } from "../lib/sideBySide";
+import { EpisodeView } from "./EpisodeView";
 
 type SortKey = "latest" | "reward" | "length";
 
-export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
+export function SampleBrowser({ samples, jobId }: { samples: SampleRow[]; jobId: number }) {
   const [sort, setSort] = useState<SortKey>("latest");
   const [query, setQuery] = useState("");
   const [open, setOpen] = useState<string | null>(null);
@@ -23,6 +29,8 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
     return [...filtered].sort((a, b) => b.iteration - a.iteration || (position.get(b.sample_id) ?? 0) - (position.get(a.sample_id) ?? 0));
   }, [samples, sort, query, iteration]);
   const openRow = rows.find((s) => s.sample_id === open);
+  const openEpisode = useMemo(() => readEpisode(openRow?.episode), [openRow]);
+  const episodes = useMemo(() => samples.some((s) => s.episode), [samples]);
 
   return (
     <div className="samples" data-testid="samples">
@@ -47,6 +55,7 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
             <th>Response</th>
             <th>Reward</th>
             <th>Length</th>
+            {episodes ? <th>Turns</th> : null}
             <th>Policy v</th>
             <th>Instance</th>
           </tr>
@@ -61,15 +70,18 @@ export function SampleBrowser({ samples }: { samples: SampleRow[] }) {
                 {s.reward_error ? "error" : formatNumber(s.reward, 3)}
               </td>
               <td>{s.length}</td>
+              {episodes ? <td>{typeof s.episode?.turns === "number" ? s.episode.turns : "–"}</td> : null}
               <td>{s.policy_version}</td>
               <td>{s.instance_id}</td>
             </tr>
           ))}
         </tbody>
       </table>
-      {openRow && (openRow.reward_error || openRow.reward_components) && (
+      {openRow && (
         <div className="sample-detail" data-testid="sample-detail">
+          <Link to={samplesRoute([jobId], openRow.prompt)}>This prompt across iterations and checkpoints →</Link>
           {openRow.reward_error && <p className="error">reward error: {openRow.reward_error}</p>}
+          {openEpisode ? <EpisodeView episode={openEpisode} /> : null}
           {openRow.reward_components && (
             <table className="table compact">
               <thead><tr><th>Reward component</th><th>Value</th></tr></thead>

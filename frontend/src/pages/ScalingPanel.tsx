@@ -9,7 +9,7 @@ const TERMINAL = ["succeeded", "failed", "cancelled"];
 export function ScalingPanel({ job, events, canWrite, onChange, health }: { job: Job; events: JobEvent[]; canWrite: boolean; onChange: (job: Job) => void; health?: JobHealth }) {
   // running = heart-beating instances (health); an instance asked for but never started is pending, not running
   const running = health ? health.instances.running : (job.running_instances ?? 0);
-  const pending = health?.instances.pending ?? 0;
+  const pending = health ? health.instances.pending : (job.pending_instances ?? 0);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   const scalingEvents = events.filter((e) => e.kind.includes("scal")).slice(-20).reverse();

@@ -1,6 +1,7 @@
 /**
- * Submit a job: model from the registered models, dataset (pick, or upload JSONL with line errors shown), reward,
- * algorithm, mode and resources with the planner's suggestion; 422 errors appear next to the fields they name.
+ * Submit a job: model from the registered models, dataset (pick, or upload JSONL with line errors shown), reward or
+ * multi-turn environment (RewardFields), algorithm, mode and resources with the planner's suggestion; 422 errors
+ * appear next to the fields they name.
  */
 import { useEffect, useState, type FormEvent } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
@@ -8,11 +9,17 @@ import { api, ApiError, unwrap } from "../api/client";
 import type { Dataset, Model } from "../api/types";
 import { ErrorBanner, Field } from "../components/ui";
 import { PlanSuggestion } from "./PlanSuggestion";
+import { useCluster } from "./Cluster";
+import { capacityWarning } from "../lib/cluster";
+import { DatasetFromHub } from "./DatasetFromHub";
 import { DatasetUpload } from "./DatasetUpload";
-import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, toSpec, type JobForm } from "../lib/jobForm";
+import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, parseFormTexts, toSpec, type JobForm } from "../lib/jobForm";
+import { trackersOf, withTrackers, type TrackerChoice } from "../lib/trackers";
+import { TrackerPicker } from "../components/TrackerPicker";
 import { useApiQuery, useJob } from "../lib/queries";
 import { useSession } from "../session";
-import { DISPATCH_POLICIES, MODES } from "../lib/choices";
+import { ALGORITHMS, DISPATCH_POLICIES, ENGINES, MODES } from "../lib/choices";
+import { RewardFields } from "./RewardFields";
 
 export function SubmitJobPage() {
   const { canWrite } = useSession();
@@ -41,12 +48,16 @@ function SubmitJobForm() {
   const [fields, setFields] = useState<Record<string, string>>({});
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const [trackers, setTrackers] = useState<TrackerChoice[]>([]);
+  const cluster = useCluster().data;
+  const capacity = capacityWarning(form["generation.instances"].trim() ? Number(form["generation.instances"]) : null, cluster);
 
   const set = (key: keyof JobForm) => (e: { target: { value: string } }) => setForm((f) => ({ ...f, [key]: e.target.value }));
   const err = (...keys: string[]) => keys.map((k) => fields[k]).filter(Boolean).join("; ") || undefined;
 
   useEffect(() => {
     if (base) setForm(fromSpec(base));
+    if (base) setTrackers(trackersOf(base));
   }, [base]);
 
   useEffect(() => {
@@ -64,7 +75,8 @@ function SubmitJobForm() {
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     setError(null);
-    const local = localErrors(form);
+    const texts = await parseFormTexts(form);
+    const local = { ...localErrors(form), ...texts.errors };
     setFields(local);
     if (Object.keys(local).length > 0) {
       setError(new Error("The job spec has errors: see the marked fields."));
@@ -73,7 +85,8 @@ function SubmitJobForm() {
     setBusy(true);
     try {
       // The body is built from the form; the API validates it against JobSpec and answers 422 naming the fields.
-      const body = base ? mergeSpec(base, toSpec(form)) : toSpec(form);
+      const spec = toSpec(form, texts.parsed);
+      const body = withTrackers(base ? mergeSpec(base, spec) : spec, trackers);
       const job = await unwrap(api.POST("/api/v1/jobs", { body: body as never }));
       navigate(`/jobs/${job.id}`);
     } catch (caught) {
@@ -88,7 +101,7 @@ function SubmitJobForm() {
 
   const onUploaded = (dataset: Dataset) => {
     void datasetsQuery.reload();
-    setForm((f) => ({ ...f, "dataset.source": "uploaded", "dataset.id": String(dataset.id) }));
+    if (dataset.state === "ready") setForm((f) => ({ ...f, "dataset.source": "uploaded", "dataset.id": String(dataset.id) }));
   };
 
   return (
@@ -125,11 +138,12 @@ function SubmitJobForm() {
                 <select name="dataset" value={form["dataset.id"]} onChange={set("dataset.id")}>
                   <option value="">— choose —</option>
                   {datasets.map((d) => (
-                    <option key={d.id} value={d.id}>{d.name} ({d.row_count} rows)</option>
+                    <option key={d.id} value={d.id} disabled={d.state !== "ready"}>{d.name} ({d.state === "ready" ? `${d.row_count} rows` : d.state})</option>
                   ))}
                 </select>
               </Field>
               <DatasetUpload onUploaded={onUploaded} />
+              <DatasetFromHub onReady={onUploaded} />
             </>
           ) : (
             <div className="row">
@@ -144,19 +158,7 @@ function SubmitJobForm() {
               </Field>
             </div>
           )}
-          <Field label="Reward" error={err("reward", "reward.type")} hint="a built-in (exact_match, numeric, format, ...) or python">
-            <input name="reward" list="rewards" value={form["reward.type"]} onChange={set("reward.type")} />
-            <datalist id="rewards">
-              {["exact_match", "numeric", "format", "regex", "length_penalty", "python"].map((name) => (
-                <option key={name} value={name} />
-              ))}
-            </datalist>
-          </Field>
-          {form["reward.type"] === "python" ? (
-            <Field label="Reward code (runs sandboxed)" error={err("reward.code")}>
-              <textarea name="reward_code" className="mono" rows={5} value={form["reward.code"]} onChange={set("reward.code")} />
-            </Field>
-          ) : null}
+          <RewardFields form={form} set={set} err={err} />
         </section>
 
         <section className="card">
@@ -164,10 +166,7 @@ function SubmitJobForm() {
           <div className="row">
             <Field label="Algorithm" error={err("algorithm.name")}>
               <select name="algorithm" value={form["algorithm.name"]} onChange={set("algorithm.name")}>
-                <option value="grpo">GRPO</option>
-                <option value="ppo">PPO</option>
-                <option value="rloo">RLOO</option>
-                <option value="reinforce_pp">REINFORCE++</option>
+                {ALGORITHMS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
               </select>
             </Field>
             <Field label="Group size" error={err("algorithm.group_size")}>
@@ -212,17 +211,40 @@ function SubmitJobForm() {
             </Field>
             <Field label="Engine" error={err("generation.engine")}>
               <select name="engine" value={form["generation.engine"]} onChange={set("generation.engine")}>
-                <option value="hf">transformers</option>
-                <option value="vllm">vLLM</option>
+                {ENGINES.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
               </select>
             </Field>
+          </div>
+          <div className="row" data-testid="lora-fields">
+            <Field label="Fine-tuning" error={err("training.lora")} hint="LoRA trains and syncs a small adapter only">
+              <select name="lora" value={form["training.lora"]} onChange={set("training.lora")}>
+                <option value="off">full (every weight)</option>
+                <option value="on">LoRA adapter</option>
+              </select>
+            </Field>
+            {form["training.lora"] === "on" && (
+              <>
+                <Field label="LoRA rank" error={err("training.lora.rank")}>
+                  <input name="lora_rank" inputMode="numeric" value={form["training.lora.rank"]} onChange={set("training.lora.rank")} />
+                </Field>
+                <Field label="LoRA alpha" error={err("training.lora.alpha")}>
+                  <input name="lora_alpha" inputMode="decimal" value={form["training.lora.alpha"]} onChange={set("training.lora.alpha")} />
+                </Field>
+                <Field label="LoRA dropout" error={err("training.lora.dropout")}>
+                  <input name="lora_dropout" inputMode="decimal" value={form["training.lora.dropout"]} onChange={set("training.lora.dropout")} />
+                </Field>
+                <Field label="Target modules" error={err("training.lora.target_modules")} hint="comma-separated; empty: all linear layers">
+                  <input name="lora_target_modules" value={form["training.lora.target_modules"]} onChange={set("training.lora.target_modules")} />
+                </Field>
+              </>
+            )}
           </div>
         </section>
 
         <section className="card">
           <h3>Resources</h3>
           <div className="row">
-            <Field label="Generation instances" error={err("generation.instances")}>
+            <Field label="Generation instances" error={err("generation.instances")} hint={capacity ? <span className="capacity-warning" data-testid="capacity-warning">⚠ {capacity}</span> : undefined}>
               <input name="instances" inputMode="numeric" value={form["generation.instances"]} onChange={set("generation.instances")} />
             </Field>
             <Field label="Batch size / instance" error={err("generation.batch_size")}>
@@ -247,6 +269,8 @@ function SubmitJobForm() {
             </Field>
           </div>
           <PlanSuggestion form={form} onApply={(patch) => setForm((f) => ({ ...f, ...patch }))} />
+          <TrackerPicker value={trackers} onChange={setTrackers}
+            error={err("telemetry.trackers", "telemetry.trackers.0", "telemetry.trackers.1", "telemetry.trackers.2")} />
         </section>
 
         <div className="form-actions">

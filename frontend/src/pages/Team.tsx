@@ -4,7 +4,9 @@ import { api, unwrap } from "../api/client";
 import { Card, ErrorBanner, Field, formatTime } from "../components/ui";
 import { useApiQuery } from "../lib/queries";
 import { useSession } from "../session";
+import { DatasetPreviewCard } from "./DatasetPreviewCard";
 import { ModelsCard } from "./ModelsCard";
+import { TrackersCard } from "./TrackersCard";
 
 const ROLES = ["viewer", "member", "admin", "owner"];
 
@@ -87,6 +89,9 @@ export function TeamPage() {
         </Card>
 
         <ModelsCard canWrite={canWrite} />
+        <DatasetPreviewCard />
+
+        <TrackersCard isAdmin={isAdmin} />
 
         <Card title="Quotas">
           {team.data ? (

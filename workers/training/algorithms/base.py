@@ -24,10 +24,13 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from contract.registry import Registry
 from contract.sample import Sample
 from contract.spec import AlgorithmSpec
 
 Metrics = dict[str, float]
+# name -> Algorithm class; each algorithm module registers itself (`@ALGORITHMS.register(...)`, contract/registry.py)
+ALGORITHMS: Registry[type[Algorithm]] = Registry("algorithm")
 
 
 @dataclass
@@ -118,7 +121,6 @@ def group_by_id(samples: list[Sample]) -> dict[str, list[int]]:
 class Algorithm(ABC):
     """An RL objective: sequence advantages from a group of scored samples, then a pure loss over tensors."""
 
-    name: str = ""
     uses_value_head: bool = False
 
     def __init__(self, spec: AlgorithmSpec) -> None:

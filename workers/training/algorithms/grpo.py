@@ -18,13 +18,16 @@ from __future__ import annotations
 import statistics
 
 from contract.sample import Sample
-from workers.training.algorithms.base import Algorithm
+from workers.training.algorithms.base import ALGORITHMS, Algorithm
 
 STD_EPS = 1e-4
 
 
+# training FLOPs per parameter per token: policy forward + backward (6), old logprobs (2), reference (2)
+@ALGORITHMS.register("grpo", label="GRPO", train_flops_per_param=6 + 2 + 2)
 class GRPO(Algorithm):
-    name = "grpo"
+    """PPO's clipped surrogate with group-normalised advantages, no critic."""
+
 
     def advantages(self, group: list[Sample]) -> list[float]:
         rewards = [sample.reward for sample in group]

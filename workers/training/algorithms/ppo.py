@@ -25,6 +25,7 @@ from torch import Tensor
 
 from contract.sample import Sample
 from workers.training.algorithms.base import (
+    ALGORITHMS,
     Algorithm,
     LossInputs,
     Metrics,
@@ -36,21 +37,26 @@ from workers.training.algorithms.reinforce_pp import last_token_onehot
 
 
 def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float) -> tuple[Tensor, Tensor]:
-    """Generalised advantage estimation over left-aligned rows. (B, T) x3 -> advantages (B, T), returns (B, T)."""
+    """Generalised advantage estimation over the trained tokens of left-aligned rows. (B, T) x3 -> advantages (B, T),
+    returns (B, T). Masked tokens inside a row (a multi-turn episode's environment tokens) are skipped: the
+    recursion steps from one policy token to the next, as if the policy's turns were one sequence."""
     advantages = torch.zeros_like(rewards)
     next_value = torch.zeros_like(rewards[:, 0])  # (B,) V_{t+1}; 0 past the last real token
     running = torch.zeros_like(rewards[:, 0])  # (B,)
     for t in reversed(range(rewards.shape[1])):
-        real = mask[:, t]
+        real = mask[:, t] > 0
         delta = rewards[:, t] + gamma * next_value - values[:, t]
-        running = (delta + gamma * lam * running) * real
-        advantages[:, t] = running
-        next_value = values[:, t] * real
+        running = torch.where(real, delta + gamma * lam * running, running)
+        advantages[:, t] = running * mask[:, t]
+        next_value = torch.where(real, values[:, t], next_value)
     return advantages, (advantages + values) * mask
 
 
+# policy and critic forward + backward (6 + 6), old logprobs, old values, reference, reward (2 each)
+@ALGORITHMS.register("ppo", label="PPO", train_flops_per_param=6 + 6 + 2 + 2 + 2 + 2)
 class PPO(Algorithm):
-    name = "ppo"
+    """Clipped surrogate with a value head and GAE advantages."""
+
     uses_value_head = True
 
     def advantages(self, group: list[Sample]) -> list[float]:

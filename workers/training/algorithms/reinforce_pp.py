@@ -20,6 +20,7 @@ from torch import Tensor
 
 from contract.sample import Sample
 from workers.training.algorithms.base import (
+    ALGORITHMS,
     Algorithm,
     LossInputs,
     Metrics,
@@ -30,26 +31,34 @@ from workers.training.algorithms.base import (
 
 
 def discounted_returns(rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
-    """G_t = rho_t + gamma * G_{t+1} over real tokens; (B, T) -> (B, T), padding 0."""
+    """G_t = rho_t + gamma * G_{t+1} over the trained tokens; (B, T) -> (B, T), 0 where the mask is 0. Masked tokens
+    inside a row (a multi-turn episode's environment tokens) are skipped: the return flows past them unchanged, as
+    if the policy's turns were one sequence."""
     returns = torch.zeros_like(rewards)
     running = torch.zeros_like(rewards[:, 0])  # (B,)
     for t in reversed(range(rewards.shape[1])):
-        running = (rewards[:, t] + gamma * running) * mask[:, t]
-        returns[:, t] = running
+        real = mask[:, t]
+        running = torch.where(real > 0, rewards[:, t] + gamma * running, running)
+        returns[:, t] = running * real
     return returns
 
 
 def last_token_onehot(mask: Tensor) -> Tensor:
-    """(B, T) 1.0 at each row's last real token (rows are left-aligned), 0 elsewhere; empty rows stay 0."""
-    lengths = mask.sum(dim=1).long()  # (B,)
+    """(B, T) 1.0 at each row's last trained token (mask 1), 0 elsewhere; empty rows stay 0."""
+    positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)[None, :] * (mask > 0)  # (B, T)
+    last = positions.max(dim=1).values  # (B,) 1-based, 0 for an empty row
     onehot = torch.zeros_like(mask)
-    rows = torch.nonzero(lengths > 0).squeeze(1)
-    onehot[rows, lengths[rows] - 1] = 1.0
+    rows = torch.nonzero(last > 0).squeeze(1)
+    onehot[rows, last[rows] - 1] = 1.0
     return onehot
 
 
+@ALGORITHMS.register("reinforce_pp", label="REINFORCE++", train_flops_per_param=6 + 2 + 2,
+                     token_budget_conflict="it whitens advantages over each micro-batch, so cutting by tokens "
+                     "would change its loss")
 class ReinforcePP(Algorithm):
-    name = "reinforce_pp"
+    """REINFORCE with PPO's clipping and batch-normalised advantages, no critic."""
+
 
     def advantages(self, group: list[Sample]) -> list[float]:
         return [sample.reward for sample in group]

@@ -11,11 +11,13 @@ entropy terms) as GRPO; with one update per batch the clip is inactive and this 
 from __future__ import annotations
 
 from contract.sample import Sample
-from workers.training.algorithms.base import Algorithm
+from workers.training.algorithms.base import ALGORITHMS, Algorithm
 
 
+@ALGORITHMS.register("rloo", label="RLOO", train_flops_per_param=6 + 2 + 2)  # as GRPO
 class RLOO(Algorithm):
-    name = "rloo"
+    """REINFORCE with a leave-one-out baseline within each group."""
+
 
     def advantages(self, group: list[Sample]) -> list[float]:
         rewards = [sample.reward for sample in group]

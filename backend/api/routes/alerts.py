@@ -1,0 +1,98 @@
+"""Notification rules of the current team (webhook or e-mail) and each rule's delivery log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Response, status
+
+from backend.api.deps import AdminAuth, SessionDep, SettingsDep, ViewerAuth
+from backend.api.openapi import AUTHENTICATED, errors
+from backend.db.models import AlertDelivery, AlertRule
+from backend.schemas.alerts import (
+    AlertDeliveryPublic,
+    AlertRuleCreate,
+    AlertRuleCreated,
+    AlertRulePublic,
+    AlertRuleUpdate,
+)
+from backend.schemas.common import MAX_ID, MAX_OFFSET, Page
+from backend.services import alerts as alert_service
+
+router = APIRouter(prefix="/alerts", tags=["alerts"], responses=errors(*AUTHENTICATED))
+RuleId = Annotated[int, Path(ge=1, le=MAX_ID, description="alert rule id")]
+
+
+def rule_public(rule: AlertRule) -> AlertRulePublic:
+    return AlertRulePublic(
+        id=rule.id, name=rule.name, events=rule.events, channel=rule.channel, url=rule.url,
+        recipients=rule.recipients, enabled=rule.enabled, secret_set=rule.secret_encrypted is not None,
+        created_at=rule.created_at, updated_at=rule.updated_at,
+    )
+
+
+def delivery_public(row: AlertDelivery) -> AlertDeliveryPublic:
+    public = AlertDeliveryPublic.model_validate(row)
+    return public if row.state == "pending" else public.model_copy(update={"next_attempt_at": None})
+
+
+@router.get("/rules")
+def list_rules(auth: ViewerAuth, session: SessionDep) -> Page[AlertRulePublic]:
+    """The team's notification rules (secrets are never shown: `secret_set` says whether one is stored)."""
+    rules = alert_service.list_rules(session=session, team=auth.team)
+    return Page(data=[rule_public(rule) for rule in rules], count=len(rules))
+
+
+@router.post("/rules", status_code=status.HTTP_201_CREATED)
+def create_rule(body: AlertRuleCreate, auth: AdminAuth, session: SessionDep, settings: SettingsDep) -> AlertRuleCreated:
+    """Create a rule (admin); a webhook rule's answer holds its signing secret, shown this once."""
+    rule, secret = alert_service.create_rule(session=session, team=auth.team, user=auth.user, body=body,
+                                             settings=settings)
+    session.commit()
+    return AlertRuleCreated(**rule_public(rule).model_dump(), secret=secret)
+
+
+@router.get("/rules/{rule_id}")
+def get_rule(rule_id: RuleId, auth: ViewerAuth, session: SessionDep) -> AlertRulePublic:
+    """One rule of the team."""
+    return rule_public(alert_service.get_rule(session=session, team=auth.team, rule_id=rule_id))
+
+
+@router.patch("/rules/{rule_id}")
+def update_rule(rule_id: RuleId, body: AlertRuleUpdate, auth: AdminAuth, session: SessionDep,
+                settings: SettingsDep) -> AlertRulePublic:
+    """Change a rule (admin): name, events, url, recipients, enabled, or a new webhook secret."""
+    rule = alert_service.get_rule(session=session, team=auth.team, rule_id=rule_id)
+    alert_service.update_rule(session=session, rule=rule, body=body, settings=settings)
+    session.commit()
+    return rule_public(rule)
+
+
+@router.delete("/rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_rule(rule_id: RuleId, auth: AdminAuth, session: SessionDep) -> Response:
+    """Delete a rule (admin) and its delivery log."""
+    rule = alert_service.get_rule(session=session, team=auth.team, rule_id=rule_id)
+    alert_service.delete_rule(session=session, rule=rule)
+    session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/rules/{rule_id}/test", status_code=status.HTTP_202_ACCEPTED)
+def test_rule(rule_id: RuleId, auth: AdminAuth, session: SessionDep) -> AlertDeliveryPublic:
+    """Queue a `test` delivery of the rule (admin); the controller sends it within seconds: watch the log."""
+    rule = alert_service.get_rule(session=session, team=auth.team, rule_id=rule_id)
+    delivery = alert_service.make_test_delivery(session=session, team=auth.team, rule=rule)
+    session.commit()
+    return delivery_public(delivery)
+
+
+@router.get("/rules/{rule_id}/deliveries")
+def list_deliveries(
+    rule_id: RuleId, auth: ViewerAuth, session: SessionDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+) -> Page[AlertDeliveryPublic]:
+    """The rule's delivery log, newest first: state, attempts, each attempt's status code or error."""
+    rule = alert_service.get_rule(session=session, team=auth.team, rule_id=rule_id)
+    rows, total = alert_service.list_deliveries(session=session, rule=rule, limit=limit, offset=offset)
+    return Page(data=[delivery_public(row) for row in rows], count=total)

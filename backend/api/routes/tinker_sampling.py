@@ -1,0 +1,88 @@
+"""The Tinker API's sampling routes (included by backend/api/routes/tinker.py): sampling sessions (samplers) and
+`asample`, which `SamplingClient.sample` and `compute_logprobs` call. Mapping: backend/services/tinker_sampling.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from pydantic import Field
+from sqlalchemy.orm import Session
+
+from backend.api.deps import RedisDep, SessionDep, SettingsDep
+from backend.api.routes.tinker_common import Auth, Body, TinkerRoute, future
+from backend.db.models import Team
+from backend.services import tinker as svc
+from backend.services import tinker_sampling as sampling
+
+router = APIRouter(route_class=TinkerRoute, include_in_schema=False)
+
+
+class CreateSamplingSession(Body):
+    session_id: str = Field(max_length=200)
+    sampling_session_seq_id: int = 0
+    base_model: str | None = Field(None, max_length=1000)
+    model_path: str | None = Field(None, max_length=2000)
+
+
+def _sampler_of(session: Session, client: Any, team: Team, artifacts: Any, *, model_path: str | None,
+                base_model: str | None) -> str:
+    """A new sampler of a save_weights_for_sampler path (base model + that adapter) or of a ready base model."""
+    if model_path is not None:
+        job, kind, directory = svc.resolve_path(session, team, artifacts, model_path)
+        if kind != "sampler_weights":
+            raise svc.TinkerError(400, "create_sampling_client takes a save_weights_for_sampler path "
+                                       "(tinker://<run>/sampler_weights/<name>)")
+        info = svc.model_info(session, job)
+        return sampling.register_sampler(client, team, base_model=info["model_name"],
+                                         model_dir=info["model_data"]["tokenizer_id"], adapter_dir=str(directory),
+                                         model_path=model_path, job_id=job.id)
+    from backend.services.models import find_model
+
+    model = find_model(session=session, team_id=team.id, name=base_model or "")
+    if model is None or model.state != "ready":
+        raise svc.TinkerError(400, f"base_model {base_model!r} is not a ready model of this team")
+    return sampling.register_sampler(client, team, base_model=model.name, model_dir=model.path, adapter_dir=None,
+                                     model_path=None, job_id=None)
+
+
+@router.post("/create_sampling_session")
+def create_sampling_session(body: CreateSamplingSession, auth: Auth, session: SessionDep, client: RedisDep,
+                            settings: SettingsDep) -> dict[str, Any]:
+    svc.require_session(client, body.session_id, auth.team)
+    sampler = _sampler_of(session, client, auth.team, settings.artifacts, model_path=body.model_path,
+                          base_model=body.base_model)
+    return {"type": "create_sampling_session", "sampling_session_id": sampler}
+
+
+@router.get("/samplers/{sampler_id}")
+def get_sampler(sampler_id: str, auth: Auth, client: RedisDep) -> dict[str, Any]:
+    record = sampling.get_sampler(client, auth.team, sampler_id)
+    return {"sampler_id": sampler_id, "base_model": record["base_model"], "model_path": record["model_path"]}
+
+
+@router.post("/asample")
+async def asample(request: Request, auth: Auth, session: SessionDep, client: RedisDep,
+                  settings: SettingsDep) -> dict[str, Any]:
+    """Starts the sample and answers its future at once (one sequence id per sample, as the SDK expects)."""
+    try:
+        body = await request.json()
+    except ValueError as err:
+        raise svc.TinkerError(400, f"the body is not JSON: {err}") from err
+    plan = sampling.read_request(body)
+    sampler_id = body.get("sampling_session_id")
+    if sampler_id is not None:
+        if not isinstance(sampler_id, str) or len(sampler_id) > 200:
+            raise svc.TinkerError(400, "sampling_session_id must be a sampler id")
+        record = await run_in_threadpool(sampling.get_sampler, client, auth.team, sampler_id)
+    else:
+        model_path, base_model = body.get("model_path"), body.get("base_model")
+        if not isinstance(model_path, str | None) or not isinstance(base_model, str | None) or \
+                (model_path is None and base_model is None):
+            raise svc.TinkerError(400, "asample needs sampling_session_id, model_path or base_model")
+        sampler_id = await run_in_threadpool(_sampler_of, session, client, auth.team, settings.artifacts,
+                                             model_path=model_path, base_model=base_model)
+        record = await run_in_threadpool(sampling.get_sampler, client, auth.team, sampler_id)
+    request_id = await run_in_threadpool(sampling.start, client, auth.team, record, plan)
+    return future(request_id, None, sample_sequence_ids=[f"{request_id}.{k}" for k in range(plan.request.n)])

@@ -1,0 +1,311 @@
+"""OpenAI's models and chat-completions APIs on the platform's own models (routes in
+backend/api/routes/openai_inference.py; docs/openai.md#chat-completions-and-models).
+
+- A model id is a ready model the team registered (its `name`), a fine-tuning job's `fine_tuned_model`
+  (`ft:<base>:<team>:<suffix>:<job id>`: the job's newest checkpoint, once it succeeded) or one of its checkpoints
+  (`...:ckpt-step-<iteration>`), the ids backend/services/openai_compat.py gives them. Any other id, another team's
+  included, is a 404.
+- A checkpoint of a LoRA job is served as the base model plus the checkpoint's adapter (`adapter/`, PEFT layout); any
+  other checkpoint as the model directory it is.
+- Messages are rendered with the model's own chat template (backend/services/chat_preview.py: the template the
+  runtime renders with, without torch), sampled on the generation pool (backend/services/inference.py) and decoded
+  with the model's tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from backend.db.enums import JobStatus
+from backend.db.models import Checkpoint, Job, JobEvent, Model, Team
+from backend.services.chat_preview import ChatRenderer
+from backend.services.errors import InvalidInput
+from backend.services.inference import SampleRequest
+from backend.services.openai_compat import MARKER, OpenAIError, model_name, unix
+
+ADAPTER_DIR = "adapter"  # inside a checkpoint (workers/models/lora.py ADAPTER_DIR)
+CHECKPOINT = re.compile(r"^(?P<name>ft:.+:(?P<job>\d{1,10}))(?::ckpt-step-(?P<step>\d{1,10}))?$")
+DEFAULT_MAX_TOKENS = 256
+MAX_TOKENS = 16384
+MAX_N = 16
+# parameters OpenAI has that this platform does not serve: named in a 400 rather than ignored
+UNSUPPORTED = {
+    "tools": "tool calling", "tool_choice": "tool calling", "functions": "function calling",
+    "function_call": "function calling", "parallel_tool_calls": "tool calling",
+    "response_format": "structured outputs (JSON mode / schemas)", "audio": "audio output",
+    "modalities": "modalities other than text", "prediction": "predicted outputs",
+    "web_search_options": "web search", "logit_bias": "logit bias", "reasoning_effort": "reasoning effort",
+    "verbosity": "verbosity", "prompt_cache_key": "prompt caching",
+}
+
+
+# -- models ----------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Served:
+    """What a model id runs: the directory the engine loads, the adapter over it, the tokenizer's directory."""
+
+    id: str
+    model_dir: str
+    adapter_dir: str | None
+    created: int | None
+
+
+def _model_object(model_id: str, created: int | None, team: Team) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": created or 0, "owned_by": f"org-{team.id}"}
+
+
+def _facts(session: Session, job_ids: list[int]) -> dict[int, dict[str, Any]]:
+    if not job_ids:
+        return {}
+    rows = session.execute(select(JobEvent.job_id, JobEvent.data).where(JobEvent.job_id.in_(job_ids),
+                                                                         JobEvent.kind == MARKER))
+    return {job_id: dict(data or {}) for job_id, data in rows}
+
+
+def list_models(session: Session, team: Team) -> dict[str, Any]:
+    """The team's ready models, then every job's fine-tuned model (succeeded jobs) and checkpoints, newest first."""
+    out = [_model_object(model.name, unix(model.created_at), team)
+           for model in session.scalars(select(Model).where(Model.team_id == team.id, Model.state == "ready")
+                                        .order_by(Model.id))]
+    rows = session.execute(select(Job, Checkpoint).join(Checkpoint, Checkpoint.job_id == Job.id)
+                           .where(Job.team_id == team.id).order_by(Job.id.desc(), Checkpoint.iteration.desc())).all()
+    facts = _facts(session, sorted({job.id for job, _ in rows}))
+    named: set[int] = set()
+    for job, checkpoint in rows:
+        name = model_name(job, team, facts.get(job.id, {}))
+        if job.status == JobStatus.succeeded and job.id not in named:
+            named.add(job.id)
+            out.append(_model_object(name, unix(job.finished_at or checkpoint.created_at), team))
+        out.append(_model_object(f"{name}:ckpt-step-{checkpoint.iteration}", unix(checkpoint.created_at), team))
+    return {"object": "list", "data": out}
+
+
+def _not_found(model_id: str) -> OpenAIError:
+    return OpenAIError(f"The model '{model_id[:200]}' does not exist or you do not have access to it.",
+                       param="model", code="model_not_found", status_code=404)
+
+
+def resolve(session: Session, team: Team, model_id: str) -> Served:
+    """The team's model `model_id` (404 otherwise, whoever owns it)."""
+    match = CHECKPOINT.match(model_id)
+    if match is None:
+        model = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == model_id))
+        if model is None or model.state != "ready":
+            raise _not_found(model_id)
+        return Served(model_id, model.path, None, unix(model.created_at))
+    job = session.scalar(select(Job).where(Job.id == int(match["job"]), Job.team_id == team.id))
+    if job is None or model_name(job, team, _facts(session, [job.id]).get(job.id, {})) != match["name"]:
+        raise _not_found(model_id)
+    query = select(Checkpoint).where(Checkpoint.job_id == job.id)
+    if match["step"] is not None:
+        query = query.where(Checkpoint.iteration == int(match["step"]))
+    elif job.status != JobStatus.succeeded:
+        raise _not_found(model_id)  # the fine-tuned model exists once the job succeeded (its checkpoints before)
+    checkpoint = session.scalar(query.order_by(Checkpoint.iteration.desc()).limit(1))
+    if checkpoint is None:
+        raise _not_found(model_id)
+    adapter = Path(checkpoint.path) / ADAPTER_DIR
+    lora = (job.spec.get("training") or {}).get("lora")
+    if lora and adapter.is_dir():
+        base = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == job.spec.get("model"),
+                                                  Model.state == "ready"))
+        if base is not None:  # base + adapter; without its base model, the merged model the checkpoint also holds
+            return Served(model_id, base.path, str(adapter), unix(checkpoint.created_at))
+    return Served(model_id, checkpoint.path, None, unix(checkpoint.created_at))
+
+
+def model_object(served: Served, team: Team) -> dict[str, Any]:
+    return _model_object(served.id, served.created, team)
+
+
+# -- chat completions ------------------------------------------------------------------------------------------------
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    include_usage: bool = False
+    include_obfuscation: bool | None = None
+
+
+class ChatCompletionCreate(BaseModel):
+    """The request body; fields OpenAI has but the platform does not serve are refused by `check` (extra: allow, so
+    each is named)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=400)
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1024)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    n: int | None = Field(None, ge=1, le=MAX_N)
+    stop: str | list[str] | None = None
+    seed: int | None = Field(None, ge=0, le=2**63 - 1)
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    stream: bool | None = None
+    stream_options: StreamOptions | None = None
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    user: str | None = Field(None, max_length=256)
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    service_tier: str | None = Field(None, max_length=32)
+    safety_identifier: str | None = Field(None, max_length=256)
+
+
+def parse(body: Any) -> ChatCompletionCreate:
+    """The request (400 naming the first bad or unsupported parameter)."""
+    if not isinstance(body, dict):
+        raise OpenAIError("the request body must be a JSON object")
+    try:
+        request = ChatCompletionCreate.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise OpenAIError(f"{where}: {error['msg']}" if where else str(error["msg"]), param=where or None) from None
+    check(request)
+    return request
+
+
+def check(request: ChatCompletionCreate) -> None:
+    for name in request.model_extra or {}:
+        what = UNSUPPORTED.get(name)
+        detail = f"{what} is not supported by this platform" if what else "unknown parameter"
+        raise OpenAIError(f"{name}: {detail}", param=name, code="unsupported_parameter")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(request, name) not in (None, 0, 0.0):
+            raise OpenAIError(f"{name} is not supported by this platform (only 0)", param=name,
+                              code="unsupported_parameter")
+    if request.top_logprobs:
+        raise OpenAIError("top_logprobs is not supported: the engine reports the chosen token's logprob only "
+                          "(logprobs: true, top_logprobs 0 or unset)", param="top_logprobs",
+                          code="unsupported_parameter")
+    if request.top_logprobs is not None and not request.logprobs:
+        raise OpenAIError("top_logprobs needs logprobs: true", param="top_logprobs")
+    if request.stream_options is not None and not request.stream:
+        raise OpenAIError("stream_options needs stream: true", param="stream_options")
+    if request.max_tokens is not None and request.max_completion_tokens is not None \
+            and request.max_tokens != request.max_completion_tokens:
+        raise OpenAIError("give max_completion_tokens or max_tokens, not both", param="max_tokens")
+    if max_tokens(request) > MAX_TOKENS:
+        raise OpenAIError(f"max_completion_tokens must be at most {MAX_TOKENS}", param="max_completion_tokens")
+    stops = stop_strings(request)
+    if len(stops) > 4 or any(not s for s in stops):
+        raise OpenAIError("stop: up to 4 non-empty strings", param="stop")
+    messages(request)
+
+
+def max_tokens(request: ChatCompletionCreate) -> int:
+    return request.max_completion_tokens or request.max_tokens or DEFAULT_MAX_TOKENS
+
+
+def stop_strings(request: ChatCompletionCreate) -> list[str]:
+    return [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
+
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+def _text(content: Any, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for index, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise OpenAIError(f"{where}[{index}]: only text content parts are supported (got {kind!r})",
+                                  param=f"{where}[{index}]", code="unsupported_parameter")
+            parts.append(part["text"])
+        return "".join(parts)
+    raise OpenAIError(f"{where} must be a string or a list of text parts", param=where)
+
+
+def messages(request: ChatCompletionCreate) -> list[dict[str, str]]:
+    """The conversation as the chat template takes it: {role, content} with text content (developer -> system)."""
+    out = []
+    for index, message in enumerate(request.messages):
+        where = f"messages[{index}]"
+        role = message.get("role")
+        if role in ("tool", "function"):
+            raise OpenAIError(f"{where}: {role} messages are not supported (no tool calling)", param=f"{where}.role",
+                              code="unsupported_parameter")
+        if role not in ROLES:
+            raise OpenAIError(f"{where}.role must be one of {sorted(ROLES)} (got {str(role)[:40]!r})",
+                              param=f"{where}.role")
+        for key in message:
+            if key not in ("role", "content", "name"):
+                raise OpenAIError(f"{where}.{key} is not supported", param=f"{where}.{key}",
+                                  code="unsupported_parameter")
+        if message.get("content") is None:
+            raise OpenAIError(f"{where}.content is required", param=f"{where}.content")
+        out.append({"role": ROLES[role], "content": _text(message["content"], f"{where}.content")})
+    return out
+
+
+@dataclass
+class Prepared:
+    served: Served
+    renderer: ChatRenderer
+    prompt_ids: list[int]
+    sample: SampleRequest
+
+
+def prepare(request: ChatCompletionCreate, served: Served) -> Prepared:
+    """Render the conversation with the model's chat template; the sample request to run."""
+    tokenizer_dir = Path(served.model_dir)
+    try:
+        renderer = ChatRenderer.for_model(tokenizer_dir)
+        text, _ = renderer.render(messages(request))
+    except InvalidInput as exc:
+        raise OpenAIError(f"model {served.id}: {exc.detail}", param="model") from None
+    ids = list(renderer.tokenizer.encode(text, add_special_tokens=False).ids)
+    if not ids:
+        raise OpenAIError("the rendered conversation is empty", param="messages")
+    temperature = 1.0 if request.temperature is None else request.temperature
+    sample = SampleRequest(prompt_ids=ids, max_tokens=max_tokens(request), temperature=temperature,
+                           top_p=1.0 if request.top_p is None else request.top_p, n=request.n or 1,
+                           seed=request.seed, stop=stop_strings(request), logprobs=bool(request.logprobs))
+    return Prepared(served, renderer, ids, sample)
+
+
+def decode(renderer: ChatRenderer, ids: list[int]) -> str:
+    return str(renderer.tokenizer.decode(ids, skip_special_tokens=True))
+
+
+def cut_at_stop(text: str, stops: list[str]) -> str:
+    """The engine's rule (workers/generation/engines/hf_batch.py): the text ends before the first stop string."""
+    hits = [text.find(s) for s in stops if s and s in text]
+    return text[: min(hits)] if hits else text
+
+
+def safe_prefix(text: str, stops: list[str]) -> str:
+    """What may be streamed of an unfinished sample's text: not a trailing partial character, nor a tail that could
+    still become a stop string (so the chunks add up to the final, cut text)."""
+    end = len(text)
+    while end and text[end - 1] == "\ufffd":
+        end -= 1
+    text = text[:end]
+    hold = 0
+    for stop in stops:
+        for size in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:size]):
+                hold = max(hold, size)
+                break
+    return text[: len(text) - hold]
+
+
+def token_logprobs(renderer: ChatRenderer, ids: list[int], values: list[float]) -> list[dict[str, Any]]:
+    """OpenAI's `logprobs.content`: each token's text, logprob and bytes (no alternatives: top_logprobs is [])."""
+    out = []
+    for token, value in zip(ids, values, strict=False):
+        piece = renderer.tokenizer.decode([token], skip_special_tokens=False)
+        out.append({"token": piece, "logprob": value, "bytes": list(piece.encode("utf-8")), "top_logprobs": []})
+    return out

@@ -1,0 +1,166 @@
+"""Training-signal checks: does a job's recorded history say it cannot learn? Computed here only, from the iteration
+rows, and shown by the health answer (job page, runs table, `streamrl jobs get`) and as `signal` job events (the
+controller's watch, backend/controller/watch.py).
+
+Checks, worst first (`WINDOW` = the newest 3 iterations must all agree, so one odd iteration never fires a check):
+- `nan_loss` (error): the loss or gradient norm was NaN/inf (the runtime records them as null).
+- `reward_constant` (error): every group's samples got the same reward (`reward_flat_groups` = 1; for algorithms
+  without groups, or rows without that metric, `reward_std` = 0): group-normalised advantages are all zero.
+- `all_truncated` (warning): every sample was cut at `generation.max_tokens` (`truncated_fraction` = 1).
+- `reward_stuck` (warning): after `STUCK_ITERATIONS` iterations the reward never left its first value (+- tolerance).
+- `kl_blowup` (warning): KL to the reference above `KL_LIMIT` nats/token: the policy ran away from it.
+- `entropy_collapse` (warning): entropy below `ENTROPY_FLOOR` after starting at least 10x higher: the policy is
+  (nearly) deterministic and stopped exploring.
+Reads are batched over the listed jobs (three queries whatever their number).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from backend.db.models import Iteration, Job
+from backend.schemas.dashboard import JobHealth, TrainingSignal
+
+WINDOW = 3
+STUCK_ITERATIONS = 20
+STUCK_TOLERANCE = 1e-3
+KL_LIMIT = 1.0
+ENTROPY_FLOOR = 0.01
+GROUPED_ALGORITHMS = ("grpo", "rloo")  # advantages are relative to the group: a flat group teaches nothing
+FLAT = 1e-9
+
+
+@dataclass
+class History:
+    """What the checks read of one job: its newest iterations (newest first) and a summary of all of them."""
+
+    newest: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (iteration, metrics), up to WINDOW
+    count: int = 0
+    reward_min: float | None = None
+    reward_max: float | None = None
+    first_reward: float | None = None
+    first_entropy: float | None = None
+
+
+def _number(metrics: dict[str, Any], key: str) -> float | None:
+    value = metrics.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _not_finite(metrics: dict[str, Any], key: str) -> bool:
+    """The key was recorded but is NaN/inf (stored as null by the runtime, or a non-finite float)."""
+    if key not in metrics:
+        return False
+    value = _number(metrics, key)
+    return value is None or not math.isfinite(value)
+
+
+def _all(history: History, test: Any) -> bool:
+    return len(history.newest) >= WINDOW and all(test(metrics) for _, metrics in history.newest[:WINDOW])
+
+
+def _flat(metrics: dict[str, Any], grouped: bool) -> bool:
+    flat_groups = _number(metrics, "reward_flat_groups")
+    if grouped and flat_groups is not None:
+        return flat_groups >= 1.0 - FLAT
+    spread = _number(metrics, "reward_std")
+    return spread is not None and spread <= FLAT
+
+
+def check_history(history: History, spec: dict[str, Any]) -> list[TrainingSignal]:
+    """The checks that fire on `history` of a job with `spec`, errors first (pure: tests call it directly)."""
+    if not history.newest:
+        return []
+    out: list[TrainingSignal] = []
+    since = history.newest[min(WINDOW, len(history.newest)) - 1][0]
+    latest = history.newest[0][1]
+    algorithm = spec.get("algorithm") or {}
+    grouped = algorithm.get("name", "grpo") in GROUPED_ALGORITHMS and int(algorithm.get("group_size", 8)) > 1
+
+    broken = [it for it, m in history.newest if any(_not_finite(m, k) for k in ("loss", "policy_loss", "grad_norm"))]
+    if broken:
+        out.append(TrainingSignal(check="nan_loss", severity="error", since_iteration=min(broken),
+                                  message=f"the loss is NaN/inf (iteration {max(broken)}): the updates are void; "
+                                          "lower training.lr"))
+    if _all(history, lambda m: _flat(m, grouped)):
+        reward = _number(latest, "reward_mean")
+        where = "within every group" if grouped else "for every sample"
+        out.append(TrainingSignal(
+            check="reward_constant", severity="error", since_iteration=since,
+            message=f"reward is constant {where} ({reward if reward is not None else 0:.3f}) for the last {WINDOW} "
+                    "iterations: no learning signal; use a reward that tells samples apart or a model that "
+                    "sometimes succeeds"))
+    if _all(history, lambda m: (_number(m, "truncated_fraction") or 0.0) >= 1.0 - FLAT):
+        max_tokens = (spec.get("generation") or {}).get("max_tokens", "?")
+        out.append(TrainingSignal(
+            check="all_truncated", severity="warning", since_iteration=since,
+            message=f"every sample was cut at generation.max_tokens ({max_tokens}) for the last {WINDOW} "
+                    "iterations: raise max_tokens"))
+    if (history.count >= STUCK_ITERATIONS and history.first_reward is not None and history.reward_min is not None
+            and history.reward_max is not None
+            and max(history.reward_max - history.first_reward, history.first_reward - history.reward_min)
+            <= STUCK_TOLERANCE):
+        out.append(TrainingSignal(
+            check="reward_stuck", severity="warning", since_iteration=1,
+            message=f"reward has stayed at its start ({history.first_reward:.3f}) for {history.count} iterations"))
+    if _all(history, lambda m: (_number(m, "kl") or 0.0) > KL_LIMIT):
+        out.append(TrainingSignal(
+            check="kl_blowup", severity="warning", since_iteration=since,
+            message=f"KL to the reference is {_number(latest, 'kl') or 0:.2f} nats/token (above {KL_LIMIT:g}) for "
+                    f"the last {WINDOW} iterations: the policy ran away; lower training.lr or raise "
+                    "algorithm.kl_coef"))
+    start = history.first_entropy
+    if start is not None and start >= 10 * ENTROPY_FLOOR and _all(
+            history, lambda m: (entropy := _number(m, "entropy")) is not None and entropy < ENTROPY_FLOOR):
+        out.append(TrainingSignal(
+            check="entropy_collapse", severity="warning", since_iteration=since,
+            message=f"entropy fell from {start:.3f} to {_number(latest, 'entropy') or 0:.4f}: the policy stopped "
+                    "exploring; lower training.lr or set algorithm.entropy_coef"))
+    return out
+
+
+def _histories(session: Session, job_ids: list[int]) -> dict[int, History]:
+    histories = {job_id: History() for job_id in job_ids}
+    newest = func.row_number().over(partition_by=Iteration.job_id, order_by=Iteration.iteration.desc()).label("r")
+    ranked = select(Iteration.job_id, Iteration.iteration, Iteration.metrics, newest).where(
+        Iteration.job_id.in_(job_ids)).subquery()
+    rows = session.execute(select(ranked.c.job_id, ranked.c.iteration, ranked.c.metrics)
+                           .where(ranked.c.r <= WINDOW).order_by(ranked.c.job_id, ranked.c.r))
+    for job_id, iteration, metrics in rows:
+        histories[job_id].newest.append((iteration, metrics or {}))
+
+    reward = Iteration.metrics["reward_mean"].as_float()
+    totals = select(Iteration.job_id, func.count(), func.min(reward), func.max(reward)).where(
+        Iteration.job_id.in_(job_ids)).group_by(Iteration.job_id)
+    for job_id, count, low, high in session.execute(totals):
+        history = histories[job_id]
+        history.count, history.reward_min, history.reward_max = int(count), low, high
+
+    oldest = func.row_number().over(partition_by=Iteration.job_id, order_by=Iteration.iteration).label("r")
+    first = select(Iteration.job_id, reward.label("reward"), Iteration.metrics["entropy"].as_float().label("entropy"),
+                   oldest).where(Iteration.job_id.in_(job_ids)).subquery()
+    for job_id, first_reward, first_entropy in session.execute(
+            select(first.c.job_id, first.c.reward, first.c.entropy).where(first.c.r == 1)):
+        histories[job_id].first_reward, histories[job_id].first_entropy = first_reward, first_entropy
+    return histories
+
+
+def jobs_signals(*, session: Session, jobs: list[Job]) -> dict[int, list[TrainingSignal]]:
+    """job id -> the checks that fire on its recorded iterations."""
+    if not jobs:
+        return {}
+    histories = _histories(session, [job.id for job in jobs])
+    return {job.id: check_history(histories[job.id], job.spec or {}) for job in jobs}
+
+
+def with_signals(health: JobHealth, signals: list[TrainingSignal]) -> JobHealth:
+    """A job that is otherwise generating fine but fires a check is not healthy: it runs without learning."""
+    health.signals = signals
+    if signals and health.state == "generating":
+        health.state, health.healthy, health.summary = "training_signal", False, signals[0].message
+    return health

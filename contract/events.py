@@ -1,0 +1,29 @@
+"""Job event kinds other parts act on: alert rules subscribe to them (backend/services/alerts.py), the dashboard
+shows them. Every writer records events through `Reporter.record_event` or `backend.services.jobs.record_event`, so a
+kind written anywhere reaches the alert rules."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+STATUS = "status"  # a job state change; data: {"from": <status>, "to": <status>}
+STALLED = "stalled"  # a running job made no iteration for its stall limit; the message says why
+RECOVERED = "recovered"  # iterations again after a stall
+TRAINING_SIGNAL = "training_signal"  # a training-signal check warns (no learning signal); data: {"check": <name>}
+TRAINING_SIGNAL_CLEARED = "training_signal_cleared"  # that check stopped firing; data: {"check": <name>}
+TRACKER = "tracker"  # an experiment tracker went down (metrics are buffered) or came back (the buffer was flushed)
+
+# What a notification rule can subscribe to, and the job events that trigger each.
+AlertEvent = Literal["job_failed", "job_succeeded", "job_stalled", "training_signal"]
+ALERT_EVENTS: tuple[AlertEvent, ...] = ("job_failed", "job_succeeded", "job_stalled", "training_signal")
+
+
+def alert_event_of(kind: str, data: dict | None) -> AlertEvent | None:
+    """The alert a job event triggers, if any."""
+    if kind == STATUS and data is not None:
+        return {"failed": "job_failed", "succeeded": "job_succeeded"}.get(str(data.get("to")))  # type: ignore[return-value]
+    if kind == STALLED:
+        return "job_stalled"
+    if kind == TRAINING_SIGNAL:
+        return "training_signal"
+    return None

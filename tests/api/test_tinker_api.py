@@ -1,0 +1,245 @@
+"""The Tinker API's wire format and validation (docs/tinker.md), fast: the real `tinker` SDK (0.38) against a live
+API server with no workers, plus the protobuf codec against the SDK's own generated classes. The training itself runs
+on real workers in tests/integration/test_tinker_sdk.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import tinker
+from sqlalchemy import select
+from tinker import types
+from tinker.proto.request_conv import forward_backward_request_to_proto
+from tinker.proto.response_conv import deserialize_forward_backward_output, deserialize_sample_response
+from waiting import api_in_thread
+
+from backend.db.enums import JobStatus
+from backend.db.models import Job, Team, User
+from backend.services import tinker as svc
+from backend.services import tinker_wire as wire
+from backend.services.auth import new_api_key
+from backend.services.jobs import transition_job
+from contract import keys
+
+
+@pytest.fixture(scope="module")
+def base_url(pg_backend: Any) -> Iterator[str]:
+    with api_in_thread(pg_backend.settings) as url:
+        yield f"{url}/tinker"
+
+
+def api_key(backend: Any, team: Team, user: User, scopes: list[str] | None = None) -> str:
+    with backend.session() as session:
+        return new_api_key(session=session, team=session.get(Team, team.id), creator=session.get(User, user.id),
+                           name="tinker-sdk", scopes=scopes or ["read", "write"])[1]
+
+
+def datum(tokens: list[int], **inputs: Any) -> types.Datum:
+    return types.Datum(model_input=types.ModelInput.from_ints(tokens), loss_fn_inputs=inputs or
+                       {"target_tokens": tokens[1:] + [0], "weights": [1.0] * len(tokens)})
+
+
+def test_new_keys_carry_the_tml_prefix_and_the_sdk_accepts_them(pg_backend: Any, world: Any, base_url: str) -> None:
+    key = api_key(pg_backend, world.team, world.users["member"])
+    assert key.startswith("tml-")
+    caps = tinker.ServiceClient(base_url=base_url, api_key=key).create_rest_client().get_server_capabilities()
+    assert [m.model_name for m in caps.result().supported_models] == ["tiny"]
+    assert httpx.get(f"{base_url}/api/v1/healthz").json() == {"status": "ok"}
+    refused = httpx.get(f"{base_url}/api/v1/get_server_capabilities", headers={"X-API-Key": "tml-0000_nope"})
+    assert refused.status_code == 401 and refused.headers["x-should-retry"] == "false"
+
+
+def test_create_model_validates_and_queues_a_tinker_job(pg_backend: Any, world: Any, base_url: str) -> None:
+    service = tinker.ServiceClient(base_url=base_url, api_key=api_key(pg_backend, world.team, world.users["member"]))
+    with pytest.raises(tinker.BadRequestError, match="is not a ready model of this team; supported: \\['tiny'\\]"):
+        service.create_lora_training_client(base_model="nope", rank=4).result(timeout=30)
+    session_id = service.holder.get_session_id()
+    key = api_key(pg_backend, world.team, world.users["member"])
+    created = httpx.post(f"{base_url}/api/v1/create_model", headers={"X-API-Key": key}, json={
+        "session_id": session_id, "model_seq_id": 7, "base_model": "tiny", "lora_config": {"rank": 4}}).json()
+    model_id = f"{session_id}:train:7"
+    assert created["model_id"] == model_id
+    with pg_backend.session() as session:  # a platform job, queued for the controller like any other
+        job = session.scalar(select(Job).where(Job.name == model_id))
+        assert job is not None and job.tags == ["tinker"] and job.status == JobStatus.queued
+        assert job.spec["training"]["lora"]["rank"] == 4 and job.target_instances == 0
+    pending = httpx.post(f"{base_url}/api/v1/retrieve_future", headers={"X-API-Key": key},
+                         json={"request_id": created["request_id"]}, timeout=30).json()
+    assert pending == {"type": "try_again", "request_id": created["request_id"], "queue_state": "paused_capacity"}
+    info = httpx.post(f"{base_url}/api/v1/get_info", headers={"X-API-Key": key}, json={"model_id": model_id}).json()
+    assert info["model_data"]["model_name"] == "tiny" and info["lora_rank"] == 4
+
+    bad = httpx.post(f"{base_url}/api/v1/create_model", headers={"X-API-Key": key}, json={
+        "session_id": session_id, "model_seq_id": 8, "base_model": "tiny", "lora_config": {"rank": 0}})
+    assert bad.status_code == 400 and "rank must be between 1 and 1024" in bad.json()["detail"]
+    full = httpx.post(f"{base_url}/api/v1/create_model", headers={"X-API-Key": key}, json={
+        "session_id": session_id, "model_seq_id": 9, "base_model": "tiny"})
+    assert full.status_code == 400 and full.json()["detail"].startswith("not supported by this server: full")
+
+    # the worker died before answering: the pending future fails with a retryable (server) error naming the resume
+    with pg_backend.session() as session:
+        job = session.scalar(select(Job).where(Job.name == model_id))
+        transition_job(session=session, job=job, to=JobStatus.failed, error="the training session's worker died")
+    failed = httpx.post(f"{base_url}/api/v1/retrieve_future", headers={"X-API-Key": key},
+                        json={"request_id": created["request_id"]}).json()
+    assert failed["category"] == "server" and "create_training_client_from_state_with_optimizer" in failed["error"]
+    service.close("success").result()
+
+
+def test_another_teams_objects_are_404(pg_backend: Any, world: Any, other_world: Any, base_url: str) -> None:
+    mine = api_key(pg_backend, world.team, world.users["member"])
+    theirs = {"X-API-Key": api_key(pg_backend, other_world.team, other_world.users["member"])}
+    service = tinker.ServiceClient(base_url=base_url, api_key=mine)
+    session_id = service.holder.get_session_id()
+    created = httpx.post(f"{base_url}/api/v1/create_model", headers={"X-API-Key": mine}, json={
+        "session_id": session_id, "model_seq_id": 0, "base_model": "tiny", "lora_config": {"rank": 2}}).json()
+    for path, body in [("session_heartbeat", {"session_id": session_id}),
+                       ("get_info", {"model_id": created["model_id"]}),
+                       ("retrieve_future", {"request_id": created["request_id"]}),
+                       ("optim_step", {"model_id": created["model_id"], "seq_id": 1, "adam_params": {}}),
+                       ("load_weights", {"model_id": created["model_id"], "seq_id": 1, "optimizer": True,
+                                         "path": f"tinker://{created['model_id']}/weights/x"})]:
+        answer = httpx.post(f"{base_url}/api/v1/{path}", headers=theirs, json=body)
+        assert answer.status_code == 404, (path, answer.text)
+    answer = httpx.get(f"{base_url}/api/v1/training_runs/{created['model_id']}", headers=theirs)
+    assert answer.status_code == 404
+    listed = httpx.get(f"{base_url}/api/v1/training_runs", headers=theirs).json()
+    assert listed["training_runs"] == []
+    with pg_backend.session() as session:
+        job = session.scalar(select(Job).where(Job.name == created["model_id"]))
+        transition_job(session=session, job=job, to=JobStatus.cancelled)
+    service.close("success").result()
+
+
+def test_unsupported_calls_and_bad_bodies_are_clear_400s(pg_backend: Any, world: Any, base_url: str) -> None:
+    headers = {"X-API-Key": api_key(pg_backend, world.team, world.users["member"])}
+    for path in ("copy_weights", "save_weights_external", "create_custom_loss", "checkpoints"):
+        answer = httpx.post(f"{base_url}/api/v1/{path}", headers=headers, json={})
+        assert answer.status_code == 400 and answer.json()["detail"].startswith(
+            f"not supported by this server: {path}"), answer.text
+    garbage = httpx.post(f"{base_url}/api/v1/forward_backward", content=b"\xff\xff\xff",
+                         headers={**headers, "Content-Type": "application/x-protobuf"})
+    assert garbage.status_code == 400 and "malformed protobuf body" in garbage.json()["detail"]
+    request = types.ForwardBackwardRequest(forward_backward_input=types.ForwardBackwardInput(
+        data=[datum([1, 2, 3])], loss_fn="dro"), model_id="x:train:0", seq_id=1)
+    body = forward_backward_request_to_proto(request).SerializeToString()
+    answer = httpx.post(f"{base_url}/api/v1/forward_backward", content=body,
+                        headers={**headers, "Content-Type": "application/x-protobuf"})
+    assert answer.status_code == 400 and "not supported by this server: loss_fn 'dro'" in answer.json()["detail"]
+    request = types.ForwardBackwardRequest(forward_backward_input=types.ForwardBackwardInput(
+        data=[datum([1, 2, 3], target_tokens=[2, 3, 4])], loss_fn="ppo"), model_id="x:train:0", seq_id=1)
+    answer = httpx.post(f"{base_url}/api/v1/forward_backward", headers={
+        **headers, "Content-Type": "application/x-protobuf"},
+        content=forward_backward_request_to_proto(request).SerializeToString())
+    assert answer.status_code == 400 and "needs loss_fn_inputs ['logprobs', 'advantages']" in answer.json()["detail"]
+    missing = httpx.post(f"{base_url}/api/v1/optim_step", headers=headers, json={"seq_id": 1})
+    assert missing.status_code == 400 and "model_id" in missing.json()["detail"]
+
+
+def test_the_protobuf_codec_matches_the_sdk() -> None:
+    request = types.ForwardBackwardRequest(forward_backward_input=types.ForwardBackwardInput(
+        data=[datum([1, 2, 3], target_tokens=[2, 3, 4], logprobs=[-1.0, -2.0, -0.5], advantages=[1.0, 0.0, -1.0])],
+        loss_fn="ppo", loss_fn_config={"clip_low_threshold": 0.7, "clip_high_threshold": 1.3}),
+        model_id="s:train:0", seq_id=4)
+    message = forward_backward_request_to_proto(request)
+    message.forward_only = True
+    parsed = wire.read_forward_backward(message.SerializeToString())
+    assert (parsed.model_id, parsed.seq_id, parsed.loss_fn, parsed.forward_only) == ("s:train:0", 4, "ppo", True)
+    assert parsed.loss_fn_config == {"clip_low_threshold": 0.7, "clip_high_threshold": 1.3}
+    only = parsed.data[0]
+    assert only.tokens == [1, 2, 3] and only.loss_fn_inputs["target_tokens"].values == [2, 3, 4]
+    assert only.loss_fn_inputs["advantages"].values == [1.0, 0.0, -1.0]
+    sparse = types.TensorData(data=[0.5, 2.0], dtype="float32", shape=[2, 3], sparse_crow_indices=[0, 1, 2],
+                              sparse_col_indices=[2, 0])
+    sparse_request = types.ForwardBackwardRequest(forward_backward_input=types.ForwardBackwardInput(
+        data=[types.Datum(model_input=types.ModelInput.from_ints([1]), loss_fn_inputs={"w": sparse})],
+        loss_fn="cross_entropy"), model_id="m", seq_id=1)
+    dense = wire.read_forward_backward(forward_backward_request_to_proto(sparse_request).SerializeToString())
+    assert dense.data[0].loss_fn_inputs["w"].values == [0.0, 0.0, 0.5, 2.0, 0.0, 0.0]
+
+    output = deserialize_forward_backward_output(wire.write_forward_backward_output(
+        [{"logprobs": [-1.0, -2.5]}, {"logprobs": [-0.25]}], {"loss:sum": 3.75}))
+    assert output.metrics == {"loss:sum": 3.75}
+    assert [out["logprobs"].tolist() for out in output.loss_fn_outputs] == [[-1.0, -2.5], [-0.25]]
+    sample = deserialize_sample_response(wire.write_sample_response(
+        [{"tokens": [5, 6], "logprobs": [-0.5, -0.25], "stop_reason": "length"},
+         {"tokens": [7], "logprobs": None, "stop_reason": "stop"}], [None, -1.5]))
+    assert sample.sequences[0].tokens == [5, 6] and sample.sequences[0].logprobs == [-0.5, -0.25]
+    assert sample.sequences[0].stop_reason == "length" and sample.sequences[1].stop_reason == "stop"
+    assert sample.prompt_logprobs == [None, -1.5]
+
+
+def test_request_ids_name_their_job_and_results_expire(pg_backend: Any, world: Any, redis_url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    svc.store_result(client, "12.abc", {"metrics": {}})
+    assert 0 < client.ttl(keys.tinker_result("12.abc")) <= svc.RESULT_TTL_S
+    with pg_backend.session() as session, pytest.raises(svc.TinkerError, match="not found"):
+        svc.job_of_request(session, session.get(Team, world.team.id), "not-a-job.abc")
+
+
+def _sample_body(sampler: str, **overrides: Any) -> dict[str, Any]:
+    request = types.SampleRequest(sampling_session_id=sampler, seq_id=0, num_samples=2,
+                                  prompt=types.ModelInput.from_ints([1, 2, 3]),
+                                  sampling_params=types.SamplingParams(max_tokens=4, temperature=1.0, seed=3))
+    body = request.model_dump(exclude_unset=False, exclude_none=True, mode="json")  # as the SDK sends it
+    for name, value in overrides.items():
+        if name in types.SamplingParams.model_fields:
+            body["sampling_params"][name] = value
+        else:
+            body[name] = value
+    return body
+
+
+def test_bad_sample_requests_are_400s_and_other_teams_samplers_404(pg_backend: Any, world: Any, other_world: Any,
+                                                                    base_url: str) -> None:
+    mine = {"X-API-Key": api_key(pg_backend, world.team, world.users["member"])}
+    theirs = {"X-API-Key": api_key(pg_backend, other_world.team, other_world.users["member"])}
+    service = tinker.ServiceClient(base_url=base_url, api_key=mine["X-API-Key"])
+    sampler = httpx.post(f"{base_url}/api/v1/create_sampling_session", headers=mine, json={
+        "session_id": service.holder.get_session_id(), "base_model": "tiny"}).json()["sampling_session_id"]
+    assert httpx.get(f"{base_url}/api/v1/samplers/{sampler}", headers=mine).json()["base_model"] == "tiny"
+
+    for headers, sampler_id in ((theirs, sampler), (mine, f"{world.team.id}-0000")):
+        answer = httpx.post(f"{base_url}/api/v1/asample", headers=headers, json=_sample_body(sampler_id))
+        assert answer.status_code == 404 and "sampler" in answer.json()["detail"], answer.text
+    assert httpx.get(f"{base_url}/api/v1/samplers/{sampler}", headers=theirs).status_code == 404
+
+    bad = [({"num_samples": 0}, "num_samples must be between 1 and 128"),
+           ({"max_tokens": 0}, "max_tokens must be 1 or more"),
+           ({"temperature": -1.0}, "temperature >= 0"),
+           ({"seed": -1}, "seed must be a non-negative integer"),
+           ({"stop": ["a", 5]}, "not a mix"),
+           ({"prompt": {"chunks": []}}, "prompt.chunks must be a non-empty list"),
+           ({"prompt": {"chunks": [{"type": "encoded_text", "tokens": [1, -2]}]}}, "token ids"),
+           ({"prompt_logprobs_last_n": 1}, "prompt_logprobs_last_n needs prompt_logprobs"),
+           ({"prompt_logprobs": True, "prompt_logprobs_last_n": 3}, "between 1 and 2"),
+           ({"sampling_params": None}, "sampling_params is required"),
+           ({"top_k": 5}, "not supported by this server: sampling_params.top_k"),
+           ({"stop": []}, "not supported by this server: sampling_params.stop=[]"),
+           ({"topk_prompt_logprobs": 2}, "not supported by this server: topk_prompt_logprobs"),
+           ({"prompt": {"chunks": [{"type": "image", "data": "", "format": "png"}]}},
+            "not supported by this server: image prompt chunks")]
+    for overrides, message in bad:
+        answer = httpx.post(f"{base_url}/api/v1/asample", headers=mine, json=_sample_body(sampler, **overrides))
+        assert answer.status_code == 400 and message in answer.json()["detail"], (overrides, answer.text)
+    not_json = httpx.post(f"{base_url}/api/v1/asample", headers=mine, content=b"{nope")
+    assert not_json.status_code == 422 and "not valid JSON" in not_json.text  # the app's JSON check, before ours
+    neither = httpx.post(f"{base_url}/api/v1/asample", headers=mine,
+                         json={k: v for k, v in _sample_body(sampler).items() if k != "sampling_session_id"})
+    assert neither.status_code == 400 and "needs sampling_session_id" in neither.json()["detail"]
+
+    # a started sample's future is the caller's team's only; one whose runner is gone fails retryably
+    started = httpx.post(f"{base_url}/api/v1/asample", headers=mine, json=_sample_body(sampler)).json()
+    assert started["request_id"].startswith(f"sample.{world.team.id}.") and len(started["sample_sequence_ids"]) == 2
+    stranger = httpx.post(f"{base_url}/api/v1/retrieve_future", headers=theirs,
+                          json={"request_id": started["request_id"]})
+    assert stranger.status_code == 404
+    lost = httpx.post(f"{base_url}/api/v1/retrieve_future", headers=mine,
+                      json={"request_id": f"sample.{world.team.id}.0000"}).json()
+    assert lost["category"] == "server" and "was lost" in lost["error"]
+    service.close("success").result()

@@ -1,0 +1,103 @@
+"""Charts that must tell the truth, in a browser: compare in wall-time mode shows every run's value on hover (runs
+record iterations at different times), and zooming one panel of a job zooms all its panels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from e2e_runs import World, finished_run, new_team
+from e2e_support import Server, open_signed_in, shot
+from playwright.sync_api import Locator, Page, expect
+from sqlalchemy import Engine
+
+from backend.db.models import Iteration, Job
+from backend.db.session import make_engine, session_scope
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def engine(pg_url: str) -> Iterator[Engine]:
+    engine = make_engine(pg_url)
+    yield engine
+    engine.dispose()
+
+
+def _respace(engine: Engine, job_id: int, seconds: float) -> None:
+    """Move the job's iteration rows to `seconds` apart (finished_run writes them 10 s apart)."""
+    with session_scope(engine) as session:
+        job = session.get(Job, job_id)
+        assert job is not None and job.started_at is not None
+        for row in session.query(Iteration).filter(Iteration.job_id == job_id):
+            row.created_at = job.started_at + timedelta(seconds=seconds * row.iteration)
+
+
+@pytest.fixture(scope="module")
+def runs(api_server: Server, engine: Engine) -> tuple[World, dict[str, dict]]:
+    world = new_team(api_server, "charts")
+    ten = finished_run(engine, world, "every-10s", [0.1, 0.3, 0.5, 0.7])  # x = 0, 10, 20, 30 s
+    seven = finished_run(engine, world, "every-7s", [0.2, 0.4, 0.6, 0.8])
+    _respace(engine, seven["id"], 7.0)  # x = 0, 7, 14, 21 s
+    return world, {"ten": ten, "seven": seven}
+
+
+def _legend_value(panel: Locator, series: int) -> Locator:
+    return panel.locator(".u-legend .u-series").nth(series).locator(".u-value")
+
+
+def test_compare_wall_time_hover_shows_every_run(
+    page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]
+) -> None:
+    world, jobs = runs
+    ids = f"{jobs['ten']['id']},{jobs['seven']['id']}"
+    open_signed_in(page, api_server, world.token, f"/compare?ids={ids}&x=time&m=reward_mean")
+    panel = page.get_by_test_id("panel-reward_mean")
+    expect(panel.locator(".u-legend")).to_contain_text("every-7s")  # names loaded: the chart is final
+    box = panel.locator(".u-over").bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 7 / 30, y)  # 7 s: only every-7s has a point here (iteration 2)
+    expect(_legend_value(panel, 2)).to_have_text("0.4")
+    expect(_legend_value(panel, 1)).to_have_text("≈0.24")  # 0.1 at 0 s .. 0.3 at 10 s: was "--"
+    page.mouse.move(box["x"] + box["width"] * 20 / 30, y)  # 20 s: every-10s's point, every-7s between 14 and 21 s
+    expect(_legend_value(panel, 1)).to_have_text("0.5")
+    expect(_legend_value(panel, 2)).to_have_text("≈0.771")
+    shot(page, "50-compare-wall-time-hover")
+    page.mouse.move(box["x"] + box["width"] - 1, y)  # 30 s: every-7s ended at 21 s, nothing to show for it
+    expect(_legend_value(panel, 1)).to_have_text("0.7")
+    expect(_legend_value(panel, 2)).to_have_text("--")
+
+
+def test_zooming_one_job_panel_zooms_them_all(
+    page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]
+) -> None:
+    world, jobs = runs
+    open_signed_in(page, api_server, world.token, f"/jobs/{jobs['ten']['id']}")
+    throughput = page.locator("section.card", has=page.get_by_role("heading", name="Throughput", exact=True))
+    reward = page.locator("section.card", has=page.get_by_role("heading", name="Reward and KL", exact=True))
+    expect(reward.locator("canvas")).to_have_count(1)
+    expect(throughput.locator("canvas")).to_have_count(1)
+    over = reward.locator(".u-over")
+    box = over.bounding_box()
+    assert box is not None
+    left_edge = (box["x"] + 2, box["y"] + box["height"] / 2)
+    page.mouse.move(*left_edge)
+    expect(_legend_value(reward, 1)).to_have_text("0.1")  # iteration 1 at the left edge
+
+    source = throughput.locator(".u-over").bounding_box()  # zoom the throughput panel to iterations ~3-4
+    assert source is not None
+    page.mouse.move(source["x"] + source["width"] * 0.6, source["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(source["x"] + source["width"] * 0.95, source["y"] + 20, steps=5)
+    page.mouse.up()
+    page.mouse.move(*left_edge)
+    expect(_legend_value(reward, 1)).to_have_text("0.5")  # the reward panel followed: its left edge is iteration 3
+    shot(page, "51-job-zoom-shared")
+    over.dblclick()  # a reset on any panel resets them all
+    source_left = (source["x"] + 2, source["y"] + source["height"] / 2)
+    page.mouse.move(*source_left)
+    expect(_legend_value(throughput, 1)).to_have_text("11")  # samples/s of iteration 1: back to the full range
+    page.mouse.move(*left_edge)
+    expect(_legend_value(reward, 1)).to_have_text("0.1")

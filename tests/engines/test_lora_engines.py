@@ -1,0 +1,85 @@
+"""LoRA in the engines: hf and vLLM serve base + adapter (tensors or a PEFT directory) without reloading the base
+model, and generate greedily what the merged model generates."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from contract.spec import LoraSpec
+from workers.generation.engine import GenerationRequest, SamplingParams
+from workers.generation.engines import setup_engine
+from workers.generation.engines.hf import HFEngine
+from workers.models import lora
+from workers.training.trainer import load_policy
+
+SPEC = LoraSpec(rank=8, alpha=16.0)
+PROMPTS = ["12+35=", "rep 3 ab:", "x", "7*8="]
+
+
+def random_adapter(model_dir: Path, seed: int) -> dict[str, torch.Tensor]:
+    """A trained-looking adapter: B no longer zero, so base + adapter differs from the base model."""
+    torch.manual_seed(seed)
+    wrapped = lora.wrap(load_policy(model_dir, torch.device("cpu")), SPEC)
+    with torch.no_grad():
+        for name, param in wrapped.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(0.0, 0.2)
+    return lora.adapter_state(wrapped)
+
+
+def merged_dir(model_dir: Path, adapter: dict[str, torch.Tensor], out: Path) -> Path:
+    wrapped = lora.wrap(load_policy(model_dir, torch.device("cpu")), SPEC)
+    lora.load_adapter(wrapped, adapter)
+    shutil.copytree(model_dir, out)
+    save_file({k: v.contiguous() for k, v in lora.merge_state(wrapped.state_dict(), SPEC).items()},
+              str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
+
+
+def greedy(engine, hf: HFEngine) -> dict[str, list[int]]:
+    requests = [GenerationRequest(str(i), hf.encode(p), SamplingParams(temperature=0, max_tokens=16))
+                for i, p in enumerate(PROMPTS)]
+    return {r.request_id: r.response_ids for r in engine.generate_stream(requests)}
+
+
+def test_hf_engine_applies_adapters_in_place(model_dir: Path, tmp_path: Path) -> None:
+    base = HFEngine(model_dir, max_batch_size=4)
+    engine = HFEngine(model_dir, max_batch_size=4, lora=SPEC)
+    assert greedy(engine, base) == greedy(base, base)  # B = 0 until a version arrives: the base model
+    embed = engine.model.get_input_embeddings().weight
+    first, second = random_adapter(model_dir, 1), random_adapter(model_dir, 2)
+    engine.load_tensors(1, first)  # over a collective transport (p2p)
+    want = greedy(HFEngine(merged_dir(model_dir, first, tmp_path / "m1"), max_batch_size=4), base)
+    assert greedy(engine, base) == want != greedy(base, base)
+    lora.write_adapter(tmp_path / "v2", second, lora.adapter_config_json(SPEC, second))
+    engine.update_weights(2, tmp_path / "v2")  # a shared-store version directory
+    assert engine.version == 2 and engine.model.get_input_embeddings().weight is embed  # the base stayed
+    assert greedy(engine, base) == greedy(HFEngine(merged_dir(model_dir, second, tmp_path / "m2"), max_batch_size=4),
+                                          base)
+    with pytest.raises(ValueError, match="not a LoRA adapter"):
+        engine.load_tensors(3, load_policy(model_dir, torch.device("cpu")).state_dict())
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+def test_vllm_serves_each_version_as_a_lora_request(model_dir: Path, tmp_path: Path) -> None:
+    base = HFEngine(model_dir, max_batch_size=4)
+    engine = setup_engine("vllm", model_dir=model_dir, max_batch_size=4, max_model_len=256, lora=SPEC)
+    assert greedy(engine, base) == greedy(base, base)  # no adapter yet: the base model
+    first, second = random_adapter(model_dir, 1), random_adapter(model_dir, 2)
+    lora.write_adapter(tmp_path / "v1", first, lora.adapter_config_json(SPEC, first))
+    engine.update_weights(1, tmp_path / "v1")
+    assert engine.adapter.lora_int_id == 2
+    want = greedy(HFEngine(merged_dir(model_dir, first, tmp_path / "m1"), max_batch_size=4), base)
+    assert greedy(engine, base) == want != greedy(base, base)
+    engine.load_tensors(2, second)  # p2p: tensors, written to a directory vLLM reads
+    assert engine.version == 2 and engine.adapter.lora_int_id == 3
+    assert greedy(engine, base) == greedy(HFEngine(merged_dir(model_dir, second, tmp_path / "m2"), max_batch_size=4),
+                                          base)

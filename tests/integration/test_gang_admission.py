@@ -1,0 +1,63 @@
+"""Gang admission on a real Postgres and Redis: a `training.devices: N` job is admitted only when N training slots
+are free (the registry a training worker keeps in Redis says how many there are), it waits with the reason in its
+events and health meanwhile, and no later job takes the slots it waits for. Celery is replaced by the recording
+sender of test_controller (the reconcile pass is the real one)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from test_controller import RecordingSender, setup  # noqa: F401  (the fixture)
+
+from backend.db import Job, JobEvent, JobStatus
+from backend.services.health import jobs_health
+from contract import keys
+
+pytestmark = [pytest.mark.integration]
+
+
+def _register_training_worker(client: Any, slots: int) -> None:
+    for key in client.scan_iter(match=keys.WORKER_REGISTRY_PATTERN):  # only this test's worker counts
+        client.delete(key)
+    entry = {"node": "training-gang@test", "queues": ["training"], "slots": slots}
+    client.set(keys.worker_registry("training-gang@test"), json.dumps(entry), ex=300)
+
+
+def _status(backend: Any, job_id: int) -> str:
+    with backend.session() as session:
+        return str(session.get(Job, job_id).status)
+
+
+def test_a_gang_waits_for_all_its_slots_and_nobody_takes_them(setup: Any) -> None:  # noqa: F811
+    backend, client, submit, reconcile, _ = setup
+    _register_training_worker(client, slots=2)
+    try:
+        sender = RecordingSender()
+        single = submit(generation={"instances": 1})
+        reconcile(sender)
+        assert _status(backend, single) == "starting"
+
+        gang = submit(generation={"instances": 1}, training={"devices": 2})
+        later = submit(generation={"instances": 1})
+        report = reconcile(sender)
+        assert gang not in report.admitted and later not in report.admitted  # 1 slot free: neither takes it
+        assert (_status(backend, gang), _status(backend, later)) == ("queued", "queued")
+        with backend.session() as session:
+            events = {job_id: list(session.scalars(JobEvent.__table__.select().with_only_columns(JobEvent.message)
+                                                   .where(JobEvent.job_id == job_id, JobEvent.kind == "capacity")))
+                      for job_id in (gang, later)}
+            health = jobs_health(session=session, jobs=[session.get(Job, gang)])[gang]
+        assert events[gang] == ["waiting for training slots: needs 2 (a training.devices: 2 job starts its 2 ranks "
+                                "together), 1 of 2 free"], events
+        assert events[later] and "an older job waits for its gang first" in events[later][0], events
+        assert health.state == "queued" and health.summary.startswith("waiting for training slots: needs 2")
+
+        with backend.session() as session:
+            session.get(Job, single).status = JobStatus.cancelled  # its driver ended: both slots are free
+        report = reconcile(sender)
+        assert gang in report.admitted and later not in report.admitted  # the gang first, all its slots at once
+        assert gang in sender.drivers and _status(backend, later) == "queued"
+    finally:
+        client.delete(keys.worker_registry("training-gang@test"))

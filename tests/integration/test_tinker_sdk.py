@@ -1,0 +1,221 @@
+"""A Tinker training script, unchanged but for `base_url` and `api_key`, on the real platform: the `tinker` SDK
+(0.38) creates a LoRA training client on the team's tiny BPE chat model through a live API server; the controller
+admits it as a job and a real training worker (tests/integration/runtime_platform.py) serves it (docs/tinker.md).
+Sampling clients sample on on-demand inference instances of a real generation worker; a GRPO loop written only
+against the SDK raises its reward."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tinker
+from sqlalchemy import select
+from tinker import types
+from waiting import api_in_thread
+
+from backend.db.models import Checkpoint, Iteration, Job, Model, Team, User
+from backend.services.auth import new_api_key
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def base_url(platform: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from workers.models import build_tiny_model
+
+    model_dir: Path = build_tiny_model("chat-qwen2-1m", tmp_path_factory.mktemp("tinker-chat") / "qwen", seed=0)
+    sharp_dir = _sharpened(tmp_path_factory.mktemp("tinker-sharp") / "qwen")
+    with platform.backend.session() as session:
+        session.add(Model(team_id=platform.team.id, name="chat-tiny", path=str(model_dir),
+                          created_by_id=platform.user.id))
+        session.add(Model(team_id=platform.team.id, name="chat-sharp", path=str(sharp_dir),
+                          created_by_id=platform.user.id))
+    with api_in_thread(platform.backend.settings) as url:
+        yield f"{url}/tinker"
+
+
+def _sharpened(out: Path) -> Path:
+    """The tiny BPE chat model with its output layer scaled up: a random model's next-token distribution is nearly
+    uniform over 1024 tokens, which no few-step RL moves; scaled, a few tokens share most of the mass (like a
+    pretrained model's), and the LoRA's changes to the hidden states move it fast."""
+    from transformers import AutoModelForCausalLM
+
+    from workers.models import build_tiny_model
+
+    build_tiny_model("chat-qwen2-1m", out, seed=0)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    model.lm_head.weight.data.mul_(10.0)
+    model.save_pretrained(out, safe_serialization=True)
+    return out
+
+
+def _key(platform: Any, team_id: int, user_id: int) -> str:
+    with platform.backend.session() as session:
+        return new_api_key(session=session, team=session.get(Team, team_id), creator=session.get(User, user_id),
+                           name="tinker", scopes=["read", "write"])[1]
+
+
+def _batch() -> list[types.Datum]:
+    rows = [[5, 9, 12, 7, 3, 11], [4, 8, 15, 16, 23, 42], [1, 2, 3, 4, 5, 6]]
+    return [types.Datum(model_input=types.ModelInput.from_ints(row[:-1]),
+                        loss_fn_inputs={"target_tokens": row[1:], "weights": [1.0] * (len(row) - 1)})
+            for row in rows]
+
+
+def test_a_tinker_script_trains_saves_and_resumes(platform: Any, base_url: str) -> None:
+    key = _key(platform, platform.team.id, platform.user.id)
+    service = tinker.ServiceClient(base_url=base_url, api_key=key)  # the two lines a user changes
+    assert "chat-tiny" in [m.model_name for m in service.create_rest_client().get_server_capabilities().result()
+                           .supported_models]
+    trainer = service.create_lora_training_client(base_model="chat-tiny", rank=4, seed=0).result(timeout=120)
+    info = trainer.get_info()
+    assert info.model_data.model_name == "chat-tiny" and info.lora_rank == 4
+    assert trainer.get_tokenizer().encode("hi")  # tokenizer_id: the model's directory, loaded offline
+
+    batch, losses = _batch(), []
+    for _ in range(4):
+        fwd = trainer.forward_backward(batch, "cross_entropy")
+        step = trainer.optim_step(types.AdamParams(learning_rate=5e-2))
+        result = fwd.result(timeout=60)
+        step.result(timeout=60)
+        losses.append(result.metrics["loss:sum"])
+        assert [len(out["logprobs"].tolist()) for out in result.loss_fn_outputs] == [5, 5, 5]
+    assert losses[-1] < losses[0], losses
+
+    logprobs = [out["logprobs"].tolist() for out in trainer.forward(batch, "cross_entropy").result(timeout=60)
+                .loss_fn_outputs]
+    rl = [types.Datum(model_input=d.model_input, loss_fn_inputs={
+        "target_tokens": d.loss_fn_inputs["target_tokens"], "logprobs": lp, "advantages": [1.0] * len(lp)})
+        for d, lp in zip(batch, logprobs, strict=True)]
+    is_out = trainer.forward_backward(rl, "importance_sampling").result(timeout=60)
+    assert is_out.metrics["loss:sum"] == pytest.approx(-15.0, rel=1e-3)  # ratio 1 on the same weights: -sum(A)
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)
+
+    saved = trainer.save_state("after-5").result(timeout=60)
+    sampler = trainer.save_weights_for_sampler("sampler-5").result(timeout=60)
+    assert saved.path.endswith("/weights/after-5") and sampler.path.endswith("/sampler_weights/sampler-5")
+    expected = trainer.forward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"]
+
+    resumed = service.create_training_client_from_state_with_optimizer(saved.path).result(timeout=120)
+    again = resumed.forward(batch, "cross_entropy").result(timeout=60).metrics["loss:sum"]
+    assert again == pytest.approx(expected, rel=1e-5)
+
+    rest = service.create_rest_client()
+    assert {c.checkpoint_type for c in rest.list_checkpoints(trainer.model_id).result().checkpoints} == \
+        {"training", "sampler"}
+    assert trainer.model_id in [r.training_run_id for r in rest.list_training_runs().result().training_runs]
+
+    with platform.backend.session() as session:  # a platform job: its steps are iterations, its saves checkpoints
+        job = session.scalar(select(Job).where(Job.name == trainer.model_id))
+        assert job is not None and "tinker" in job.tags and job.status == "running"
+        steps = session.scalars(select(Iteration).where(Iteration.job_id == job.id)).all()
+        assert len(steps) == 5 and all(row.metrics["loss"] is not None for row in steps)
+        assert session.scalars(select(Checkpoint).where(Checkpoint.job_id == job.id)).all()  # step 5's save
+        job_id = job.id
+    other = platform.backend.make_team(max_concurrent_jobs=1, max_generation_instances=1)
+    other_user = platform.backend.make_user(other)
+
+    stranger = tinker.ServiceClient(base_url=base_url, api_key=_key(platform, other.id, other_user.id))
+    with pytest.raises(tinker.NotFoundError):
+        stranger.create_rest_client().get_training_run(trainer.model_id).result()
+    with pytest.raises(tinker.NotFoundError):
+        stranger.create_rest_client().list_checkpoints(trainer.model_id).result()
+    with pytest.raises(tinker.BadRequestError, match="not supported by this server"):
+        service.create_rest_client().publish_checkpoint_from_tinker_path(saved.path).result()
+    with pytest.raises(Exception, match="not supported by this server: loss_fn 'cispo'"):
+        trainer.forward_backward(batch, "cispo").result(timeout=60)
+
+    stranger.close("success").result()
+    service.close("success").result()  # the sessions end and free their training slots
+    platform.wait_status(job_id, {"succeeded"}, timeout_s=30)
+
+
+def _reward_rate(sampler: Any, prompt: types.ModelInput, target: int, seed: int) -> float:
+    draw = sampler.sample(prompt, 32, types.SamplingParams(max_tokens=4, temperature=1.0, seed=seed)).result(
+        timeout=180)
+    return sum(target in seq.tokens for seq in draw.sequences) / len(draw.sequences)
+
+
+def test_sampling_clients_and_a_grpo_loop(platform: Any, base_url: str) -> None:
+    service = tinker.ServiceClient(base_url=base_url, api_key=_key(platform, platform.team.id, platform.user.id))
+    trainer = service.create_lora_training_client(base_model="chat-sharp", rank=8, seed=0).result(timeout=120)
+    tokenizer = trainer.get_tokenizer()
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 12+35?"}], add_generation_prompt=True,
+                                         tokenize=False)
+    prompt_ids = tokenizer.encode(text)
+    prompt = types.ModelInput.from_ints(prompt_ids)
+
+    # the target: the base policy's third most frequent first token (a reward it gets now and then)
+    first = trainer.save_weights_and_get_sampling_client().result(timeout=120)
+    draw = first.sample(prompt, 64, types.SamplingParams(max_tokens=1, temperature=1.0, seed=1)).result(timeout=180)
+    assert len(draw.sequences) == 64 and all(len(s.tokens) == 1 and len(s.logprobs) == 1 for s in draw.sequences)
+    counts: dict[int, int] = {}
+    for seq in draw.sequences:
+        counts[seq.tokens[0]] = counts.get(seq.tokens[0], 0) + 1
+    target = sorted(counts, key=lambda token: (-counts[token], token))[2]
+    before = _reward_rate(first, prompt, target, seed=7)
+
+    # GRPO, only the SDK: sample a group with the current weights, centre the rewards, importance_sampling + AdamW
+    rewards = []
+    for step in range(6):
+        sampler = trainer.save_weights_and_get_sampling_client().result(timeout=120)
+        group = sampler.sample(prompt, 16, types.SamplingParams(max_tokens=4, temperature=1.0, seed=100 + step)) \
+            .result(timeout=180)
+        scores = [float(target in seq.tokens) for seq in group.sequences]
+        rewards.append(sum(scores) / len(scores))
+        data = []
+        for seq, score in zip(group.sequences, scores, strict=True):
+            advantage, pad = score - rewards[-1], [0.0] * (len(prompt_ids) - 1)
+            if advantage == 0.0:
+                continue
+            data.append(types.Datum(model_input=types.ModelInput.from_ints(prompt_ids + seq.tokens[:-1]),
+                                    loss_fn_inputs={"target_tokens": prompt_ids[1:] + seq.tokens,
+                                                    "logprobs": pad + list(seq.logprobs),
+                                                    "advantages": pad + [advantage] * len(seq.tokens)}))
+        if data:
+            trainer.forward_backward(data, "importance_sampling").result(timeout=60)
+            trainer.optim_step(types.AdamParams(learning_rate=2e-2)).result(timeout=60)
+    final = trainer.save_weights_and_get_sampling_client().result(timeout=120)
+    after = _reward_rate(final, prompt, target, seed=7)
+    assert after >= before + 0.3 and after >= 0.6, (before, after, rewards)
+
+    # a sampler of named sampler weights: the trainer's weights, per-token logprobs, prompt logprobs, stops
+    saved = trainer.save_weights_for_sampler("grpo").result(timeout=60)
+    named = service.create_sampling_client(model_path=saved.path).result(timeout=60)
+    greedy = named.sample(prompt, 2, types.SamplingParams(max_tokens=6, temperature=0.0), include_prompt_logprobs=True
+                            ).result(timeout=180)
+    seq = greedy.sequences[0]
+    assert greedy.sequences[1].tokens == seq.tokens and seq.stop_reason in ("length", "stop")
+    assert greedy.prompt_logprobs is not None and greedy.prompt_logprobs[0] is None
+    assert len(greedy.prompt_logprobs) == len(prompt_ids)
+    scored = named.compute_logprobs(prompt).result(timeout=180)
+    assert scored[0] is None and scored[1:] == pytest.approx(greedy.prompt_logprobs[1:], abs=1e-5)
+    forward = trainer.forward([types.Datum(model_input=types.ModelInput.from_ints(prompt_ids[:-1]),
+                                           loss_fn_inputs={"target_tokens": prompt_ids[1:]})], "cross_entropy")
+    assert forward.result(timeout=60).loss_fn_outputs[0]["logprobs"].tolist() == pytest.approx(scored[1:], abs=1e-4)
+    sampled = named.sample(prompt, 1, types.SamplingParams(max_tokens=4, temperature=1.0, seed=3)).result(
+        timeout=180).sequences[0]
+    rescored = named.compute_logprobs(types.ModelInput.from_ints(prompt_ids + sampled.tokens)).result(timeout=180)
+    assert sampled.logprobs == pytest.approx(rescored[len(prompt_ids):], abs=1e-4)  # temperature 1: the same model
+    stop_at = seq.tokens[2]
+    stopped = named.sample(prompt, 1, types.SamplingParams(max_tokens=6, temperature=0.0, stop=[stop_at])).result(
+        timeout=180).sequences[0]
+    assert stopped.tokens == seq.tokens[:seq.tokens.index(stop_at) + 1] and stopped.stop_reason == "stop"
+    text_stop = tokenizer.decode([seq.tokens[1]])
+    by_text = named.sample(prompt, 1, types.SamplingParams(max_tokens=6, temperature=0.0, stop=text_stop)).result(
+        timeout=180).sequences[0]
+    assert by_text.stop_reason == "stop" and len(by_text.tokens) <= 2
+
+    with pytest.raises(tinker.BadRequestError, match="not supported by this server: sampling_params.top_k"):
+        named.sample(prompt, 1, types.SamplingParams(max_tokens=2, top_k=5)).result(timeout=60)
+    other = platform.backend.make_team(max_concurrent_jobs=1, max_generation_instances=1)
+    stranger = tinker.ServiceClient(base_url=base_url,
+                                    api_key=_key(platform, other.id, platform.backend.make_user(other).id))
+    with pytest.raises(tinker.NotFoundError):
+        stranger.create_sampling_client(model_path=saved.path).result(timeout=60).sample(
+            prompt, 1, types.SamplingParams(max_tokens=2)).result(timeout=60)
+    stranger.close("success").result()
+    service.close("success").result()

@@ -1,0 +1,50 @@
+"""What the server-starting tests share: a free loopback port, waiting on a condition (never a fixed sleep), and the
+API on a real uvicorn server in a thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.1) -> Any:
+    """`check()`'s first truthy value; AssertionError naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+@contextmanager
+def api_in_thread(settings: Any, **uvicorn_options: Any) -> Iterator[str]:
+    """The platform's API (`create_app(settings)`) on a real uvicorn server in a daemon thread of this process, on a
+    free loopback port; yields its base URL and stops it on exit. Real HTTP, so SSE streams and the official
+    clients (openai, tinker) talk to it unchanged."""
+    import uvicorn
+
+    from backend.main import create_app
+
+    config = uvicorn.Config(create_app(settings), port=free_port(), log_level="warning", **uvicorn_options)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started or not thread.is_alive(), 120, "uvicorn to start")  # a loaded machine is slow
+    assert server.started, "uvicorn exited before it started"
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
