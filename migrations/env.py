@@ -1,4 +1,4 @@
-"""Alembic environment: URL from `-x url=`, the config (set by backend.db.migrate) or contract.settings (the settings)."""
+"""Alembic environment: URL from `-x url=`, the config (set by backend.db.migrate) or the settings."""
 
 from __future__ import annotations
 

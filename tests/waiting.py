@@ -3,6 +3,7 @@ API on a real uvicorn server in a thread."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -15,6 +16,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def environ_snapshot() -> dict[str, str]:
+    """A copy of os.environ. Copying iterates it, and a thread of this process (an API server in a thread, a library
+    importing lazily) may set a variable meanwhile: RuntimeError "dictionary changed size", so copy again."""
+    for _ in range(100):
+        try:
+            return dict(os.environ)
+        except RuntimeError:
+            time.sleep(0.01)
+    return dict(os.environ)
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.1) -> Any:

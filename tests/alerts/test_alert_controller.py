@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 import redis
 from alert_servers import WebhookReceiver
 from sqlalchemy import select
-from waiting import wait_until
+from waiting import environ_snapshot, wait_until
 
 from backend.db.enums import TERMINAL_JOB_STATUSES, JobStatus, Role
 from backend.db.models import AlertDelivery, Job, Model
@@ -35,7 +34,7 @@ def controller_env(pg_backend: Any, redis_url: str, tmp_path: Path) -> Iterator[
     with pg_backend.session() as session:  # the database is shared with earlier modules: their jobs are not ours
         for job in session.scalars(select(Job).where(Job.status.not_in(TERMINAL_JOB_STATUSES))):
             job.status = JobStatus.cancelled
-    yield {**os.environ, "PYTHONPATH": str(REPO), "STREAMRL_DATABASE_URL": pg_backend.url,
+    yield {**environ_snapshot(), "PYTHONPATH": str(REPO), "STREAMRL_DATABASE_URL": pg_backend.url,
            "STREAMRL_REDIS_URL": redis_url, "STREAMRL_SECRET_KEY": pg_backend.settings.secret_key,
            "STREAMRL_DATA_DIR": str(tmp_path), "STREAMRL_AUTO_MIGRATE": "false",
            "STREAMRL_DRIVER_START_TIMEOUT_S": "3", "STREAMRL_ALERT_TIMEOUT_S": "2", "STREAMRL_ALERT_RETRY_BASE_S": "1"}

@@ -6,7 +6,6 @@ never mix with other tests'). Its Hub endpoint is a local file server (tests/hub
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import pytest
 from hub_server import HubServer
 from minimal_model import write_minimal_model
 from typer.testing import CliRunner
+from waiting import environ_snapshot
 
 from backend.embedded_redis import start_embedded_redis
 from streamrl.cli.main import app
@@ -55,7 +55,7 @@ def api_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     redis_server = start_embedded_redis(data_dir)
     port = free_port()
     env = {
-        **os.environ,
+        **environ_snapshot(),
         "STREAMRL_DATA_DIR": str(data_dir),
         "STREAMRL_DATABASE_URL": pg_url,
         "STREAMRL_REDIS_URL": redis_server.url,

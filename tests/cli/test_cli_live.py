@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 from minimal_model import write_minimal_model
+from waiting import environ_snapshot
 
 from backend.client import StreamRLClient
 from backend.db.session import make_engine, session_scope
@@ -133,7 +133,7 @@ def test_job_lifecycle(cli: Invoke, owner: str, api_server: Server, tmp_path: Pa
 
 def test_logs_follow_streams_until_the_job_ends(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
     job_id = _job_setup(cli, api_server, tmp_path)
-    env = {**os.environ, "STREAMRL_TOKEN": _token(api_server)}
+    env = {**environ_snapshot(), "STREAMRL_TOKEN": _token(api_server)}
     follower = subprocess.Popen([sys.executable, "-m", "streamrl.cli.main", "jobs", "logs", str(job_id), "--follow"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import sqlite3
 import stat
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from waiting import environ_snapshot
 
 from streamrl.cli.config import CLIConfig, resolve
 from streamrl.cli.jobs import load_spec
@@ -90,7 +90,7 @@ def test_scale_needs_a_target() -> None:
 def test_unreachable_server_via_real_entry_point() -> None:
     """The installed `streamrl` script: one line on stderr, exit 1, no traceback."""
     url = f"http://127.0.0.1:{_free_port()}"
-    env = {**os.environ, "STREAMRL_URL": url, "STREAMRL_TOKEN": "t"}
+    env = {**environ_snapshot(), "STREAMRL_URL": url, "STREAMRL_TOKEN": "t"}
     proc = subprocess.run([sys.executable, "-m", "streamrl.cli.main", "jobs", "list"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import redis
+from waiting import environ_snapshot
 
 from contract import keys
 
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_worker_pins_one_process_per_device_set(redis_url: str, tmp_path: Path) -> None:
-    env = {**os.environ, "STREAMRL_REDIS_URL": redis_url, "STREAMRL_DATA_DIR": str(tmp_path),
+    env = {**environ_snapshot(), "STREAMRL_REDIS_URL": redis_url, "STREAMRL_DATA_DIR": str(tmp_path),
            "STREAMRL_DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite'}", "STREAMRL_DEVICE": "cpu",
            "PYTHONPATH": str(REPO)}
     bad = subprocess.run([sys.executable, "-m", "streamrl.cli.main", "worker", "--pool", "generation", "--devices",

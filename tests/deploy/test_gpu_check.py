@@ -3,13 +3,13 @@ fallback path (the same platform path: `streamrl up`, a job with p2p weight sync
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from waiting import environ_snapshot
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gpu_check.sh"
@@ -21,7 +21,7 @@ def test_gpu_check_parses() -> None:
 
 @pytest.mark.slow
 def test_gpu_check_cpu_path_runs_a_p2p_job_end_to_end(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHON": sys.executable, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    env = {**environ_snapshot(), "PYTHON": sys.executable, "TMPDIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     run = subprocess.run(["bash", str(SCRIPT), "--cpu", "--iterations", "4"], env=env, capture_output=True, text=True,
                          timeout=600, cwd=REPO)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -20,6 +20,7 @@ import pytest
 from e2e_support import ARTIFACTS, REPO, Api, MakeApi, Server
 from hub_server import HubServer
 from playwright.sync_api import Browser, Page, expect
+from waiting import environ_snapshot
 
 CHROMIUM = os.environ.get("STREAMRL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -68,7 +69,7 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
     hub = HubServer({}, datasets={"acme/e2e-chats": hub_repo}).__enter__()
     port = _free_port()
     env = {
-        **os.environ,
+        **environ_snapshot(),
         "STREAMRL_DATA_DIR": str(data_dir),
         "STREAMRL_ARTIFACT_DIR": str(artifacts),
         "STREAMRL_DATABASE_URL": pg_url,

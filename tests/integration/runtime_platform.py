@@ -20,6 +20,7 @@ from typing import Any
 
 import redis
 from sqlalchemy import select
+from waiting import environ_snapshot
 
 from backend.controller.reconcile import CeleryTaskSender, reconcile_once
 from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
@@ -97,7 +98,7 @@ class Platform:
         with backend.session() as session:
             session.add(Model(team_id=team.id, name="tiny", path=str(model_dir), created_by_id=user.id))
         data_dir = Path(backend.settings.data_dir)
-        env = {**os.environ, "STREAMRL_DATABASE_URL": backend.url, "STREAMRL_REDIS_URL": redis_url,
+        env = {**environ_snapshot(), "STREAMRL_DATABASE_URL": backend.url, "STREAMRL_REDIS_URL": redis_url,
                "STREAMRL_DATA_DIR": str(data_dir), "STREAMRL_SECRET_KEY": backend.settings.secret_key,
                "STREAMRL_AUTO_MIGRATE": "false", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO), **(extra_env or {})}

@@ -22,6 +22,7 @@ import pytest
 import redis
 from runtime_platform import REPO, base_spec, wait_until
 from sqlalchemy import select
+from waiting import environ_snapshot
 
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus, Model
 from backend.db.enums import TERMINAL_JOB_STATUSES
@@ -76,7 +77,7 @@ def cluster(pg_backend: Any, redis_url: str, tiny_model_dir: Path, tmp_path_fact
     with pg_backend.session() as session:
         session.add(Model(team_id=team.id, name="tiny", path=str(tiny_model_dir), created_by_id=user.id))
     data_dir = tmp_path_factory.mktemp("multi-host")
-    env = {**os.environ, "STREAMRL_DATABASE_URL": pg_backend.url, "STREAMRL_REDIS_URL": redis_url,
+    env = {**environ_snapshot(), "STREAMRL_DATABASE_URL": pg_backend.url, "STREAMRL_REDIS_URL": redis_url,
            "STREAMRL_DATA_DIR": str(data_dir), "STREAMRL_SECRET_KEY": pg_backend.settings.secret_key,
            "STREAMRL_AUTO_MIGRATE": "false", "STREAMRL_DEVICE": "cpu", "PYTHONPATH": str(REPO),
            "TOKENIZERS_PARALLELISM": "false", "STREAMRL_INSTANCE_HEARTBEAT_TIMEOUT_S": "8",
