@@ -10,6 +10,10 @@
 # process gets its own Postgres database and Redis db, tests/conftest.py); the integration, browser and slow tests
 # then run one at a time (they start Celery workers, servers and browsers that want the cores to themselves). The
 # command fails when either part fails; each prints pytest's own summary.
+#
+# A part whose tests failed reruns just those once (pytest --lf). Tests that pass on the rerun are printed as FLAKY
+# lines (and the part passes): a failure that repeats fails the command. Timing on a loaded 2-core machine, not
+# logic, was every CI failure of the last rounds; each FLAKY line is a bug to fix, named in the log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
@@ -29,16 +33,31 @@ paths=("$@")
 workers="${STREAMRL_TEST_WORKERS:-$(nproc)}"
 heavy="integration or e2e or slow"
 
+# run_part NAME MARK_EXPR PYTEST_ARGS...: the part's tests (-m MARK_EXPR), then, when some failed (exit 1), those
+# alone once more, one at a time. Exit status 5 (no test collected: a subset without heavy tests, say) is a pass.
+LASTFAILED=.pytest_cache/v/cache/lastfailed
+run_part() {
+  local name=$1 expr=$2 status=0
+  shift 2
+  rm -f "$LASTFAILED"  # from here on it names this part's failures only
+  pytest -m "$expr" "$@" "${paths[@]}" || status=$?
+  [ "$status" -eq 5 ] && return 0
+  [ "$status" -ne 1 ] && return "$status"
+  local failed
+  failed=$(python -c 'import json,sys; print("\n".join(sorted(json.load(open(sys.argv[1])))))' "$LASTFAILED")
+  echo "scripts/test.sh: $name part: rerunning its failed tests once:"
+  echo "$failed"
+  pytest --lf --last-failed-no-failures none -m "$expr" "${paths[@]}" || return $?
+  echo "$failed" | sed "s/^/FLAKY ($name part: failed, then passed when rerun): /"
+}
+
 started=$SECONDS
 status_fast=0
-pytest -n "$workers" --dist loadfile --durations=15 -m "not ($heavy)" "${paths[@]}" || status_fast=$?
+run_part fast "not ($heavy)" -n "$workers" --dist loadfile --durations=15 || status_fast=$?
 fast_s=$((SECONDS - started))
 status_heavy=0
-pytest --durations=40 -m "$heavy" "${paths[@]}" || status_heavy=$?
+run_part integration/e2e/slow "$heavy" --durations=40 || status_heavy=$?
 heavy_s=$((SECONDS - started - fast_s))
-# exit status 5: the part collected no test (a subset without heavy tests, say): not a failure
-[ "$status_fast" -eq 5 ] && status_fast=0
-[ "$status_heavy" -eq 5 ] && status_heavy=0
 echo "scripts/test.sh: fast part (-n $workers) exit $status_fast in ${fast_s}s; integration/e2e/slow part exit" \
      "$status_heavy in ${heavy_s}s"
 [ "$status_fast" -eq 0 ] && [ "$status_heavy" -eq 0 ]

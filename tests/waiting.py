@@ -4,7 +4,9 @@ API on a real uvicorn server in a thread."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +29,22 @@ def environ_snapshot() -> dict[str, str]:
         except RuntimeError:
             time.sleep(0.01)
     return dict(os.environ)
+
+
+def stop_process_groups(procs: list[subprocess.Popen[bytes]], grace_s: float = 3.0) -> None:
+    """A teardown's stop of processes started with `start_new_session=True`: SIGTERM to every group at once, SIGKILL
+    to those still there `grace_s` later (in all, not each). For a test that is over; a test of a graceful stop
+    waits for it itself."""
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float, what: str, poll_s: float = 0.1) -> Any:

@@ -5,9 +5,7 @@ commands exist."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
 import uuid
@@ -17,6 +15,7 @@ import pytest
 from e2e_runs import end_unfinished_jobs
 from e2e_support import ARTIFACTS, PASSWORD, REPO, MakeApi, Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
+from waiting import stop_process_groups
 
 
 def _runtime_installed() -> bool:
@@ -66,15 +65,8 @@ def runtime(api_server: Server, pg_url: str) -> Iterator[None]:
     try:
         yield
     finally:
-        for process, _ in reversed(processes):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)  # the process group: Celery's pool children go too
-        for process, log in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process_groups([process for process, _ in processes])  # the groups: Celery's pool children go too
+        for _, log in processes:
             log.close()
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 from sqlalchemy import select
-from waiting import environ_snapshot
+from waiting import environ_snapshot, stop_process_groups
 
 from backend.controller.reconcile import CeleryTaskSender, reconcile_once
 from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
@@ -89,7 +89,9 @@ class Platform:
     @classmethod
     @contextmanager
     def start(cls, backend: Any, redis_url: str, model_dir: Path, timeouts: Timeouts = TEST_TIMEOUTS,
-              extra_env: dict[str, str] | None = None, generation_slots: int = 3) -> Iterator[Platform]:
+              extra_env: dict[str, str] | None = None, generation_slots: int = 3,
+              start_workers: bool = True) -> Iterator[Platform]:
+        """`start_workers=False`: the test starts the pools' workers itself (into `workers`) as it needs them."""
         with backend.session() as session:  # the database is shared with earlier test modules: their unfinished jobs
             for job in session.scalars(select(Job).where(Job.status.not_in(TERMINAL_JOB_STATUSES))):  # are not ours
                 job.status = JobStatus.cancelled
@@ -104,10 +106,11 @@ class Platform:
                "TOKENIZERS_PARALLELISM": "false", "PYTHONPATH": str(REPO), **(extra_env or {})}
         platform = cls(backend=backend, redis_url=redis_url, env=env, team=team, user=user,
                        client=redis.Redis.from_url(redis_url), timeouts=timeouts)
-        platform.start_worker("generation", concurrency=generation_slots)
-        platform.start_worker("training", concurrency=2)
-        for pool in ("generation", "training"):  # tests may ask at once for what only a registered worker serves
-            platform.wait_registered(pool)
+        if start_workers:
+            platform.start_worker("generation", concurrency=generation_slots)
+            platform.start_worker("training", concurrency=2)
+            for pool in ("generation", "training"):  # tests may ask at once for what only a registered worker serves
+                platform.wait_registered(pool)
         thread = threading.Thread(target=platform._control_loop, daemon=True)
         thread.start()
         try:
@@ -115,8 +118,9 @@ class Platform:
         finally:
             platform._stop.set()
             thread.join(timeout=10)
-            for name in list(platform.workers):
-                platform.stop_worker(name)
+            # the test is over: its workers' running tasks need not hand work back (tests of a graceful stop use
+            # stop_worker); tasks are acknowledged on receipt (contract/tasks.py), so none is delivered again
+            stop_process_groups([platform.workers.pop(name) for name in list(platform.workers)])
             platform.client.close()
 
     # -- processes ----------------------------------------------------------------------------------------------------

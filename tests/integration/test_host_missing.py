@@ -34,9 +34,8 @@ def test_missing_jail_fails_the_job_with_one_line_and_no_tracebacks(pg_backend, 
     logs = Path(pg_backend.settings.data_dir) / f"host-missing-{uuid.uuid4().hex[:6]}"
     logs.mkdir(parents=True)
     env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), path_without_bwrap])}
-    with Platform.start(pg_backend, redis_url, tiny_model_dir, extra_env=env) as platform:
-        for pool in ("generation", "training"):  # the same platform, with the workers the CLI starts
-            platform.stop_worker(pool)
+    with Platform.start(pg_backend, redis_url, tiny_model_dir, extra_env=env, start_workers=False) as platform:
+        for pool in ("generation", "training"):  # the workers the CLI starts
             platform.workers[pool] = _streamrl_worker(platform, pool, logs / f"{pool}.log")
 
         def worker_logs() -> str:

@@ -22,7 +22,7 @@ import pytest
 import redis
 from runtime_platform import REPO, base_spec, wait_until
 from sqlalchemy import select
-from waiting import environ_snapshot
+from waiting import environ_snapshot, stop_process_groups
 
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus, Model
 from backend.db.enums import TERMINAL_JOB_STATUSES
@@ -92,8 +92,7 @@ def cluster(pg_backend: Any, redis_url: str, tiny_model_dir: Path, tmp_path_fact
     try:
         yield cluster, f"http://127.0.0.1:{port}", pg_backend.auth_headers(user, team), pg_backend
     finally:
-        for name in list(cluster.procs):
-            cluster.stop(name)
+        stop_process_groups([cluster.procs.pop(name) for name in list(cluster.procs)])
 
 
 def _wait(predicate: Any, timeout_s: float, what: str, cluster: Cluster) -> Any:
