@@ -77,7 +77,7 @@ class DatabaseReporter(Reporter):
                 if dataset is not None and dataset.team_id == job.team_id:
                     dataset_path = dataset.storage_path
             graders = {name: find_model(session=session, team_id=job.team_id, name=name)
-                       for _, _, name in model_refs(spec.reward)}
+                       for _, _, name in (model_refs(spec.grading[0]) if spec.grading else [])}
             return JobRecord(job_id=job.id, team_id=job.team_id, spec=spec, status=JobStatus(job.status),
                              model_path=model.path if model is not None else None, dataset_path=dataset_path,
                              epoch=job.driver_epoch, recorded_through=job.current_iteration,

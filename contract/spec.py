@@ -157,6 +157,9 @@ class EnvironmentSpec(_Strict):
     step_timeout_s: float = Field(2.0, gt=0, le=60, description="wall-clock limit of one reset() or step() call of "
                                   "user code; past it the episode fails and the jailed process is restarted")
     memory_mb: int = Field(256, ge=64, le=4096, description="address-space limit of the jailed process (python)")
+    grader: RewardSpec | None = Field(None, description="grades the episode's final assistant message as `reward` "
+                                      "grades a completion (any reward or grader type: string_check, judge, multi...);"
+                                      " its score is added to the environment's step rewards. None: the steps' alone")
 
     @field_validator("params")
     @classmethod
@@ -428,10 +431,20 @@ class JobSpec(_Strict):
     @model_validator(mode="after")
     def _one_source_of_reward(self) -> JobSpec:
         if self.environment is not None and self.reward != RewardSpec():
-            raise ValueError("reward: with `environment` the episode's reward comes from the environment's step() "
-                             f"results, so a {self.reward.type!r} reward of one completion does not apply: leave "
-                             "`reward` unset")
+            raise ValueError(f"reward: a {self.reward.type!r} reward of one completion does not apply with "
+                             "`environment`: leave `reward` unset; `environment.grader` grades the final answer")
         return self
+
+    @property
+    def grading(self) -> tuple[RewardSpec, tuple[str, ...]] | None:
+        """The reward that scores text in this job, and its place in the spec: `reward` (each completion) for a
+        single-turn job, `environment.grader` (each episode's final answer) for an environment job; None: an
+        environment job whose reward is its steps' alone."""
+        if self.environment is None:
+            return self.reward, ("reward",)
+        if self.environment.grader is None:
+            return None
+        return self.environment.grader, ("environment", "grader")
 
     @model_validator(mode="after")
     def _lora_fits_the_engine(self) -> JobSpec:

@@ -74,11 +74,13 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Jo
                            f"`reward` (type `model`)", loc=("body", "model"))
     if spec.tokenizer is not None and find_model(session=session, team_id=team.id, name=spec.tokenizer) is None:
         raise InvalidInput(f"tokenizer {spec.tokenizer!r} is not a registered model", loc=("body", "tokenizer"))
-    try:
-        validate_reward_spec(spec.reward)
-    except ValueError as err:
-        raise InvalidInput(str(err), loc=("body", "reward")) from err
-    grader_models(session, team.id, spec.reward, ("body", "reward"))  # 422 at the model field a grader names
+    if spec.grading is not None:
+        reward, place = spec.grading
+        try:
+            validate_reward_spec(reward)
+        except ValueError as err:
+            raise InvalidInput(str(err), loc=("body", *place)) from err
+        grader_models(session, team.id, reward, ("body", *place))  # 422 at the model field a grader names
     if spec.dataset.path is not None:
         raise InvalidInput(
             "dataset.path is only for train-local; upload the file (POST /datasets)", loc=("body", "dataset", "path")

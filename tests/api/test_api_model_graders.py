@@ -50,9 +50,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"rm": build_reward_model(root / "rm", zero_head=True), "judge": build_digit_judge(root / "judge")}
 
 
-def _submit(client: TestClient, world: Any, reward: dict[str, Any], model: str = "tiny") -> Any:
+def _submit(client: TestClient, world: Any, reward: dict[str, Any] | None, model: str = "tiny",
+            environment: dict[str, Any] | None = None) -> Any:
     spec = {"name": "graded", "model": model, "dataset": {"builtin": "arithmetic", "num_prompts": 8},
-            "reward": reward}
+            **({"reward": reward} if reward else {}), **({"environment": environment} if environment else {})}
     return client.post(f"{API}/jobs", json=spec, headers=world.headers("member"))
 
 
@@ -74,6 +75,13 @@ def test_submit_checks_every_model_a_grader_names(app_client: TestClient, world:
     accepted = _submit(app_client, world, _multi("chat"))
     assert accepted.status_code == 201, accepted.text
     assert _submit(app_client, world, {"type": "model", "params": {"model": "rm"}}).status_code == 201
+    calculator = {"type": "calculator", "grader": _multi("chat")}  # an environment's grader of the final answer
+    assert _submit(app_client, world, None, environment=calculator).status_code == 201
+    loc, msg = _refused(_submit(app_client, world, None, environment={**calculator, "grader": _multi("nope")}))
+    assert loc == ["body", "environment", "grader", "params", "graders", "judge", "model"], loc
+    assert "'nope' is not registered" in msg
+    loc, msg = _refused(_submit(app_client, world, _multi("chat"), environment=calculator))
+    assert loc == ["body"] and "environment.grader" in msg, (loc, msg)
 
     loc, msg = _refused(_submit(app_client, world, _multi("nope")))
     assert loc == ["body", "reward", "params", "graders", "judge", "model"] and "'nope' is not registered" in msg

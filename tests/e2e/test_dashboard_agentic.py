@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from e2e_runs import finished_run, new_team, record
 from e2e_support import Server, open_signed_in, shot
+from grader_models import build_digit_judge
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
@@ -218,3 +219,48 @@ def test_submit_form_sends_an_environment_job_and_tests_its_grader(page: Page, a
                                    "memory_mb": 256}
     assert spec["reward"]["type"] == "exact_match"  # the default: unset, as a spec with an environment must have it
     assert spec["dataset"]["builtin"] == "arithmetic"
+
+
+JUDGE_PLUS_EXACT = """graders:
+  judge:
+    type: judge
+    model: JUDGE
+    input: [{role: user, content: "Grade 0-10: {{ sample.output_text }}"}]
+    range: [0, 10]
+    max_tokens: 1
+  exact: {type: string_check, input: "{{ sample.output_text }}", reference: "{{ item.answer }}", operation: eq}
+calculate_output: "exact + judge / 100"
+"""
+
+
+def test_submit_form_sends_a_tool_job_graded_by_a_judge_plus_string_multi(page: Page, api_server: Server) -> None:
+    world = new_team(api_server, "graded-env")
+    judge_dir = build_digit_judge(api_server.data_dir / "artifacts" / "models" / f"judge-{world.tag}")
+    world.api.post("/models", json={"name": "judge", "path": str(judge_dir)})
+    open_signed_in(page, api_server, world.token, "/submit")
+    expect(page.locator("select[name=model]")).to_have_value("tiny")
+    page.locator("input[name=name]").fill("graded-episodes")
+    page.locator("select[name=dataset_source]").select_option("builtin")
+    page.locator("select[name=builtin]").select_option("arithmetic")
+    page.locator("select[name=environment]").select_option("calculator")
+    fields = page.get_by_test_id("environment-fields")
+    expect(fields.locator("input[name=reward]")).to_have_count(0)  # the grader is off: the steps' rewards alone
+    fields.locator("select[name=environment_grader]").select_option("on")
+    fields.locator("input[name=reward]").fill("multi")
+    fields.locator("textarea[name=reward_params]").fill(JUDGE_PLUS_EXACT.replace("JUDGE", "no-such-judge"))
+    page.get_by_role("button", name="Submit job").click()  # the API's 422 names the judge's model, under params
+    expect(fields.locator(".field-error")).to_contain_text("graders.judge.model")
+    expect(fields.locator(".field-error")).to_contain_text("not registered")
+    fields.locator("textarea[name=reward_params]").fill(JUDGE_PLUS_EXACT.replace("JUDGE", "judge"))
+    page.get_by_role("button", name="Submit job").click()
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+    job_id = int(page.url.rsplit("/", 1)[1])
+    shot(page, "submit-graded-environment")
+
+    spec = world.api.get(f"/jobs/{job_id}")["spec"]
+    grader = spec["environment"]["grader"]
+    assert spec["environment"]["type"] == "calculator" and grader["type"] == "multi"
+    assert grader["params"]["calculate_output"] == "exact + judge / 100"
+    assert grader["params"]["graders"]["judge"]["model"] == "judge"
+    assert grader["params"]["graders"]["exact"]["operation"] == "eq"
+    assert spec["reward"]["type"] == "exact_match"  # unset: the grader sits in the environment

@@ -18,6 +18,7 @@ from workers.core.episode import EpisodeRunner, describe_tools, parse_tool_calls
 from workers.core.rollout import sampling_params
 from workers.environments import build_environment
 from workers.models import build_tiny_model
+from workers.rewards import build_reward
 from workers.rewards.jail import missing_piece
 from workers.runtime import components
 from workers.training.batch import collate, policy_forward
@@ -41,14 +42,15 @@ def _requests(n: int, **meta: Any) -> list[PromptRequest]:
                           prompt_text=f"row {i}", meta={"prompt_id": str(i), **meta}, seed=i) for i in range(n)]
 
 
-def _run(model: Path, spec: JobSpec, n: int = 4) -> list[Sample]:
+def _run(model: Path, spec: JobSpec, n: int = 4, **meta: Any) -> list[Sample]:
     tokenizer = AutoTokenizer.from_pretrained(model)
     assert spec.environment is not None
     env = build_environment(spec.environment)
+    grader = build_reward(spec.environment.grader) if spec.environment.grader is not None else None
     try:
         runner = EpisodeRunner(env, tokenizer, spec.environment, sampling_params(spec.generation))
         engine = components.make_engine(spec, model, device="cpu")
-        return run_episodes(engine, runner, _requests(n), job_id=1, instance_id="test")
+        return run_episodes(engine, runner, _requests(n, **meta), job_id=1, instance_id="test", grader=grader)
     finally:
         env.close()
 
@@ -162,6 +164,36 @@ def test_calculator_tool_calls_are_evaluated_and_the_final_answer_rewarded() -> 
     assert reward == 1.0 and done
 
 
+OUT = "{{ sample.output_text }}"
+
+
+def test_an_environment_grader_scores_the_final_answer_on_top_of_the_steps(chat_model: Path) -> None:
+    grader = {"type": "multi", "params": {"graders": {
+        "said": {"type": "string_check", "input": OUT, "reference": "\u0001never", "operation": "ne"},  # always 1
+        "exact": {"type": "string_check", "input": OUT, "reference": "{{ item.answer }}", "operation": "eq"},
+    }, "calculate_output": "said + 2 * exact"}}
+    spec = _spec(chat_model, {"type": "calculator", "max_turns": 2, "grader": grader}, max_tokens=16)
+    assert spec.grading == (spec.environment.grader, ("environment", "grader"))  # type: ignore[union-attr]
+    samples = _run(chat_model, spec, n=6, answer="4")
+    for sample in samples:
+        assert sample.reward_error is None and sample.messages is not None
+        final = next(m["content"] for m in reversed(sample.messages) if m["role"] == "assistant")
+        exact = float(final == "4")
+        steps = sum(r for r in sample.turn_rewards or [] if r is not None)
+        assert sample.reward == pytest.approx(steps + 1.0 + 2 * exact), (sample.reward, steps, final)
+        parts = sample.reward_components  # the multi's sub-scores, under grader.
+        assert {k: parts[k] for k in ("environment", "grader", "grader.said", "grader.exact")} == {
+            "environment": steps, "grader": 1.0 + 2 * exact, "grader.said": 1.0, "grader.exact": exact}, parts
+
+    missing = {"type": "string_check", "params": {"input": OUT, "reference": "{{ item.nowhere }}", "operation": "eq"}}
+    failed = _run(chat_model, _spec(chat_model, {"type": "calculator", "max_turns": 2, "grader": missing},
+                                    max_tokens=16), n=2)
+    for sample in failed:  # a grader that cannot score fails the episode's reward, naming the grader
+        assert sample.reward == 0.0 and sample.reward_error is not None, sample.reward_error
+        assert sample.reward_error.startswith("environment.grader: ") and "nowhere" in sample.reward_error
+    assert JobSpec(model="m", dataset={"builtin": "arithmetic"}, environment={"type": "calculator"}).grading is None
+
+
 def test_environment_specs_are_checked_naming_the_field(chat_model: Path) -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({"type": "python"}, "needs `code`"), ({"type": "calculator", "params": {"x": 1}}, "no param"),
@@ -171,7 +203,7 @@ def test_environment_specs_are_checked_naming_the_field(chat_model: Path) -> Non
         with pytest.raises(pydantic.ValidationError) as info:
             _spec(chat_model, bad)
         assert words in str(info.value) and "environment" in str(info.value)
-    with pytest.raises(pydantic.ValidationError, match="reward: with `environment`"):
+    with pytest.raises(pydantic.ValidationError, match="reward of one completion does not apply with `environment`"):
         JobSpec(model="m", dataset={"builtin": "arithmetic"}, environment={"type": "calculator"},
                 reward={"type": "python", "code": "def reward(p, r, m):\n    return 1.0\n"})
     assert EnvironmentSpec(type="guess_number", params={"high": 8}).params == {"high": 8}

@@ -18,6 +18,9 @@ Tool calls, for the tiny BPE chat presets and any template: the policy writes
 arguments may also be a JSON string); the assistant message the environment sees carries them as OpenAI-style
 `tool_calls`. A template that takes `tools` gets them; for one that does not, they are described in a system message.
 A failing environment (workers/environments/base.py `EnvironmentFailure`) ends the episode with `reward_error`.
+
+The episode's reward is the sum of its steps' rewards plus, when the job has an `environment.grader`, the grader's
+score of the final answer (the last assistant message), scored for a batch of episodes at once (`grade_episodes`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from contract.sample import PromptRequest, Sample
 from contract.spec import EnvironmentSpec
 from workers.environments.base import Environment, EnvironmentFailure
 from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
+from workers.rewards import Reward, RewardOutcome
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 SENTINEL = "\x00STREAMRL-CONTENT\x00"
@@ -103,6 +107,11 @@ class Episode:
     @property
     def turns(self) -> int:
         return len(self.turn_spans)
+
+    @property
+    def final_answer(self) -> str:
+        """The content of the policy's last message (what an `environment.grader` scores)."""
+        return next((str(m.get("content") or "") for m in reversed(self.messages) if m.get("role") == "assistant"), "")
 
     def add(self, ids: list[int], trained: bool, logprobs: list[float] | None = None) -> None:
         self.response_ids += ids
@@ -236,11 +245,19 @@ class EpisodeRunner:
         episode.error = error
         self._finish(episode, "error")
 
-    def to_sample(self, episode: Episode, *, job_id: int, version: int, instance_id: str) -> Sample:
-        """The finished episode as one Sample. `version`: the weights its first turn was admitted under."""
+    def to_sample(self, episode: Episode, *, job_id: int, version: int, instance_id: str,
+                  graded: RewardOutcome | None = None) -> Sample:
+        """The finished episode as one Sample. `version`: the weights its first turn was admitted under; `graded`: the
+        environment.grader's outcome on its final answer (`grade_episodes`), added to the steps' rewards."""
         request = episode.request
         prompt_ids = episode.prompt_ids or list(request.prompt_ids)
-        reward = sum(r for r in episode.turn_rewards if r is not None)
+        steps = sum(r for r in episode.turn_rewards if r is not None)
+        error = episode.error
+        if error is None and graded is not None and graded.error is not None:
+            error = f"environment.grader: {graded.error}"
+        reward = steps + graded.value if graded is not None else steps
+        components = {"environment": float(steps), "grader": graded.value,
+                      **{f"grader.{k}": v for k, v in graded.components.items()}} if graded is not None else {}
         return Sample(
             job_id=job_id, prompt_id=request.prompt_id, group_id=request.group_id, sample_id=request.sample_id,
             policy_version=version, prompt_ids=prompt_ids, response_ids=list(episode.response_ids),
@@ -248,7 +265,8 @@ class EpisodeRunner:
             finish_reason={"done": "stop", "error": "error"}.get(episode.end or "", "length"),
             prompt_text=episode.prompt_text or request.prompt_text,
             response_text=self.tokenizer.decode(episode.response_ids, skip_special_tokens=False),
-            reward=0.0 if episode.error else float(reward), reward_error=episode.error, meta=dict(request.meta),
+            reward=0.0 if error else float(reward), reward_components={} if error else components,
+            reward_error=error, meta=dict(request.meta),
             queued_at=request.queued_at, started_at=episode.started_at, finished_at=episode.finished_at,
             instance_id=instance_id, truncated=episode.end == "max_episode_tokens",
             loss_mask=list(episode.loss_mask), turns=episode.turns, turn_spans=[list(s) for s in episode.turn_spans],
@@ -259,10 +277,20 @@ class EpisodeRunner:
         )
 
 
+def grade_episodes(grader: Reward | None, episodes: list[Episode]) -> list[RewardOutcome | None]:
+    """The grader's outcome on each episode's final answer, in one `score_many` batch (a judge or reward model scores
+    them together); None for each episode when there is no grader, and for an episode that already failed."""
+    scored = [e for e in episodes if e.error is None] if grader is not None else []
+    outcomes = iter(grader.score_many([(e.request.prompt_text, e.final_answer, e.request.meta) for e in scored])
+                    if grader is not None and scored else [])
+    return [next(outcomes) if grader is not None and e.error is None else None for e in episodes]
+
+
 def run_episodes(engine: GenerationEngine, runner: EpisodeRunner, requests: Iterable[PromptRequest], *, job_id: int,
-                 instance_id: str) -> list[Sample]:
-    """Every request's episode in one continuous batch (each next turn is admitted as the previous finishes);
-    samples in finish order. The colocated / train-local rollout; instances drive `EpisodeRunner` from their feed."""
+                 instance_id: str, grader: Reward | None = None) -> list[Sample]:
+    """Every request's episode in one continuous batch (each next turn is admitted as the previous finishes), graded
+    by `grader` (the job's environment.grader) when there is one; samples in finish order. The colocated / train-local
+    rollout; instances drive `EpisodeRunner` from their feed."""
     version = engine.version
     live: dict[str, Episode] = {}
     pending: deque[GenerationRequest] = deque()
@@ -286,7 +314,8 @@ def run_episodes(engine: GenerationEngine, runner: EpisodeRunner, requests: Iter
             finished.append(live.pop(result.request_id))
         else:
             pending.append(following)
-    return [runner.to_sample(e, job_id=job_id, version=version, instance_id=instance_id) for e in finished]
+    return [runner.to_sample(e, job_id=job_id, version=version, instance_id=instance_id, graded=g)
+            for e, g in zip(finished, grade_episodes(grader, finished), strict=True)]
 
 
 def episode_record(sample: Sample) -> dict[str, Any] | None:

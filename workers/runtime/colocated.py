@@ -35,7 +35,8 @@ class LocalRollout(SampleSource):
         super().__init__(host)
         ctx, trainer = host.ctx, host.trainer
         self.engine = components.make_engine(ctx.spec, ctx.model_dir, device=str(trainer.device))
-        self.reward = TimedReward(components.make_reward(ctx))  # its scoring time: the row's reward_seconds
+        reward = components.make_reward(ctx)  # None: an environment job rewarded by its steps alone
+        self.reward = TimedReward(reward) if reward is not None else None  # its time: the row's reward_seconds
         self.episodes = components.make_episode_runner(ctx, trainer.tokenizer)  # spec.environment, else None
         self.sampling = sampling_params(ctx.spec.generation)
         self.gen_start = 0.0
@@ -52,14 +53,17 @@ class LocalRollout(SampleSource):
                                        data={"iteration": 0, "eval_reward": value})
 
     def close(self) -> None:
-        self.reward.close()
+        if self.reward is not None:
+            self.reward.close()
         if self.episodes is not None:
             self.episodes.env.close()
 
     def _rollout(self, requests: list[Any]) -> list[Sample]:
         """Generate and score `requests`: one completion each, or (spec.environment) one episode each."""
         if self.episodes is not None:
-            return run_episodes(self.engine, self.episodes, requests, job_id=self.host.job_id, instance_id=LANE)
+            return run_episodes(self.engine, self.episodes, requests, job_id=self.host.job_id, instance_id=LANE,
+                                grader=self.reward)
+        assert self.reward is not None  # a single-turn job always has its reward (JobSpec.grading)
         return rollout(self.engine, self.reward, requests, self.sampling, job_id=self.host.job_id, instance_id=LANE)
 
     def micro_batches(self, it: int) -> Iterator[list[Scored]]:
@@ -86,7 +90,8 @@ class LocalRollout(SampleSource):
             "instances": 1, "stale_dropped": 0, "policy_version": host.trainer.version,
             "generator_idle_seconds": host.rec.seconds.get("training", 0.0) + self.sync_seconds,
             "tail_fraction": tail_fraction(self.gen_start, [s.finished_at for s in samples]),
-            "reward_seconds": self.reward.take_seconds(),  # this iteration's scoring (and the last evaluation's)
+            # this iteration's scoring (and the last evaluation's)
+            "reward_seconds": self.reward.take_seconds() if self.reward is not None else 0.0,
         }
         if host.eval_due(it + 1):
             extra["eval_reward"] = self.evaluate()

@@ -60,15 +60,20 @@ def _check_device_set(gpus: int) -> None:
                                 f"(streamrl worker --devices)")
 
 
-def make_reward(ctx: JobContext) -> Reward:
-    """The job's reward; the first process to build a sandboxed one says in the job's events how it is confined."""
+def make_reward(ctx: JobContext) -> Reward | None:
+    """The job's grading reward (`JobSpec.grading`: `reward`, or an environment's `grader`; None: an environment job
+    rewarded by its steps alone); the first process to build a sandboxed one says in the job's events how it is
+    confined."""
+    if ctx.spec.grading is None:
+        return None
+    spec, place = ctx.spec.grading
     try:
         models = LocalGraderModels(ctx.grader_models, worker_device()) if ctx.grader_models else None
-        reward = build_reward(ctx.spec.reward, models)
+        reward = build_reward(spec, models)
     except SandboxUnavailable as err:
-        raise HostMissing(f"reward: {err}") from err
+        raise HostMissing(f"{'.'.join(place)}: {err}") from err
     except ValueError as err:
-        raise JobSetupError(f"reward: {err}") from err
+        raise JobSetupError(f"{'.'.join(place)}: {err}") from err
     first = ctx.redis is None or ctx.redis.set(keys.noted(ctx.job_id, "sandbox"), 1, nx=True, ex=86400)
     if reward.sandbox_mode is not None and first:
         protections = list(getattr(getattr(reward, "worker", None), "protections", []))

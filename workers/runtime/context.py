@@ -75,9 +75,10 @@ def resolve_model_dir(name: str, registered: str | None) -> Path:
 
 
 def resolve_grader_models(spec: JobSpec, registered: Mapping[str, str]) -> dict[str, Path]:
-    """The directories of the judge / reward models the spec's reward names: registered in the team, else (train-local)
-    local model directories."""
-    return {name: resolve_model_dir(name, registered.get(name)) for _, _, name in model_refs(spec.reward)}
+    """The directories of the judge / reward models the spec's grading reward names (`reward`, or an environment's
+    `grader`): registered in the team, else (train-local) local model directories."""
+    refs = model_refs(spec.grading[0]) if spec.grading else []
+    return {name: resolve_model_dir(name, registered.get(name)) for _, _, name in refs}
 
 
 def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifacts: Path,

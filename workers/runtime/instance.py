@@ -45,7 +45,7 @@ from contract.reward_window import RewardTally
 from contract.sample import PromptRequest, Sample
 from contract.states import InstanceStatus, JobStatus
 from workers.core import generation_request, sampling_params, to_sample
-from workers.core.episode import Episode, EpisodeRunner
+from workers.core.episode import Episode, EpisodeRunner, grade_episodes
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.runtime import components
 from workers.runtime.context import HostMissing, JobContext, JobSetupError, load_context
@@ -127,7 +127,8 @@ class InstanceRunner:
                     self._emit(result)
                 self._flush(final=True)
             finally:
-                self.reward.close()
+                if self.reward is not None:
+                    self.reward.close()
                 if self.episodes is not None:
                     self.episodes.env.close()
         finally:
@@ -270,18 +271,22 @@ class InstanceRunner:
     def _samples(self, finished: list[tuple[_InFlight, GenerationResult | None, Episode | None]]) -> list[
             tuple[Sample, str]]:
         """The outbox's samples with their prompt entries: completions scored in one `score_many` batch, episodes
-        carrying their environment's reward; each reward error is tallied and reported."""
+        carrying their environment's reward (plus their grader's, scored in one batch too); each reward error is
+        tallied and reported."""
         completions = [(flight.request, result) for flight, result, _ in finished if result is not None]
+        episodes = [episode for _, _, episode in finished if episode is not None]
         start = time.monotonic()
         outcomes = iter(self.reward.score_many([(r.prompt_text, res.text, r.meta) for r, res in completions])
                         if completions else [])
+        graded = iter(grade_episodes(self.reward, episodes))
         self._reward_seconds += time.monotonic() - start
         out: list[tuple[Sample, str]] = []
         for flight, result, episode in finished:
             if episode is not None:
                 assert self.episodes is not None
                 sample = self.episode_versions.stamp(flight.request.sample_id, self.episodes.to_sample(
-                    episode, job_id=self.ctx.job_id, version=flight.version, instance_id=self.instance_id))
+                    episode, job_id=self.ctx.job_id, version=flight.version, instance_id=self.instance_id,
+                    graded=next(graded)))
             else:
                 assert result is not None
                 sample = to_sample(flight.request, result, next(outcomes), job_id=self.ctx.job_id,

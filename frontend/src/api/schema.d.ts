@@ -1796,6 +1796,8 @@ export interface components {
              * @description type 'python': your environment's code, run in the kernel jail python rewards use
              */
             code?: string | null;
+            /** @description grades the episode's final assistant message as `reward` grades a completion (any reward or grader type: string_check, judge, multi...); its score is added to the environment's step rewards. None: the steps' alone */
+            grader?: components["schemas"]["RewardSpec"] | null;
             /**
              * Max Episode Tokens
              * @description tokens after the opening prompt (policy and environment together) per episode at most

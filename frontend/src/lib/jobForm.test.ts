@@ -93,9 +93,25 @@ describe("environment and reward params", () => {
     const { parsed, errors } = await parseFormTexts(form);
     expect(errors).toEqual({});
     const spec = toSpec(form, parsed);
-    expect(spec.environment).toEqual({ type: "calculator", params: { operands: 2 }, max_turns: 3, max_episode_tokens: 512, step_timeout_s: 2 });
+    expect(spec.environment).toEqual({ type: "calculator", params: { operands: 2 }, max_turns: 3, max_episode_tokens: 512, step_timeout_s: 2, grader: null });
     expect(spec.reward).toBeUndefined();
     expect(JSON.parse(JSON.stringify(spec))).not.toHaveProperty("reward");
+  });
+
+  it("sends the reward fields as the environment's grader of the final answer when it is on", async () => {
+    const form = { ...DEFAULT_FORM, "environment.type": "calculator", "environment.grader": "on" as const, "reward.type": "multi",
+      "reward.params": "graders:\n  exact: {type: string_check, input: '{{ sample.output_text }}', reference: '{{ item.answer }}', operation: eq}\ncalculate_output: exact\n" };
+    const { parsed, errors } = await parseFormTexts(form);
+    expect(errors).toEqual({});
+    const spec = toSpec(form, parsed);
+    expect(spec.reward).toBeUndefined();
+    expect(spec.environment).toMatchObject({ type: "calculator", grader: { type: "multi", params: { calculate_output: "exact" } } });
+    expect((await parseFormTexts({ ...form, "reward.params": "[1]" })).errors["reward.params"]).toMatch(/must be an object/);
+    const cloned = fromSpec({ name: "agent", reward: { type: "exact_match" }, environment: spec.environment });
+    expect(cloned["environment.grader"]).toBe("on");
+    expect(cloned["reward.type"]).toBe("multi");
+    expect(JSON.parse(cloned["reward.params"])).toMatchObject({ calculate_output: "exact" });
+    expect(fromSpec({ name: "x", environment: { type: "calculator", grader: null } })["environment.grader"]).toBe("off");
   });
 
   it("sends python environment code without params, and null without an environment", () => {

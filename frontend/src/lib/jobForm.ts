@@ -52,6 +52,7 @@ export const DEFAULT_FORM = {
   "environment.max_turns": "4",
   "environment.max_episode_tokens": "512",
   "environment.step_timeout_s": "2",
+  "environment.grader": "off" as "off" | "on", // on: the reward fields grade each episode's final answer
   "algorithm.name": "grpo",
   "algorithm.group_size": "8",
   "algorithm.kl_coef": "0",
@@ -90,7 +91,8 @@ export interface ParsedTexts {
 export async function parseFormTexts(form: JobForm): Promise<{ parsed: ParsedTexts; errors: Record<string, string> }> {
   const parsed: ParsedTexts = {};
   const errors: Record<string, string> = {};
-  const keys: (keyof ParsedTexts)[] = form["environment.type"] ? ["environment.params"] : ["reward.params"];
+  const keys: (keyof ParsedTexts)[] = form["environment.type"] ? ["environment.params"] : [];
+  if (!form["environment.type"] || form["environment.grader"] === "on") keys.push("reward.params");
   for (const key of keys) {
     try {
       parsed[key] = await parseObject(form[key], key.replace(".", " "));
@@ -118,11 +120,13 @@ function environmentSpec(form: JobForm, parsed: ParsedTexts): Record<string, unk
     max_turns: num(form["environment.max_turns"]),
     max_episode_tokens: num(form["environment.max_episode_tokens"]),
     step_timeout_s: num(form["environment.step_timeout_s"]),
+    grader: form["environment.grader"] === "on" ? rewardSpec(form, parsed) : null,
   };
 }
 
 /** Nest the flat form into a JobSpec body (numbers parsed; the API validates and names any bad field). With an
- * environment the body has no `reward`: the episode's reward comes from the environment's steps. */
+ * environment the body has no `reward`: the episode's reward comes from the environment's steps, plus (grader on)
+ * the reward fields' grader of the final answer, sent as `environment.grader`. */
 export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, unknown> {
   const environment = environmentSpec(form, parsed);
   const dataset =
@@ -180,17 +184,20 @@ const str = (v: unknown, fallback: string) => (v === null || v === undefined ? f
 export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
   const get = (path: string): unknown => path.split(".").reduce<unknown>((node, key) => (isObj(node) ? node[key] : undefined), spec);
   const form = { ...defaults };
+  const graded = isObj(get("environment.grader"));
+  const rewardAt = graded ? "environment.grader" : "reward"; // where the reward fields' spec sits
   for (const key of Object.keys(defaults) as (keyof JobForm)[]) {
     if (key === "dataset.source") continue;
-    const value = key === "reward.type" ? get("reward.type") : get(key);
+    const value = key === "environment.grader" ? undefined : key.startsWith("reward.") ? get(rewardAt + key.slice(6)) : get(key);
     if (value === null && (key === "generation.instances" || key === "dataset.id")) (form as Record<string, string>)[key] = "";
     else if (value !== undefined && value !== null && typeof value !== "object") (form as Record<string, string>)[key] = String(value);
   }
   form.name = `${str(spec.name, "job")}-clone`;
   form["dataset.source"] = get("dataset.builtin") ? "builtin" : "uploaded";
   form["training.lora"] = isObj(get("training.lora")) ? "on" : "off";
+  form["environment.grader"] = graded ? "on" : "off";
   for (const key of ["reward.params", "environment.params"] as const) {
-    const params = get(key);
+    const params = get(key === "reward.params" ? `${rewardAt}.params` : key);
     form[key] = isObj(params) && Object.keys(params).length ? JSON.stringify(params, null, 2) : "";
   }
   const modules = get("training.lora.target_modules");
@@ -211,7 +218,7 @@ export function mergeSpec(base: Obj, patch: Obj): Obj {
     const old = base[key];
     const replace =
       (key === "dataset" && isObj(old) && isObj(value) && Boolean(old.builtin) !== Boolean(value.builtin)) ||
-      ((key === "reward" || key === "environment") && isObj(old) && isObj(value) && old.type !== value.type) ||
+      ((key === "reward" || key === "environment" || key === "grader") && isObj(old) && isObj(value) && old.type !== value.type) ||
       key === "params"; // the form shows params whole (an edited grader must not keep a removed field)
     if (value === undefined) continue;
     out[key] = !replace && isObj(old) && isObj(value) ? mergeSpec(old, value) : value;

@@ -1,7 +1,8 @@
 /**
  * The submit form's reward section: single-turn (a reward type from the schema's choices with its params, JSON or
  * YAML, and "Test this grader" opening the grader bench pre-filled), or a multi-turn environment (a built-in with
- * its params, or python code) with the episode limits. A spec with an environment has no reward.
+ * its params, or python code) with the episode limits. A spec with an environment has no reward; the same reward
+ * fields may grade each episode's final answer instead (`environment.grader`, added to the steps' rewards).
  */
 import { useState } from "react";
 import { useNavigate } from "react-router";
@@ -28,7 +29,7 @@ export function RewardFields({ form, set, err }: Props) {
           {ENVIRONMENTS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
         </select>
       </Field>
-      {form["environment.type"] ? <EnvironmentFields form={form} set={set} err={err} /> : <SingleTurnReward form={form} set={set} err={err} />}
+      {form["environment.type"] ? <EnvironmentFields form={form} set={set} err={err} /> : <GraderFields form={form} set={set} err={err} at="reward" />}
     </>
   );
 }
@@ -57,12 +58,21 @@ function EnvironmentFields({ form, set, err }: Props) {
           <textarea name="environment_params" className="mono" rows={3} value={form["environment.params"]} onChange={set("environment.params")} spellCheck={false} />
         </Field>
       )}
-      <p className="muted">The episode's reward is the sum of the environment's step rewards, so the job has no separate reward.</p>
+      <Field label="Final-answer grader"
+        hint="the episode's reward: the environment's step rewards, plus this grader's score of the last assistant message">
+        <select name="environment_grader" value={form["environment.grader"]} onChange={set("environment.grader")}>
+          <option value="off">none: the steps' rewards alone</option>
+          <option value="on">grade the final answer</option>
+        </select>
+      </Field>
+      {form["environment.grader"] === "on" && <GraderFields form={form} set={set} err={err} at="environment.grader" />}
     </div>
   );
 }
 
-function SingleTurnReward({ form, set, err }: Props) {
+/** The reward fields: the job's `reward`, or (`at` "environment.grader") the grader of an episode's final answer;
+ * the API's errors are looked up under `at`. */
+function GraderFields({ form, set, err, at }: Props & { at: "reward" | "environment.grader" }) {
   const navigate = useNavigate();
   const [linkError, setLinkError] = useState<string | null>(null);
   const python = form["reward.type"] === "python";
@@ -77,19 +87,19 @@ function SingleTurnReward({ form, set, err }: Props) {
   };
   return (
     <>
-      <Field label="Reward" error={err("reward", "reward.type")} hint="a reward type or grader from the list (python: your code, sandboxed)">
+      <Field label={at === "reward" ? "Reward" : "Grader"} error={err(at, `${at}.type`)} hint="a reward type or grader from the list (python: your code, sandboxed)">
         <input name="reward" list="rewards" value={form["reward.type"]} onChange={set("reward.type")} />
         <datalist id="rewards">
           {REWARD_TYPES.map(([value, label]) => <option key={value} value={value} label={label} />)}
         </datalist>
       </Field>
       {python ? (
-        <Field label="Reward code (runs sandboxed)" error={err("reward.code")}>
+        <Field label="Reward code (runs sandboxed)" error={err(`${at}.code`)}>
           <textarea name="reward_code" className="mono" rows={5} value={form["reward.code"]} onChange={set("reward.code")} />
         </Field>
       ) : (
         <>
-          <Field label="Reward params (JSON or YAML)" error={linkError ?? err("reward.params")}
+          <Field label="Reward params (JSON or YAML)" error={linkError ?? err("reward.params", `${at}.params`, `${at}.params.*`)}
             hint="a grader's fields, e.g. input / reference / operation; empty: the type's defaults">
             <textarea name="reward_params" className="mono" rows={5} value={form["reward.params"]} onChange={set("reward.params")} spellCheck={false} />
           </Field>

@@ -53,7 +53,16 @@ function SubmitJobForm() {
   const capacity = capacityWarning(form["generation.instances"].trim() ? Number(form["generation.instances"]) : null, cluster);
 
   const set = (key: keyof JobForm) => (e: { target: { value: string } }) => setForm((f) => ({ ...f, [key]: e.target.value }));
-  const err = (...keys: string[]) => keys.map((k) => fields[k]).filter(Boolean).join("; ") || undefined;
+  // a key ending in ".*": every error under that path, each with the rest of its path ("graders.judge.model: ...")
+  const err = (...keys: string[]) =>
+    keys
+      .flatMap((k) =>
+        k.endsWith(".*")
+          ? Object.keys(fields).filter((f) => f.startsWith(k.slice(0, -1))).map((f) => `${f.slice(k.length - 1)}: ${fields[f]}`)
+          : [fields[k]],
+      )
+      .filter(Boolean)
+      .join("; ") || undefined;
 
   useEffect(() => {
     if (base) setForm(fromSpec(base));
