@@ -82,8 +82,14 @@ def test_health_after_kill_9_of_the_driver(health_platform: tuple[Platform, Test
     summaries = [summary for _, summary in seen]
     assert any(s.startswith("driver lost: no heartbeat for") for s in summaries), seen  # before the key expired
     assert "restarting_driver" in during, seen
-    assert any(s.startswith("resuming from checkpoint ") for s in summaries), seen
-    assert during.index("driver_lost") < during.index("restarting_driver") < during.index("resuming"), seen
+    assert during.index("driver_lost") < during.index("restarting_driver"), seen
+    # "resuming" lasts from the driver's resumed event to its first new iteration: on an idle machine that can be
+    # shorter than one poll, so when the polls missed it, the event it is read from must be there
+    if "resuming" in during:
+        assert any(s.startswith("resuming from checkpoint ") for s in summaries), seen
+        assert during.index("restarting_driver") < during.index("resuming"), seen
+    else:
+        assert any(e.startswith("driver resumed from checkpoint at iteration") for e in platform.events(job_id)), seen
     assert platform.wait_done(job_id, timeout_s=300).error is None
 
 
