@@ -222,3 +222,22 @@ def grader_reply(request_id: str) -> str:
     """List holding the result (JSON: reward, sub_rewards, error) of one POST /graders/run that ran on the generation
     pool, pushed by the worker (workers/rewards/grader_run.py) and read only by the request that made it."""
     return f"streamrl:grader-run:reply:{request_id}"
+
+
+# -- shared generation instances (backend/controller/sharing.py, workers/runtime/shared.py) ----------------------------
+# One process serves the instances of several LoRA jobs on one base model; `key` names that process's place (a hash
+# of the base model plus a slot number), not a job.
+def share_joins(key: str) -> str:
+    """List of JSON {job_id, instance_id}: instances the controller placed on the shared instance `key`, in order."""
+    return f"streamrl:shared:{key}:joins"
+
+
+def share_state(key: str) -> str:
+    """JSON {pid, host, node, at, members}: the shared instance's heartbeat (expires unless refreshed). It is deleted
+    only together with an empty joins list (one atomic step), so a placed instance is never left without a process."""
+    return f"streamrl:shared:{key}:state"
+
+
+def share_starting(key: str) -> str:
+    """Set (NX, with a TTL) by the controller when it sends the shared instance's task, until its first heartbeat."""
+    return f"streamrl:shared:{key}:starting"

@@ -237,6 +237,13 @@ class GenerationSpec(_Strict):
         "batch (GPUs). Engines that cannot record per-token versions (vllm) always drain. Sync and colocated "
         "modes are unaffected.",
     )
+    share: bool | None = Field(
+        None,
+        description="LoRA jobs: run on generation instances shared with other LoRA jobs on the same base model (one "
+        "copy of the base weights, every job's adapter in the same batched forward; docs/operator.md#shared-"
+        "generation-instances). null: share when the job can (training.lora, engine hf, not colocated, weight_sync "
+        "shared_store or auto); false: the job's own instances; true: share, or refuse the job saying why it cannot.",
+    )
     vllm: VLLMSpec = Field(default_factory=VLLMSpec, description="vLLM engine settings (engine vllm only)")
 
     @field_validator("stop")
@@ -445,6 +452,31 @@ class JobSpec(_Strict):
         if self.environment.grader is None:
             return None
         return self.environment.grader, ("environment", "grader")
+
+    @property
+    def share_refusal(self) -> str | None:
+        """Why this job cannot run on shared generation instances; None: it can."""
+        if self.training.lora is None:
+            return "only LoRA jobs share generation instances (training.lora is not set)"
+        if self.generation.engine != "hf":
+            return f"engine {self.generation.engine!r} serves one job per instance; shared instances use engine 'hf'"
+        if self.mode == "colocated":
+            return "colocated mode generates in the trainer's own process"
+        if self.training.weight_sync == "p2p":
+            return "training.weight_sync 'p2p' needs a private instance: use 'auto' or 'shared_store'"
+        return None
+
+    @property
+    def shares_generation(self) -> bool:
+        """The controller places this job's instances on shared ones (and its weights go through the store)."""
+        return self.generation.share is not False and self.share_refusal is None
+
+    @model_validator(mode="after")
+    def _share_when_asked(self) -> JobSpec:
+        refusal = self.share_refusal
+        if self.generation.share and refusal is not None:
+            raise ValueError(f"generation.share is true but {refusal}")
+        return self
 
     @model_validator(mode="after")
     def _lora_fits_the_engine(self) -> JobSpec:

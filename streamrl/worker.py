@@ -50,6 +50,17 @@ def run_instance(self: Task, job_id: int, instance_id: str) -> str:
     return run(job_id, instance_id, reporter, client, get_settings().artifacts, node=self.request.hostname)
 
 
+@app.task(name=tasks.RUN_SHARED, bind=True)
+def run_shared(self: Task, key: str) -> str:
+    """A shared generation instance: the instances of several LoRA jobs on one base model, in one batch
+    (workers/runtime/shared.py); runs while any is placed on it."""
+    from workers.runtime.components import worker_device
+    from workers.runtime.shared import run_shared as run
+
+    reporter, client = _platform()
+    return run(key, reporter, client, get_settings().artifacts, node=self.request.hostname, device=worker_device())
+
+
 @app.task(name=tasks.RUN_JOB, bind=True)
 def run_job(self: Task, job_id: int) -> str:
     """The job driver (data loader, dispatcher, stream consumer, trainer, weight publisher): runs to the job's end."""

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from backend.controller.capacity import PoolCapacity, generation_capacity, training_slots
 from backend.controller.scaling import desired_instances
+from backend.controller.sharing import place_instance
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
@@ -47,6 +48,8 @@ class TaskSender(Protocol):
 
     def start_tinker_session(self, job_id: int) -> None: ...
 
+    def start_shared(self, key: str) -> str: ...
+
 
 class CeleryTaskSender:
     """Sends the runtime's tasks by name, so the control plane never imports the (torch) worker code."""
@@ -62,6 +65,9 @@ class CeleryTaskSender:
 
     def start_tinker_session(self, job_id: int) -> None:
         self.app.send_task(tasks.TINKER_SESSION, args=[job_id])
+
+    def start_shared(self, key: str) -> str:
+        return str(self.app.send_task(tasks.RUN_SHARED, args=[key]).id)
 
 
 @dataclass
@@ -164,8 +170,9 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
         report.jobs_failed.append(job.id)
         return _fail(session, job, client, reward_error)
     target = 0 if spec.mode == "colocated" else desired_instances(session, job, spec, live)
-    _note_capacity(session, job, live, target, client, capacity)
-    _scale_to(session, job, live, target, sender, client, report)
+    if not spec.shares_generation:  # a shared instance holds one slot for many jobs' instances
+        _note_capacity(session, job, live, target, client, capacity)
+    _scale_to(session, job, live, target, sender, client, report, spec)
 
 
 def _reward_error(client: redis.Redis, job: Job, spec: JobSpec) -> str | None:
@@ -229,7 +236,7 @@ def _silent(inst: GenerationInstance, timeouts: Timeouts, report: ReconcileRepor
 
 
 def _scale_to(session: Session, job: Job, live: list[GenerationInstance], target: int, sender: TaskSender,
-              client: redis.Redis, report: ReconcileReport) -> None:
+              client: redis.Redis, report: ReconcileReport, spec: JobSpec | None = None) -> None:
     live = sorted(live, key=lambda inst: inst.id)
     for inst in live[target:]:  # the newest go first
         inst.status = InstanceStatus.stopping
@@ -237,13 +244,21 @@ def _scale_to(session: Session, job: Job, live: list[GenerationInstance], target
         report.instances_stopped.append(inst.instance_id)
         record_event(session=session, job_id=job.id, kind="scale", message=f"stopping instance {inst.instance_id}",
                      data={"instance_id": inst.instance_id, "target": target})
-    for _ in range(target - len(live)):
+    for slot in range(len(live), target):
         instance_id = _next_instance_id(session, job.id)
         inst = GenerationInstance(job_id=job.id, instance_id=instance_id, status=InstanceStatus.starting)
         session.add(inst)
         session.commit()  # the row must be visible before the task can run, or the task finds no row and exits
-        inst.celery_task_id = sender.start_instance(job.id, instance_id)
         report.instances_started.append(instance_id)
+        if spec is not None and spec.shares_generation:
+            key = place_instance(session, client, sender, job, spec, instance_id, slot)
+            record_event(session=session, job_id=job.id, kind="scale",
+                         message=f"starting instance {instance_id} on a shared generation instance: LoRA jobs on the "
+                                 f"same base model share one copy of it and one batch (generation.share: false "
+                                 f"gives the job its own)",
+                         data={"instance_id": instance_id, "target": target, "shared": key})
+            continue
+        inst.celery_task_id = sender.start_instance(job.id, instance_id)
         record_event(session=session, job_id=job.id, kind="scale", message=f"starting instance {instance_id}",
                      data={"instance_id": instance_id, "target": target})
 

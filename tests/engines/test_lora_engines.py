@@ -83,3 +83,40 @@ def test_vllm_serves_each_version_as_a_lora_request(model_dir: Path, tmp_path: P
     assert engine.version == 2 and engine.adapter.lora_int_id == 3
     assert greedy(engine, base) == greedy(HFEngine(merged_dir(model_dir, second, tmp_path / "m2"), max_batch_size=4),
                                           base)
+
+
+def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Path, tmp_path: Path) -> None:
+    """Multi-LoRA serving: requests of two adapters (and the base model) share each forward pass, and each row
+    generates exactly what a private engine with its own adapter generates; versions and loads are per adapter."""
+    from workers.generation.engines.hf_multi_lora import MultiLoraEngine
+
+    base = HFEngine(model_dir, max_batch_size=4)
+    first, second = random_adapter(model_dir, 1), random_adapter(model_dir, 2)
+    alone = {}
+    for name, adapter in (("a", first), ("b", second)):
+        private = HFEngine(model_dir, max_batch_size=4, lora=SPEC)
+        private.load_tensors(1, adapter)
+        alone[name] = greedy(private, base)
+    assert alone["a"] != alone["b"]
+
+    shared = MultiLoraEngine(model_dir, max_batch_size=12)
+    view_a, view_b = shared.attach("a", SPEC), shared.attach("b", SPEC)
+    view_a.load_tensors(3, first)
+    lora.write_adapter(tmp_path / "v5", second, lora.adapter_config_json(SPEC, second))
+    view_b.update_weights(5, tmp_path / "v5")
+    assert (view_a.version, view_b.version) == (3, 5)
+    requests = [GenerationRequest(f"{name}/{i}", base.encode(p), SamplingParams(temperature=0, max_tokens=16),
+                                  adapter=adapter)
+                for i, p in enumerate(PROMPTS) for name, adapter in (("a", "a"), ("b", "b"), ("base", None))]
+    results = list(shared.generate_stream(requests))
+    got = {r.request_id: r.response_ids for r in results}
+    for name in ("a", "b"):
+        assert {str(i): got[f"{name}/{i}"] for i in range(len(PROMPTS))} == alone[name]
+    assert {str(i): got[f"base/{i}"] for i in range(len(PROMPTS))} == greedy(base, base)
+    marks = {r.request_id.split("/")[0]: r.version_marks for r in results}
+    assert (marks["a"], marks["b"], marks["base"]) == ([[0, 3]], [[0, 5]], [[0, 0]])
+    with pytest.raises(ValueError, match="not a LoRA adapter"):
+        view_a.load_tensors(4, load_policy(model_dir, torch.device("cpu")).state_dict())
+    shared.detach("a")
+    assert view_a.version == 0 and list(shared.generate_stream(requests[1:2]))[0].response_ids == \
+        alone["b"]["0"]

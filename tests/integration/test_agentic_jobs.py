@@ -1,8 +1,9 @@
 """Multi-turn, tool-using jobs on the real platform (Celery worker processes, Postgres, Redis, the controller loop),
 checked through the REST API: the calculator environment on a locally built BPE chat model (chat-qwen2-1m) in sync
 and async mode runs to `succeeded`, its stored episodes train only the policy's tokens (the tool's results are
-context), and the reward rises; a hostile user environment fails its episodes one by one, naming why, while its job
-and another team's job beside it go on.
+context), and the reward rises; graded by `environment.grader` (a judge model and an exact check of the final
+answer against the uploaded row's), its episodes carry the grade's parts and it learns too; a hostile user
+environment fails its episodes one by one, naming why, while its job and another team's job beside it go on.
 
 The model gets a short SFT warm start on calculator tool-use demonstrations (workers/environments/demos.py), shared by
 the module: a random model never writes a well-formed tool call. The problems are the calculator's smallest (two
@@ -14,11 +15,13 @@ tool and, deterministically, on the hostile job's fair episodes (a tool result b
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_platform import Platform, wait_until
+from grader_models import HIGH, LOW, build_digit_judge
+from runtime_platform import Platform, base_spec, wait_until
 from sqlalchemy import select
 from transformers import AutoTokenizer
 
@@ -115,6 +118,68 @@ def _check_masks(sample: dict[str, Any]) -> int:
         assert f"<|im_start|>tool\n{message['content']}<|im_end|>" in context, segments
     assert not tools or "<|im_start|>tool" not in trained, segments
     return len(tools)
+
+
+# the calculator's three problems as dataset rows: the environment reads `expression`, the grader `{{ item.answer }}`
+GRADED_ROWS = [{"prompt": f"What is {e}?", "expression": e, "answer": a} for e, a in
+               [("2 + 2", "4"), ("2 - 2", "0"), ("2 * 2", "4")]]
+FINAL = "{{ sample.output_text }}"
+ITERATIONS, MARGIN = 8, 0.3
+JUDGE_SCORES = (float(LOW), float(HIGH))  # the digit judge replies one of the two (tests/grader_models.py)
+GRADER = {"type": "multi", "params": {"graders": {
+    "judge": {"type": "judge", "model": "judge", "range": [0, 10], "max_tokens": 1,
+              "input": [{"role": "user", "content": "Grade the answer 0-10: " + FINAL}]},
+    "exact": {"type": "string_check", "input": FINAL, "reference": "{{ item.answer }}", "operation": "eq"},
+}, "calculate_output": "exact + judge / 100"}}
+
+
+def test_an_environment_job_graded_by_a_judge_and_an_exact_check_learns(agentic_platform: Platform) -> None:
+    """environment.grader on the real platform: the generation instance loads the judge next to the policy and grades
+    each episode's final answer (a judge + string_check `multi` against the uploaded row's answer); the grade is added
+    to the environment's step reward, its parts are stored per sample, and the reward rises."""
+    platform = agentic_platform
+    headers = platform.backend.auth_headers(platform.user, platform.team)
+    judge_dir = build_digit_judge(Path(platform.backend.settings.artifacts) / "models" / f"judge-{uuid.uuid4().hex}")
+    with platform.backend.client() as api:
+        registered = api.post("/api/v1/models", json={"name": "judge", "path": str(judge_dir)}, headers=headers)
+        assert registered.status_code == 201, registered.text
+        rows = "".join(json.dumps(row) + "\n" for row in GRADED_ROWS).encode()
+        uploaded = api.post("/api/v1/datasets", data={"name": "calculator-graded"},
+                            files={"file": ("calculator.jsonl", rows)}, headers=headers)
+        assert uploaded.status_code == 201, uploaded.text
+        spec = _calculator_job("sync")
+        spec["dataset"] = {"id": uploaded.json()["id"], "builtin": None, "eval_prompts": 0}
+        spec["training"] = {**spec["training"], "iterations": ITERATIONS}
+        spec["environment"] = {**ENVIRONMENT, "grader": GRADER}
+        submitted = api.post("/api/v1/jobs", json=base_spec(**spec), headers=headers)
+        assert submitted.status_code == 201, submitted.text
+    job_id = int(submitted.json()["id"])
+    platform.wait_done(job_id, timeout_s=600)
+
+    iterations = platform.iterations(job_id)
+    rewards = [row["reward_mean"] for row in iterations]
+    assert len(rewards) == ITERATIONS, iterations
+    assert all(row["episode_errors"] == 0 and row["reward_errors"] == 0 for row in iterations), iterations
+    samples = _api_samples(platform, job_id, headers)
+    assert len(samples) == ITERATIONS * 4 * 8
+    answers = {row["prompt"]: row["answer"] for row in GRADED_ROWS}
+    for sample in samples:
+        parts, episode = sample["reward_components"], sample["episode"]
+        assert sample["reward_error"] is None and parts is not None, sample
+        assert parts["environment"] in (0.0, 1.0) and parts["grader.exact"] in (0.0, 1.0), parts
+        assert parts["grader.judge"] in JUDGE_SCORES, parts
+        assert parts["grader"] == pytest.approx(parts["grader.exact"] + parts["grader.judge"] / 100), parts
+        assert sample["reward"] == pytest.approx(parts["environment"] + parts["grader"]), (sample["reward"], parts)
+        # the grader saw this episode's final answer and its row's answer (`item.answer` of the uploaded row)
+        question = next(m["content"] for m in episode["messages"] if m["role"] == "user")
+        final = next(m["content"] for m in reversed(episode["messages"]) if m["role"] == "assistant")
+        assert parts["grader.exact"] == float(final == answers[question]), (question, final, parts)
+    assert any(s["reward_components"]["grader.exact"] == 1.0 for s in samples)
+    # it learns: as in the calculator test, a 3-iteration stretch beats the first two iterations (the warm policy);
+    # a right answer "4" now earns 2.07 (the environment's 1, the exact check's 1, the judge's 0.07). Runs here (three,
+    # the same figures each time): 0.40 -> 1.33 (its best stretch; the exact check's mean 0.03 -> 0.60)
+    windows = [sum(rewards[i:i + 3]) / 3 for i in range(2, len(rewards) - 2)]
+    assert max(windows) >= sum(rewards[:2]) / 2 + MARGIN, rewards
 
 
 # step() misbehaves as the row's prompt id picks; half of the rows play fair (a tool result, a second turn, done)

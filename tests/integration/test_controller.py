@@ -28,6 +28,7 @@ FAST = Timeouts(instance_heartbeat_s=5.0, instance_start_s=5.0, driver_start_s=5
 class RecordingSender:
     drivers: list[int] = field(default_factory=list)
     instances: list[tuple[int, str]] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)
 
     def start_driver(self, job_id: int) -> None:
         self.drivers.append(job_id)
@@ -38,6 +39,10 @@ class RecordingSender:
 
     def start_tinker_session(self, job_id: int) -> None:
         self.drivers.append(job_id)
+
+    def start_shared(self, key: str) -> str:
+        self.shared.append(key)
+        return f"task-{key}"
 
 
 @pytest.fixture

@@ -30,6 +30,9 @@ class GenerationRequest:
     prompt_ids: list[int]
     sampling: SamplingParams
     meta: dict[str, Any] = field(default_factory=dict)
+    # a shared multi-LoRA engine (engines/hf_multi_lora.py): the adapter this request is generated with; None: the
+    # engine's own weights
+    adapter: str | None = None
 
 
 @dataclass

@@ -63,11 +63,13 @@ def adapter_state(model: Any, state: dict[str, torch.Tensor] | None = None) -> d
     return {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in found.items()}
 
 
-def load_adapter(model: Any, adapter: dict[str, torch.Tensor]) -> None:
-    """Copy an adapter (peft's saved names) into a wrapped model in place; a mismatch is a ValueError."""
-    result = set_peft_model_state_dict(model, adapter, adapter_name=ADAPTER_NAME)
+def load_adapter(model: Any, adapter: dict[str, torch.Tensor], name: str = ADAPTER_NAME) -> None:
+    """Copy an adapter (peft's saved names) into a wrapped model's adapter `name` in place; a mismatch is a
+    ValueError."""
+    result = set_peft_model_state_dict(model, adapter, adapter_name=name)
     unexpected = list(getattr(result, "unexpected_keys", []) or [])
-    missing = [name for name in getattr(result, "missing_keys", []) or [] if ".lora_" in name]
+    missing = [key for key in getattr(result, "missing_keys", []) or []
+               if f".lora_A.{name}." in key or f".lora_B.{name}." in key]  # other adapters' keys are not ours
     if unexpected or missing:
         raise ValueError(f"the adapter does not match the model: missing={sorted(missing)[:5]} "
                          f"unexpected={sorted(unexpected)[:5]}")

@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,42 +106,60 @@ class InstanceRunner:
         self._error_reported_at = 0.0  # monotonic time of this instance's newest reward_error event
         self._errors_unreported = 0
         self._reward_seconds, self._reward_seconds_at = 0.0, 0.0  # scoring time not yet added; when last added
+        # on a shared instance (workers/runtime/shared.py): its key, and whether a read may block while this job has
+        # nothing in flight (not while other jobs' rows decode)
+        self.shared: str | None = None
+        self.may_block: Callable[[], bool] = lambda: True
+        self.idle_block_ms = IDLE_BLOCK_MS
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
     def run(self) -> str:
-        heartbeat = Heartbeat(self._beat, name=f"heartbeat-{self.instance_id}").start()
+        heartbeat = self.start_heartbeat()
         try:
-            self.reward = components.make_reward(self.ctx)  # first: a reward this host cannot run fails in a moment
-            try:
-                if self.spec.environment is not None:  # one environment (one jailed process) for every episode
-                    self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
-                with self.spans.span("loading_weights"):
-                    self.engine = components.make_engine(self.spec, self.ctx.model_dir)
-                    self.gate = DrainGate(self.spec.mode == "async" and not (
-                        self.spec.generation.partial_rollouts and self.engine.records_versions),
-                        self.engine, self.transport)
-                    self._load_latest()
-                components.profile_ptl_once(self.ctx, self.engine)
-                self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.running)
-                for result in self.engine.generate_stream(self._feed()):
-                    self._emit(result)
-                self._flush(final=True)
-            finally:
-                if self.reward is not None:
-                    self.reward.close()
-                if self.episodes is not None:
-                    self.episodes.env.close()
+            self.open(lambda: components.make_engine(self.spec, self.ctx.model_dir))
+            components.profile_ptl_once(self.ctx, self.engine)
+            self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.running)
+            for result in self.engine.generate_stream(self._feed()):
+                self._emit(result)
+            self._flush(final=True)
+        finally:
+            self.close(heartbeat)
+        return f"instance {self.instance_id} of job {self.ctx.job_id} stopped after {self.produced} samples"
+
+    def start_heartbeat(self) -> Heartbeat:
+        return Heartbeat(self._beat, name=f"heartbeat-{self.instance_id}").start()
+
+    def open(self, make_engine: Callable[[], Any]) -> None:
+        """The reward (first: a reward this host cannot run fails in a moment), the environment, the engine (a
+        private one, or this job's adapter on a shared instance) with the newest weights."""
+        self.reward = components.make_reward(self.ctx)
+        if self.spec.environment is not None:  # one environment (one jailed process) for every episode
+            self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
+        with self.spans.span("loading_weights"):
+            self.engine = make_engine()
+            self.gate = DrainGate(self.spec.mode == "async" and not (
+                self.spec.generation.partial_rollouts and self.engine.records_versions),
+                self.engine, self.transport)
+            self._load_latest()
+
+    def close(self, heartbeat: Heartbeat) -> None:
+        """Release what `open` made (whatever part of it was made) and say the instance stopped."""
+        try:
+            if self.reward is not None:
+                self.reward.close()
+            if self.episodes is not None:
+                self.episodes.env.close()
         finally:
             heartbeat.stop()
             self.transport.close()
             self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.stopped)
             self.spans.flush()
-        return f"instance {self.instance_id} of job {self.ctx.job_id} stopped after {self.produced} samples"
 
     def _beat(self) -> None:
         self.redis.set(keys.instance_heartbeat(self.ctx.job_id, self.instance_id),
                        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "at": time.time(),
-                                   "version": getattr(self.engine, "version", None), "produced": self.produced}),
+                                   "version": getattr(self.engine, "version", None), "produced": self.produced,
+                                   "shared": self.shared}),
                        ex=120)
         if self.redis.exists(keys.instance_stop(self.ctx.job_id, self.instance_id), keys.job_done(self.ctx.job_id)):
             self.stop.set()
@@ -171,8 +189,7 @@ class InstanceRunner:
     # -- the feed the engine pulls from -------------------------------------------------------------------------------
     def _feed(self) -> Iterator[GenerationRequest | None]:
         while not self.stop.is_set():
-            if self.outbox and time.monotonic() - self._outbox_since >= POLL_S:
-                self._flush()  # the engine asks between decode steps: finished samples wait at most POLL_S
+            self.flush_if_due()  # the engine asks between decode steps: finished samples wait at most POLL_S
             if self.turns:  # a live episode's next turn: on the weights its episode started with (or newer)
                 yield self.turns.popleft()
                 continue
@@ -207,16 +224,20 @@ class InstanceRunner:
             self.live[request.sample_id] = episode
             yield first
 
+    def flush_if_due(self) -> None:
+        if self.outbox and time.monotonic() - self._outbox_since >= POLL_S:
+            self._flush()
+
     def _refill(self) -> None:
         now = time.monotonic()
-        idle = not self.in_flight
-        if not idle and now - self._last_poll < POLL_S:
+        block = not self.in_flight and self.may_block()
+        if not block and now - self._last_poll < POLL_S:
             return
         self._last_poll = now
         start = time.time()
         got = self.queue.read(self.instance_id, count=self.spec.generation.batch_size,
-                              block_ms=IDLE_BLOCK_MS if idle else 0)
-        if idle and not got:
+                              block_ms=self.idle_block_ms if block else 0)
+        if block and not got:
             self.spans.add("idle", start, time.time())
             self.redis.hincrbyfloat(keys.generator_stats(self.ctx.job_id), "idle_seconds", time.time() - start)
         # reclaimed or re-dispatched entries some instance already streamed: acknowledged unseen (one round trip for

@@ -112,7 +112,7 @@ def producing_instances(samples: Sequence[Sample]) -> int:
 
 def trainer_metrics(step: dict[str, float]) -> dict[str, float]:
     """The optimizer step's metrics under the API's names (loss, kl, entropy, clip_frac) plus grad_norm."""
-    keep = ("loss", "kl", "entropy", "clip_frac", "grad_norm", "lr", "is_weight", "policy_loss", "value_loss")
+    keep = ("loss", "kl", "entropy", "clip_frac", "ratio", "grad_norm", "lr", "is_weight", "policy_loss", "value_loss")
     return {name: float(step[name]) for name in keep if name in step}
 
 

@@ -39,7 +39,8 @@ def setup_weight_sync(
 ) -> WeightTransport:
     """The job's transport: the trainer's end (`instance_id` None) or that generation instance's end."""
     choice = spec.training.weight_sync
-    if choice == "shared_store" or client is None or spec.mode == "colocated":
+    # a shared generation instance serves several jobs in one process: their adapters come through the store
+    if choice == "shared_store" or client is None or spec.mode == "colocated" or spec.shares_generation:
         return SharedStoreTransport(root, client, job_id, template_dir=template_dir, lora_spec=spec.training.lora)
     if instance_id is None:
         store = (

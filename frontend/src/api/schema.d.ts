@@ -1911,6 +1911,11 @@ export interface components {
              */
             partial_rollouts?: boolean;
             /**
+             * Share
+             * @description LoRA jobs: run on generation instances shared with other LoRA jobs on the same base model (one copy of the base weights, every job's adapter in the same batched forward; docs/operator.md#shared-generation-instances). null: share when the job can (training.lora, engine hf, not colocated, weight_sync shared_store or auto); false: the job's own instances; true: share, or refuse the job saying why it cannot.
+             */
+            share?: boolean | null;
+            /**
              * Stop
              * @description up to 64 stop strings
              */

@@ -157,7 +157,8 @@ class HFEngine(GenerationEngine):
     def _batcher(self) -> ContinuousBatcher:
         return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
                                  eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos,
-                                 min_free_slots=max(1, self.max_batch_size // 4), version_of=lambda: self.version)
+                                 min_free_slots=max(1, self.max_batch_size // 4),
+                                 version_of=lambda adapter: self.version)
 
     def _require_model(self) -> Any:
         if self.model is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,11 +58,16 @@ class ContinuousBatcher:
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int, eos_ids: set[int], seed_rng: random.Random,
-                 ignore_eos: bool = False, min_free_slots: int = 1, version_of: Callable[[], int] = lambda: 0) -> None:
-        """`version_of`: the weights version the model holds now (read at every token; weights may change between
-        the steps of `run`, in place, and rows keep their KV cache)."""
+                 ignore_eos: bool = False, min_free_slots: int = 1,
+                 version_of: Callable[[str | None], int] = lambda adapter: 0,
+                 adapters: Callable[[list[str | None]], AbstractContextManager[Any]] | None = None) -> None:
+        """`version_of(adapter)`: the weights version the model holds now for that adapter (None: its own weights),
+        read at every token: weights may change between the steps of `run`, in place, and rows keep their KV cache.
+        `adapters(names)`: a context in which one forward pass applies each row's adapter (mixed-adapter batches,
+        engines/hf_multi_lora.py); None: every row runs on the model as it is."""
         self.model, self.tokenizer = model, tokenizer
         self.version_of = version_of
+        self.adapters = adapters
         self.max_batch_size = max_batch_size
         self.min_free_slots = max(1, min(min_free_slots, max_batch_size))
         self.eos_ids = set() if ignore_eos else eos_ids
@@ -109,8 +115,9 @@ class ContinuousBatcher:
         mask = torch.arange(width, device=self.device)[None, :] >= starts[:, None]  # (n, P)
         positions = (torch.arange(width, device=self.device)[None, :] - starts[:, None]).clamp(min=0)  # (n, P)
         cache = DynamicCache(config=self.model.config)
-        out = self.model(input_ids=ids, attention_mask=mask.long(), position_ids=positions, past_key_values=cache,
-                         use_cache=True, logits_to_keep=1)
+        with self._adapters([r.adapter for r in requests]):
+            out = self.model(input_ids=ids, attention_mask=mask.long(), position_ids=positions, past_key_values=cache,
+                             use_cache=True, logits_to_keep=1)
         now = time.time()
         new_rows = [_Row(request=r, rng=request_rng(r.sampling, self.seed_rng), started_at=now) for r in requests]
         if bool(starts.any()):  # padded columns hold garbage from fully-masked queries: zero them
@@ -127,10 +134,14 @@ class ContinuousBatcher:
         width = self.cache.get_seq_length()
         mask = torch.arange(width + 1, device=self.device)[None, :] >= self.starts[:, None]  # (B, W+1)
         positions = (width - self.starts)[:, None]  # (B, 1)
-        out = self.model(input_ids=self.last_tokens[:, None], attention_mask=mask.long(), position_ids=positions,
-                         past_key_values=self.cache, use_cache=True)
+        with self._adapters([row.request.adapter for row in self.rows]):
+            out = self.model(input_ids=self.last_tokens[:, None], attention_mask=mask.long(), position_ids=positions,
+                             past_key_values=self.cache, use_cache=True)
         self.decode_steps += 1
         return self._append_tokens(out.logits[:, -1, :], rows=range(len(self.rows)))
+
+    def _adapters(self, names: list[str | None]) -> AbstractContextManager[Any]:
+        return self.adapters(names) if self.adapters is not None else nullcontext()
 
     def _append_tokens(self, logits: torch.Tensor, rows: range) -> list[int]:
         """Sample one token for each of `rows` (logits (len(rows), V)); return the indices that finished."""
@@ -142,8 +153,12 @@ class ContinuousBatcher:
             self.last_tokens = torch.cat([self.last_tokens[: rows.start], tokens])
         finished = []
         width = self.cache.get_seq_length()
-        version = self.version_of()
+        versions: dict[str | None, int] = {}
         for i, row, token, logprob in zip(rows, picked, tokens.tolist(), logprobs.tolist(), strict=True):
+            adapter = row.request.adapter
+            if adapter not in versions:
+                versions[adapter] = self.version_of(adapter)
+            version = versions[adapter]
             if not row.version_marks or row.version_marks[-1][1] != version:
                 row.version_marks.append([len(row.response_ids), version])
             row.response_ids.append(token)

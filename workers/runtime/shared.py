@@ -1,0 +1,264 @@
+"""A shared generation instance (`generation.run_shared`): one process, one base model, the instances of several LoRA
+jobs (docs/operator.md#shared-generation-instances).
+
+The controller places each instance of a sharing job (`JobSpec.shares_generation`) on the shared instance of its base
+model (backend/controller/sharing.py: it appends {job_id, instance_id} to `keys.share_joins(key)` and sends this task
+when no process serves the key). Here every placed instance becomes a member: the job's own `InstanceRunner` (its
+prompt stream, sample stream, weights transport, reward jail, heartbeat, spans, instance row) whose engine is an
+`AdapterView` of one `MultiLoraEngine`. So everything per job stays per job (samples, metrics, versions, isolation:
+a member loads only its own job's adapter and streams only to its own job), and only the batched forward is shared.
+
+    one continuous batch  <-  round-robin over the members' feeds, one request of each in turn (fair share); a
+                              member never has more than its own generation.batch_size in flight
+    each result           ->  its member (request ids are tagged `<member>|<sample id>`), which scores and streams it
+
+A member leaves when its feed ends (job done, instance stopped, worker shutting down): it admits nothing more, its rows
+finish, then it flushes, releases its reward and adapter and marks its instance stopped; the others go on. A member
+that fails is marked dead with its error (the controller replaces it) and never takes the process down. With no
+member for `idle_s` the process exits, atomically with an empty joins list (a late placement starts a new one).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from contract import keys
+from contract.reporter import Reporter
+from contract.states import InstanceStatus
+from workers.generation.engine import GenerationRequest, GenerationResult
+from workers.generation.engines.hf_multi_lora import MultiLoraEngine
+from workers.runtime.context import load_context
+from workers.runtime.instance import InstanceRunner
+from workers.runtime.telemetry import Heartbeat
+
+log = logging.getLogger(__name__)
+STATE_TTL_S = 20  # the shared instance's heartbeat lives this long without a refresh
+JOIN_POLL_S = 0.2  # placements are looked for this often while members are busy
+MEMBER_IDLE_BLOCK_MS = 50  # a member with nothing in flight blocks this long on its prompt stream (no rows decoding)
+MAX_BATCH = 256  # rows in the shared batch at most (each member is also held to its own batch_size)
+# the process exits when it held no member this long
+IDLE_S = float(os.environ.get("STREAMRL_SHARED_IDLE_S", "30"))
+_EXIT_IF_NO_JOINS = """
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) return 1 end
+return 0
+"""
+
+
+@dataclass
+class _Member:
+    tag: str  # adapter name and request-id tag: j<job id>_<instance id>
+    runner: InstanceRunner
+    heartbeat: Heartbeat
+    feed: Iterator[GenerationRequest | None]
+    rows: int = 0  # requests of this member in the engine
+    ended: bool = False  # its feed ended: it admits nothing more
+
+
+class SharedInstance:
+    def __init__(self, client: redis.Redis, key: str, reporter: Reporter, artifacts: Path, *, node: str | None,
+                 device: str, idle_s: float = IDLE_S) -> None:
+        self.client, self.key, self.reporter, self.artifacts = client, key, reporter, artifacts
+        self.node, self.device, self.idle_s = node, device, idle_s
+        self.engine: MultiLoraEngine | None = None
+        self.members: dict[str, _Member] = {}
+        self.order: list[str] = []  # round-robin order of admission
+        self.served = 0  # members served since the start
+        self._joins_checked = 0.0
+        self._beat_stop = threading.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------------
+    def serve(self) -> str:
+        beat = threading.Thread(target=self._beat_loop, name=f"shared-{self.key}", daemon=True)
+        self._beat()
+        self.client.delete(keys.share_starting(self.key))
+        beat.start()
+        try:
+            while True:
+                if self._join_first():
+                    assert self.engine is not None
+                    for result in self.engine.generate_stream(self._feed()):
+                        self._route(result)
+                elif self._exit_when_no_joins():
+                    break
+        finally:
+            self._beat_stop.set()
+            for tag in list(self.members):
+                self._leave(tag)
+        return f"shared instance {self.key} stopped after serving {self.served} instances"
+
+    def _beat(self) -> None:
+        members = [[m.runner.ctx.job_id, m.runner.instance_id] for m in self.members.values()]
+        self.client.set(keys.share_state(self.key), json.dumps({
+            "pid": os.getpid(), "host": socket.gethostname(), "node": self.node, "at": time.time(),
+            "members": members}), ex=STATE_TTL_S)
+
+    def _beat_loop(self) -> None:
+        while not self._beat_stop.wait(2.0):
+            try:
+                self._beat()
+            except redis.RedisError as exc:  # retried at the next tick; the members' own beats are separate
+                log.warning("shared instance %s: heartbeat failed: %s", self.key, exc)
+
+    def _exit_when_no_joins(self) -> bool:
+        """Stop beating and remove the state, unless a placement arrived meanwhile (then go on beating)."""
+        self._beat_stop.set()
+        if self.client.eval(_EXIT_IF_NO_JOINS, 2, keys.share_joins(self.key), keys.share_state(self.key)):
+            return True
+        self._beat_stop = threading.Event()
+        self._beat()
+        threading.Thread(target=self._beat_loop, name=f"shared-{self.key}", daemon=True).start()
+        return False
+
+    def _join_first(self) -> bool:
+        """Wait (at most idle_s) until a placement becomes a member; False: none came."""
+        deadline = time.monotonic() + self.idle_s
+        while time.monotonic() < deadline:
+            if self._admit_joins(block_s=1.0):
+                return True
+        return False
+
+    # -- members ------------------------------------------------------------------------------------------------------
+    def _admit_joins(self, block_s: float = 0.0) -> int:
+        admitted = 0
+        while True:
+            raw: Any
+            if block_s and not self.members:
+                popped = self.client.blpop([keys.share_joins(self.key)], timeout=block_s)
+                raw = popped[1] if popped else None
+            else:
+                raw = self.client.lpop(keys.share_joins(self.key))
+            if raw is None:
+                return admitted
+            placed = json.loads(raw)
+            admitted += self._join(int(placed["job_id"]), str(placed["instance_id"]))
+
+    def _join(self, job_id: int, instance_id: str) -> int:
+        """Start a member for one placed instance; 0 when it is no longer wanted or cannot run here."""
+        if not self.reporter.claim_instance(job_id, instance_id):
+            return 0
+        ctx = load_context(job_id, self.reporter, self.client, self.artifacts, self.node)
+        if ctx.job_done():
+            return 0
+        tag = f"j{job_id}_{instance_id.replace('-', '_')}"
+        lora = ctx.spec.training.lora
+        try:
+            if lora is None or not ctx.spec.shares_generation:
+                raise ValueError(f"job {job_id} does not share generation instances")
+            if self.engine is None:
+                self.engine = MultiLoraEngine(ctx.model_dir, max_batch_size=MAX_BATCH, device=self.device,
+                                              seed=ctx.spec.seed)
+            elif Path(ctx.model_dir).resolve() != Path(str(self.engine.model_dir)).resolve():
+                raise ValueError(f"job {job_id}'s base model {ctx.model_dir} is not this shared instance's "
+                                 f"({self.engine.model_dir})")
+        except Exception as err:
+            self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead,
+                                              error=f"{type(err).__name__}: {err}")
+            return 0
+        runner = InstanceRunner(ctx, instance_id)
+        runner.shared, runner.idle_block_ms = self.key, MEMBER_IDLE_BLOCK_MS
+        runner.may_block = lambda: all(m.rows == 0 for m in self.members.values())
+        heartbeat = runner.start_heartbeat()
+        engine = self.engine
+        try:
+            runner.open(lambda: engine.attach(tag, lora))
+            self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.running)
+        except Exception as err:
+            log.warning("shared instance %s: instance %s of job %s failed to start: %s", self.key, instance_id,
+                        job_id, err)
+            runner.close(heartbeat)
+            engine.detach(tag)
+            self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead,
+                                              error=f"{type(err).__name__}: {err}")
+            return 0
+        self.members[tag] = _Member(tag, runner, heartbeat, runner._feed())
+        self.order.append(tag)
+        self.served += 1
+        self.reporter.record_event(job_id, "scale", f"instance {instance_id} runs on a shared generation instance "
+                                   f"(one base model, {len(self.members)} job instances on it now)",
+                                   data={"instance_id": instance_id, "shared": True})
+        return 1
+
+    def _leave(self, tag: str, error: str | None = None) -> None:
+        member = self.members.pop(tag)
+        self.order.remove(tag)
+        runner = member.runner
+        try:
+            if error is None:
+                runner._flush(final=True)
+        finally:
+            runner.close(member.heartbeat)
+            if self.engine is not None:
+                self.engine.detach(tag)
+            if error is not None:
+                self.reporter.set_instance_status(runner.ctx.job_id, runner.instance_id, InstanceStatus.dead,
+                                                  error=error)
+
+    def _fail(self, tag: str, err: Exception) -> None:
+        log.exception("shared instance %s: member %s failed", self.key, tag)
+        self._leave(tag, error=f"{type(err).__name__}: {err}")
+
+    # -- the shared feed ----------------------------------------------------------------------------------------------
+    def _feed(self) -> Iterator[GenerationRequest | None]:
+        """Round-robin over the members: one request of each in turn; None when none has one now."""
+        while True:
+            now = time.monotonic()
+            if now - self._joins_checked >= JOIN_POLL_S:
+                self._joins_checked = now
+                self._admit_joins()
+            for tag in [t for t, m in self.members.items() if m.ended and m.rows == 0]:
+                self._leave(tag)
+            if not self.members:
+                return  # the engine finishes; `serve` waits for placements or exits
+            offered = False
+            for tag in list(self.order):
+                member = self.members.get(tag)
+                if member is None or member.ended:
+                    continue
+                if member.rows >= member.runner.spec.generation.batch_size:
+                    member.runner.flush_if_due()
+                    continue
+                try:
+                    item = next(member.feed, _END)
+                except Exception as err:
+                    self._fail(tag, err)
+                    continue
+                if item is _END:
+                    member.ended = True
+                elif item is not None:
+                    assert isinstance(item, GenerationRequest)
+                    member.rows += 1
+                    offered = True
+                    yield replace(item, request_id=f"{tag}|{item.request_id}", adapter=tag)
+            if not offered:
+                yield None
+
+    def _route(self, result: GenerationResult) -> None:
+        tag, _, request_id = result.request_id.partition("|")
+        member = self.members.get(tag)
+        if member is None:  # its member failed while this row decoded: the prompt is reclaimed and generated again
+            return
+        member.rows -= 1
+        try:
+            member.runner._emit(replace(result, request_id=request_id))
+        except Exception as err:
+            self._fail(tag, err)
+
+
+_END: Any = object()
+
+
+def run_shared(key: str, reporter: Reporter, client: redis.Redis, artifacts: Path, *, node: str | None,
+               device: str) -> str:
+    """The `generation.run_shared` task body."""
+    return SharedInstance(client, key, reporter, artifacts, node=node, device=device).serve()
