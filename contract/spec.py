@@ -12,7 +12,8 @@ import math
 import re
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contract.catalog import (
     ALGORITHMS,
@@ -456,15 +457,8 @@ class JobSpec(_Strict):
     @property
     def share_refusal(self) -> str | None:
         """Why this job cannot run on shared generation instances; None: it can."""
-        if self.training.lora is None:
-            return "only LoRA jobs share generation instances (training.lora is not set)"
-        if self.generation.engine != "hf":
-            return f"engine {self.generation.engine!r} serves one job per instance; shared instances use engine 'hf'"
-        if self.mode == "colocated":
-            return "colocated mode generates in the trainer's own process"
-        if self.training.weight_sync == "p2p":
-            return "training.weight_sync 'p2p' needs a private instance: use 'auto' or 'shared_store'"
-        return None
+        return share_refusal(lora=self.training.lora is not None, engine=self.generation.engine, mode=self.mode,
+                             weight_sync=self.training.weight_sync)
 
     @property
     def shares_generation(self) -> bool:
@@ -474,8 +468,10 @@ class JobSpec(_Strict):
     @model_validator(mode="after")
     def _share_when_asked(self) -> JobSpec:
         refusal = self.share_refusal
-        if self.generation.share and refusal is not None:
-            raise ValueError(f"generation.share is true but {refusal}")
+        if self.generation.share and refusal is not None:  # an error AT generation.share (forms show it there)
+            raise ValidationError.from_exception_data("JobSpec", [InitErrorDetails(
+                type=PydanticCustomError("value_error", "the job cannot share generation instances: {why}",
+                                         {"why": refusal}), loc=("generation", "share"), input=True)])
         return self
 
     @model_validator(mode="after")
@@ -497,3 +493,25 @@ class JobSpec(_Strict):
             raise ValueError("training.max_tokens_per_micro_batch is not supported with training.devices > 1 yet "
                              "(every rank must run the same number of forward/backward passes)")
         return self
+
+
+def share_refusal(*, lora: bool, engine: str, mode: str, weight_sync: str) -> str | None:
+    """Why a job of these settings cannot run on shared generation instances (docs/operator.md#shared-generation-
+    instances); None: it can."""
+    if not lora:
+        return "only LoRA jobs share generation instances (training.lora is not set)"
+    if engine != "hf":
+        return f"engine {engine!r} serves one job per instance; shared instances use engine 'hf'"
+    if mode == "colocated":
+        return "colocated mode generates in the trainer's own process"
+    if weight_sync == "p2p":
+        return "training.weight_sync 'p2p' needs a private instance: use 'auto' or 'shared_store'"
+    return None
+
+
+def stored_spec_shares_generation(spec: dict[str, Any]) -> bool:
+    """`JobSpec.shares_generation` of a stored (validated, defaults filled) spec without validating it again."""
+    generation, training = spec.get("generation") or {}, spec.get("training") or {}
+    return generation.get("share") is not False and share_refusal(
+        lora=training.get("lora") is not None, engine=str(generation.get("engine", "hf")),
+        mode=str(spec.get("mode", "")), weight_sync=str(training.get("weight_sync", "shared_store"))) is None

@@ -15,6 +15,7 @@ from backend.schemas.auth import Quotas, TeamPublic
 from backend.schemas.common import Page
 from backend.schemas.jobs import JobPublic, Progress
 from backend.services.job_data import summary_columns
+from contract.spec import stored_spec_shares_generation
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -42,6 +43,7 @@ def job_row_public(
         target_instances=job.target_instances,
         running_instances=running,
         pending_instances=pending,
+        shared_generation=stored_spec_shares_generation(job.spec),
         autoscale=job.autoscale,
         created_by=job.created_by_id,
         created_by_email=email if job.created_by_id is not None else None,

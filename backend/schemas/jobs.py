@@ -27,6 +27,8 @@ class JobPublic(BaseModel):
     running_instances: int = Field(description="generation instances heart-beating now (pending and silent ones "
                                    "are not running)")
     pending_instances: int = Field(description="instances asked for that no generation worker picked up yet")
+    shared_generation: bool = Field(False, description="the job's generation instances run on shared ones (LoRA jobs "
+                                    "on one base model in one process and one batch; spec generation.share)")
     autoscale: bool
     created_by: int | None
     created_by_email: str | None

@@ -59,7 +59,20 @@ def test_spec_with_a_wrong_field_gives_422_naming_the_field(app_client: TestClie
     server_path = app_client.post(f"{API}/jobs", json=job_spec(dataset={"path": "/etc/shadow"}), headers=headers)
     assert server_path.status_code == 422
     assert server_path.json()["detail"][0]["loc"] == ["body", "dataset", "path"]
+    must_share = app_client.post(f"{API}/jobs", json=job_spec(generation={"share": True}), headers=headers)
+    assert must_share.status_code == 422 and must_share.json()["detail"][0]["loc"] == ["body", "generation", "share"]
+    assert "only LoRA jobs share" in must_share.json()["detail"][0]["msg"]
     assert _counts(world.backend, world.team) == before  # nothing written
+
+
+def test_lora_jobs_say_whether_they_share_generation(app_client: TestClient, world: Any) -> None:
+    lora = {"lora": {"rank": 8}}
+    shared = world.submit(app_client, training=lora)
+    own = world.submit(app_client, training=lora, generation={"share": False})
+    full = world.submit(app_client)
+    assert (shared["shared_generation"], own["shared_generation"], full["shared_generation"]) == (True, False, False)
+    listed = app_client.get(f"{API}/jobs", headers=world.headers("viewer")).json()["data"]
+    assert {j["id"]: j["shared_generation"] for j in listed}[shared["id"]] is True
 
 
 def test_invalid_transitions_give_409_with_the_current_status(app_client: TestClient, world: Any) -> None:

@@ -4,6 +4,7 @@ against real Celery workers in test_runtime_modes / test_runtime_faults)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,7 +15,7 @@ from sqlalchemy import select
 
 from backend.controller.reconcile import reconcile_once
 from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
-from backend.services.jobs import create_job, scale_job
+from backend.services.jobs import cancel_job, create_job, scale_job
 from contract import keys
 from contract.liveness import Timeouts, beat_driver
 from contract.spec import JobSpec
@@ -225,3 +226,39 @@ def test_stopping_instance_that_goes_silent_is_dead(setup: Any) -> None:
                        ).heartbeat_at = datetime.now(UTC)
     reconcile(sender)
     assert _instances(backend, job_id) == {"gen-0": "running", "gen-1": "dead"}  # the driver re-dispatches its stream
+
+
+def test_lora_jobs_on_one_base_model_are_placed_on_shared_instances(setup: Any) -> None:
+    """Sharing LoRA jobs are placed (joins list, one shared task per base model and slot, an event that says so);
+    `generation.share: false` and full fine-tuning get their own instance tasks."""
+    backend, client, submit, reconcile, team = setup
+    lora = {"lora": {"rank": 8}}
+    first, second = submit(generation={"instances": 2}, training=lora), submit(generation={"instances": 1},
+                                                                              training=lora)
+    own = submit(generation={"instances": 1, "share": False}, training=lora)
+    full = submit(generation={"instances": 1})
+    sender = RecordingSender()
+    reconcile(sender)
+    reconcile(sender)
+    assert sorted(j for j, _ in sender.instances if j in (first, second, own, full)) == sorted([own, full])
+    assert len(sender.shared) == 2 == len(set(sender.shared)), sender.shared  # slots 0 and 1, each sent once
+    slot0 = next(k for k in sender.shared if k.endswith("-0"))
+    placed = [json.loads(raw) for raw in client.lrange(keys.share_joins(slot0), 0, -1)]
+    assert [(p["job_id"], p["instance_id"]) for p in placed] == [(first, "gen-0"), (second, "gen-0")]
+    slot1 = next(k for k in sender.shared if k.endswith("-1"))
+    assert [json.loads(raw)["job_id"] for raw in client.lrange(keys.share_joins(slot1), 0, -1)] == [first]
+    with backend.session() as session:
+        messages = session.scalars(select(JobEvent.message).where(JobEvent.job_id == second)).all()
+    assert any("gen-0 on a shared generation instance" in m for m in messages), messages
+    # a live shared instance (its heartbeat) is not sent again: only placed
+    client.set(keys.share_state(slot0), "{}", ex=30)
+    client.delete(keys.share_starting(slot0))
+    with backend.session() as session:  # the team runs 4 jobs at most
+        cancel_job(session=session, job=session.get(Job, own))
+    third = submit(generation={"instances": 1}, training=lora)
+    reconcile(sender)
+    reconcile(sender)
+    assert len(sender.shared) == 2
+    assert json.loads(client.lrange(keys.share_joins(slot0), -1, -1)[0])["job_id"] == third
+    for key in sender.shared:
+        client.delete(keys.share_joins(key), keys.share_state(key), keys.share_starting(key))
