@@ -23,9 +23,9 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from backend.controller import sharing
 from backend.controller.capacity import PoolCapacity, generation_capacity, training_slots
 from backend.controller.scaling import desired_instances
-from backend.controller.sharing import place_instance
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
@@ -153,6 +153,10 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
     silent = [inst for inst in instances if _silent(inst, timeouts, report, waiting_for_slot)]
     live = [inst for inst in instances if inst not in silent and inst.status in LIVE_INSTANCE_STATUSES]
     _report_pending(session, job, live, client, capacity)
+    for inst in live:  # placed on a shared instance and not picked up yet: its process must exist
+        task = inst.celery_task_id or ""
+        if inst.heartbeat_at is None and task.startswith(sharing.TASK_PREFIX):
+            sharing.ensure_shared(client, sender, task.removeprefix(sharing.TASK_PREFIX))
     for inst in instances:
         if inst in silent:
             inst.status, inst.stopped_at = InstanceStatus.dead, _now()
@@ -251,7 +255,8 @@ def _scale_to(session: Session, job: Job, live: list[GenerationInstance], target
         session.commit()  # the row must be visible before the task can run, or the task finds no row and exits
         report.instances_started.append(instance_id)
         if spec is not None and spec.shares_generation:
-            key = place_instance(session, client, sender, job, spec, instance_id, slot)
+            key = sharing.place_instance(session, client, sender, job, spec, instance_id, slot)
+            inst.celery_task_id = f"{sharing.TASK_PREFIX}{key}"
             record_event(session=session, job_id=job.id, kind="scale",
                          message=f"starting instance {instance_id} on a shared generation instance: LoRA jobs on the "
                                  f"same base model share one copy of it and one batch (generation.share: false "

@@ -46,12 +46,21 @@ def share_key(base_dir: str, slot: int) -> str:
     return f"{hashlib.sha256(f'hf|{base_dir}'.encode()).hexdigest()[:16]}-{slot}"
 
 
+TASK_PREFIX = "shared:"  # an instance row's celery_task_id on a shared instance: this prefix + its key
+
+
 def place_instance(session: Session, client: redis.Redis, sender: SharedSender, job: Job, spec: JobSpec,
                    instance_id: str, slot: int) -> str:
     """Put the job's instance on the shared instance of its base model and slot; returns that key."""
     key = share_key(base_model_dir(session, job, spec), slot)
     client.rpush(keys.share_joins(key), json.dumps({"job_id": job.id, "instance_id": instance_id}))
+    ensure_shared(client, sender, key)
+    return key
+
+
+def ensure_shared(client: redis.Redis, sender: SharedSender, key: str) -> None:
+    """Send the shared instance's task unless its process beats or a task is on its way. Called at placement and,
+    for instances still waiting, at every pass: a process that died (kill -9) is replaced once its state expires."""
     if not client.exists(keys.share_state(key)) and \
             client.set(keys.share_starting(key), 1, nx=True, ex=START_MARKER_S):
         sender.start_shared(key)
-    return key

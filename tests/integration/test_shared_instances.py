@@ -5,6 +5,8 @@ with its own adapter, and cancelling one leaves the other running to the end; ne
 from __future__ import annotations
 
 import json
+import os
+import signal
 from typing import Any
 
 import pytest
@@ -97,3 +99,30 @@ def test_two_teams_lora_jobs_share_one_instance(platform: Platform) -> None:
             for path in ("", "/samples", "/iterations", "/events", "/timeline"):
                 answer = api.get(f"/api/v1/jobs/{job_id}{path}", headers=headers)
                 assert answer.status_code == 404, (path, answer.status_code)
+
+
+def test_kill_9_of_a_shared_instance_moves_its_jobs_to_a_new_one(platform: Platform) -> None:
+    """The shared process dies mid-job: each job's instance is declared dead and replaced, the controller starts a
+    new shared process for the replacements, and both jobs finish every iteration."""
+    first = _submit_as(platform, platform.team, platform.user, _lora_job(10, seed=2, lr=1e-2))
+    second = _submit_as(platform, platform.team, platform.user, _lora_job(10, seed=3, lr=1e-2))
+    beats: dict[int, dict[str, Any]] = {}
+
+    def both_running() -> bool:
+        beats.update({job_id: beat for job_id in (first, second) if (beat := _heartbeat(platform, job_id))})
+        return len(beats) == 2
+
+    wait_until(both_running, 240, "both jobs' instances run", logs=platform.logs_tail)
+    pid = beats[first]["pid"]
+    assert beats[second]["pid"] == pid
+    wait_until(lambda: len(platform.iterations(first)) >= 2, 240, "the jobs train", logs=platform.logs_tail)
+    os.kill(pid, signal.SIGKILL)
+    for job_id in (first, second):
+        assert platform.wait_done(job_id, timeout_s=600).error is None
+        assert len(platform.iterations(job_id)) == 10
+        assert any("stopped heart-beating; replacing it" in e for e in platform.events(job_id))
+        assert "dead" in platform.statuses(job_id).values()
+    replaced = {json.loads(raw)["pid"] for job_id in (first, second)
+                for iid in platform.statuses(job_id)
+                if (raw := platform.client.get(keys.instance_heartbeat(job_id, iid))) is not None}
+    assert pid in replaced and len(replaced) == 2, replaced  # the dead process's last beats, and ONE new process

@@ -43,7 +43,7 @@ from workers.runtime.instance import InstanceRunner
 from workers.runtime.telemetry import Heartbeat
 
 log = logging.getLogger(__name__)
-STATE_TTL_S = 20  # the shared instance's heartbeat lives this long without a refresh
+STATE_TTL_S = 10  # the shared instance's heartbeat lives this long without a refresh (beats every 2 s)
 JOIN_POLL_S = 0.2  # placements are looked for this often while members are busy
 MEMBER_IDLE_BLOCK_MS = 50  # a member with nothing in flight blocks this long on its prompt stream (no rows decoding)
 MAX_BATCH = 256  # rows in the shared batch at most (each member is also held to its own batch_size)
