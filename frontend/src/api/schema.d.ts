@@ -2155,6 +2155,12 @@ export interface components {
              * @description generation instances heart-beating now (pending and silent ones are not running)
              */
             running_instances: number;
+            /**
+             * Shared Generation
+             * @description the job's generation instances run on shared ones (LoRA jobs on one base model in one process and one batch; spec generation.share)
+             * @default false
+             */
+            shared_generation?: boolean;
             /** Spec */
             spec: {
                 [key: string]: unknown;
@@ -2950,6 +2956,12 @@ export interface components {
              * @description generation instances heart-beating now (pending and silent ones are not running)
              */
             running_instances: number;
+            /**
+             * Shared Generation
+             * @description the job's generation instances run on shared ones (LoRA jobs on one base model in one process and one batch; spec generation.share)
+             * @default false
+             */
+            shared_generation?: boolean;
             /** Spec */
             spec: {
                 [key: string]: unknown;

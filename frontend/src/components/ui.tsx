@@ -55,3 +55,13 @@ export function formatTime(value: string | null | undefined): string {
   const date = new Date(value);
   return Number.isNaN(date.getTime()) ? value : date.toLocaleString();
 }
+
+/** A job whose generation runs on shared instances (`shared_generation`: LoRA jobs on one base model, one process). */
+export function SharedBadge({ short = false }: { short?: boolean }) {
+  return (
+    <span className="pill shared-pill" data-testid="shared-badge"
+      title="generation runs on instances shared with other LoRA jobs on the same base model">
+      {short ? "shared" : "shared instances"}
+    </span>
+  );
+}

@@ -147,3 +147,35 @@ describe("environment and reward params", () => {
     expect(graded.reward).toEqual({ type: "string_check", params: { input: "a", reference: "c" } }); // params whole
   });
 });
+
+import { shareSpec } from "./jobForm";
+
+describe("generation.share", () => {
+  const lora = { ...DEFAULT_FORM, "training.lora": "on" as const };
+  const share = (form: typeof DEFAULT_FORM) => (toSpec(form).generation as { share: unknown }).share;
+
+  it("maps the three choices of a LoRA job: automatic null, own instances false, require sharing true", () => {
+    expect(DEFAULT_FORM["generation.share"]).toBe("auto");
+    expect(share(lora)).toBeNull();
+    expect(share({ ...lora, "generation.share": "own" })).toBe(false);
+    expect(share({ ...lora, "generation.share": "require" })).toBe(true);
+    expect(toSpec({ ...lora, "generation.share": "own" }).generation).toMatchObject({ engine: "hf", instances: 2, share: false });
+  });
+
+  it("sends null without LoRA, whatever was chosen before LoRA was turned off (the control is hidden)", () => {
+    expect(share(DEFAULT_FORM)).toBeNull();
+    expect(shareSpec({ ...DEFAULT_FORM, "generation.share": "require" })).toBeNull();
+    expect(shareSpec({ ...DEFAULT_FORM, "generation.share": "own" })).toBeNull();
+  });
+
+  it("round-trips through clone, and automatic on a clone of a job that said false sends null over it", () => {
+    const base = { name: "l", generation: { engine: "hf", share: false }, training: { lora: { rank: 4 } } };
+    expect(fromSpec(base)["generation.share"]).toBe("own");
+    expect(fromSpec({ ...base, generation: { share: true } })["generation.share"]).toBe("require");
+    expect(fromSpec({ ...base, generation: { share: null } })["generation.share"]).toBe("auto");
+    expect(fromSpec({ name: "old" })["generation.share"]).toBe("auto");
+    const merged = mergeSpec(base, toSpec({ ...fromSpec(base), "generation.share": "auto" }));
+    expect((merged.generation as { share: unknown }).share).toBeNull();
+    expect((mergeSpec(base, toSpec(fromSpec(base))).generation as { share: unknown }).share).toBe(false);
+  });
+});

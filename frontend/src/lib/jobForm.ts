@@ -63,6 +63,7 @@ export const DEFAULT_FORM = {
   "generation.batch_size": "64",
   "generation.max_tokens": "32",
   "generation.temperature": "1.0",
+  "generation.share": "auto" as ShareChoice, // LoRA jobs only (shareSpec); the control is shown with LoRA on
   "training.devices": "1",
   "training.iterations": "60",
   "training.prompts_per_iteration": "8",
@@ -78,6 +79,22 @@ export const DEFAULT_FORM = {
   "autoscale.max_instances": "4",
 };
 export type JobForm = typeof DEFAULT_FORM;
+
+/** `generation.share`, as the form offers it: auto (null: LoRA jobs share when they can), own (false), require
+ * (true: the API refuses, naming `generation.share`, a job that cannot share). */
+export type ShareChoice = "auto" | "own" | "require";
+export const SHARE_CHOICES: [ShareChoice, string][] = [
+  ["auto", "Automatic (LoRA jobs share)"],
+  ["own", "Own instances"],
+  ["require", "Require sharing"],
+];
+
+/** `generation.share` of the form: null (the API's default) unless LoRA is on and the choice is not automatic; sent
+ * as null rather than left out so a clone of a job that said true or false goes back to automatic when asked. */
+export function shareSpec(form: JobForm): boolean | null {
+  if (form["training.lora"] !== "on") return null; // the control is hidden: a choice left from before does not count
+  return form["generation.share"] === "own" ? false : form["generation.share"] === "require" ? true : null;
+}
 
 const num = (value: string) => (value.trim() === "" ? undefined : Number(value));
 
@@ -148,6 +165,7 @@ export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, 
       batch_size: num(form["generation.batch_size"]),
       max_tokens: num(form["generation.max_tokens"]),
       temperature: num(form["generation.temperature"]),
+      share: shareSpec(form),
     },
     training: {
       devices: num(form["training.devices"]),
@@ -195,6 +213,8 @@ export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
   form.name = `${str(spec.name, "job")}-clone`;
   form["dataset.source"] = get("dataset.builtin") ? "builtin" : "uploaded";
   form["training.lora"] = isObj(get("training.lora")) ? "on" : "off";
+  const share = get("generation.share");
+  form["generation.share"] = share === true ? "require" : share === false ? "own" : "auto";
   form["environment.grader"] = graded ? "on" : "off";
   for (const key of ["reward.params", "environment.params"] as const) {
     const params = get(key === "reward.params" ? `${rewardAt}.params` : key);

@@ -2,7 +2,7 @@
  * One job, live over SSE: health, throughput, reward/KL, reward errors, long-tail lengths (and, for multi-turn jobs,
  * turns per episode beside them), staleness, pipeline timeline, scaling, samples; exports, spec YAML and clone. The iteration charts zoom together (drag one, all follow).
  */
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo, useState, type ReactNode } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, ApiError, unwrap } from "../api/client";
 import { HealthBadge, HealthBanner, SignalList } from "../components/HealthBadge";
@@ -11,7 +11,7 @@ import { TurnsHistogram } from "../components/TurnsHistogram";
 import { LineChart, type LineSeries } from "../components/LineChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
 import { WholeJobTimeline } from "../components/WholeJobTimeline";
-import { Card, ErrorBanner, formatNumber, formatTime, Progress, StatusBadge } from "../components/ui";
+import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, StatusBadge } from "../components/ui";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
 import { latestIterationLengths } from "../lib/histogram";
@@ -184,6 +184,7 @@ export function JobDetailPage() {
           note={health
             ? [health.instances.pending ? `${health.instances.pending} pending` : "", health.instances.silent ? `${health.instances.silent} silent` : ""].filter(Boolean).join(", ") || undefined
             : job.pending_instances ? `${job.pending_instances} pending` : undefined}
+          badge={job.shared_generation ? <SharedBadge /> : undefined}
         />
         <Kpi label="iteration" value={`${job.progress?.iteration ?? 0}`} />
       </div>
@@ -234,11 +235,12 @@ export function JobDetailPage() {
   );
 }
 
-function Kpi({ label, value, note }: { label: string; value: string; note?: string }) {
+function Kpi({ label, value, note, badge }: { label: string; value: string; note?: string; badge?: ReactNode }) {
   return (
     <div className="kpi" data-testid={`kpi-${label}`}>
       <span className="kpi-value">{value}</span>
       <span className="kpi-label">{label}{note ? <b className="kpi-note"> · {note}</b> : null}</span>
+      {badge}
     </div>
   );
 }

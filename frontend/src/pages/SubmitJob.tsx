@@ -13,7 +13,7 @@ import { useCluster } from "./Cluster";
 import { capacityWarning } from "../lib/cluster";
 import { DatasetFromHub } from "./DatasetFromHub";
 import { DatasetUpload } from "./DatasetUpload";
-import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, parseFormTexts, toSpec, type JobForm } from "../lib/jobForm";
+import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, parseFormTexts, SHARE_CHOICES, toSpec, type JobForm } from "../lib/jobForm";
 import { trackersOf, withTrackers, type TrackerChoice } from "../lib/trackers";
 import { TrackerPicker } from "../components/TrackerPicker";
 import { useApiQuery, useJob } from "../lib/queries";
@@ -248,6 +248,16 @@ function SubmitJobForm() {
               </>
             )}
           </div>
+          {form["training.lora"] === "on" && (
+            <div className="row" data-testid="share-field">
+              <Field label="Share generation instances" error={err("generation.share")}
+                hint={"LoRA jobs on the same base model share one generation process and batch; \u201cOwn instances\u201d opts out"}>
+                <select name="share" value={form["generation.share"]} onChange={set("generation.share")}>
+                  {SHARE_CHOICES.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
+                </select>
+              </Field>
+            </div>
+          )}
         </section>
 
         <section className="card">
