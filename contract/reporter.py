@@ -122,6 +122,7 @@ class MemoryReporter(Reporter):
     events: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     spans: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     instances: dict[int, dict[str, InstanceStatus]] = field(default_factory=dict)
+    instance_errors: dict[int, dict[str, str]] = field(default_factory=dict)  # the error a dead instance died of
     ptl: dict[int, list[list[float]]] = field(default_factory=dict)
     driver_beats: dict[int, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -189,3 +190,5 @@ class MemoryReporter(Reporter):
             rows = self.instances.setdefault(job_id, {})
             if rows.get(instance_id) != InstanceStatus.dead:
                 rows[instance_id] = status
+                if error is not None:
+                    self.instance_errors.setdefault(job_id, {})[instance_id] = error

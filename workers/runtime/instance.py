@@ -142,8 +142,9 @@ class InstanceRunner:
                 self.engine, self.transport)
             self._load_latest()
 
-    def close(self, heartbeat: Heartbeat) -> None:
-        """Release what `open` made (whatever part of it was made) and say the instance stopped."""
+    def close(self, heartbeat: Heartbeat, error: str | None = None, *, say: bool = True) -> None:
+        """Release what `open` made (whatever part of it was made) and say the instance stopped (dead with
+        `error`; `say=False`: the caller says it)."""
         try:
             if self.reward is not None:
                 self.reward.close()
@@ -152,7 +153,10 @@ class InstanceRunner:
         finally:
             heartbeat.stop()
             self.transport.close()
-            self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id, InstanceStatus.stopped)
+            if say:
+                self.ctx.reporter.set_instance_status(self.ctx.job_id, self.instance_id,
+                                                      InstanceStatus.stopped if error is None else InstanceStatus.dead,
+                                                      error=error)
             self.spans.flush()
 
     def _beat(self) -> None:
@@ -346,16 +350,23 @@ def run_instance(job_id: int, instance_id: str, reporter: Reporter, client: redi
         return f"job {job_id} has ended"
     try:
         return InstanceRunner(ctx, instance_id).run()
-    except JobSetupError as err:  # the job's (or this host's) fault, said once in the job's events: no traceback
-        log.warning("instance %s of job %s: %s", instance_id, job_id, err)
-        if not isinstance(err, HostMissing):
-            reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead, error=str(err))
-            return f"instance {instance_id} of job {job_id} failed: {err}"
-        reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead)
-        reporter.set_job_status(job_id, JobStatus.failed, error=str(err))  # the one event line (the first instance)
-        client.set(keys.job_done(job_id), "failed", ex=86400)
-        return f"job {job_id} failed: {err}"
+    except JobSetupError as err:
+        return report_setup_error(reporter, client, job_id, instance_id, err)
     except Exception as err:  # recorded on the instance row: the controller detects instances that keep failing
         log.exception("instance %s of job %s failed", instance_id, job_id)
         reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead, error=f"{type(err).__name__}: {err}")
         raise
+
+
+def report_setup_error(reporter: Reporter, client: redis.Redis, job_id: int, instance_id: str,
+                       err: JobSetupError) -> str:
+    """The job's (or this host's) fault, said once in the job's events, no traceback: the instance is dead with the
+    error; a missing host piece (HostMissing) fails the job at once, with one line."""
+    log.warning("instance %s of job %s: %s", instance_id, job_id, err)
+    if not isinstance(err, HostMissing):
+        reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead, error=str(err))
+        return f"instance {instance_id} of job {job_id} failed: {err}"
+    reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead)
+    reporter.set_job_status(job_id, JobStatus.failed, error=str(err))  # the one event line (the first instance)
+    client.set(keys.job_done(job_id), "failed", ex=86400)
+    return f"job {job_id} failed: {err}"

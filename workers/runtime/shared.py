@@ -38,8 +38,8 @@ from contract.reporter import Reporter
 from contract.states import InstanceStatus
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.generation.engines.hf_multi_lora import MultiLoraEngine
-from workers.runtime.context import load_context
-from workers.runtime.instance import InstanceRunner
+from workers.runtime.context import JobSetupError, load_context
+from workers.runtime.instance import InstanceRunner, report_setup_error
 from workers.runtime.telemetry import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -144,27 +144,34 @@ class SharedInstance:
             admitted += self._join(int(placed["job_id"]), str(placed["instance_id"]))
 
     def _join(self, job_id: int, instance_id: str) -> int:
-        """Start a member for one placed instance; 0 when it is no longer wanted or cannot run here."""
+        """Start a member for one placed instance; 0 when it is no longer wanted or cannot run here (then its
+        instance is dead with the reason: the controller replaces it, or fails a job whose instances keep failing)."""
         if not self.reporter.claim_instance(job_id, instance_id):
             return 0
+        try:
+            return self._start_member(job_id, instance_id)
+        except JobSetupError as err:
+            report_setup_error(self.reporter, self.client, job_id, instance_id, err)
+        except Exception as err:
+            log.exception("shared instance %s: instance %s of job %s failed to start", self.key, instance_id, job_id)
+            self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead,
+                                              error=f"{type(err).__name__}: {err}")
+        return 0
+
+    def _start_member(self, job_id: int, instance_id: str) -> int:
         ctx = load_context(job_id, self.reporter, self.client, self.artifacts, self.node)
         if ctx.job_done():
             return 0
-        tag = f"j{job_id}_{instance_id.replace('-', '_')}"
         lora = ctx.spec.training.lora
-        try:
-            if lora is None or not ctx.spec.shares_generation:
-                raise ValueError(f"job {job_id} does not share generation instances")
-            if self.engine is None:
-                self.engine = MultiLoraEngine(ctx.model_dir, max_batch_size=MAX_BATCH, device=self.device,
-                                              seed=ctx.spec.seed)
-            elif Path(ctx.model_dir).resolve() != Path(str(self.engine.model_dir)).resolve():
-                raise ValueError(f"job {job_id}'s base model {ctx.model_dir} is not this shared instance's "
-                                 f"({self.engine.model_dir})")
-        except Exception as err:
-            self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead,
-                                              error=f"{type(err).__name__}: {err}")
-            return 0
+        if lora is None or not ctx.spec.shares_generation:
+            raise JobSetupError(f"job {job_id} does not share generation instances (generation.share)")
+        if self.engine is None:
+            self.engine = MultiLoraEngine(ctx.model_dir, max_batch_size=MAX_BATCH, device=self.device,
+                                          seed=ctx.spec.seed)
+        elif Path(ctx.model_dir).resolve() != Path(str(self.engine.model_dir)).resolve():
+            raise JobSetupError(f"job {job_id}'s base model {ctx.model_dir} is not this shared instance's "
+                                f"({self.engine.model_dir})")
+        tag = f"j{job_id}_{instance_id.replace('-', '_')}"
         runner = InstanceRunner(ctx, instance_id)
         runner.shared, runner.idle_block_ms = self.key, MEMBER_IDLE_BLOCK_MS
         runner.may_block = lambda: all(m.rows == 0 for m in self.members.values())
@@ -172,15 +179,11 @@ class SharedInstance:
         engine = self.engine
         try:
             runner.open(lambda: engine.attach(tag, lora))
-            self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.running)
-        except Exception as err:
-            log.warning("shared instance %s: instance %s of job %s failed to start: %s", self.key, instance_id,
-                        job_id, err)
-            runner.close(heartbeat)
+        except BaseException:
+            runner.close(heartbeat, say=False)  # the caller says why
             engine.detach(tag)
-            self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead,
-                                              error=f"{type(err).__name__}: {err}")
-            return 0
+            raise
+        self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.running)
         self.members[tag] = _Member(tag, runner, heartbeat, runner._feed())
         self.order.append(tag)
         self.served += 1
@@ -197,12 +200,9 @@ class SharedInstance:
             if error is None:
                 runner._flush(final=True)
         finally:
-            runner.close(member.heartbeat)
+            runner.close(member.heartbeat, error=error)
             if self.engine is not None:
                 self.engine.detach(tag)
-            if error is not None:
-                self.reporter.set_instance_status(runner.ctx.job_id, runner.instance_id, InstanceStatus.dead,
-                                                  error=error)
 
     def _fail(self, tag: str, err: Exception) -> None:
         log.exception("shared instance %s: member %s failed", self.key, tag)
