@@ -1,0 +1,106 @@
+"""Shared generation instances in a browser: the submit form's "Share generation instances" control (LoRA jobs only)
+sends `generation.share` (false for "Own instances") and shows the API's 422 at `generation.share` next to it when a
+job that cannot share requires sharing; a LoRA job whose record says `shared_generation` carries a "shared instances"
+badge by its instance count on the job page and in the runs table, a job of its own instances none."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from e2e_runs import new_team, spec
+from e2e_support import Server, open_signed_in, shot
+from playwright.sync_api import Page, Request, expect
+
+pytestmark = pytest.mark.e2e
+
+SHARED_TITLE = "generation runs on instances shared with other LoRA jobs on the same base model"
+
+
+def _is_submit(request: Request) -> bool:
+    return request.method == "POST" and request.url.endswith("/api/v1/jobs")
+
+
+def _lora_form(page: Page, name: str) -> None:
+    page.locator("input[name=name]").fill(name)
+    page.locator("select[name=dataset_source]").select_option("builtin")
+    page.locator("select[name=builtin]").select_option("arithmetic")
+    expect(page.get_by_test_id("share-field")).to_have_count(0)  # full fine-tuning: nothing to share
+    page.locator("select[name=lora]").select_option("on")
+    expect(page.locator("select[name=share]")).to_have_value("auto")
+
+
+def test_submit_form_sends_generation_share_and_names_a_refusal(page: Page, api_server: Server) -> None:
+    world = new_team(api_server, "share-form")
+    open_signed_in(page, api_server, world.token, "/submit")
+    expect(page.locator("select[name=model]")).to_have_value("tiny")
+    _lora_form(page, "lora-own")
+    field = page.get_by_test_id("share-field")
+    expect(field).to_contain_text("LoRA jobs on the same base model share one generation process and batch")
+    expect(page.locator("select[name=share] option")).to_have_text(
+        ["Automatic (LoRA jobs share)", "Own instances", "Require sharing"])
+    page.locator("select[name=share]").select_option(label="Own instances")
+    with page.expect_request(_is_submit) as sent:
+        page.get_by_role("button", name="Submit job").click()
+    body: dict[str, Any] = sent.value.post_data_json
+    assert body["generation"]["share"] is False
+    assert body["training"]["lora"]["rank"] == 16
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+    job = world.api.get(f"/jobs/{int(page.url.rsplit('/', 1)[1])}")
+    assert job["spec"]["generation"]["share"] is False
+    assert job["shared_generation"] is False
+    expect(page.get_by_test_id("kpi-instances")).to_be_visible()
+    expect(page.get_by_test_id("shared-badge")).to_have_count(0)  # its own instances: no badge
+
+    page.get_by_role("link", name="Submit job").click()
+    _lora_form(page, "lora-colocated")
+    page.locator("select[name=mode]").select_option("colocated")  # generates in the trainer's process: cannot share
+    page.locator("select[name=share]").select_option(label="Require sharing")
+    with page.expect_response(lambda r: _is_submit(r.request)) as answered:
+        page.get_by_role("button", name="Submit job").click()
+    assert answered.value.status == 422
+    detail = answered.value.json()["detail"]
+    assert [issue["loc"] for issue in detail] == [["body", "generation", "share"]], detail
+    assert answered.value.request.post_data_json["generation"]["share"] is True
+    error = field.locator(".field-error")
+    expect(error).to_contain_text("cannot share generation instances")
+    expect(error).to_contain_text("colocated")
+    expect(page).to_have_url(re.compile(r"#/submit$"))  # not submitted
+    shot(page, "70-submit-share-refused")
+
+    page.locator("select[name=share]").select_option(label="Automatic (LoRA jobs share)")  # null: no refusal
+    with page.expect_request(_is_submit) as sent:
+        page.get_by_role("button", name="Submit job").click()
+    assert sent.value.post_data_json["generation"]["share"] is None
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+    job = world.api.get(f"/jobs/{int(page.url.rsplit('/', 1)[1])}")
+    assert job["shared_generation"] is False  # colocated: cannot share, so its own
+
+
+def test_a_shared_lora_job_shows_the_shared_badge(page: Page, api_server: Server) -> None:
+    world = new_team(api_server, "share-badge")
+    shared = world.api.post("/jobs", json=spec("lora-shared", training={"lora": {"rank": 8}}))
+    own = world.api.post("/jobs", json=spec("lora-own", training={"lora": {"rank": 8}},
+                                            generation={"share": False}))
+    assert shared["shared_generation"] is True and own["shared_generation"] is False
+    assert world.api.get(f"/jobs/{shared['id']}")["shared_generation"] is True
+
+    open_signed_in(page, api_server, world.token, f"/jobs/{shared['id']}")
+    badge = page.get_by_test_id("kpi-instances").get_by_test_id("shared-badge")
+    expect(badge).to_have_text("shared instances")
+    expect(badge).to_have_attribute("title", SHARED_TITLE)
+    expect(page.get_by_test_id("shared-badge")).to_have_count(1)
+    shot(page, "71-job-shared-instances")
+
+    page.get_by_role("link", name="← Jobs").click()
+    table = page.get_by_test_id("jobs-table")
+    expect(table.get_by_test_id(f"run-{shared['id']}").get_by_test_id("shared-badge")).to_have_attribute(
+        "title", SHARED_TITLE)
+    expect(table.get_by_test_id(f"run-{own['id']}")).to_be_visible()
+    expect(table.get_by_test_id(f"run-{own['id']}").get_by_test_id("shared-badge")).to_have_count(0)
+
+    table.get_by_role("link", name="lora-own").click()  # not a second open_signed_in: it signs out at times
+    expect(page).to_have_url(re.compile(rf"#/jobs/{own['id']}$"))
+    expect(page.get_by_test_id("kpi-instances")).to_be_visible()
+    expect(page.get_by_test_id("shared-badge")).to_have_count(0)
