@@ -35,8 +35,10 @@ export function SessionProvider({ children }: { children: ReactNode }) {
 
   useEffect(() => {
     if (!getToken()) return;
+    // a 401 signs out (onUnauthorized above); any other failure (the request cut off by a reload, the server
+    // restarting) keeps the token, so the next load signs in again instead of losing the session
     loadMe()
-      .catch(signOut)
+      .catch(() => setMe(null))
       .finally(() => setLoading(false));
   }, [loadMe, signOut]);
 

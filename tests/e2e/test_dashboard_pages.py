@@ -152,3 +152,22 @@ def test_submit_form_sends_a_lora_job(page: Page, api_server: Server, make_api: 
     assert api.get(f"/jobs/{job_id}")["spec"]["training"]["lora"] == {
         "rank": 8, "alpha": 32.0, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
     api.post(f"/jobs/{job_id}/cancel")
+
+
+def test_a_failed_session_check_keeps_the_session_and_a_401_ends_it(
+        page: Page, api_server: Server, make_api: MakeApi) -> None:
+    """The dashboard's `/auth/me` at load failing for another reason than 401 (cut off by a reload, the server
+    restarting) keeps the token, so the next load is signed in; a 401 (revoked) signs out."""
+    tag = uuid.uuid4().hex[:8]
+    session = make_api().register(f"rita-{tag}@example.com", PASSWORD, f"reload-{tag}")
+    page.route("**/api/v1/auth/me", lambda route: route.abort())
+    open_signed_in(page, api_server, session["token"], "/jobs")
+    expect(page.locator("input[name=email]")).to_be_visible()  # no answer: not signed in now ...
+    assert page.evaluate("() => localStorage.getItem('streamrl.token')") == session["token"]  # ... but not out
+    page.unroute("**/api/v1/auth/me")
+    page.reload()
+    expect(page.get_by_test_id("whoami")).to_contain_text(f"rita-{tag}@example.com")
+    page.route("**/api/v1/auth/me", lambda route: route.fulfill(status=401, json={"detail": "revoked"}))
+    page.reload()
+    expect(page.locator("input[name=email]")).to_be_visible()
+    assert page.evaluate("() => localStorage.getItem('streamrl.token')") is None
