@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -274,3 +275,22 @@ def test_cluster_lists_pools_and_says_when_no_worker_is_registered(cli: Invoke, 
     assert "(no worker registered: start one with `streamrl worker --pool generation`)" in table.stdout
     raw = cli("--json", "cluster").json()
     assert isinstance(raw, dict) and raw["workers"] == [] and raw["pending"] == []
+
+
+def test_lora_jobs_share_generation_and_can_opt_out(cli: Invoke, owner: str, api_server: Server,
+                                                     tmp_path: Path) -> None:
+    model = f"tiny-{uuid.uuid4().hex[:6]}"
+    assert cli("models", "register", model, str(api_server.model_dir(model))).exit_code == 0
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))
+    dataset = cli("--json", "datasets", "upload", str(data), "--name", "arith").json()
+    spec = _write_spec(tmp_path / "lora.json", model, dataset["id"], training={"lora": {"rank": 8}})
+    shared = cli("--json", "jobs", "submit", str(spec)).json()
+    assert shared["shared_generation"] is True
+    assert re.search(r"^shared_generation +True$", cli("jobs", "get", str(shared["id"])).stdout, re.M)
+    own = cli("--json", "jobs", "submit", str(spec), "--set", "generation.share=false").json()
+    assert own["shared_generation"] is False and own["spec"]["generation"]["share"] is False
+    plain = _write_spec(tmp_path / "full.json", model, dataset["id"])
+    refused = cli("jobs", "submit", str(plain), "--set", "generation.share=true")
+    assert refused.exit_code == 1 and "generation.share: the job cannot share" in refused.stderr, refused.stderr
+    assert "only LoRA jobs share" in refused.stderr  # checked before sending, as the API would
