@@ -65,7 +65,8 @@ def finished_run(engine: Engine, world: World, name: str, rewards: list[float], 
     with session_scope(engine) as session:
         for i, reward in enumerate(rewards, start=1):
             metrics = {"reward_mean": reward, "samples_per_s": 10.0 + i, "iteration_seconds": 10.0, "kl": 0.01 * i,
-                       "len_p50": 20.0, "len_p99": 40.0 + i, "reward_errors": 0.0}
+                       "len_p50": 20.0, "len_p99": 40.0 + i, "reward_errors": 0.0, "gen_seconds": 6.0,
+                       "reward_seconds": 0.5}
             row = record_iteration(session=session, job_id=job["id"], iteration=i, metrics=metrics)
             session.flush()
             moment = start + timedelta(seconds=10 * i)

@@ -79,6 +79,8 @@ def test_zooming_one_job_panel_zooms_them_all(
     reward = page.locator("section.card", has=page.get_by_role("heading", name="Reward and KL", exact=True))
     expect(reward.locator("canvas")).to_have_count(1)
     expect(throughput.locator("canvas")).to_have_count(1)
+    breakdown = page.locator("section.card", has=page.get_by_role("heading", name="Iteration time breakdown"))
+    expect(breakdown.locator(".u-legend")).to_contain_text("reward / grader s")  # judges' and reward models' time
     over = reward.locator(".u-over")
     box = over.bounding_box()
     assert box is not None

@@ -68,6 +68,7 @@ export function JobDetailPage() {
         s("train_seconds", "training s", COLORS.green),
         s("trainer_idle_seconds", "trainer idle s", COLORS.grey),
         s("weight_sync_seconds", "weight sync s", COLORS.orange),
+        s("reward_seconds", "reward / grader s", COLORS.red), // scoring on the instances (judges, reward models)
       ],
       skew: [s("skew_p99_p50", "p99/p50 skew", COLORS.orange), s("len_p99", "p99 length", COLORS.purple, "right")],
       rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
