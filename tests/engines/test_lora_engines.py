@@ -113,6 +113,10 @@ def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Pat
     for name in ("a", "b"):
         assert {str(i): got[f"{name}/{i}"] for i in range(len(PROMPTS))} == alone[name]
     assert {str(i): got[f"base/{i}"] for i in range(len(PROMPTS))} == greedy(base, base)
+    for name in ("a", "b", "a"):  # batches of one adapter (the plain forward with that adapter active), in turn
+        only = [r for r in requests if r.request_id.startswith(f"{name}/")]
+        got = {r.request_id.split("/")[1]: r.response_ids for r in shared.generate_stream(only)}
+        assert got == alone[name], name
     marks = {r.request_id.split("/")[0]: r.version_marks for r in results}
     assert (marks["a"], marks["b"], marks["base"]) == ([[0, 3]], [[0, 5]], [[0, 0]])
     with pytest.raises(ValueError, match="not a LoRA adapter"):
