@@ -41,6 +41,11 @@ Each figure is the median over --rounds rounds. Per preset:
   aggregate_ratio     shared samples/s / separate samples/s                             (target >= 2)
   worst_job_slowdown  max over jobs of shared job p50 / alone p50                       (target <= 1.25)
   rss_ratio           shared peak RSS / separate peak RSS (summed)
+  anon_ratio          shared private memory / separate private memory (summed; RssAnon at the end of the run).
+                      RSS counts the base weights in every process, but on the CPU transformers maps them from the
+                      safetensors file and frozen weights are never written, so processes on one host share one
+                      physical copy through the page cache: anon_ratio is the memory sharing saves there (on a GPU
+                      each private engine holds its own copy in device memory)
   worst_vs_separate   max over jobs of shared job p50 / that job's p50 in `separate`
 With fewer than 4 cores a job's fair share (cores / 4) is under one core, but `alone` gets a whole one (one thread),
 so there `worst_job_slowdown` compares against more than the job's share (a stricter baseline than the issue's);
@@ -176,6 +181,16 @@ def run_shared(cfg: dict[str, Any]) -> dict[str, Any]:
             "load_s": statistics.mean(loads)}
 
 
+def anon_mb() -> float:
+    """This process's private (anonymous) resident memory now. RSS also counts file-backed pages, and transformers
+    maps safetensors weights (same dtype, CPU) straight from the page cache: processes that never write the base
+    weights share ONE physical copy of them, yet each counts it in its RSS. Private memory is what each adds."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def child(config_path: str) -> None:
     cfg = json.loads(Path(config_path).read_text())
     import torch
@@ -184,6 +199,7 @@ def child(config_path: str) -> None:
     torch.set_num_threads(cfg["threads"])
     found = run_shared(cfg) if cfg["mode"] == "shared" else run_private(cfg)
     found["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    found["anon_mb"] = anon_mb()
     Path(cfg["out"]).write_text(json.dumps(found))
 
 
@@ -293,7 +309,8 @@ def run_config(config: str, base: dict[str, Any], args: argparse.Namespace, tmp:
     iterations = {job: seconds for f in found for job, seconds in f["iterations"].items()}
     return {"samples_s": sum(f["samples"] for f in found) / wall, "wall_s": wall,
             "p50": {job: statistics.median(seconds) for job, seconds in iterations.items()},
-            "peak_rss_mb": sum(f["peak_rss_mb"] for f in found), "load_s": statistics.mean(f["load_s"] for f in found),
+            "peak_rss_mb": sum(f["peak_rss_mb"] for f in found), "anon_mb": sum(f["anon_mb"] for f in found),
+            "load_s": statistics.mean(f["load_s"] for f in found),
             "other_cores": other}
 
 
@@ -341,6 +358,7 @@ def bench_preset(preset: str, args: argparse.Namespace, tmp: Path) -> dict[str, 
         "aggregate_ratio": median("shared", "samples_s") / median("separate", "samples_s"),
         "worst_job_slowdown": max(job_p50("shared", j) for j in jobs) / alone,
         "rss_ratio": median("shared", "peak_rss_mb") / median("separate", "peak_rss_mb"),
+        "anon_ratio": median("shared", "anon_mb") / median("separate", "anon_mb"),
         "shared_samples_s": median("shared", "samples_s"),
         "separate_samples_s": median("separate", "samples_s"),
         "alone_p50_s": alone,
@@ -349,7 +367,8 @@ def bench_preset(preset: str, args: argparse.Namespace, tmp: Path) -> dict[str, 
     per_job = " ".join(f"job{j}_p50_shared={job_p50('shared', j):.3f} job{j}_p50_separate={job_p50('separate', j):.3f}"
                        for j in jobs)
     print(f"  {preset} medians: {per_job} shared_rss_mb={median('shared', 'peak_rss_mb'):.0f} "
-          f"separate_rss_mb={median('separate', 'peak_rss_mb'):.0f} alone_rss_mb={median('alone', 'peak_rss_mb'):.0f}")
+          f"separate_rss_mb={median('separate', 'peak_rss_mb'):.0f} alone_rss_mb={median('alone', 'peak_rss_mb'):.0f} "
+          f"shared_anon_mb={median('shared', 'anon_mb'):.0f} separate_anon_mb={median('separate', 'anon_mb'):.0f}")
     cells = " ".join(f"{key}={value:.1f}" if key.endswith("samples_s") else f"{key}={value:.3f}"
                      for key, value in figures.items())
     print(f"RESULT preset={preset} {cells} cores={args.cores} share_threads={share} rounds={args.rounds}", flush=True)

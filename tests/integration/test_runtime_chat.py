@@ -32,6 +32,7 @@ def chat_platform(pg_backend, redis_url: str, tmp_path_factory: pytest.TempPathF
                                      content="".join(json.dumps(r) + "\n" for r in rows).encode(),
                                      artifact_dir=pg_backend.settings.artifacts, filename="chat.jsonl")
             running.dataset_id = dataset.id  # type: ignore[attr-defined]
+        running.model_dir = model_dir  # type: ignore[attr-defined]
         yield running
 
 
@@ -54,6 +55,8 @@ def test_chat_model_learns_in_sync_and_async(chat_platform, mode: str) -> None:
     rewards = [row["reward_mean"] for row in rows]
     assert len(rewards) == 12
     assert sum(rewards[-3:]) / 3 >= sum(rewards[:3]) / 3 + 0.3, rewards  # it learns
+    model_bytes = (chat_platform.model_dir / "model.safetensors").stat().st_size
+    assert rows[-1]["weight_sync_bytes"] >= 0.95 * model_bytes  # full fine-tuning ships every weight
     with chat_platform.backend.session() as session:
         samples = list(session.scalars(select(JobSample).where(JobSample.job_id == job_id)))
     assert samples and all(s.prompt.startswith("<|im_start|>system\nAnswer with digits.<|im_end|>\n<|im_start|>user\n")
