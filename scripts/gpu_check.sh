@@ -4,19 +4,27 @@
 # controller, one generation and one training worker pinned to GPU 0), and print tokens/s, weight-sync seconds and
 # the per-iteration breakdown. Without a GPU (or with --cpu) it runs the same path on CPU: 1M model, hf engine.
 #
-#   scripts/gpu_check.sh [--cpu] [--iterations N]       # last line: RESULT mode=... tokens_per_s=... ...
+#   scripts/gpu_check.sh [--cpu] [--iterations N] [--benches | --no-benches]
+#
+# The job's line is `RESULT mode=... tokens_per_s=...`. Then (by default on a GPU machine, with --benches anywhere)
+# the three comparisons of issue #26, each printing its own RESULT lines: bench/multitenant.py (4 LoRA jobs on one
+# shared engine vs one engine each), bench/modes.py --partial-rollouts (async with in-flight weight updates vs
+# draining) and bench/peer_trl.py (the platform's defaults vs TRL's GRPOTrainer). They pin CPU core sets, so on a GPU
+# machine they measure its CPU side unless run with that machine's device settings; record what they print.
 #
 # PYTHON: the interpreter with the project installed (default .venv/bin/python; scripts/setup.sh makes it, and
 # STREAMRL_VLLM=1 scripts/setup.sh adds vLLM). Everything it writes lives in a temporary directory, removed at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-mode=gpu iterations=""
+mode=gpu iterations="" benches=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --cpu) mode=cpu ;;
     --iterations) iterations="$2"; shift ;;
-    *) echo "usage: scripts/gpu_check.sh [--cpu] [--iterations N]" >&2; exit 2 ;;
+    --benches) benches=1 ;;
+    --no-benches) benches=0 ;;
+    *) echo "usage: scripts/gpu_check.sh [--cpu] [--iterations N] [--benches | --no-benches]" >&2; exit 2 ;;
   esac
   shift
 done
@@ -95,3 +103,11 @@ print(f"RESULT mode={os.environ['MODE']} status={os.environ['STATUS']} iteration
 PY
 cli --json jobs iterations "$job_id" | MODE="$mode" STATUS="$status" "$PYTHON" "$work/summary.py"
 [ "$status" = succeeded ] || { tail -50 "$work/up.log"; echo "gpu_check: job $job_id ended $status" >&2; exit 1; }
+[ -n "$benches" ] || benches=$([ "$mode" = gpu ] && echo 1 || echo 0)
+if [ "$benches" = 1 ]; then
+  kill -INT "$up_pid"; wait "$up_pid" 2>/dev/null || true; up_pid=""  # the benches start their own processes
+  echo "gpu_check: bench/multitenant.py"; "$PYTHON" bench/multitenant.py --presets tiny-15m,tiny-100m --max-tokens 16
+  echo "gpu_check: bench/modes.py --partial-rollouts"
+  "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 160 --repeats 3
+  echo "gpu_check: bench/peer_trl.py"; "$PYTHON" bench/peer_trl.py
+fi
