@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from contract import sharing
 from contract.catalog import (
     ALGORITHMS,
     DISPATCH_POLICIES,
@@ -457,7 +458,7 @@ class JobSpec(_Strict):
     @property
     def share_refusal(self) -> str | None:
         """Why this job cannot run on shared generation instances; None: it can."""
-        return share_refusal(lora=self.training.lora is not None, engine=self.generation.engine, mode=self.mode,
+        return sharing.share_refusal(lora=self.training.lora is not None, engine=self.generation.engine, mode=self.mode,
                              weight_sync=self.training.weight_sync)
 
     @property
@@ -494,24 +495,3 @@ class JobSpec(_Strict):
                              "(every rank must run the same number of forward/backward passes)")
         return self
 
-
-def share_refusal(*, lora: bool, engine: str, mode: str, weight_sync: str) -> str | None:
-    """Why a job of these settings cannot run on shared generation instances (docs/operator.md#shared-generation-
-    instances); None: it can."""
-    if not lora:
-        return "only LoRA jobs share generation instances (training.lora is not set)"
-    if engine != "hf":
-        return f"engine {engine!r} serves one job per instance; shared instances use engine 'hf'"
-    if mode == "colocated":
-        return "colocated mode generates in the trainer's own process"
-    if weight_sync == "p2p":
-        return "training.weight_sync 'p2p' needs a private instance: use 'auto' or 'shared_store'"
-    return None
-
-
-def stored_spec_shares_generation(spec: dict[str, Any]) -> bool:
-    """`JobSpec.shares_generation` of a stored (validated, defaults filled) spec without validating it again."""
-    generation, training = spec.get("generation") or {}, spec.get("training") or {}
-    return generation.get("share") is not False and share_refusal(
-        lora=training.get("lora") is not None, engine=str(generation.get("engine", "hf")),
-        mode=str(spec.get("mode", "")), weight_sync=str(training.get("weight_sync", "shared_store"))) is None

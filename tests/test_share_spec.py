@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from contract.spec import JobSpec, stored_spec_shares_generation
+from contract.sharing import stored_spec_shares_generation
+from contract.spec import JobSpec
 
 LORA = {"lora": {"rank": 8}}
 CASES: list[tuple[dict[str, Any], bool]] = [

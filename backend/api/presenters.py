@@ -15,7 +15,7 @@ from backend.schemas.auth import Quotas, TeamPublic
 from backend.schemas.common import Page
 from backend.schemas.jobs import JobPublic, Progress
 from backend.services.job_data import summary_columns
-from contract.spec import stored_spec_shares_generation
+from contract.sharing import stored_spec_shares_generation
 
 M = TypeVar("M", bound=BaseModel)
 

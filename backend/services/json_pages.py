@@ -24,7 +24,7 @@ from backend.db.models import Job, Team
 from backend.services.job_data import iteration_rows, summary_columns
 from backend.services.jobs import count_jobs, team_jobs_where
 from backend.services.strict_json import finite_or_null
-from contract.spec import stored_spec_shares_generation
+from contract.sharing import stored_spec_shares_generation
 
 
 def strict_json(stored: str) -> str:

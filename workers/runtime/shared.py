@@ -49,6 +49,7 @@ MEMBER_IDLE_BLOCK_MS = 50  # a member with nothing in flight blocks this long on
 MAX_BATCH = 256  # rows in the shared batch at most (each member is also held to its own batch_size)
 # the process exits when it held no member this long
 IDLE_S = float(os.environ.get("STREAMRL_SHARED_IDLE_S", "30"))
+_END: Any = object()  # a member's feed has ended
 _EXIT_IF_NO_JOINS = """
 if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) return 1 end
 return 0
@@ -254,8 +255,6 @@ class SharedInstance:
         except Exception as err:
             self._fail(tag, err)
 
-
-_END: Any = object()
 
 
 def run_shared(key: str, reporter: Reporter, client: redis.Redis, artifacts: Path, *, node: str | None,

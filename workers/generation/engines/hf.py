@@ -154,11 +154,13 @@ class HFEngine(GenerationEngine):
                 outputs.append(row[:cut])
         return outputs
 
-    def _batcher(self) -> ContinuousBatcher:
+    def _batcher(self, **routing: Any) -> ContinuousBatcher:
+        """`routing`: a multi-adapter engine's `version_of` and `adapters` (hf_multi_lora.py); default: every row
+        on this engine's own weights."""
         return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
                                  eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos,
                                  min_free_slots=max(1, self.max_batch_size // 4),
-                                 version_of=lambda adapter: self.version)
+                                 **{"version_of": lambda adapter: self.version, **routing})
 
     def _require_model(self) -> Any:
         if self.model is None:

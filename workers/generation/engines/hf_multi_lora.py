@@ -109,12 +109,9 @@ class MultiLoraEngine(HFEngine):
                 module.forward = _routed_forward(module, self)  # type: ignore[method-assign]
                 self._routed.add(id(module))
 
-    def _batcher(self) -> ContinuousBatcher:
-        return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
-                                 eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos,
-                                 min_free_slots=max(1, self.max_batch_size // 4),
-                                 version_of=lambda adapter: self.versions.get(adapter, 0) if adapter else 0,
-                                 adapters=self._mixed)
+    def _batcher(self, **routing: Any) -> ContinuousBatcher:
+        return super()._batcher(version_of=lambda adapter: self.versions.get(adapter, 0) if adapter else 0,
+                                adapters=self._mixed, **routing)
 
 
 def _routed_forward(layer: Any, engine: MultiLoraEngine) -> Callable[..., torch.Tensor]:
