@@ -244,7 +244,8 @@ def test_lora_jobs_on_one_base_model_are_placed_on_shared_instances(setup: Any) 
     assert len(sender.shared) == 2 == len(set(sender.shared)), sender.shared  # slots 0 and 1, each sent once
     slot0 = next(k for k in sender.shared if k.endswith("-0"))
     placed = [json.loads(raw) for raw in client.lrange(keys.share_joins(slot0), 0, -1)]
-    assert [(p["job_id"], p["instance_id"]) for p in placed] == [(first, "gen-0"), (second, "gen-0")]
+    # (jobs are reconciled in no set order within a pass)
+    assert sorted((p["job_id"], p["instance_id"]) for p in placed) == sorted([(first, "gen-0"), (second, "gen-0")])
     slot1 = next(k for k in sender.shared if k.endswith("-1"))
     assert [json.loads(raw)["job_id"] for raw in client.lrange(keys.share_joins(slot1), 0, -1)] == [first]
     with backend.session() as session:
