@@ -4,7 +4,20 @@ jobs list) give the same answer."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+SHARED_ENGINES = ("hf", "vllm")  # engines with a multi-adapter form (workers/runtime/shared.py builds it)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest `max_lora_rank` vLLM accepts that holds an adapter of `rank`."""
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"training.lora.rank {rank} is above the largest LoRA rank the vllm engine serves "
+                     f"({VLLM_LORA_RANKS[-1]}): lower it or use engine 'hf'")
 
 
 def share_refusal(*, lora: bool, engine: str, mode: str, weight_sync: str) -> str | None:
@@ -12,8 +25,8 @@ def share_refusal(*, lora: bool, engine: str, mode: str, weight_sync: str) -> st
     instances); None: it can."""
     if not lora:
         return "only LoRA jobs share generation instances (training.lora is not set)"
-    if engine != "hf":
-        return f"engine {engine!r} serves one job per instance; shared instances use engine 'hf'"
+    if engine not in SHARED_ENGINES:
+        return f"engine {engine!r} serves one job per instance; shared instances use {' or '.join(SHARED_ENGINES)}"
     if mode == "colocated":
         return "colocated mode generates in the trainer's own process"
     if weight_sync == "p2p":
@@ -27,3 +40,12 @@ def stored_spec_shares_generation(spec: dict[str, Any]) -> bool:
     return generation.get("share") is not False and share_refusal(
         lora=training.get("lora") is not None, engine=str(generation.get("engine", "hf")),
         mode=str(spec.get("mode", "")), weight_sync=str(training.get("weight_sync", "shared_store"))) is None
+
+
+def share_settings(*, engine: str, lora_rank: int | None, vllm: dict[str, Any]) -> str:
+    """Besides the base model, what sharing jobs must have in common to run in one process: the engine and, for
+    vLLM, its settings (`generation.vllm`) and the LoRA rank its adapter slots are sized for (`vllm_lora_rank`:
+    ranks 2-8 meet)."""
+    if engine == "vllm" and lora_rank is not None:
+        return f"vllm|{json.dumps(vllm, sort_keys=True)}|rank<={vllm_lora_rank(lora_rank)}"
+    return engine

@@ -42,7 +42,6 @@ TrackerType = Literal["mlflow", "wandb", "tensorboard"]
 MAX_SEED = 2**31 - 1
 MAX_PARAMS_BYTES = 16 * 1024  # reward.params as JSON: specs are stored per job and listed by GET /jobs
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
-MAX_VLLM_LORA_RANK = 512  # vLLM's largest max_lora_rank
 
 
 class _Strict(BaseModel):
@@ -462,6 +461,11 @@ class JobSpec(_Strict):
                              weight_sync=self.training.weight_sync)
 
     @property
+    def share_settings(self) -> str:  # what the jobs on one shared generation process agree on (contract/sharing.py)
+        return sharing.share_settings(engine=self.generation.engine, vllm=self.generation.vllm.model_dump(mode="json"),
+                                      lora_rank=self.training.lora.rank if self.training.lora else None)
+
+    @property
     def shares_generation(self) -> bool:
         """The controller places this job's instances on shared ones (and its weights go through the store)."""
         return self.generation.share is not False and self.share_refusal is None
@@ -478,9 +482,8 @@ class JobSpec(_Strict):
     @model_validator(mode="after")
     def _lora_fits_the_engine(self) -> JobSpec:
         lora = self.training.lora
-        if lora is not None and self.generation.engine == "vllm" and lora.rank > MAX_VLLM_LORA_RANK:
-            raise ValueError(f"training.lora.rank {lora.rank} is above the largest LoRA rank the vllm engine serves "
-                             f"({MAX_VLLM_LORA_RANK}): lower it or use engine 'hf'")
+        if lora is not None and self.generation.engine == "vllm":
+            sharing.vllm_lora_rank(lora.rank)  # raises naming the largest rank vLLM serves: lower it or use 'hf'
         return self
 
     @model_validator(mode="after")

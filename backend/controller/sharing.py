@@ -3,13 +3,16 @@
 A shared instance is one process of the generation pool (workers/runtime/shared.py) that holds one base model and
 serves the instances of every LoRA job placed on it, of any team, each with its own adapter, prompt and sample
 streams. Its key is a hash of the base model's directory (the team's registered model path, or the model directory
-the spec names) plus a slot: a job's k-th instance goes to slot k, so the instances of one job spread over
+the spec names) and the engine settings that must agree (`share_settings`: the engine; for vLLM its settings and
+LoRA rank class), plus a slot: a job's k-th instance goes to slot k, so the instances of one job spread over
 processes as a private job's would and the jobs on one base model meet in each. Jobs meet only on the same
 directory: two teams that registered the same files in two places do not share.
 
-Placing is: append {job_id, instance_id} to the key's joins list, then send `generation.run_shared(key)` unless its
-process is alive or on its way. That process removes its state only together with an empty joins list (atomically),
-so either it sees the placement or the controller sees it gone and starts a new one.
+Placing is: append {job_id, instance_id, weight} to the key's joins list (weight: the team's
+max_generation_instances quota, the job's share of the process's turns: workers/runtime/fair_share.py), then send
+`generation.run_shared(key)` unless its process is alive or on its way. That process removes its state only together
+with an empty joins list (atomically), so either it sees the placement or the controller sees it gone and starts a
+new one.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Protocol
 import redis
 from sqlalchemy.orm import Session
 
-from backend.db import Job
+from backend.db import Job, Team
 from backend.services.models import find_model
 from contract import keys
 from contract.spec import JobSpec
@@ -42,8 +45,16 @@ def base_model_dir(session: Session, job: Job, spec: JobSpec) -> str:
     return str(Path(spec.model).expanduser().resolve())
 
 
-def share_key(base_dir: str, slot: int) -> str:
-    return f"{hashlib.sha256(f'hf|{base_dir}'.encode()).hexdigest()[:16]}-{slot}"
+def share_key(base_dir: str, settings: str, slot: int) -> str:
+    """The shared instance of a base model directory, engine settings (`contract.sharing.share_settings`) and slot."""
+    return f"{hashlib.sha256(f'{settings}|{base_dir}'.encode()).hexdigest()[:16]}-{slot}"
+
+
+def share_weight(session: Session, job: Job) -> int:
+    """The job's share of a shared instance's turns: its team's generation-instance quota (a team entitled to 8
+    instances gets 4 turns for each of a team entitled to 2)."""
+    team = session.get(Team, job.team_id)
+    return max(1, team.max_generation_instances) if team is not None else 1
 
 
 TASK_PREFIX = "shared:"  # an instance row's celery_task_id on a shared instance: this prefix + its key
@@ -52,8 +63,9 @@ TASK_PREFIX = "shared:"  # an instance row's celery_task_id on a shared instance
 def place_instance(session: Session, client: redis.Redis, sender: SharedSender, job: Job, spec: JobSpec,
                    instance_id: str, slot: int) -> str:
     """Put the job's instance on the shared instance of its base model and slot; returns that key."""
-    key = share_key(base_model_dir(session, job, spec), slot)
-    client.rpush(keys.share_joins(key), json.dumps({"job_id": job.id, "instance_id": instance_id}))
+    key = share_key(base_model_dir(session, job, spec), spec.share_settings, slot)
+    client.rpush(keys.share_joins(key), json.dumps({"job_id": job.id, "instance_id": instance_id,
+                                                    "weight": share_weight(session, job)}))
     ensure_shared(client, sender, key)
     return key
 

@@ -7,6 +7,9 @@ the iteration's tokens on y devices. Both are non-increasing, so for one cluster
 - One cluster of n identical devices: enumerate x (multiples of tp) and y = n - x, minimise max(P_gen, P_train).
 - Two clusters (generation on cluster A, training on cluster B, possibly different devices): start from the full
   allocation, shrink the faster stage to the k devices minimising |P_fast(k) - T_slow|, free the rest.
+
+Cost per hour: the training devices in full plus the generation devices' share, gen_devices * price / shared_jobs
+(LoRA jobs sharing the generation instances split their cost; `job_cost_per_hour`).
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.planner.costmodel import KV_MEMORY_FRACTION, max_batch_size, ptl_profile, train_cost
+from backend.planner.costmodel import KV_MEMORY_FRACTION, train_cost
 from backend.planner.devices import DeviceSpec
 from backend.planner.sim_generation import simulate_generation
-from backend.planner.simulator import SimConfig, mean_context
+from backend.planner.simulator import SimConfig, job_generation, mean_context
 
 PROFILE_POINTS = 12  # simulated instance counts P_gen is interpolated between (all counts when at most this many)
 
@@ -33,7 +36,7 @@ class Allocation:
     gen_seconds: float  # P_gen(gen_devices)
     train_seconds: float  # P_train(train_devices)
     samples_per_iteration: int
-    cost_per_hour: float  # relative price of the devices used
+    cost_per_hour: float  # relative price of the devices used (this job's share of shared generation devices)
     freed_devices: int = 0
 
     @property
@@ -67,8 +70,7 @@ def build_profiles(cfg: SimConfig, gen_device_limit: int) -> StageProfiles:
     """
     train_dev = cfg.train_device or cfg.gen_device
     context = mean_context(cfg)
-    ptl = cfg.ptl or ptl_profile(cfg.model, cfg.gen_device, cfg.tp, context)
-    cap = cfg.max_batch_size or max_batch_size(cfg.model, cfg.gen_device, cfg.tp, context, KV_MEMORY_FRACTION)
+    ptl, cap = job_generation(cfg, context, KV_MEMORY_FRACTION)
     cost = cfg.train or train_cost(cfg.model, train_dev, algorithm=cfg.algorithm, context=context, mfu=cfg.mfu)
     rng = np.random.default_rng(cfg.seed)
     recent = cfg.lengths.sample_group_lengths(cfg.prompts_per_iteration, cfg.group_size, rng).flat
@@ -99,7 +101,19 @@ def build_profiles(cfg: SimConfig, gen_device_limit: int) -> StageProfiles:
     return StageProfiles(gen=gen, train=train, samples=groups.lengths.size)
 
 
-def plan_one_cluster(profiles: StageProfiles, n_devices: int, tp: int, device: DeviceSpec) -> Allocation:
+def job_cost_per_hour(
+    gen_devices: int, gen_device: DeviceSpec, train_devices: int, train_device: DeviceSpec, shared_jobs: int = 1
+) -> float:
+    """This job's relative price per hour: its share of the generation devices (split among the `shared_jobs` jobs
+    sharing them) plus its training devices in full."""
+    if gen_device.cost_per_hour == train_device.cost_per_hour:  # one price: (x / shared_jobs + y) * price
+        return (gen_devices / shared_jobs + train_devices) * gen_device.cost_per_hour
+    return gen_devices * gen_device.cost_per_hour / shared_jobs + train_devices * train_device.cost_per_hour
+
+
+def plan_one_cluster(
+    profiles: StageProfiles, n_devices: int, tp: int, device: DeviceSpec, *, shared_jobs: int = 1
+) -> Allocation:
     """Minimise max(P_gen(x), P_train(n - x)) over x in multiples of tp."""
     if n_devices < tp + 1:
         raise ValueError(f"one cluster needs at least tp + 1 = {tp + 1} devices (generation and training), "
@@ -112,12 +126,12 @@ def plan_one_cluster(profiles: StageProfiles, n_devices: int, tp: int, device: D
     assert best is not None
     x = best[1]
     return Allocation(x, n_devices - x, tp, profiles.gen(x), profiles.train(n_devices - x), profiles.samples,
-                      cost_per_hour=n_devices * device.cost_per_hour)
+                      cost_per_hour=job_cost_per_hour(x, device, n_devices - x, device, shared_jobs))
 
 
 def plan_two_clusters(
     profiles: StageProfiles, gen_devices: int, train_devices: int, tp: int, gen_device: DeviceSpec,
-    train_device: DeviceSpec,
+    train_device: DeviceSpec, *, shared_jobs: int = 1,
 ) -> Allocation:
     """Full allocation, then shrink the faster stage to the k minimising |P_fast(k) - T_slow| and free the rest."""
     if gen_devices < tp or train_devices < 1:
@@ -130,6 +144,6 @@ def plan_two_clusters(
         x = min(range(tp, x + 1, tp), key=lambda k: (abs(profiles.gen(k) - t_train), -k))
     elif t_train < t_gen:
         y = min(range(1, y + 1), key=lambda k: (abs(profiles.train(k) - t_gen), -k))
-    cost = x * gen_device.cost_per_hour + y * train_device.cost_per_hour
+    cost = job_cost_per_hour(x, gen_device, y, train_device, shared_jobs)
     return Allocation(x, y, tp, profiles.gen(x), profiles.train(y), profiles.samples, cost_per_hour=cost,
                       freed_devices=gen_devices + train_devices - x - y)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from backend.planner.simulator import COLOCATED_NOT_SHARED
 from backend.schemas.common import MAX_ID, RequestModel
 from contract.spec import AlgorithmName, DispatchPolicy, JobSpec, Mode
 
@@ -65,6 +66,10 @@ class PlanRequest(_Strict):
     dispatch: DispatchPolicy = "skew_aware"
     alpha: float = Field(0.2, gt=0, lt=1)
     max_batch_size: int | None = Field(None, ge=1, le=65_536, description="sequences per instance; None: KV memory")
+    shared_jobs: int = Field(
+        1, ge=1, le=64,
+        description="LoRA jobs of this shape on the same base model sharing the generation instances (this one "
+                    "included): each instance's batch holds all their rows and its cost is split among them")
     ptl_profile: list[tuple[int, float]] | None = Field(
         None, description="measured [batch_size, seconds_per_token] points; replaces the roofline")
     train_seconds_per_token: float | None = Field(
@@ -89,6 +94,13 @@ class PlanRequest(_Strict):
             raise ValueError("mode 'colocated' runs on one cluster: give one entry in `clusters`")
         return self
 
+    @field_validator("shared_jobs")
+    @classmethod
+    def _colocated_never_shares(cls, value: int, info: ValidationInfo) -> int:
+        if value > 1 and info.data.get("mode") == "colocated":
+            raise ValueError(COLOCATED_NOT_SHARED)
+        return value
+
 
 class AllocationPublic(BaseModel):
     gen_device: str
@@ -98,7 +110,9 @@ class AllocationPublic(BaseModel):
     train_device: str
     train_devices: int
     freed_devices: int
-    cost_per_hour: float
+    cost_per_hour: float = Field(
+        description="relative price per hour of the devices this job uses: its training devices in full plus "
+                    "gen_devices * price / shared_jobs (jobs sharing the generation instances split their cost)")
 
 
 class PredictionPublic(BaseModel):
@@ -108,9 +122,14 @@ class PredictionPublic(BaseModel):
     train_seconds: float
     samples_per_s: float
     tokens_per_s: float
-    throughput_per_cost: float  # samples/s per relative device-hour
+    throughput_per_cost: float = Field(
+        description="samples/s per relative device-hour: samples_per_s over the allocation's cost_per_hour (with "
+                    "shared generation instances, this job's share of them)")
     gen_bubble_fraction: float
     train_bubble_fraction: float
+    shared_jobs: int = Field(
+        1, description="jobs sharing the generation instances in this row's simulation: the request's shared_jobs, "
+                       "but always 1 for colocated (it generates in the trainer's own process and never shares)")
 
 
 class SpanPublic(BaseModel):

@@ -15,7 +15,7 @@ from backend.planner.costmodel import TrainCost
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec, ModelShape, default_tp, model_shape
 from backend.planner.lengths import LengthDistribution
 from backend.planner.schemas import AllocationPublic, PlanPublic, PlanRequest, PredictionPublic, SpanPublic
-from backend.planner.simulator import SimConfig, SimResult, simulate
+from backend.planner.simulator import COLOCATED_NOT_SHARED, SimConfig, SimResult, simulate
 from contract.skew import PTLProfile
 from contract.spec import JobSpec
 
@@ -49,6 +49,7 @@ def _prediction(result: SimResult, cost_per_hour: float) -> PredictionPublic:
         throughput_per_cost=summary["samples_per_s"] / cost_per_hour,
         gen_bubble_fraction=summary["gen_bubble_fraction"],
         train_bubble_fraction=summary["train_bubble_fraction"],
+        shared_jobs=result.config.shared_jobs,
     )
 
 
@@ -110,6 +111,7 @@ def _base_config(req: PlanRequest, shape: ModelShape, pools: _Pools) -> SimConfi
         max_batch_size=req.max_batch_size, algorithm=req.algorithm, mfu=req.mfu,
         max_staleness=req.max_staleness, iterations=req.iterations, seed=req.seed,
         elastic=req.elastic, length_growth=req.length_growth, ptl=measured_ptl, train=measured_train,
+        shared_jobs=req.shared_jobs,
     )
 
 
@@ -117,23 +119,23 @@ def _allocate(base: SimConfig, pools: _Pools) -> Allocation | None:
     """Algorithm 1 on profiles of `base`; None when one cluster is too small to disaggregate."""
     profiles = build_profiles(base, pools.gen_count)
     if pools.train_count is not None:
-        return plan_two_clusters(
-            profiles, pools.gen_count, pools.train_count, pools.tp, pools.gen_device, pools.train_device
-        )
+        return plan_two_clusters(profiles, pools.gen_count, pools.train_count, pools.tp, pools.gen_device,
+                                 pools.train_device, shared_jobs=base.shared_jobs)
     if pools.gen_count >= pools.tp + 1:
-        return plan_one_cluster(profiles, pools.gen_count, pools.tp, pools.gen_device)
+        return plan_one_cluster(profiles, pools.gen_count, pools.tp, pools.gen_device, shared_jobs=base.shared_jobs)
     return None
 
 
 def _simulate_modes(
     base: SimConfig, pools: _Pools, alloc: Allocation | None
 ) -> tuple[dict[str, SimResult], dict[str, PredictionPublic]]:
-    """Simulate colocated on the whole pool (one cluster only) and sync/async on the allocation, if any."""
+    """Simulate colocated on the whole pool (one cluster only; never shared: shared_jobs 1, at the whole pool's
+    price) and sync/async on the allocation, if any (sharing the generation instances as the request says)."""
     results: dict[str, SimResult] = {}
     per_mode: dict[str, PredictionPublic] = {}
     if not pools.two_clusters:
         colocated_devices = (pools.gen_count // pools.tp) * pools.tp
-        colocated = replace(base, mode="colocated", gen_devices=colocated_devices)
+        colocated = replace(base, mode="colocated", gen_devices=colocated_devices, shared_jobs=1)
         results["colocated"] = simulate(colocated)
         per_mode["colocated"] = _prediction(results["colocated"], pools.gen_pool_cost)
     if alloc is None:
@@ -183,6 +185,8 @@ def recommended_mode(per_mode: dict[str, PredictionPublic]) -> str:
 
 def make_plan(req: PlanRequest, catalog: dict[str, DeviceSpec] | None = None) -> PlanPublic:
     started = time.perf_counter()
+    if req.mode == "colocated" and req.shared_jobs > 1:  # PlanRequest refuses it; model_copy(update=) skips that
+        raise ValueError(COLOCATED_NOT_SHARED)
     size = req.model_params_b if req.model_params_b is not None else (req.model_size or "")
     shape = model_shape(size)
     pools = _pools(req, catalog or DEFAULT_DEVICES, shape)

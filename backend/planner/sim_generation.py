@@ -66,9 +66,12 @@ def run_instance(lengths: np.ndarray, batch_cap: int, ptl: PTLProfile | np.ndarr
     return finish
 
 
-def per_prompt_profile(ptl: PTLProfile, group_size: int) -> PTLProfile:
-    return PTLProfile(tuple((bs, ptl(bs * group_size)) for bs, _ in ptl.points if bs * group_size <= 65_536) or
-                      ((1, ptl(group_size)),))
+def scaled_profile(ptl: PTLProfile, factor: int) -> PTLProfile:
+    """PTL'(b) = PTL(b * factor): the step time of b units each `factor` sequences wide. Units are prompts of
+    `factor` samples (the dispatch profile), or this job's rows decoding alongside `factor - 1` other jobs' as many
+    rows (shared generation instances, `simulator.job_generation`). Points stay at the profile's batch sizes."""
+    return PTLProfile(tuple((bs, ptl(bs * factor)) for bs, _ in ptl.points if bs * factor <= 65_536) or
+                      ((1, ptl(factor)),))
 
 
 def _split(
@@ -92,7 +95,7 @@ def _dispatch(
     n_prompts, group_size = groups.lengths.shape
     shards = math.ceil(n_busy / DISPATCH_SHARD_INSTANCES)
     order = np.random.default_rng(seed).permutation(n_prompts) if shards > 1 else np.arange(n_prompts)
-    prompt_ptl = per_prompt_profile(ptl, group_size)
+    prompt_ptl = scaled_profile(ptl, group_size)
     out: list[tuple[int, list[int], int, bool]] = []
     for prompts, instances in zip(np.array_split(order, shards), np.array_split(np.arange(n_busy), shards),
                                   strict=True):

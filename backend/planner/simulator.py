@@ -5,6 +5,9 @@
   generation is still running (dynamic-batch pipelining); the next generation waits for weights v+1.
 - async: generation of iteration i starts when generation i-1 is done and weights of iteration i-1-max_staleness
   exist; training of i streams its samples as in sync. Weight transfer overlaps training.
+- shared generation instances (`shared_jobs` > 1, sync/async): `shared_jobs - 1` other LoRA jobs of the same shape
+  decode alongside at the same rate, so this job gets `cap // shared_jobs` of each instance's batch slots and a
+  step with b of its rows costs PTL(b * shared_jobs) (`job_generation`).
 Times are seconds from job start. Every iteration ends at its optimiser step (`train_end`).
 """
 
@@ -25,12 +28,14 @@ from backend.planner.costmodel import (
 )
 from backend.planner.devices import DeviceSpec, ModelShape
 from backend.planner.lengths import GroupLengths, LengthDistribution
-from backend.planner.sim_generation import Dispatch, InstanceRun, simulate_generation
+from backend.planner.sim_generation import Dispatch, InstanceRun, scaled_profile, simulate_generation
 from backend.planner.timeline import Span, TimelineBuilder
 from contract.skew import PTLProfile
 from contract.spec import Mode
 
 HOST_LOAD_GBPS = 25.0  # host->device copy when an instance loads new weights
+COLOCATED_NOT_SHARED = ("shared_jobs: mode 'colocated' generates in the trainer's own process, which no other job "
+                        "shares: use shared_jobs 1, or mode sync/async")
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,7 @@ class SimConfig:
     length_growth: float = 0.0  # responses grow by this fraction per iteration (RL makes answers longer)
     ptl: PTLProfile | None = None  # measured profile replaces the roofline
     train: TrainCost | None = None  # measured training cost replaces the roofline
+    shared_jobs: int = 1  # LoRA jobs of this shape sharing the generation instances (this one included)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -70,6 +76,10 @@ class SimConfig:
             raise ValueError(f"mode {self.mode!r} needs train_devices >= 1")
         if self.iterations < 1 or self.prompts_per_iteration < 1 or self.group_size < 1:
             raise ValueError("iterations, prompts_per_iteration and group_size must be >= 1")
+        if self.shared_jobs < 1:
+            raise ValueError(f"shared_jobs must be >= 1, got {self.shared_jobs}")
+        if self.mode == "colocated" and self.shared_jobs > 1:
+            raise ValueError(COLOCATED_NOT_SHARED)
 
     @property
     def instances(self) -> int:
@@ -149,6 +159,20 @@ def mean_context(cfg: SimConfig) -> float:
     return cfg.prompt_tokens + float((sample**2).mean() / (2 * sample.mean()))
 
 
+def job_generation(cfg: SimConfig, context: float, memory_fraction: float) -> tuple[PTLProfile, int]:
+    """(PTL, batch cap in sequences) of this job's share of one generation instance (`simulate`, `build_profiles`).
+
+    An instance holds `cap` sequences (`cfg.max_batch_size`, or what `memory_fraction` of its memory holds in KV).
+    Shared by `cfg.shared_jobs` jobs generating alongside at the same rate, each job's rows are 1/shared_jobs of
+    the batch: this job gets `cap // shared_jobs` slots (at least 1) and a step with b of its rows is a step of
+    b * shared_jobs rows, PTL(b * shared_jobs)."""
+    ptl = cfg.ptl or ptl_profile(cfg.model, cfg.gen_device, cfg.tp, context)
+    cap = cfg.max_batch_size or max_batch_size(cfg.model, cfg.gen_device, cfg.tp, context, memory_fraction)
+    if cfg.shared_jobs == 1:
+        return ptl, cap
+    return scaled_profile(ptl, cfg.shared_jobs), max(1, cap // cfg.shared_jobs)
+
+
 class _Trainer:
     """Streams finished groups into micro-batches; a single server with FIFO micro-steps."""
 
@@ -188,9 +212,8 @@ def simulate(cfg: SimConfig) -> SimResult:
     """Run `cfg.iterations` iterations and return per-iteration stats and the timeline."""
     train_dev = cfg.train_device or cfg.gen_device
     context = mean_context(cfg)
-    ptl = cfg.ptl or ptl_profile(cfg.model, cfg.gen_device, cfg.tp, context)
     memory_fraction = cfg.colocated_memory_fraction if cfg.mode == "colocated" else KV_MEMORY_FRACTION
-    cap = cfg.max_batch_size or max_batch_size(cfg.model, cfg.gen_device, cfg.tp, context, memory_fraction)
+    ptl, cap = job_generation(cfg, context, memory_fraction)
     cost = cfg.train or train_cost(cfg.model, train_dev, algorithm=cfg.algorithm, context=context, mfu=cfg.mfu)
     sync_s = weight_sync_seconds(cfg.model, cfg.weight_link_gbps)
     load_s = cfg.model.weight_bytes / cfg.tp / (HOST_LOAD_GBPS * 1e9)

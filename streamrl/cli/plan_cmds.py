@@ -40,6 +40,9 @@ def plan(
     tp: int | None = typer.Option(None, help="tensor parallelism per generation instance (default: fit memory)"),
     elastic: bool = typer.Option(False, help="simulate the autoscaler resizing generation"),
     length_growth: float = typer.Option(0.0, help="response-length growth per iteration (0.1 = +10%)"),
+    shared_jobs: int = typer.Option(
+        1, help="LoRA jobs of this shape on the same base model sharing the generation instances (this one "
+                "included): their rows share each instance's batch and they split its cost (sync/async only)"),
     data_dir: Path | None = typer.Option(None, help="server data dir whose device_catalog.json overrides apply"),
 ) -> None:
     """Plan generation/training devices (paper Algorithm 1) and simulate colocated/sync/async on the result."""
@@ -51,7 +54,7 @@ def plan(
             "model_size": model_size, "clusters": clusters, "mode": mode, "max_staleness": max_staleness, "tp": tp,
             "algorithm": algorithm,
             "dispatch": dispatch, "prompts_per_iteration": prompts, "group_size": group_size, "elastic": elastic,
-            "length_growth": length_growth,
+            "length_growth": length_growth, "shared_jobs": shared_jobs,
             "lengths": {"max_tokens": max_tokens, "median": median, "sigma": sigma},
         })
         result = make_plan(request, catalog_store.load_catalog(data_dir))
@@ -64,12 +67,16 @@ def plan(
         return
     typer.echo(f"model {result.model['name']} ({result.model['params_b']}B params)")
     print_fields(result.allocation.model_dump())
+    if shared_jobs > 1:
+        typer.echo(f"generation instances shared by {shared_jobs} jobs: each step decodes all their rows, "
+                   f"cost_per_hour counts 1/{shared_jobs} of the generation devices (colocated never shares)")
     if result.estimate:
         typer.echo("Algorithm 1 estimate: " + ", ".join(f"{k} {v:.1f}" for k, v in result.estimate.items()))
     typer.echo("")
     print_table([p.model_dump() for p in result.per_mode.values()],
                 ["mode", "iteration_seconds", "gen_seconds", "train_seconds", "samples_per_s",
-                 "throughput_per_cost", "gen_bubble_fraction", "train_bubble_fraction"])
+                 "throughput_per_cost", "gen_bubble_fraction", "train_bubble_fraction",
+                 *(["shared_jobs"] if shared_jobs > 1 else [])])
     typer.echo(f"\npredicted ({result.predicted.mode}): {result.predicted.iteration_seconds:.1f} s/iteration, "
                f"{result.predicted.samples_per_s:.3g} samples/s; planned in {result.plan_seconds:.2f} s")
     best = result.per_mode[result.recommended_mode]

@@ -246,6 +246,7 @@ def test_lora_jobs_on_one_base_model_are_placed_on_shared_instances(setup: Any) 
     placed = [json.loads(raw) for raw in client.lrange(keys.share_joins(slot0), 0, -1)]
     # (jobs are reconciled in no set order within a pass)
     assert sorted((p["job_id"], p["instance_id"]) for p in placed) == sorted([(first, "gen-0"), (second, "gen-0")])
+    assert {p["weight"] for p in placed} == {8}  # the share of turns: the team's max_generation_instances quota
     slot1 = next(k for k in sender.shared if k.endswith("-1"))
     assert [json.loads(raw)["job_id"] for raw in client.lrange(keys.share_joins(slot1), 0, -1)] == [first]
     with backend.session() as session:
@@ -256,10 +257,12 @@ def test_lora_jobs_on_one_base_model_are_placed_on_shared_instances(setup: Any) 
     client.delete(keys.share_starting(slot0))
     with backend.session() as session:  # the team runs 4 jobs at most
         cancel_job(session=session, job=session.get(Job, own))
+        session.get(Team, team.id).max_generation_instances = 3  # an admin lowers the quota: later placements
     third = submit(generation={"instances": 1}, training=lora)
     reconcile(sender)
     reconcile(sender)
     assert len(sender.shared) == 2
-    assert json.loads(client.lrange(keys.share_joins(slot0), -1, -1)[0])["job_id"] == third
+    assert json.loads(client.lrange(keys.share_joins(slot0), -1, -1)[0]) == {"job_id": third, "instance_id": "gen-0",
+                                                                          "weight": 3}
     for key in sender.shared:
         client.delete(keys.share_joins(key), keys.share_state(key), keys.share_starting(key))

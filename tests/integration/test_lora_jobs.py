@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 import torch
 from peft import PeftModel
+from sqlalchemy import select
 from transformers import AutoModelForCausalLM
 
+from backend.db import GenerationInstance, JobSample
 from backend.services.exports import export_root, tar_stream
 from contract.spec import LoraSpec
 from workers.generation.engine import GenerationRequest, SamplingParams
@@ -112,16 +114,26 @@ def test_lora_with_two_trainer_ranks(platform: Any) -> None:
 
 @pytest.mark.vllm
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
-def test_lora_job_on_the_vllm_engine(platform: Any) -> None:
-    """vLLM instances serve every weight version as a LoRARequest of the adapter the trainer published."""
-    job_id = platform.submit(mode="async", reward=DIGITS,
-                             generation={"engine": "vllm", "instances": 1, "vllm": {"max_model_len": 128}},
-                             training={"iterations": 3, "prompts_per_iteration": 4, "lora": LORA, "lr": 1e-2})
-    job = platform.wait_done(job_id, timeout_s=600)
-    assert job.error is None
-    rows = platform.iterations(job_id)
-    assert len(rows) == 3 and all(0 < r["weight_sync_bytes"] < 1_000_000 for r in rows)
-    assert max(r["staleness_mean"] for r in rows) <= 1
+def test_lora_jobs_on_the_vllm_engine_share_one_vllm_process(platform: Any) -> None:
+    """Two vLLM LoRA jobs run on one shared vLLM process (one base model; each weight version of each job is its own
+    LoRARequest of the adapter its trainer published) and both train every iteration on their own samples."""
+    vllm = {"engine": "vllm", "instances": 1, "vllm": {"max_model_len": 128}}
+    jobs = [platform.submit(mode="async", reward=DIGITS, seed=seed, generation=vllm,
+                            training={"iterations": 3, "prompts_per_iteration": 4, "lora": LORA, "lr": 1e-2})
+            for seed in (0, 1)]
+    for job_id in jobs:
+        assert platform.wait_done(job_id, timeout_s=600).error is None
+        rows = platform.iterations(job_id)
+        assert len(rows) == 3 and all(0 < r["weight_sync_bytes"] < 1_000_000 for r in rows)
+        assert max(r["staleness_mean"] for r in rows) <= 1
+        assert any("shared generation instance" in e for e in platform.events(job_id))
+        with platform.backend.session() as session:
+            samples = session.scalars(select(JobSample).where(JobSample.job_id == job_id)).all()
+        assert samples and {s.instance_id for s in samples} <= set(platform.statuses(job_id))
+    with platform.backend.session() as session:  # both instances named the same shared process in their rows
+        tasks = set(session.scalars(select(GenerationInstance.celery_task_id).where(
+            GenerationInstance.job_id.in_(jobs))).all())
+    assert len(tasks) == 1 and next(iter(tasks)).startswith("shared:"), tasks
 
 
 def test_lora_job_on_a_bpe_chat_model(platform: Any, tmp_path: Path) -> None:

@@ -45,6 +45,28 @@ def test_plan_errors_are_422_naming_the_problem(app_client: TestClient, headers:
     assert app_client.post("/api/v1/plans", json={}).status_code == 401
 
 
+def test_shared_jobs_split_the_generation_cost_and_never_colocated(
+    app_client: TestClient, headers: dict[str, dict[str, str]]
+) -> None:
+    body = {"model_size": "7B", "clusters": [{"device": "H800", "count": 8}], "prompts_per_iteration": 32,
+            "group_size": 4, "mode": "async", "lengths": {"max_tokens": 4000, "median": 600}}
+    alone = app_client.post("/api/v1/plans", json=body, headers=headers["viewer"])
+    shared = app_client.post("/api/v1/plans", json={**body, "shared_jobs": 4}, headers=headers["viewer"])
+    assert alone.status_code == shared.status_code == 200, shared.text
+    a = shared.json()["allocation"]
+    assert a["cost_per_hour"] == pytest.approx(a["gen_devices"] / 4 + a["train_devices"])  # H800 costs 1.0
+    assert shared.json()["per_mode"]["async"]["shared_jobs"] == 4
+    assert shared.json()["per_mode"]["colocated"]["shared_jobs"] == 1  # simulated unshared for comparison
+    assert a["cost_per_hour"] < alone.json()["allocation"]["cost_per_hour"]
+    r = app_client.post("/api/v1/plans", json={**body, "mode": "colocated", "shared_jobs": 2},
+                        headers=headers["viewer"])
+    assert r.status_code == 422
+    problem = r.json()["detail"][0]
+    assert problem["loc"][-1] == "shared_jobs" and "colocated" in problem["msg"], problem
+    r = app_client.post("/api/v1/plans", json={**body, "shared_jobs": 65}, headers=headers["viewer"])
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "shared_jobs"
+
+
 def test_device_catalog_admin_overrides(app_client: TestClient, headers: dict[str, dict[str, str]]) -> None:
     r = app_client.get("/api/v1/plans/devices", headers=headers["viewer"])
     assert r.status_code == 200 and {d["name"] for d in r.json()["data"]} >= {"H800", "H20", "CPU"}

@@ -52,6 +52,24 @@ def test_plan_takes_round_robin_and_max_staleness() -> None:
     assert "random | round_robin | skew_aware" in helped.output  # the choices of contract.spec
 
 
+def test_plan_takes_shared_jobs() -> None:
+    result = runner.invoke(app, ["--json", *ARGS, "--mode", "async", "--shared-jobs", "4"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert plan["predicted"]["shared_jobs"] == 4 and plan["per_mode"]["colocated"]["shared_jobs"] == 1
+    same = {"model_size": "7B", "clusters": [{"device": "H800", "count": 8}], "prompts_per_iteration": 32,
+            "group_size": 4, "lengths": {"max_tokens": 4000, "median": 600}}
+    wanted = make_plan(PlanRequest(**same, mode="async", shared_jobs=4))
+    assert plan["predicted"] == pytest.approx(wanted.predicted.model_dump())
+    assert plan["allocation"]["cost_per_hour"] == pytest.approx(wanted.allocation.cost_per_hour)
+    alone = json.loads(runner.invoke(app, ["--json", *ARGS, "--mode", "async"]).output)
+    assert plan["allocation"]["cost_per_hour"] < alone["allocation"]["cost_per_hour"]
+    printed = runner.invoke(app, [*ARGS, "--mode", "async", "--shared-jobs", "4"])
+    assert printed.exit_code == 0 and "shared by 4 jobs" in printed.output, printed.output
+    bad = runner.invoke(app, [*ARGS, "--mode", "colocated", "--shared-jobs", "2"])
+    assert bad.exit_code != 0 and "shared_jobs" in bad.output and "colocated" in bad.output
+
+
 def test_plan_names_the_fastest_mode_when_another_was_asked() -> None:
     args = ["plan", "--model", "7B", "-n", "16", "--mode", "sync", "--prompts", "256", "--group-size", "8"]
     result = runner.invoke(app, args)

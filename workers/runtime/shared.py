@@ -8,8 +8,9 @@ prompt stream, sample stream, weights transport, reward jail, heartbeat, spans, 
 `AdapterView` of one `MultiLoraEngine`. So everything per job stays per job (samples, metrics, versions, isolation:
 a member loads only its own job's adapter and streams only to its own job), and only the batched forward is shared.
 
-    one continuous batch  <-  round-robin over the members' feeds, one request of each in turn (fair share); a
-                              member never has more than its own generation.batch_size in flight
+    one continuous batch  <-  the members' feeds in turns weighted by their teams' max_generation_instances quota
+                              (fair share: workers/runtime/fair_share.py); a member never has more than its own
+                              generation.batch_size in flight
     each result           ->  its member (request ids are tagged `<member>|<sample id>`), which scores and streams it
 
 A member leaves when its feed ends (job done, instance stopped, worker shutting down): it admits nothing more, its rows
@@ -29,24 +30,31 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from contract import keys
 from contract.reporter import Reporter
+from contract.spec import JobSpec
 from contract.states import InstanceStatus
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.generation.engines.hf_multi_lora import MultiLoraEngine
 from workers.runtime.context import JobSetupError, load_context
+from workers.runtime.fair_share import FairShare
 from workers.runtime.instance import InstanceRunner, report_setup_error
 from workers.runtime.telemetry import Heartbeat
 
+if TYPE_CHECKING:
+    from workers.generation.engines.vllm_multi_lora import VLLMMultiLoraEngine
+
+    SharedEngine = MultiLoraEngine | VLLMMultiLoraEngine
 log = logging.getLogger(__name__)
 STATE_TTL_S = 10  # the shared instance's heartbeat lives this long without a refresh (beats every 2 s)
 JOIN_POLL_S = 0.2  # placements are looked for this often while members are busy
 MEMBER_IDLE_BLOCK_MS = 50  # a member with nothing in flight blocks this long on its prompt stream (no rows decoding)
 MAX_BATCH = 256  # rows in the shared batch at most (each member is also held to its own batch_size)
+VLLM_MAX_ADAPTERS = 8  # jobs on one shared vLLM process at most (vLLM sizes its LoRA slots at start)
 # the process exits when it held no member this long
 IDLE_S = float(os.environ.get("STREAMRL_SHARED_IDLE_S", "30"))
 _END: Any = object()  # a member's feed has ended
@@ -62,6 +70,7 @@ class _Member:
     runner: InstanceRunner
     heartbeat: Heartbeat
     feed: Iterator[GenerationRequest | None]
+    weight: int  # its share of the turns (its team's max_generation_instances quota)
     rows: int = 0  # requests of this member in the engine
     ended: bool = False  # its feed ended: it admits nothing more
 
@@ -71,9 +80,10 @@ class SharedInstance:
                  device: str, idle_s: float = IDLE_S) -> None:
         self.client, self.key, self.reporter, self.artifacts = client, key, reporter, artifacts
         self.node, self.device, self.idle_s = node, device, idle_s
-        self.engine: MultiLoraEngine | None = None
+        self.engine: SharedEngine | None = None
+        self.settings = ""  # contract.sharing.share_settings of the jobs it serves (all members agree)
         self.members: dict[str, _Member] = {}
-        self.order: list[str] = []  # round-robin order of admission
+        self.share = FairShare()  # whose request the batch admits next
         self.served = 0  # members served since the start
         self._joins_checked = 0.0
         self._beat_stop = threading.Event()
@@ -142,15 +152,15 @@ class SharedInstance:
             if raw is None:
                 return admitted
             placed = json.loads(raw)
-            admitted += self._join(int(placed["job_id"]), str(placed["instance_id"]))
+            admitted += self._join(int(placed["job_id"]), str(placed["instance_id"]), int(placed.get("weight", 1)))
 
-    def _join(self, job_id: int, instance_id: str) -> int:
+    def _join(self, job_id: int, instance_id: str, weight: int) -> int:
         """Start a member for one placed instance; 0 when it is no longer wanted or cannot run here (then its
         instance is dead with the reason: the controller replaces it, or fails a job whose instances keep failing)."""
         if not self.reporter.claim_instance(job_id, instance_id):
             return 0
         try:
-            return self._start_member(job_id, instance_id)
+            return self._start_member(job_id, instance_id, max(1, weight))
         except JobSetupError as err:
             report_setup_error(self.reporter, self.client, job_id, instance_id, err)
         except Exception as err:
@@ -159,19 +169,22 @@ class SharedInstance:
                                               error=f"{type(err).__name__}: {err}")
         return 0
 
-    def _start_member(self, job_id: int, instance_id: str) -> int:
+    def _start_member(self, job_id: int, instance_id: str, weight: int) -> int:
         ctx = load_context(job_id, self.reporter, self.client, self.artifacts, self.node)
         if ctx.job_done():
             return 0
         lora = ctx.spec.training.lora
         if lora is None or not ctx.spec.shares_generation:
             raise JobSetupError(f"job {job_id} does not share generation instances (generation.share)")
+        settings = ctx.spec.share_settings
         if self.engine is None:
-            self.engine = MultiLoraEngine(ctx.model_dir, max_batch_size=MAX_BATCH, device=self.device,
-                                          seed=ctx.spec.seed)
+            self.engine, self.settings = self._make_engine(ctx.spec, ctx.model_dir), settings
         elif Path(ctx.model_dir).resolve() != Path(str(self.engine.model_dir)).resolve():
             raise JobSetupError(f"job {job_id}'s base model {ctx.model_dir} is not this shared instance's "
                                 f"({self.engine.model_dir})")
+        elif settings != self.settings:
+            raise JobSetupError(f"job {job_id}'s engine settings ({settings}) are not this shared instance's "
+                                f"({self.settings})")
         tag = f"j{job_id}_{instance_id.replace('-', '_')}"
         runner = InstanceRunner(ctx, instance_id)
         runner.shared, runner.idle_block_ms = self.key, MEMBER_IDLE_BLOCK_MS
@@ -185,17 +198,33 @@ class SharedInstance:
             engine.detach(tag)
             raise
         self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.running)
-        self.members[tag] = _Member(tag, runner, heartbeat, runner._feed())
-        self.order.append(tag)
+        self.members[tag] = _Member(tag, runner, heartbeat, runner._feed(), weight)
+        self.share.add(tag, weight)
         self.served += 1
+        weights = sum(m.weight for m in self.members.values())
         self.reporter.record_event(job_id, "scale", f"instance {instance_id} runs on a shared generation instance "
-                                   f"(one base model, {len(self.members)} job instances on it now)",
-                                   data={"instance_id": instance_id, "shared": True})
+                                   f"(one base model, {len(self.members)} job instances on it now; this job's share "
+                                   f"of its turns is {weight}/{weights}, by its team's generation-instance quota)",
+                                   data={"instance_id": instance_id, "shared": True, "share_weight": weight})
         return 1
+
+    def _make_engine(self, spec: JobSpec, model_dir: Path) -> SharedEngine:
+        """The first member's engine: hf (peft's adapters in one batch) or vLLM (one LoRARequest per adapter)."""
+        if spec.generation.engine == "vllm":
+            from workers.generation.engines.vllm_multi_lora import VLLMMultiLoraEngine
+
+            vllm, lora = spec.generation.vllm, spec.training.lora
+            assert lora is not None
+            return VLLMMultiLoraEngine(model_dir, max_batch_size=MAX_BATCH, max_loras=VLLM_MAX_ADAPTERS,
+                                       max_lora_rank=lora.rank, device=self.device, seed=spec.seed, dtype=vllm.dtype,
+                                       max_model_len=vllm.max_model_len,
+                                       tensor_parallel_size=vllm.tensor_parallel_size,
+                                       gpu_memory_utilization=vllm.gpu_memory_utilization)
+        return MultiLoraEngine(model_dir, max_batch_size=MAX_BATCH, device=self.device, seed=spec.seed)
 
     def _leave(self, tag: str, error: str | None = None) -> None:
         member = self.members.pop(tag)
-        self.order.remove(tag)
+        self.share.remove(tag)
         runner = member.runner
         try:
             if error is None:
@@ -211,23 +240,27 @@ class SharedInstance:
 
     # -- the shared feed ----------------------------------------------------------------------------------------------
     def _feed(self) -> Iterator[GenerationRequest | None]:
-        """Round-robin over the members: one request of each in turn; None when none has one now."""
+        """The members' requests in weighted turns (`FairShare`); None when none has one now. A round lasts until
+        every member has passed (nothing to offer, or its batch_size in flight); joins and leaves between rounds."""
         while True:
             now = time.monotonic()
             if now - self._joins_checked >= JOIN_POLL_S:
                 self._joins_checked = now
                 self._admit_joins()
-            for tag in [t for t, m in self.members.items() if m.ended and m.rows == 0]:
-                self._leave(tag)
+            for ended in [t for t, m in self.members.items() if m.ended and m.rows == 0]:
+                self._leave(ended)
             if not self.members:
                 return  # the engine finishes; `serve` waits for placements or exits
             offered = False
-            for tag in list(self.order):
-                member = self.members.get(tag)
-                if member is None or member.ended:
+            self.share.new_round()
+            while (turn := self.share.next()) is not None:
+                tag, member = turn, self.members[turn]
+                if member.ended:
+                    self.share.pass_over(tag)
                     continue
                 if member.rows >= member.runner.spec.generation.batch_size:
                     member.runner.flush_if_due()
+                    self.share.pass_over(tag)
                     continue
                 try:
                     item = next(member.feed, _END)
@@ -236,11 +269,13 @@ class SharedInstance:
                     continue
                 if item is _END:
                     member.ended = True
-                elif item is not None:
-                    assert isinstance(item, GenerationRequest)
-                    member.rows += 1
-                    offered = True
-                    yield replace(item, request_id=f"{tag}|{item.request_id}", adapter=tag)
+                if item is _END or item is None:
+                    self.share.pass_over(tag)
+                    continue
+                assert isinstance(item, GenerationRequest)
+                member.rows += 1
+                offered = True
+                yield replace(item, request_id=f"{tag}|{item.request_id}", adapter=tag)
             if not offered:
                 yield None
 

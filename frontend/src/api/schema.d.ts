@@ -1440,7 +1440,10 @@ export interface components {
         };
         /** AllocationPublic */
         AllocationPublic: {
-            /** Cost Per Hour */
+            /**
+             * Cost Per Hour
+             * @description relative price per hour of the devices this job uses: its training devices in full plus gen_devices * price / shared_jobs (jobs sharing the generation instances split their cost)
+             */
             cost_per_hour: number;
             /** Freed Devices */
             freed_devices: number;
@@ -2701,6 +2704,12 @@ export interface components {
              */
             seed?: number;
             /**
+             * Shared Jobs
+             * @description LoRA jobs of this shape on the same base model sharing the generation instances (this one included): each instance's batch holds all their rows and its cost is split among them
+             * @default 1
+             */
+            shared_jobs?: number;
+            /**
              * Timeline Lanes
              * @description generation lanes kept in the returned timeline
              * @default 8
@@ -2745,7 +2754,16 @@ export interface components {
             mode: "colocated" | "sync" | "async";
             /** Samples Per S */
             samples_per_s: number;
-            /** Throughput Per Cost */
+            /**
+             * Shared Jobs
+             * @description jobs sharing the generation instances in this row's simulation: the request's shared_jobs, but always 1 for colocated (it generates in the trainer's own process and never shares)
+             * @default 1
+             */
+            shared_jobs?: number;
+            /**
+             * Throughput Per Cost
+             * @description samples/s per relative device-hour: samples_per_s over the allocation's cost_per_hour (with shared generation instances, this job's share of them)
+             */
             throughput_per_cost: number;
             /** Tokens Per S */
             tokens_per_s: number;

@@ -2,6 +2,8 @@
  * Planner what-if: model, devices (one cluster, or two for heterogeneous generation/training), mode and output
  * lengths -> the recommended mode (the fastest the simulation found, whichever mode was asked for) and its
  * generation/training split, predicted throughput per mode and a simulated timeline of the requested mode.
+ * "Jobs sharing generation instances" prices a LoRA job whose generation instances serve N jobs of its shape: each
+ * decode step batches all their rows and the job pays 1/N of the generation devices (colocated never shares).
  */
 import { useMemo, useState, type FormEvent } from "react";
 import { api, ApiError, unwrap } from "../api/client";
@@ -32,6 +34,7 @@ export function PlannerPage() {
     prompts: "256",
     group_size: "8",
     dispatch: "skew_aware" as NonNullable<PlanRequest["dispatch"]>,
+    shared_jobs: "1",
   });
   const [plan, setPlan] = useState<Plan | null>(null);
   const [fields, setFields] = useState<Record<string, string>>({});
@@ -61,6 +64,7 @@ export function PlannerPage() {
       prompts_per_iteration: Number(form.prompts),
       group_size: Number(form.group_size),
       dispatch: form.dispatch,
+      shared_jobs: Number(form.shared_jobs),
       timeline_lanes: TIMELINE_LANES, // draw every recommended instance (the API keeps 8 by default)
     };
     try {
@@ -145,6 +149,12 @@ export function PlannerPage() {
               </select>
             </Field>
           </div>
+          <div className="row">
+            <Field label="Jobs sharing generation instances" error={fields.shared_jobs}
+              hint="LoRA jobs of this shape on one base model: steps batch all their rows, each pays 1/N of generation (sync/async)">
+              <input name="shared_jobs" inputMode="numeric" value={form.shared_jobs} onChange={set("shared_jobs")} />
+            </Field>
+          </div>
           {fields[""] ? <div className="field-error">{fields[""]}</div> : null}
           <button type="submit" className="primary" disabled={busy}>{busy ? "Planning…" : "Plan"}</button>
         </form>
@@ -169,6 +179,7 @@ function PlanResult({ plan }: { plan: Plan }) {
   );
   const end = plan.timeline.reduce((m, s) => Math.max(m, s.end), 0);
   const slower = 1 - asked.samples_per_s / best.samples_per_s;
+  const shared = modes.some((m) => (plan.per_mode[m].shared_jobs ?? 1) > 1); // the request shared generation
   return (
     <div className="plan-result" data-testid="plan">
       <Card title={`Recommended: ${best.mode}`}>
@@ -178,7 +189,7 @@ function PlanResult({ plan }: { plan: Plan }) {
           <div className="kpi"><span className="kpi-value">{a.freed_devices}</span><span className="kpi-label">freed devices</span></div>
           <div className="kpi" data-testid="plan-best"><span className="kpi-value">{formatNumber(best.samples_per_s, 2)}</span><span className="kpi-label">samples/s ({best.mode})</span></div>
           <div className="kpi"><span className="kpi-value">{formatNumber(best.iteration_seconds, 1)} s</span><span className="kpi-label">iteration</span></div>
-          <div className="kpi"><span className="kpi-value">{formatNumber(a.cost_per_hour, 1)}</span><span className="kpi-label">cost / hour (relative)</span></div>
+          <div className="kpi"><span className="kpi-value">{formatNumber(a.cost_per_hour, 1)}</span><span className="kpi-label">{shared && best.mode !== "colocated" ? "cost / hour (relative, this job's share)" : "cost / hour (relative)"}</span></div>
         </div>
         {asked.mode !== best.mode ? (
           <p className="plan-note" data-testid="plan-note">
@@ -199,6 +210,11 @@ function PlanResult({ plan }: { plan: Plan }) {
                     {m}
                     {m === best.mode ? <span className="pill">recommended</span> : null}
                     {m === asked.mode && m !== best.mode ? <span className="pill muted-pill">requested</span> : null}
+                    {shared ? (
+                      <span className="pill muted-pill" data-testid={`plan-shared-${m}`}>
+                        {(p.shared_jobs ?? 1) > 1 ? `shared by ${p.shared_jobs}` : "unshared"}
+                      </span>
+                    ) : null}
                   </td>
                   <td>{formatNumber(p.iteration_seconds, 1)}</td>
                   <td>{formatNumber(p.gen_seconds, 1)}</td>

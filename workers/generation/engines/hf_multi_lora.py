@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from peft import get_peft_model
@@ -135,15 +135,25 @@ def _routed_forward(layer: Any, engine: MultiLoraEngine) -> Callable[..., torch.
     return forward
 
 
+class AdapterEngine(Protocol):
+    """What an `AdapterView` needs of its engine: `MultiLoraEngine` here, `VLLMMultiLoraEngine` (vllm_multi_lora.py)."""
+
+    versions: dict[str, int]  # attached adapter name -> weights version loaded into it (0: none yet)
+    model_dir: Path | None
+    tokenizer: Any
+    records_versions: bool  # True: a new version applies to rows in flight (hf); False: from the next admission
+
+    def load_adapter(self, name: str, version: int, state_dict: dict[str, Any], origin: str) -> None: ...
+
+
 class AdapterView:
     """One attached adapter, as an instance loop and its weight transport see an engine."""
 
-    records_versions = True
-
-    def __init__(self, engine: MultiLoraEngine, name: str) -> None:
+    def __init__(self, engine: AdapterEngine, name: str) -> None:
         self.engine, self.name = engine, name
         self.model_dir = engine.model_dir
         self.tokenizer = engine.tokenizer
+        self.records_versions = engine.records_versions
 
     @property
     def version(self) -> int:

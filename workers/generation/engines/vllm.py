@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from contract.sharing import vllm_lora_rank
 from contract.spec import JobSpec, LoraSpec
 from workers.generation.engine import (
     ENGINES,
@@ -31,16 +32,6 @@ from workers.generation.engine import (
 from workers.generation.engines.feed import RequestFeed
 from workers.generation.engines.sampling import logprob_temperature
 from workers.models.lora import ADAPTER_WEIGHTS, adapter_config_json, write_adapter
-
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
-
-
-def vllm_lora_rank(rank: int) -> int:
-    """The smallest `max_lora_rank` vLLM accepts that holds an adapter of `rank`."""
-    for allowed in VLLM_LORA_RANKS:
-        if allowed >= rank:
-            return allowed
-    raise ValueError(f"training.lora.rank {rank} is above the largest rank vLLM serves ({VLLM_LORA_RANKS[-1]})")
 
 
 def _configure_env(kv_cache_gb: int) -> None:
@@ -144,7 +135,8 @@ class VLLMEngine(GenerationEngine):
                 if item.request_id in in_flight:
                     raise ValueError(f"request id {item.request_id!r} is already in flight")
                 engine.add_request(item.request_id, {"prompt_token_ids": list(item.prompt_ids)},
-                                   self._sampling(item.sampling, self.ignore_eos), lora_request=self.adapter)
+                                   self._sampling(item.sampling, self.ignore_eos),
+                                   lora_request=self._lora_request(item))
                 in_flight[item.request_id] = (item, time.time())
             if not in_flight:
                 if feed.exhausted:
@@ -155,7 +147,15 @@ class VLLMEngine(GenerationEngine):
             for output in engine.step():
                 if output.finished and output.request_id in in_flight:
                     request, started = in_flight.pop(output.request_id)
+                    self._finished(request)
                     yield self._result(request, started, output)
+
+    def _lora_request(self, request: GenerationRequest) -> Any:
+        """The LoRA `request` is admitted with, kept to its end (None: the base model)."""
+        return self.adapter
+
+    def _finished(self, request: GenerationRequest) -> None:
+        """`request` left the batch (subclasses release what it held)."""
 
     @staticmethod
     def _sampling(params: SamplingParams, ignore_eos: bool) -> Any:
