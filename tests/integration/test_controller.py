@@ -257,12 +257,12 @@ def test_lora_jobs_on_one_base_model_are_placed_on_shared_instances(setup: Any) 
     client.delete(keys.share_starting(slot0))
     with backend.session() as session:  # the team runs 4 jobs at most
         cancel_job(session=session, job=session.get(Job, own))
-        session.get(Team, team.id).max_generation_instances = 3  # an admin lowers the quota: later placements
+        session.get(Team, team.id).max_generation_instances = 6  # an admin lowers the quota: later placements
     third = submit(generation={"instances": 1}, training=lora)
     reconcile(sender)
     reconcile(sender)
     assert len(sender.shared) == 2
     assert json.loads(client.lrange(keys.share_joins(slot0), -1, -1)[0]) == {"job_id": third, "instance_id": "gen-0",
-                                                                          "weight": 3}
+                                                                          "weight": 6}
     for key in sender.shared:
         client.delete(keys.share_joins(key), keys.share_state(key), keys.share_starting(key))
