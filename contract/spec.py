@@ -235,8 +235,8 @@ class GenerationSpec(_Strict):
         "drains), so every sample has one version. Default false: measured on 2 CPU cores (bench/modes.py "
         "--partial-rollouts, long-tail task) in-flight updates gave 0.90-1.02x the samples/s of draining, no "
         "gain, so the simpler single-version samples stay the default; try true where long tails hold a large "
-        "batch (GPUs). Engines that cannot record per-token versions (vllm) always drain. Sync and colocated "
-        "modes are unaffected.",
+        "batch (GPUs). vllm records per-token versions too, except for LoRA adapters (a request keeps the "
+        "version it was admitted with: those always drain). Sync and colocated modes are unaffected.",
     )
     share: bool | None = Field(
         None,

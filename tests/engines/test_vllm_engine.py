@@ -88,6 +88,34 @@ def test_vllm_loads_received_tensors_with_its_weight_loader(vllm_engine: Any, mo
     assert vllm_engine.version == 6
 
 
+def test_vllm_weight_update_in_flight_records_each_tokens_version(vllm_engine: Any, model_dir: Path,
+                                                                  other_weights_dir: Path) -> None:
+    """A full-weights update between decode steps (async jobs with generation.partial_rollouts): the rows in flight
+    go on with the new weights, and each result's version_marks says which version sampled which tokens."""
+    hf = HFEngine(model_dir, max_batch_size=4)
+    assert vllm_engine.records_versions
+    start = vllm_engine.version
+    requests = make_requests(hf, SamplingParams(temperature=0, max_tokens=24))[:3]
+    old = {r.request_id: r for r in vllm_engine.generate_stream(requests)}
+    assert all(r.version_marks == [[0, start]] for r in old.values())
+
+    def feed() -> Iterator[GenerationRequest | None]:
+        yield from requests
+        for _ in range(6):  # each None is one decode step on the old weights
+            yield None
+        vllm_engine.update_weights(start + 1, other_weights_dir)
+
+    got = {r.request_id: r for r in vllm_engine.generate_stream(feed())}
+    assert set(got) == set(old)
+    for request_id, result in got.items():
+        first, second = result.version_marks or []
+        cut = second[0]
+        assert first == [0, start] and second[1] == start + 1 and 3 <= cut <= 8, result.version_marks
+        assert result.response_ids[:cut] == old[request_id].response_ids[:cut]  # sampled by the old weights
+    assert any(got[i].response_ids[8:] != old[i].response_ids[8:] for i in got)  # the new weights took over
+    vllm_engine.update_weights(start + 2, model_dir)  # back to the base weights for later tests
+
+
 def test_vllm_chat_models_match_hf_and_stop_on_every_eos(tmp_path_factory: pytest.TempPathFactory) -> None:
     """BPE chat presets (Llama, Qwen2): prompts rendered with the chat template decode to the same greedy tokens on
     both engines; a Qwen2 model whose head makes `<|endoftext|>` (the generation config's second EOS, not the
@@ -116,3 +144,4 @@ def test_vllm_chat_models_match_hf_and_stop_on_every_eos(tmp_path_factory: pytes
     prompt = ChatEncoder(AutoTokenizer.from_pretrained(stopper)).chat(CHAT)[1]
     [result] = engine.generate_stream([GenerationRequest("z", prompt, SamplingParams(temperature=0, max_tokens=8))])
     assert (result.response_ids, result.finish_reason) == ([0], "stop")
+

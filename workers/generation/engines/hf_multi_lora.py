@@ -141,7 +141,10 @@ class AdapterEngine(Protocol):
     versions: dict[str, int]  # attached adapter name -> weights version loaded into it (0: none yet)
     model_dir: Path | None
     tokenizer: Any
-    records_versions: bool  # True: a new version applies to rows in flight (hf); False: from the next admission
+
+    @property
+    def records_versions(self) -> bool:
+        """True: a new version applies to rows in flight (hf); False: from the next admission (vLLM)."""
 
     def load_adapter(self, name: str, version: int, state_dict: dict[str, Any], origin: str) -> None: ...
 

@@ -6,6 +6,11 @@ after a weight update). Requests are added only while fewer than `max_batch_size
 consumed lazily and in order; `step()` is called until each request finishes, and finished ones are yielded at once.
 Logprobs use `logprobs_mode="processed_logprobs"`: the same behaviour logprob as the hf engine (sampling.py).
 
+Weight updates may land while requests are in flight (`records_versions`, full-weight jobs): they go on with the new
+weights and keep their KV cache, and each result's `version_marks` says which version sampled which tokens (the
+version in place when the step that produced them ran), as the hf engine's; async jobs with
+`generation.partial_rollouts` use this.
+
 LoRA jobs (`lora`): vLLM runs with `enable_lora` and `max_lora_rank` (the smallest rank vLLM supports that holds the
 job's); each weight version is its own `LoRARequest` (id = version + 1) read from a PEFT-layout directory, and every
 request admitted after the version arrived carries it. The base weights are loaded once.
@@ -125,10 +130,18 @@ class VLLMEngine(GenerationEngine):
         llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
         self.version = version
 
+    @property
+    def records_versions(self) -> bool:  # type: ignore[override]
+        """Full weights are reloaded in place between steps: rows in flight go on with them, each token's version
+        recorded. A LoRA request keeps the adapter version it was admitted with (vLLM cannot swap it)."""
+        return self.lora is None
+
     def generate_stream(self, requests: Iterable[GenerationRequest | None]) -> Iterator[GenerationResult]:
         engine = self._require_llm().llm_engine
         feed = RequestFeed(requests)
         in_flight: dict[str, tuple[GenerationRequest, float]] = {}
+        marks: dict[str, list[list[int]]] = {}  # request id -> [[token index, version]] where its version changed
+        produced: dict[str, int] = {}  # request id -> response tokens so far
         while True:
             pulled, idle = feed.pull(self.max_batch_size - len(in_flight))
             for item in pulled:
@@ -144,11 +157,22 @@ class VLLMEngine(GenerationEngine):
                 if idle:
                     time.sleep(0.005)
                 continue
+            version = self.version  # the weights this step decodes with (updates land between steps, in `pull`)
             for output in engine.step():
-                if output.finished and output.request_id in in_flight:
-                    request, started = in_flight.pop(output.request_id)
+                request_id = output.request_id
+                if request_id not in in_flight:
+                    continue
+                if self.records_versions:
+                    before, now = produced.get(request_id, 0), len(output.outputs[0].token_ids)
+                    row = marks.setdefault(request_id, [])
+                    if now > before and (not row or row[-1][1] != version):
+                        row.append([before, version])
+                    produced[request_id] = now
+                if output.finished:
+                    request, started = in_flight.pop(request_id)
+                    produced.pop(request_id, None)
                     self._finished(request)
-                    yield self._result(request, started, output)
+                    yield self._result(request, started, output, marks.pop(request_id, None))
 
     def _lora_request(self, request: GenerationRequest) -> Any:
         """The LoRA `request` is admitted with, kept to its end (None: the base model)."""
@@ -165,9 +189,12 @@ class VLLMEngine(GenerationEngine):
                                stop=list(params.stop) or None, seed=params.seed, logprobs=0, ignore_eos=ignore_eos)
 
     @staticmethod
-    def _result(request: GenerationRequest, started: float, output: Any) -> GenerationResult:
+    def _result(request: GenerationRequest, started: float, output: Any,
+                marks: list[list[int]] | None) -> GenerationResult:
         completion = output.outputs[0]
         token_ids = list(completion.token_ids)
+        if marks is not None:  # (a stop string may have cut tokens a later version sampled)
+            marks = [mark for i, mark in enumerate(marks) if i == 0 or mark[0] < len(token_ids)]
         logprobs = [float(step[token].logprob) for step, token in zip(completion.logprobs or [], token_ids,
                                                                          strict=True)]
         reason = "length" if completion.finish_reason == "length" else "stop"
@@ -175,6 +202,7 @@ class VLLMEngine(GenerationEngine):
             request_id=request.request_id, prompt_ids=list(request.prompt_ids), response_ids=token_ids,
             logprobs=logprobs, finish_reason=reason, text=completion.text, started_at=started,
             finished_at=time.time(), meta=dict(request.meta), logprob_temperature=logprob_temperature(request.sampling),
+            version_marks=marks,
         )
 
     def profile_ptl(self, batch_sizes: Iterable[int], tokens: int = 32, prompt_len: int = 8) -> dict[int, float]:

@@ -66,6 +66,10 @@ class VLLMMultiLoraEngine(VLLMEngine):
                          max_model_len=max_model_len, kv_cache_gb=kv_cache_gb, enable_lora=True, max_loras=max_loras,
                          max_lora_rank=self.max_lora_rank, max_cpu_loras=cpu_loras, **llm_kwargs)
 
+    @property
+    def records_versions(self) -> bool:  # type: ignore[override]
+        return False  # a request keeps the adapter version it was admitted with
+
     def load(self, model_dir: str | Path) -> None:
         super().load(model_dir)
         self.tokenizer = self.llm.get_tokenizer()
