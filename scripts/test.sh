@@ -6,14 +6,17 @@
 #   bash scripts/test.sh --split PATHS    # the same two parts over PATHS only
 #   bash scripts/test.sh PYTEST_ARGS      # one plain pytest run (e.g. tests/planner -x)
 #
-# The two parts: tests marked neither integration, e2e nor slow run with pytest-xdist on every core (each worker
-# process gets its own Postgres database and Redis db, tests/conftest.py); the integration, browser and slow tests
-# then run one at a time (they start Celery workers, servers and browsers that want the cores to themselves). The
-# command fails when either part fails; each prints pytest's own summary.
+# The three parts: tests marked neither integration, e2e, slow nor serial run with pytest-xdist on every core (each
+# worker process gets its own Postgres database and Redis db, tests/conftest.py); the integration, browser and slow
+# tests then run on STREAMRL_TEST_HEAVY_WORKERS (default 2) xdist workers, a test file per worker (they start Celery
+# workers, servers and browsers of their own, on free ports and private databases); the `serial` tests (schemathesis:
+# its lazily generated tests are not run by xdist workers) last, one at a time. The command fails when any part
+# fails; each prints pytest's own summary.
 #
-# A part whose tests failed reruns just those once (pytest --lf). Tests that pass on the rerun are printed as FLAKY
-# lines (and the part passes): a failure that repeats fails the command. Timing on a loaded 2-core machine, not
-# logic, was every CI failure of the last rounds; each FLAKY line is a bug to fix, named in the log.
+# A part whose tests failed reruns just those once, one at a time (pytest --lf, no xdist). Tests that pass on the
+# rerun are printed as FLAKY lines (and the part passes): a failure that repeats fails the command. Timing on a
+# loaded 2-core machine, not logic, was every CI failure of the last rounds; each FLAKY line is a bug to fix, named
+# in the log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
@@ -31,6 +34,7 @@ fi
 paths=("$@")
 [ ${#paths[@]} -gt 0 ] || paths=(tests)
 workers="${STREAMRL_TEST_WORKERS:-$(nproc)}"
+heavy_workers="${STREAMRL_TEST_HEAVY_WORKERS:-2}"
 heavy="integration or e2e or slow"
 
 # run_part NAME MARK_EXPR PYTEST_ARGS...: the part's tests (-m MARK_EXPR), then, when some failed (exit 1), those
@@ -54,11 +58,15 @@ run_part() {
 
 started=$SECONDS
 status_fast=0
-run_part fast "not ($heavy)" -n "$workers" --dist loadfile --durations=15 || status_fast=$?
+run_part fast "not ($heavy or serial)" -n "$workers" --dist loadfile --durations=15 || status_fast=$?
 fast_s=$((SECONDS - started))
 status_heavy=0
-run_part integration/e2e/slow "$heavy" --durations=40 || status_heavy=$?
+run_part integration/e2e/slow "($heavy) and not serial" -n "$heavy_workers" --dist loadfile --durations=40 \
+  || status_heavy=$?
 heavy_s=$((SECONDS - started - fast_s))
-echo "scripts/test.sh: fast part (-n $workers) exit $status_fast in ${fast_s}s; integration/e2e/slow part exit" \
-     "$status_heavy in ${heavy_s}s"
-[ "$status_fast" -eq 0 ] && [ "$status_heavy" -eq 0 ]
+status_serial=0
+run_part serial "serial" --durations=5 || status_serial=$?
+serial_s=$((SECONDS - started - fast_s - heavy_s))
+echo "scripts/test.sh: fast part (-n $workers) exit $status_fast in ${fast_s}s; integration/e2e/slow part" \
+     "(-n $heavy_workers) exit $status_heavy in ${heavy_s}s; serial part exit $status_serial in ${serial_s}s"
+[ "$status_fast" -eq 0 ] && [ "$status_heavy" -eq 0 ] && [ "$status_serial" -eq 0 ]

@@ -34,7 +34,7 @@ from backend.main import create_app
 from backend.services.auth import issue_session_token
 from contract.settings import Settings
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]  # schemathesis' lazy tests are not run by xdist workers
 EXAMPLES = int(os.environ.get("STREAMRL_FUZZ_EXAMPLES", "25"))
 RANDOM = os.environ.get("STREAMRL_FUZZ_RANDOM") == "1"  # explore beyond CI's fixed (derandomized) examples
 FRESH_TOKEN_PATHS = ("/api/v1/auth/logout", "/api/v1/auth/password")
