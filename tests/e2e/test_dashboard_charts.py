@@ -55,6 +55,7 @@ def test_compare_wall_time_hover_shows_every_run(
     open_signed_in(page, api_server, world.token, f"/compare?ids={ids}&x=time&m=reward_mean")
     panel = page.get_by_test_id("panel-reward_mean")
     expect(panel.locator(".u-legend")).to_contain_text("every-7s")  # names loaded: the chart is final
+    expect(panel.locator(".u-over")).to_be_visible()  # laid out (a loaded machine paints a moment later)
     box = panel.locator(".u-over").bounding_box()
     assert box is not None
     y = box["y"] + box["height"] / 2
@@ -82,12 +83,14 @@ def test_zooming_one_job_panel_zooms_them_all(
     breakdown = page.locator("section.card", has=page.get_by_role("heading", name="Iteration time breakdown"))
     expect(breakdown.locator(".u-legend")).to_contain_text("reward / grader s")  # judges' and reward models' time
     over = reward.locator(".u-over")
+    expect(over).to_be_visible()
     box = over.bounding_box()
     assert box is not None
     left_edge = (box["x"] + 2, box["y"] + box["height"] / 2)
     page.mouse.move(*left_edge)
     expect(_legend_value(reward, 1)).to_have_text("0.1")  # iteration 1 at the left edge
 
+    expect(throughput.locator(".u-over")).to_be_visible()
     source = throughput.locator(".u-over").bounding_box()  # zoom the throughput panel to iterations ~3-4
     assert source is not None
     page.mouse.move(source["x"] + source["width"] * 0.6, source["y"] + 20)

@@ -63,6 +63,7 @@ def test_compare_two_finished_runs(page: Page, api_server: Server, runs: tuple[W
     expect(panel.locator("canvas")).to_have_count(1)
     expect(panel.locator(".u-legend")).to_contain_text("lr-high")
     expect(panel.locator(".u-legend")).to_contain_text("lr-low")
+    expect(panel.locator(".u-over")).to_be_visible()
     box = panel.locator(".u-over").bounding_box()
     assert box is not None
     page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)  # hover the last iteration
@@ -92,6 +93,7 @@ def test_one_point_chart_and_zoom(page: Page, api_server: Server, runs: tuple[Wo
     expect(panel.locator(".u-legend")).to_contain_text("one-point")  # names loaded: the chart is final
     expect(panel.locator(".u-legend")).to_contain_text("lr-high")
     over = panel.locator(".u-over")
+    expect(over).to_be_visible()
     box = over.bounding_box()
     assert box is not None
     page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)

@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from workers.models import build_tiny_model
+from contract.spec import LoraSpec
+from workers.models import build_tiny_model, lora
+from workers.training.trainer import load_policy
+
+LORA = LoraSpec(rank=8, alpha=16.0)
+VLLM_ONLY = [  # the pytestmark of the tests that need vLLM
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vllm is not installed (run scripts/install_vllm.sh to enable the vllm engine tests)"),
+]
+
+
+def random_adapter(model_dir: Path, seed: int, spec: LoraSpec = LORA) -> dict[str, torch.Tensor]:
+    """A trained-looking adapter: B no longer zero, so base + adapter differs from the base model."""
+    torch.manual_seed(seed)
+    wrapped = lora.wrap(load_policy(model_dir, torch.device("cpu")), spec)
+    with torch.no_grad():
+        for name, param in wrapped.named_parameters():
+            if ".lora_B." in name:
+                param.normal_(0.0, 0.2)
+    return lora.adapter_state(wrapped)
 
 torch.set_num_threads(1)
 

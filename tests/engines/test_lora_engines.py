@@ -18,19 +18,11 @@ from workers.generation.engines.hf import HFEngine
 from workers.models import lora
 from workers.training.trainer import load_policy
 
+from .conftest import random_adapter
+
 SPEC = LoraSpec(rank=8, alpha=16.0)
 PROMPTS = ["12+35=", "rep 3 ab:", "x", "7*8="]
 
-
-def random_adapter(model_dir: Path, seed: int) -> dict[str, torch.Tensor]:
-    """A trained-looking adapter: B no longer zero, so base + adapter differs from the base model."""
-    torch.manual_seed(seed)
-    wrapped = lora.wrap(load_policy(model_dir, torch.device("cpu")), SPEC)
-    with torch.no_grad():
-        for name, param in wrapped.named_parameters():
-            if ".lora_B." in name:
-                param.normal_(0.0, 0.2)
-    return lora.adapter_state(wrapped)
 
 
 def merged_dir(model_dir: Path, adapter: dict[str, torch.Tensor], out: Path) -> Path:

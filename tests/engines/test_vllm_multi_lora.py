@@ -7,7 +7,6 @@ Needs vLLM (scripts/install_vllm.sh installs the CPU build); skipped with the re
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,27 +20,14 @@ from workers.generation.engines.hf import HFEngine
 from workers.models import lora
 from workers.training.trainer import load_policy
 
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vllm is not installed (run scripts/install_vllm.sh to enable the vllm engine tests)"),
-]
+from .conftest import VLLM_ONLY, random_adapter
+
+pytestmark = VLLM_ONLY
 
 SPEC = LoraSpec(rank=8, alpha=16.0)
 PROMPTS = ["12+35=", "rep 3 ab:", "x", "7*8="]
 GREEDY = SamplingParams(temperature=0, max_tokens=16)
 
-
-def random_adapter(model_dir: Path, seed: int, spec: LoraSpec = SPEC) -> dict[str, torch.Tensor]:
-    """A trained-looking adapter: B no longer zero, so base + adapter differs from the base model."""
-    torch.manual_seed(seed)
-    wrapped = lora.wrap(load_policy(model_dir, torch.device("cpu")), spec)
-    with torch.no_grad():
-        for name, param in wrapped.named_parameters():
-            if ".lora_B." in name:
-                param.normal_(0.0, 0.2)
-    return lora.adapter_state(wrapped)
 
 
 @pytest.fixture(scope="module")

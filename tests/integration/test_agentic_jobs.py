@@ -124,7 +124,7 @@ def _check_masks(sample: dict[str, Any]) -> int:
 GRADED_ROWS = [{"prompt": f"What is {e}?", "expression": e, "answer": a} for e, a in
                [("2 + 2", "4"), ("2 - 2", "0"), ("2 * 2", "4")]]
 FINAL = "{{ sample.output_text }}"
-ITERATIONS, MARGIN = 8, 0.3
+ITERATIONS, MARGIN = 8, 0.5
 JUDGE_SCORES = (float(LOW), float(HIGH))  # the digit judge replies one of the two (tests/grader_models.py)
 GRADER = {"type": "multi", "params": {"graders": {
     "judge": {"type": "judge", "model": "judge", "range": [0, 10], "max_tokens": 1,
@@ -175,11 +175,12 @@ def test_an_environment_job_graded_by_a_judge_and_an_exact_check_learns(agentic_
         final = next(m["content"] for m in reversed(episode["messages"]) if m["role"] == "assistant")
         assert parts["grader.exact"] == float(final == answers[question]), (question, final, parts)
     assert any(s["reward_components"]["grader.exact"] == 1.0 for s in samples)
-    # it learns: as in the calculator test, a 3-iteration stretch beats the first two iterations (the warm policy);
-    # a right answer "4" now earns 2.07 (the environment's 1, the exact check's 1, the judge's 0.07). Runs here (three,
-    # the same figures each time): 0.40 -> 1.33 (its best stretch; the exact check's mean 0.03 -> 0.60)
-    windows = [sum(rewards[i:i + 3]) / 3 for i in range(2, len(rewards) - 2)]
-    assert max(windows) >= sum(rewards[:2]) / 2 + MARGIN, rewards
+    # it learns: after updates on the judged rewards, an iteration beats the warm policy's (iteration 1, sampled
+    # before any update) by MARGIN; a right answer "4" now earns 2.07 (the environment's 1, the exact check's 1, the
+    # judge's 0.07). Runs here: 0.40 -> 1.33 over a 3-iteration stretch; in another batch order (samples are trained
+    # in the order they finished) 0.41 -> 1.38 at iteration 2, then the policy collapses (0.10) at this lr: the
+    # rewards drive learning both times, a stretch is not a given, so one iteration is what this checks
+    assert max(rewards[1:]) >= rewards[0] + MARGIN, rewards
 
 
 # step() misbehaves as the row's prompt id picks; half of the rows play fair (a tool result, a second turn, done)
