@@ -70,7 +70,6 @@ class _Member:
     runner: InstanceRunner
     heartbeat: Heartbeat
     feed: Iterator[GenerationRequest | None]
-    weight: int  # its share of the turns (its team's max_generation_instances quota)
     rows: int = 0  # requests of this member in the engine
     ended: bool = False  # its feed ended: it admits nothing more
 
@@ -198,10 +197,10 @@ class SharedInstance:
             engine.detach(tag)
             raise
         self.reporter.set_instance_status(job_id, instance_id, InstanceStatus.running)
-        self.members[tag] = _Member(tag, runner, heartbeat, runner._feed(), weight)
+        self.members[tag] = _Member(tag, runner, heartbeat, runner._feed())
         self.share.add(tag, weight)
         self.served += 1
-        weights = sum(m.weight for m in self.members.values())
+        weights = sum(self.share.weights.values())
         self.reporter.record_event(job_id, "scale", f"instance {instance_id} runs on a shared generation instance "
                                    f"(one base model, {len(self.members)} job instances on it now; this job's share "
                                    f"of its turns is {weight}/{weights}, by its team's generation-instance quota)",
@@ -253,8 +252,8 @@ class SharedInstance:
                 return  # the engine finishes; `serve` waits for placements or exits
             offered = False
             self.share.new_round()
-            while (turn := self.share.next()) is not None:
-                tag, member = turn, self.members[turn]
+            while (tag := self.share.next()) is not None:
+                member = self.members[tag]
                 if member.ended:
                     self.share.pass_over(tag)
                     continue
