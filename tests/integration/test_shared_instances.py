@@ -67,6 +67,11 @@ def test_two_teams_lora_jobs_share_one_instance(platform: Platform) -> None:
     assert shared_a["shared"] and shared_a["shared"] == shared_b["shared"], (shared_a, shared_b)
     assert (shared_a["pid"], shared_a["host"]) == (shared_b["pid"], shared_b["host"])  # one process, one base model
     assert any("shared generation instance" in e for e in platform.events(kept))
+    # and their training processes map one copy of the frozen base weights (workers/models/shared_base.py)
+    mapped = {job_id: [e for e in platform.events(job_id) if e.startswith("frozen base weights")]
+              for job_id in (cancelled, kept)}
+    assert len(mapped[cancelled]) == len(mapped[kept]) == 1, mapped
+    assert mapped[cancelled][0].split("copy ")[1] == mapped[kept][0].split("copy ")[1], mapped
 
     # cancel the first team's job while the other trains: the other runs to its end on the same process
     wait_until(lambda: len(platform.iterations(cancelled)) >= 2, 240, "the first job trains", logs=platform.logs_tail)

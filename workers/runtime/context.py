@@ -6,6 +6,7 @@ session. `redis` is None for train-local, which runs the colocated driver in one
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ class JobContext:
     node: str | None = None  # the Celery worker running this task (its shutdown flag: workers/runtime/shutdown.py)
     recorded_through: int | None = None  # the newest iteration whose row is recorded (None: unknown)
     grader_models: dict[str, Path] = field(default_factory=dict)  # the reward's judge / reward models: name -> dir
+    base_cache: Path | None = None  # the host's shared frozen weights (workers/models/shared_base.py); None: private
 
     @property
     def weights_dir(self) -> Path:
@@ -94,4 +96,13 @@ def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifact
                       model_dir=resolve_model_dir(record.spec.model, record.model_path), job_dir=job_dir,
                       reporter=reporter, redis=client, dataset_path=record.dataset_path, epoch=record.epoch, node=node,
                       recorded_through=record.recorded_through,
-                      grader_models=resolve_grader_models(record.spec, record.grader_models))
+                      grader_models=resolve_grader_models(record.spec, record.grader_models),
+                      base_cache=base_weights_cache(artifacts))
+
+
+def base_weights_cache(artifacts: Path) -> Path | None:
+    """Where training processes of this host share frozen base weights; STREAMRL_SHARE_BASE_WEIGHTS=0 turns it off
+    (each process then holds a private copy)."""
+    if os.environ.get("STREAMRL_SHARE_BASE_WEIGHTS", "1") == "0":
+        return None
+    return artifacts / "cache" / "base-weights"

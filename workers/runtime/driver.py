@@ -76,6 +76,9 @@ class Driver:
                                       chosen)
         lane = getattr(source, "lane", SampleSource.lane)
         self.trainer = start_trainer(ctx, device, warmup_steps=warmup_steps)
+        if (mapped := self.trainer.mapped_base) is not None:
+            ctx.reporter.record_event(ctx.job_id, "training_sharing", mapped.describe(),
+                                      {"file": mapped.path.name, "bytes": mapped.nbytes, "wrote": mapped.written})
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir, epoch=ctx.epoch,
                                            device=str(self.trainer.device))

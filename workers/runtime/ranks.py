@@ -45,7 +45,7 @@ def start_trainer(ctx: JobContext, device: str, **trainer_kwargs: Any) -> Traine
     """The driver's trainer: one process for `devices: 1`, else rank 0 of `devices` ranks."""
     world = ctx.spec.training.devices
     if world == 1:
-        return Trainer(ctx.model_dir, ctx.spec, device, **trainer_kwargs)
+        return Trainer(ctx.model_dir, ctx.spec, device, base_cache=ctx.base_cache, **trainer_kwargs)
     import torch  # only multi-rank jobs load torch.distributed's FSDP and DCP
     import torch.distributed as dist
 

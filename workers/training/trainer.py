@@ -26,6 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from contract.sample import Sample
 from contract.spec import JobSpec
 from workers.models import lora
+from workers.models.shared_base import MappedBase, map_frozen_weights
 from workers.models.weights_file import save_weights
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
@@ -57,10 +58,14 @@ class Trainer:
         *,
         use_trainer_old_logprobs: bool = False,
         warmup_steps: int = 0,
+        base_cache: Path | None = None,
     ) -> None:
         """`use_trainer_old_logprobs`: ratio against the trainer's own logprobs with a truncated IS weight against
         the behaviour logprobs (see `algorithms.base`); default: ratio directly against the behaviour logprobs.
-        `warmup_steps`: linear lr warmup over the first optimizer steps, then constant `training.lr`."""
+        `warmup_steps`: linear lr warmup over the first optimizer steps, then constant `training.lr`.
+        `base_cache`: a directory where the frozen weights (a LoRA job's base model, a full fine-tune's reference)
+        are mapped from one file per base model, shared by every training process of the host
+        (`workers/models/shared_base.py`); None: private copies."""
         self.spec = spec
         self.device = torch.device(device)
         self.model_dir = Path(model_dir)
@@ -77,6 +82,11 @@ class Trainer:
         self.reference: Any = None
         if self.algorithm.needs_reference and self.lora is None:
             self.reference = load_policy(model_dir, self.device).eval().requires_grad_(False)
+        self.mapped_base: MappedBase | None = None
+        if base_cache is not None:  # before compile: compiled graphs then read the mapped tensors
+            self.mapped_base = map_frozen_weights(
+                [m for m in (self.model, self.reference) if m is not None], self.model_dir, base_cache
+            )
         self.value_head: nn.Linear | None = None
         if self.algorithm.uses_value_head:
             self.value_head = self._make_value_head(self.model_dir)

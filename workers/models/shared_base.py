@@ -1,0 +1,147 @@
+"""Frozen weights mapped from one file per base model, so every training process on a host shares one copy.
+
+    mapped = map_frozen_weights([policy, reference], model_dir, cache_dir)   # after LoRA wrapping, before compile
+
+A LoRA job trains only its adapter; its base model is frozen, as is a full fine-tune's KL reference. Four jobs on one
+base model would hold four private copies of those tensors. Here the frozen parameters are written once, in the
+order and dtype the model holds them, to `<cache_dir>/<key>.bin`, and each process points them at a private
+read-only-in-practice mapping of that file (`MAP_PRIVATE`): the kernel backs every process's mapping with the same
+page-cache pages, so N processes cost one copy. Invariants:
+- the key covers the model directory's weight files (path, size, mtime), the parameters' names, shapes and dtypes,
+  and the torch / transformers versions that produced them: a file is only ever reused for identical tensors;
+- a file appears whole or not at all (written to a temporary name, fsynced, renamed);
+- nothing writes a frozen tensor; if something did, copy-on-write gives that process its own page and the file and
+  the other processes stay unchanged (correctness never depends on sharing);
+- a cache file may be deleted at any time (pruning, an operator): processes that mapped it keep their pages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import transformers
+from torch import nn
+
+ALIGN = 64  # bytes: each tensor starts on a cache line (and on its dtype's alignment)
+UNUSED_DAYS = 14  # a cache file no process has mapped for this long is removed when another is written
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+@dataclass(frozen=True)
+class MappedBase:
+    path: Path
+    nbytes: int
+    tensors: int
+    written: bool  # this process wrote the file (the first job on this base model on this host)
+
+    def describe(self) -> str:
+        how = "wrote" if self.written else "mapped the existing"
+        return (f"frozen base weights ({self.tensors} tensors, {self.nbytes / 2**20:.1f} MiB): {how} shared copy "
+                f"{self.path.name}; training processes on this host share one copy")
+
+
+def frozen_parameters(modules: Iterable[nn.Module]) -> list[tuple[str, nn.Parameter]]:
+    """(name, parameter) of every frozen CPU parameter, each once (tied weights are one parameter)."""
+    seen: set[int] = set()
+    found: list[tuple[str, nn.Parameter]] = []
+    for module in modules:
+        for name, param in module.named_parameters():
+            if param.requires_grad or param.device.type != "cpu" or id(param) in seen or param.numel() == 0:
+                continue
+            seen.add(id(param))
+            found.append((canonical_name(name), param))
+    return found
+
+
+def canonical_name(name: str) -> str:
+    """The HF name of a parameter, whatever wraps it: a LoRA job's base model and a full fine-tune's reference then
+    have the same key and share one file."""
+    return name.removeprefix("base_model.model.").replace(".base_layer.", ".").replace("_orig_mod.", "")
+
+
+def _layout(params: list[tuple[str, nn.Parameter]]) -> tuple[list[int], int]:
+    offsets, end = [], 0
+    for _, param in params:
+        end = -(-end // ALIGN) * ALIGN
+        offsets.append(end)
+        end += param.numel() * param.element_size()
+    return offsets, end
+
+
+def cache_key(model_dir: Path, params: list[tuple[str, nn.Parameter]]) -> str:
+    files = sorted(
+        (path.name, path.stat().st_size, path.stat().st_mtime_ns)
+        for path in Path(model_dir).iterdir() if path.suffix in WEIGHT_SUFFIXES and path.is_file()
+    )
+    identity = {
+        "model_dir": str(Path(model_dir).resolve()), "files": files,
+        "tensors": [(name, list(param.shape), str(param.dtype)) for name, param in params],
+        "torch": torch.__version__, "transformers": transformers.__version__,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _write(path: Path, params: list[tuple[str, nn.Parameter]], offsets: list[int], nbytes: int) -> None:
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb", opener=lambda p, flags: os.open(p, flags, 0o600)) as out:
+            for (_, param), offset in zip(params, offsets, strict=True):
+                out.seek(offset)
+                out.write(param.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+            out.truncate(nbytes)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _prune(cache_dir: Path, keep: Path) -> None:
+    cutoff = time.time() - UNUSED_DAYS * 86400
+    for entry in cache_dir.glob("*.bin"):
+        try:
+            if entry != keep and entry.stat().st_mtime < cutoff:
+                entry.unlink()
+        except FileNotFoundError:  # another process pruned it first
+            pass
+
+
+def _release_freed_heap() -> None:
+    """Hand the private copies just freed back to the OS (glibc keeps freed heap otherwise)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: this process reuses the memory instead
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+def map_frozen_weights(modules: Iterable[nn.Module], model_dir: Path, cache_dir: Path) -> MappedBase | None:
+    """Point every frozen CPU parameter of `modules` at the host's shared copy (written on first use).
+    None when there is nothing frozen on the CPU (a full fine-tune without a reference, or a GPU)."""
+    params = frozen_parameters(modules)
+    if not params:
+        return None
+    cache_dir = Path(cache_dir)
+    offsets, nbytes = _layout(params)
+    cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = cache_dir / f"{cache_key(model_dir, params)}.bin"
+    written = not (path.is_file() and path.stat().st_size == nbytes)
+    if written:
+        _write(path, params, offsets, nbytes)
+        _prune(cache_dir, keep=path)
+    else:
+        os.utime(path)  # "last used": pruning removes files no job has mapped for UNUSED_DAYS
+    storage = torch.UntypedStorage.from_file(str(path), shared=False, nbytes=nbytes)
+    with torch.no_grad():
+        for (_, param), offset in zip(params, offsets, strict=True):
+            mapped = torch.empty(0, dtype=param.dtype)
+            mapped.set_(storage, offset // param.element_size(), param.shape)  # type: ignore[call-overload]
+            param.data = mapped
+    _release_freed_heap()
+    return MappedBase(path=path, nbytes=nbytes, tensors=len(params), written=written)
