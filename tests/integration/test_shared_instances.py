@@ -68,9 +68,14 @@ def test_two_teams_lora_jobs_share_one_instance(platform: Platform) -> None:
     assert (shared_a["pid"], shared_a["host"]) == (shared_b["pid"], shared_b["host"])  # one process, one base model
     assert any("shared generation instance" in e for e in platform.events(kept))
     # and their training processes map one copy of the frozen base weights (workers/models/shared_base.py)
-    mapped = {job_id: [e for e in platform.events(job_id) if e.startswith("frozen base weights")]
-              for job_id in (cancelled, kept)}
-    assert len(mapped[cancelled]) == len(mapped[kept]) == 1, mapped
+    mapped: dict[int, list[str]] = {}
+
+    def both_mapped() -> bool:
+        for job_id in (cancelled, kept):
+            mapped[job_id] = [e for e in platform.events(job_id) if e.startswith("frozen base weights")]
+        return all(mapped.values())
+
+    wait_until(both_mapped, 240, "both trainers map the base weights", logs=platform.logs_tail)
     assert mapped[cancelled][0].split("copy ")[1] == mapped[kept][0].split("copy ")[1], mapped
 
     # cancel the first team's job while the other trains: the other runs to its end on the same process
