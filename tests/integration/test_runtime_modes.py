@@ -35,10 +35,11 @@ def test_async_generates_ahead_of_training(platform) -> None:
     before training of iteration i ended (sync would show staleness 0 everywhere); k = 3 lets them lag further."""
     one = platform.submit(mode="async", max_staleness=1, training={"iterations": 4, "prompts_per_iteration": 4})
     three = platform.submit(mode="async", max_staleness=3, training={"iterations": 6, "prompts_per_iteration": 4})
-    rows_one = [r["staleness_mean"] for r in (platform.wait_done(one, 300) and platform.iterations(one))]
-    rows_three = [r["staleness_mean"] for r in (platform.wait_done(three, 300) and platform.iterations(three))]
-    assert max(rows_one) > 0 and max(rows_one) <= 1
-    assert max(rows_three) > 1 and max(rows_three) <= 3
+    rows_one = platform.wait_done(one, 300) and platform.iterations(one)
+    rows_three = platform.wait_done(three, 300) and platform.iterations(three)
+    assert max(r["staleness_mean"] for r in rows_one) > 0 and max(r["staleness_max"] for r in rows_one) <= 1
+    # some sample lagged past one version (a mean over an iteration may stay <= 1 when generation is the slower side)
+    assert max(r["staleness_max"] for r in rows_three) > 1 and max(r["staleness_max"] for r in rows_three) <= 3
 
 
 def test_skew_aware_job_profiles_and_dispatches(platform) -> None:

@@ -31,6 +31,7 @@ def sample_metrics(samples: Sequence[Sample], train_version: int) -> dict[str, f
         "reward_mean": float(rewards.mean()),
         "reward_std": float(rewards.std()),
         "staleness_mean": float(np.mean(staleness)),
+        "staleness_max": float(max(staleness)),  # the oldest sample's lag, in versions
         "reward_errors": float(sum(1 for s in samples if s.reward_error)),
         "truncated_fraction": sum(1 for s in samples if s.truncated) / len(samples),
         "reward_flat_groups": flat_group_fraction(samples),
