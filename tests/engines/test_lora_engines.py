@@ -11,12 +11,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from contract.spec import LoraSpec
+from contract.spec import JobSpec, LoraSpec
 from workers.generation.engine import GenerationRequest, SamplingParams
 from workers.generation.engines import setup_engine
 from workers.generation.engines.hf import HFEngine
 from workers.models import lora
-from workers.training.trainer import load_policy
+from workers.training.trainer import Trainer, load_policy
 
 from .conftest import random_adapter
 
@@ -91,7 +91,13 @@ def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Pat
         alone[name] = greedy(private, base)
     assert alone["a"] != alone["b"]
 
-    shared = MultiLoraEngine(model_dir, max_batch_size=12)
+    # its base mapped from the host's shared copy (the file a LoRA trainer of this base maps): same tokens
+    shared = MultiLoraEngine(model_dir, max_batch_size=12, base_cache=tmp_path / "base")
+    spec = JobSpec.model_validate({"model": str(model_dir), "dataset": {"builtin": "arithmetic"},
+                                   "training": {"lora": {"rank": 8}}})
+    trainer = Trainer(model_dir, spec, base_cache=tmp_path / "base")
+    assert shared.mapped_base is not None and trainer.mapped_base is not None
+    assert shared.mapped_base.path == trainer.mapped_base.path and not trainer.mapped_base.written
     view_a, view_b = shared.attach("a", SPEC), shared.attach("b", SPEC)
     view_a.load_tensors(3, first)
     lora.write_adapter(tmp_path / "v5", second, lora.adapter_config_json(SPEC, second))

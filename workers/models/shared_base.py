@@ -46,7 +46,7 @@ class MappedBase:
     def describe(self) -> str:
         how = "wrote" if self.written else "mapped the existing"
         return (f"frozen base weights ({self.tensors} tensors, {self.nbytes / 2**20:.1f} MiB): {how} shared copy "
-                f"{self.path.name}; training processes on this host share one copy")
+                f"{self.path.name}; this host's training and shared generation processes hold one copy")
 
 
 def frozen_parameters(modules: Iterable[nn.Module]) -> list[tuple[str, nn.Parameter]]:

@@ -36,11 +36,10 @@ import redis
 
 from contract import keys
 from contract.reporter import Reporter
-from contract.spec import JobSpec
 from contract.states import InstanceStatus
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.generation.engines.hf_multi_lora import MultiLoraEngine
-from workers.runtime.context import JobSetupError, load_context
+from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.fair_share import FairShare
 from workers.runtime.instance import InstanceRunner, report_setup_error
 from workers.runtime.telemetry import Heartbeat
@@ -177,7 +176,7 @@ class SharedInstance:
             raise JobSetupError(f"job {job_id} does not share generation instances (generation.share)")
         settings = ctx.spec.share_settings
         if self.engine is None:
-            self.engine, self.settings = self._make_engine(ctx.spec, ctx.model_dir), settings
+            self.engine, self.settings = self._make_engine(ctx), settings
         elif Path(ctx.model_dir).resolve() != Path(str(self.engine.model_dir)).resolve():
             raise JobSetupError(f"job {job_id}'s base model {ctx.model_dir} is not this shared instance's "
                                 f"({self.engine.model_dir})")
@@ -207,8 +206,10 @@ class SharedInstance:
                                    data={"instance_id": instance_id, "shared": True, "share_weight": weight})
         return 1
 
-    def _make_engine(self, spec: JobSpec, model_dir: Path) -> SharedEngine:
-        """The first member's engine: hf (peft's adapters in one batch) or vLLM (one LoRARequest per adapter)."""
+    def _make_engine(self, ctx: JobContext) -> SharedEngine:
+        """The first member's engine: hf (peft's adapters in one batch; its base mapped from the host's shared copy
+        when the context names one) or vLLM (one LoRARequest per adapter)."""
+        spec, model_dir = ctx.spec, ctx.model_dir
         if spec.generation.engine == "vllm":
             from workers.generation.engines.vllm_multi_lora import VLLMMultiLoraEngine
 
@@ -219,7 +220,12 @@ class SharedInstance:
                                        max_model_len=vllm.max_model_len,
                                        tensor_parallel_size=vllm.tensor_parallel_size,
                                        gpu_memory_utilization=vllm.gpu_memory_utilization)
-        return MultiLoraEngine(model_dir, max_batch_size=MAX_BATCH, device=self.device, seed=spec.seed)
+        engine = MultiLoraEngine(model_dir, max_batch_size=MAX_BATCH, device=self.device, seed=spec.seed,
+                                 base_cache=ctx.base_cache)
+        if engine.mapped_base is not None:
+            self.reporter.record_event(ctx.job_id, "scale",
+                                       f"shared generation instance: {engine.mapped_base.describe()}")
+        return engine
 
     def _leave(self, tag: str, error: str | None = None) -> None:
         member = self.members.pop(tag)

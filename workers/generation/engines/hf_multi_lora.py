@@ -30,13 +30,21 @@ from contract.spec import LoraSpec
 from workers.generation.engines.hf import HFEngine
 from workers.generation.engines.hf_batch import ContinuousBatcher
 from workers.models import lora as lora_io
+from workers.models.shared_base import MappedBase, map_frozen_weights
 
 
 class MultiLoraEngine(HFEngine):
     """The hf engine over a base model that holds one named adapter per attached job instance."""
 
-    def __init__(self, model_dir: str | Path, *, max_batch_size: int, device: str = "cpu", seed: int = 0) -> None:
+    def __init__(self, model_dir: str | Path, *, max_batch_size: int, device: str = "cpu", seed: int = 0,
+                 base_cache: Path | None = None) -> None:
+        """`base_cache`: map the base weights from the host's shared copy (workers/models/shared_base.py; the file
+        its LoRA trainers map too): adapters change here, the base never does."""
         super().__init__(model_dir, max_batch_size=max_batch_size, device=device, seed=seed)
+        self.mapped_base: MappedBase | None = None
+        if base_cache is not None:
+            self.model.requires_grad_(False)
+            self.mapped_base = map_frozen_weights([self.model], Path(model_dir), base_cache)
         self.versions: dict[str, int] = {}  # adapter name -> weights version loaded into it
         self.peft: Any = None  # the peft wrapper; its adapter layers are injected into `self.model` in place
         self._active: str | None = None  # the adapter peft applies to every row when no per-row names are given
