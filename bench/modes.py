@@ -7,7 +7,7 @@ See docs/architecture.md#sync-and-async-pipelining.
     python bench/modes.py --skew-only --preset tiny-15m --instances 2   (sync: random vs skew_aware dispatch)
     python bench/modes.py --bf16 --token-budget 1024   (every mode with the cheaper training options)
     python bench/modes.py --configs colocated,sync --instances 2 --sync-shares-cores   (sync taking turns on all cores)
-    python bench/modes.py --partial-rollouts   (async: in-flight weight updates vs draining at each update)
+    python bench/modes.py --partial-rollouts [--engine vllm]   (async: in-flight weight updates vs draining)
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
 to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
@@ -130,7 +130,8 @@ def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> d
         "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
         "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
-        "generation": {"instances": instances, "batch_size": args.gen_batch, "max_tokens": args.max_tokens},
+        "generation": {"instances": instances, "batch_size": args.gen_batch, "max_tokens": args.max_tokens,
+                       "engine": args.engine},
         "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
                      "micro_batch_size": args.micro_batch, "lr": 1e-4, "bf16_autocast": True if args.bf16 else None,
                      "max_tokens_per_micro_batch": args.token_budget,
@@ -271,6 +272,8 @@ def main() -> None:
                              "platform's choice at job start")
     parser.add_argument("--learn", action="store_true", help="check that reward rises in every mode (arithmetic)")
     parser.add_argument("--learn-iterations", type=int, default=160)
+    parser.add_argument("--engine", default="hf", choices=["hf", "vllm"],
+                        help="generation engine of sync/async (vllm: scripts/install_vllm.sh)")
     parser.add_argument("--partial-rollouts", action="store_true",
                         help="async only: in-flight weight updates (partial rollouts) vs draining at each update")
     args = parser.parse_args()
