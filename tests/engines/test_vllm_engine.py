@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 import torch
 
+from contract.spec import GenerationSpec
 from workers.generation.engine import GenerationRequest, SamplingParams
 from workers.generation.engines import setup_engine
 from workers.generation.engines.hf import HFEngine
+from workers.runtime.inflight import in_flight_updates
 
 from .conftest import VLLM_ONLY
 
@@ -90,6 +92,9 @@ def test_vllm_weight_update_in_flight_records_each_tokens_version(vllm_engine: A
     go on with the new weights, and each result's version_marks says which version sampled which tokens."""
     hf = HFEngine(model_dir, max_batch_size=4)
     assert vllm_engine.records_versions
+    assert in_flight_updates(GenerationSpec(engine="vllm"), vllm_engine)  # unset: vLLM's measured default
+    assert not in_flight_updates(GenerationSpec(engine="vllm", partial_rollouts=False), vllm_engine)
+    assert not in_flight_updates(GenerationSpec(), hf)  # hf's default: draining
     start = vllm_engine.version
     requests = make_requests(hf, SamplingParams(temperature=0, max_tokens=24))[:3]
     old = {r.request_id: r for r in vllm_engine.generate_stream(requests)}

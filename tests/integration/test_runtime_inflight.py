@@ -4,7 +4,7 @@ collector's staleness bound on mixed-version samples.
 partial_rollouts true: a request in flight when weights v1 arrive continues on them (its sample records both versions)
 and the next request is admitted beside it. false (drain): the instance admits nothing until that request has
 finished on v0, so no sample spans two. (The engine-level test, tests/engines/test_inflight_updates.py, pins the
-marks of a spanning sequence deterministically.)"""
+marks of a spanning sequence deterministically.) Unset: the hf engine's default, draining, said in the job's events."""
 
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ def request(i: int, min_version: int, prompt_ids: list[int]) -> PromptRequest:
                          prompt_ids=prompt_ids, min_version=min_version, queued_at=time.time())
 
 
-@pytest.mark.parametrize("partial", [True, False], ids=["partial", "drain"])
-def test_instance_in_flight_update(partial: bool, models: tuple[Path, Path], tmp_path: Path,
+@pytest.mark.parametrize("partial", [True, False, None], ids=["partial", "drain", "hf-default"])
+def test_instance_in_flight_update(partial: bool | None, models: tuple[Path, Path], tmp_path: Path,
                                    redis_client: redis.Redis, job_id: int) -> None:
     v0, v1 = models
     spec = JobSpec.model_validate({
@@ -119,6 +119,13 @@ def test_instance_in_flight_update(partial: bool, models: tuple[Path, Path], tmp
     else:  # drained: the first finished on v0 alone, the second was admitted after it
         assert first.version_marks is None and first.policy_version == 0
         assert second.started_at >= first.finished_at
+    defaults = [event for event in reporter.events.get(job_id, []) if event["kind"] == "generation_defaults"]
+    if partial is None:
+        [event] = defaults
+        assert event["data"] == {"instance": INSTANCE, "partial_rollouts": False}
+        assert "in-flight weight updates off (draining)" in event["message"] and "hf engine" in event["message"]
+    else:
+        assert not defaults  # the job chose: nothing to report
 
 
 def mixed(job_id: int, sid: str, marks: list[list[int]]) -> Sample:

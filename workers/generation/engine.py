@@ -62,6 +62,9 @@ class GenerationEngine(ABC):
     # True: `update_weights` may be called while requests are in flight (between results of `generate_stream`); they
     # continue on the new weights and each result's `version_marks` says which version sampled which tokens.
     records_versions: bool = False
+    # `generation.partial_rollouts` unset (async jobs): in-flight updates where they measured faster than draining
+    # for this engine (bench/modes.py --partial-rollouts --engine NAME); draining otherwise.
+    partial_rollouts_default: bool = False
     model_dir: Path | None = None  # the directory `load` read (config and tokenizer files of every version)
 
     @classmethod

@@ -17,8 +17,19 @@ from typing import Any
 
 from contract import version_marks
 from contract.sample import Sample
+from contract.spec import GenerationSpec
 
 POLL_S = 0.02  # the published version is read at most this often while the gate is open
+
+
+def in_flight_updates(generation: GenerationSpec, engine: Any) -> bool:
+    """Whether an async instance of `engine` loads new weights between decode steps (the rows in flight go on):
+    `generation.partial_rollouts`, unset meaning the engine's measured default; never where the engine cannot record
+    each token's version."""
+    wanted = generation.partial_rollouts
+    if wanted is None:
+        wanted = engine.partial_rollouts_default
+    return bool(wanted and engine.records_versions)
 
 
 class DrainGate:

@@ -49,7 +49,7 @@ from workers.core.episode import Episode, EpisodeRunner, grade_episodes
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.runtime import components
 from workers.runtime.context import HostMissing, JobContext, JobSetupError, load_context
-from workers.runtime.inflight import DrainGate, EpisodeVersions
+from workers.runtime.inflight import DrainGate, EpisodeVersions, in_flight_updates
 from workers.runtime.shutdown import ShutdownWatch
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
 from workers.stream import PromptQueue, SampleStream
@@ -137,10 +137,18 @@ class InstanceRunner:
             self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
         with self.spans.span("loading_weights"):
             self.engine = make_engine()
-            self.gate = DrainGate(self.spec.mode == "async" and not (
-                self.spec.generation.partial_rollouts and self.engine.records_versions),
-                self.engine, self.transport)
+            self.gate = DrainGate(self.spec.mode == "async" and not in_flight_updates(self.spec.generation,
+                                                                                     self.engine),
+                                  self.engine, self.transport)
             self._load_latest()
+        if self.spec.mode == "async" and self.spec.generation.partial_rollouts is None:
+            on = not self.gate.enabled
+            self.ctx.reporter.record_event(
+                self.ctx.job_id, "generation_defaults",
+                f"instance {self.instance_id}: in-flight weight updates {'on' if on else 'off (draining)'}: "
+                f"generation.partial_rollouts unset, the {self.spec.generation.engine} engine's measured default"
+                + ("" if self.engine.records_versions else " (this engine cannot swap weights under running rows)"),
+                {"instance": self.instance_id, "partial_rollouts": on})
 
     def close(self, heartbeat: Heartbeat, error: str | None = None, *, say: bool = True) -> None:
         """Release what `open` made (whatever part of it was made) and say the instance stopped (dead with

@@ -165,6 +165,7 @@ class AdapterView:
         self.model_dir = engine.model_dir
         self.tokenizer = engine.tokenizer
         self.records_versions = engine.records_versions
+        self.partial_rollouts_default = False  # as a private hf engine's (vLLM adapters drain whatever is asked)
 
     @property
     def version(self) -> int:

@@ -57,6 +57,10 @@ class VLLMEngine(GenerationEngine):
 
     `device` is informational (vLLM picks its platform: the CPU build runs on CPU); extra kwargs go to `LLM`."""
 
+    # 2 CPU cores, long-tail task, 256 tokens: 1.28x and 1.16x the samples/s of draining at equal reward (7 of 8
+    # interleaved rounds faster; 160 tokens: 1.16x). A LoRA job drains anyway (records_versions is False).
+    partial_rollouts_default = True
+
     @classmethod
     def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> VLLMEngine:
         vllm = spec.generation.vllm
