@@ -1,6 +1,7 @@
 """LoRA jobs on the platform (real Postgres, Redis, Celery workers): LoRA jobs learn in sync and async, a LoRA sync
 ships only the adapter, and the exported adapter (peft) and merged model (transformers) generate greedily
-what the platform's engine generates with the last weights; LoRA with 2 trainer ranks."""
+what the platform's engine generates with the last weights; LoRA with 2 trainer ranks; vLLM jobs (LoRA jobs sharing
+one process, a full fine-tune updating weights in flight by default)."""
 
 from __future__ import annotations
 
@@ -134,6 +135,22 @@ def test_lora_jobs_on_the_vllm_engine_share_one_vllm_process(platform: Any) -> N
         tasks = set(session.scalars(select(GenerationInstance.celery_task_id).where(
             GenerationInstance.job_id.in_(jobs))).all())
     assert len(tasks) == 1 and next(iter(tasks)).startswith("shared:"), tasks
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
+def test_an_async_vllm_job_with_defaults_updates_weights_in_flight(platform: Any) -> None:
+    """Full fine-tuning on vLLM with generation.partial_rollouts unset: the instance takes vLLM's measured default
+    (in-flight weight updates) and says so, and every trained token is within max_staleness (1) of its iteration."""
+    generation = {"engine": "vllm", "instances": 1, "max_tokens": 48, "vllm": {"max_model_len": 128}}
+    job_id = platform.submit(mode="async", reward=DIGITS, generation=generation,
+                             training={"iterations": 3, "prompts_per_iteration": 4, "lr": 1e-3})
+    assert platform.wait_done(job_id, timeout_s=600).error is None
+    [chosen] = [e for e in platform.events(job_id) if "in-flight weight updates" in e]
+    assert "gen-0: in-flight weight updates on" in chosen and "vllm engine's measured default" in chosen
+    rows = platform.iterations(job_id)
+    assert len(rows) == 3 and all(r["weight_sync_bytes"] > 1_000_000 for r in rows)  # full weights, not an adapter
+    assert all(0 <= r["token_staleness_max"] <= 1 for r in rows)
 
 
 def test_lora_job_on_a_bpe_chat_model(platform: Any, tmp_path: Path) -> None:
