@@ -234,7 +234,7 @@ class GenerationSpec(_Strict):
         "version is loaded only when no sequence is in flight (the instance stops admitting until its batch "
         "drains), so every sample has one version. null (default): each engine's measured default, recorded in the "
         "job's events: vllm true (bench/modes.py --partial-rollouts --engine vllm, long-tail task, 2 CPU cores: "
-        "1.16-1.28x the samples/s of draining at equal reward), hf false (0.90-1.02x: no gain). LoRA jobs on vllm "
+        "1.16-1.28x the samples/s of draining at equal reward), hf false (0.84-1.02x: no gain). LoRA jobs on vllm "
         "always drain (a request keeps the adapter version it was admitted with). Sync and colocated modes are "
         "unaffected.",
     )
