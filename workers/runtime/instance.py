@@ -137,18 +137,20 @@ class InstanceRunner:
             self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
         with self.spans.span("loading_weights"):
             self.engine = make_engine()
-            self.gate = DrainGate(self.spec.mode == "async" and not in_flight_updates(self.spec.generation,
-                                                                                     self.engine),
-                                  self.engine, self.transport)
+            in_flight = in_flight_updates(self.spec.generation, self.engine)
+            self.gate = DrainGate(self.spec.mode == "async" and not in_flight, self.engine, self.transport)
             self._load_latest()
         if self.spec.mode == "async" and self.spec.generation.partial_rollouts is None:
-            on = not self.gate.enabled
-            self.ctx.reporter.record_event(
-                self.ctx.job_id, "generation_defaults",
-                f"instance {self.instance_id}: in-flight weight updates {'on' if on else 'off (draining)'}: "
-                f"generation.partial_rollouts unset, the {self.spec.generation.engine} engine's measured default"
-                + ("" if self.engine.records_versions else " (this engine cannot swap weights under running rows)"),
-                {"instance": self.instance_id, "partial_rollouts": on})
+            self._say_in_flight_default(in_flight)
+
+    def _say_in_flight_default(self, in_flight: bool) -> None:
+        """The job's event for an unset `generation.partial_rollouts`: what this instance chose, and why."""
+        why = "" if self.engine.records_versions else " (this engine cannot swap weights under running rows)"
+        self.ctx.reporter.record_event(
+            self.ctx.job_id, "generation_defaults",
+            f"instance {self.instance_id}: in-flight weight updates {'on' if in_flight else 'off (draining)'}: "
+            f"generation.partial_rollouts unset, the {self.spec.generation.engine} engine's measured default{why}",
+            {"instance": self.instance_id, "partial_rollouts": in_flight})
 
     def close(self, heartbeat: Heartbeat, error: str | None = None, *, say: bool = True) -> None:
         """Release what `open` made (whatever part of it was made) and say the instance stopped (dead with

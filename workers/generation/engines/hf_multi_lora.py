@@ -149,6 +149,7 @@ class AdapterEngine(Protocol):
     versions: dict[str, int]  # attached adapter name -> weights version loaded into it (0: none yet)
     model_dir: Path | None
     tokenizer: Any
+    partial_rollouts_default: bool  # GenerationEngine's: the engine's in-flight default for unset partial_rollouts
 
     @property
     def records_versions(self) -> bool:
@@ -165,7 +166,7 @@ class AdapterView:
         self.model_dir = engine.model_dir
         self.tokenizer = engine.tokenizer
         self.records_versions = engine.records_versions
-        self.partial_rollouts_default = False  # as a private hf engine's (vLLM adapters drain whatever is asked)
+        self.partial_rollouts_default = engine.partial_rollouts_default
 
     @property
     def version(self) -> int:
