@@ -8,6 +8,7 @@ See docs/architecture.md#sync-and-async-pipelining.
     python bench/modes.py --bf16 --token-budget 1024   (every mode with the cheaper training options)
     python bench/modes.py --configs colocated,sync --instances 2 --sync-shares-cores   (sync taking turns on all cores)
     python bench/modes.py --partial-rollouts [--engine vllm]   (async: in-flight weight updates vs draining)
+    python bench/modes.py --device cuda ...   (on a GPU machine: every pool on GPU 0 instead of core sets)
 
 Runs the real platform, self-contained: SQLite + an embedded Redis in a temp dir, `streamrl worker` PROCESSES pinned
 to device sets (core sets here), and the controller's reconcile loop. Every mode gets the same `--cores`: colocated
@@ -56,7 +57,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PARTIAL = {"async+drain": False, "async+partial": True}  # --partial-rollouts: generation.partial_rollouts per config
 sys.path.insert(0, str(REPO))
-from processes import stop_process_groups  # noqa: E402  (bench/, the script's directory)
+from processes import child_pythonpath, stop_process_groups  # noqa: E402  (bench/, the script's directory)
 
 
 def _configure(data_dir: Path) -> tuple[Any, str]:
@@ -88,6 +89,13 @@ def shared_layout(cores: int, instances: int) -> dict[str, str]:
     per = cores // instances
     return {"generation": ";".join(f"{i * per}-{(i + 1) * per - 1}" for i in range(instances)),
             "training": f"0-{cores - 1}"}
+
+
+def gpu_layout(mode: str, instances: int) -> dict[str, str]:
+    """One GPU: every instance and the trainer on GPU 0 (colocated: the trainer alone)."""
+    if mode == "colocated":
+        return {"training": "0"}
+    return {"generation": ";".join("0" for _ in range(instances)), "training": "0"}
 
 
 def _workers(env: dict[str, str], log_dir: Path, devices: dict[str, str]) -> list[subprocess.Popen[bytes]]:
@@ -274,6 +282,9 @@ def main() -> None:
     parser.add_argument("--learn-iterations", type=int, default=160)
     parser.add_argument("--engine", default="hf", choices=["hf", "vllm"],
                         help="generation engine of sync/async (vllm: scripts/install_vllm.sh)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="cuda: every pool's processes on GPU 0, generation and training sharing it (--cores, "
+                             "--gen-cores unused)")
     parser.add_argument("--partial-rollouts", action="store_true",
                         help="async only: in-flight weight updates (partial rollouts) vs draining at each update")
     args = parser.parse_args()
@@ -299,11 +310,11 @@ def main() -> None:
             if args.learn:
                 rows = generate_arithmetic("arithmetic", 4000, 1000, digits=1, ops="+")
                 sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=300, lr=3e-3,
-                                     batch_size=64, seed=0, target_loss=0.55)
+                                     batch_size=64, seed=0, target_loss=0.55, device=args.device)
             else:
                 rows = generate_rows(512, seed=1, split="train")
                 sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=100_000,
-                                     time_budget_s=args.sft_seconds, seed=0)
+                                     time_budget_s=args.sft_seconds, seed=0, device=args.device)
             with session_scope() as session:
                 team = Team(name="bench", max_concurrent_jobs=1, max_generation_instances=16)
                 user = User(email="bench@example.com")
@@ -312,7 +323,7 @@ def main() -> None:
                 session.add(Model(team_id=team.id, name="bench", path=str(sft.model_dir)))
                 team_id, user_id = team.id, user.id
                 dataset_id = _learn_dataset(session, team.id, data_dir) if args.learn else None
-            env = dict(os.environ, PYTHONPATH=str(REPO), STREAMRL_DEVICE="cpu")
+            env = dict(os.environ, PYTHONPATH=child_pythonpath(REPO), STREAMRL_DEVICE=args.device)
             sender = CeleryTaskSender(redis_url)
 
             def control() -> None:
@@ -352,7 +363,12 @@ def main() -> None:
             measured: dict[str, list[dict[str, float]]] = {}
             for _round, (key, mode, policy, instances) in itertools.product(range(args.repeats), runs):
                 shares = args.skew_only or (args.sync_shares_cores and mode == "sync")
-                devices = shared_layout(cores, instances) if shares else layout(mode, cores, gen_cores, instances)
+                if args.device == "cuda":  # one GPU: each pool's processes on GPU 0
+                    devices = gpu_layout(mode, instances)
+                elif shares:
+                    devices = shared_layout(cores, instances)
+                else:
+                    devices = layout(mode, cores, gen_cores, instances)
                 procs = _workers(env, data_dir, devices)
                 spies = _profile(procs, list(devices), Path(args.profile), key) if args.profile and _round == 0 else []
                 try:

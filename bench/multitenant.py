@@ -2,6 +2,7 @@
 
     python bench/multitenant.py [--presets tiny-15m,tiny-100m] [--rounds 3] [--iterations 3] [--cores N]
                                 [--prompts 8] [--group 4] [--max-tokens 32] [--batch-size 32] [--rank 16]
+                                [--device cpu|cuda]
 
 What it measures: the generation (serving) side of multi-LoRA sharing, which is what sharing changes; the trainers
 and the weight transport are not run. One base model per preset (workers/models/tiny.py, random weights) and 4 jobs
@@ -47,6 +48,10 @@ Each figure is the median over --rounds rounds. Per preset:
                       physical copy through the page cache: anon_ratio is the memory sharing saves there (on a GPU
                       each private engine holds its own copy in device memory)
   worst_vs_separate   max over jobs of shared job p50 / that job's p50 in `separate`
+  gpu_mem_ratio       (--device cuda) shared peak GPU memory / separate peak GPU memory (summed over the 4
+                      processes' torch.cuda.max_memory_allocated): on a GPU each private engine holds its own base copy
+With --device cuda every process runs its engine on GPU 0 (the 4 private engines time-share the GPU, as 4 instances
+of 4 jobs on one GPU would) and --cores only sets the host threads.
 With fewer than 4 cores a job's fair share (cores / 4) is under one core, but `alone` gets a whole one (one thread),
 so there `worst_job_slowdown` compares against more than the job's share (a stricter baseline than the issue's);
 `worst_vs_separate` compares against the job time-sharing the cores with the other 3 private engines. The last line is
@@ -76,7 +81,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar per process
-from processes import stop_process_groups  # noqa: E402  (bench/, the script's directory)
+from processes import child_pythonpath, stop_process_groups  # noqa: E402  (bench/, the script's directory)
 
 JOBS = 4
 CONFIGS = ("separate", "shared", "alone")
@@ -117,8 +122,8 @@ def run_private(cfg: dict[str, Any]) -> dict[str, Any]:
     from workers.generation.engines.hf import HFEngine
 
     job, shape = cfg["job"], cfg["shape"]
-    engine = HFEngine(cfg["model_dir"], max_batch_size=shape["batch_size"], seed=job, ignore_eos=True,
-                      lora=LoraSpec(**cfg["lora"]))
+    engine = HFEngine(cfg["model_dir"], max_batch_size=shape["batch_size"], device=cfg["device"], seed=job,
+                      ignore_eos=True, lora=LoraSpec(**cfg["lora"]))
     versions = [load_file(path) for path in cfg["adapters"][job]]
     engine.load_tensors(1, versions[0])
     list(engine.generate_stream(job_requests(engine, job, -1, shape, None)))  # warm-up, untimed
@@ -147,7 +152,8 @@ def run_shared(cfg: dict[str, Any]) -> dict[str, Any]:
     from workers.generation.engines.hf_multi_lora import MultiLoraEngine
 
     shape = cfg["shape"]
-    engine = MultiLoraEngine(cfg["model_dir"], max_batch_size=JOBS * shape["batch_size"], seed=0)
+    engine = MultiLoraEngine(cfg["model_dir"], max_batch_size=JOBS * shape["batch_size"], device=cfg["device"],
+                             seed=0)
     engine.ignore_eos = True  # MultiLoraEngine takes no ignore_eos argument; the batcher reads the attribute
     spec = LoraSpec(**cfg["lora"])
     views = [engine.attach(f"job{j}", spec) for j in range(JOBS)]
@@ -200,6 +206,8 @@ def child(config_path: str) -> None:
     found = run_shared(cfg) if cfg["mode"] == "shared" else run_private(cfg)
     found["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     found["anon_mb"] = anon_mb()
+    # device memory: on a GPU each private engine holds its own base copy there (the page cache cannot share it)
+    found["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20 if cfg["device"] == "cuda" else 0.0
     Path(cfg["out"]).write_text(json.dumps(found))
 
 
@@ -239,8 +247,8 @@ def spawn(cfg: dict[str, Any], tmp: Path, name: str) -> tuple[subprocess.Popen[b
     out.unlink(missing_ok=True)
     cfg_path.write_text(json.dumps({**cfg, "out": str(out)}))
     threads = str(cfg["threads"])
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": threads,
-           "MKL_NUM_THREADS": threads}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(REPO), "TOKENIZERS_PARALLELISM": "false",
+           "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
     proc = subprocess.Popen([sys.executable, __file__, "--child", str(cfg_path)], env=env, cwd=REPO,
                             start_new_session=True)
     return proc, out
@@ -310,6 +318,7 @@ def run_config(config: str, base: dict[str, Any], args: argparse.Namespace, tmp:
     return {"samples_s": sum(f["samples"] for f in found) / wall, "wall_s": wall,
             "p50": {job: statistics.median(seconds) for job, seconds in iterations.items()},
             "peak_rss_mb": sum(f["peak_rss_mb"] for f in found), "anon_mb": sum(f["anon_mb"] for f in found),
+            "gpu_peak_mb": sum(f["gpu_peak_mb"] for f in found),
             "load_s": statistics.mean(f["load_s"] for f in found),
             "other_cores": other}
 
@@ -334,12 +343,12 @@ def bench_preset(preset: str, args: argparse.Namespace, tmp: Path) -> dict[str, 
     adapters = make_adapters(model_dir, args.rank, tmp)
     shape = {"prompts": args.prompts, "group": args.group, "max_tokens": args.max_tokens,
              "batch_size": args.batch_size, "iterations": args.iterations}
-    base = {"model_dir": str(model_dir), "adapters": adapters, "shape": shape, "cpus": args.cpus,
+    base = {"model_dir": str(model_dir), "adapters": adapters, "shape": shape, "cpus": args.cpus, "device": args.device,
             "lora": {"rank": args.rank, "alpha": 2.0 * args.rank}}
     share = max(1, args.cores // JOBS)
     print(f"{preset}: {params / 1e6:.1f}M params, {JOBS} jobs x {args.iterations} iterations x {args.prompts} prompts "
           f"x {args.group} samples x {args.max_tokens} tokens, rank {args.rank}; {args.cores} cores: separate "
-          f"{JOBS} x {share} thread(s), shared 1 x {args.cores}, alone 1 x {share}", flush=True)
+          f"{JOBS} x {share} thread(s), shared 1 x {args.cores}, alone 1 x {share}; device {args.device}", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONFIGS}
     for index in range(args.rounds):
         for config in CONFIGS:
@@ -364,14 +373,19 @@ def bench_preset(preset: str, args: argparse.Namespace, tmp: Path) -> dict[str, 
         "alone_p50_s": alone,
         "worst_vs_separate": max(job_p50("shared", j) / job_p50("separate", j) for j in jobs),
     }
+    if args.device == "cuda":
+        figures["gpu_mem_ratio"] = median("shared", "gpu_peak_mb") / median("separate", "gpu_peak_mb")
     per_job = " ".join(f"job{j}_p50_shared={job_p50('shared', j):.3f} job{j}_p50_separate={job_p50('separate', j):.3f}"
                        for j in jobs)
     print(f"  {preset} medians: {per_job} shared_rss_mb={median('shared', 'peak_rss_mb'):.0f} "
           f"separate_rss_mb={median('separate', 'peak_rss_mb'):.0f} alone_rss_mb={median('alone', 'peak_rss_mb'):.0f} "
-          f"shared_anon_mb={median('shared', 'anon_mb'):.0f} separate_anon_mb={median('separate', 'anon_mb'):.0f}")
+          f"shared_anon_mb={median('shared', 'anon_mb'):.0f} separate_anon_mb={median('separate', 'anon_mb'):.0f} "
+          f"shared_gpu_mb={median('shared', 'gpu_peak_mb'):.0f} "
+          f"separate_gpu_mb={median('separate', 'gpu_peak_mb'):.0f}")
     cells = " ".join(f"{key}={value:.1f}" if key.endswith("samples_s") else f"{key}={value:.3f}"
                      for key, value in figures.items())
-    print(f"RESULT preset={preset} {cells} cores={args.cores} share_threads={share} rounds={args.rounds}", flush=True)
+    print(f"RESULT preset={preset} {cells} cores={args.cores} share_threads={share} rounds={args.rounds} "
+          f"device={args.device}", flush=True)
     return figures
 
 
@@ -389,6 +403,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="a job's engine batch (shared: 4x this)")
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1, help="total cores every configuration gets")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the engines run (cuda: every process on GPU 0, the 4 private engines sharing it)")
     args = parser.parse_args()
     available = sorted(os.sched_getaffinity(0))
     if args.cores > len(available):
@@ -397,6 +413,11 @@ def main() -> None:
     if min(args.rounds, args.iterations, args.prompts, args.group, args.max_tokens, args.batch_size, args.rank,
            args.cores) < 1:
         parser.error("every size must be >= 1")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda: torch sees no CUDA device")
     with tempfile.TemporaryDirectory(prefix="bench-multitenant-") as tmp:
         results = {p: bench_preset(p, args, Path(tmp)) for p in args.presets.split(",")}
     first = results[args.presets.split(",")[0]]

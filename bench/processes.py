@@ -16,3 +16,9 @@ def stop_process_groups(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, 9)
+
+
+def child_pythonpath(repo: object) -> str:
+    """PYTHONPATH for a bench's child processes: the repository first, then whatever the caller already had (a
+    machine whose packages live on PYTHONPATH rather than in a venv)."""
+    return os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))

@@ -9,8 +9,8 @@
 # The job's line is `RESULT mode=... tokens_per_s=...`. Then (by default on a GPU machine, with --benches anywhere)
 # the three comparisons of issue #26, each printing its own RESULT lines: bench/multitenant.py (4 LoRA jobs on one
 # shared engine vs one engine each), bench/modes.py --partial-rollouts (async with in-flight weight updates vs
-# draining) and bench/peer_trl.py (the platform's defaults vs TRL's GRPOTrainer). They pin CPU core sets, so on a GPU
-# machine they measure its CPU side unless run with that machine's device settings; record what they print.
+# draining) and bench/peer_trl.py (the platform's defaults vs TRL's GRPOTrainer). On a GPU the first two run with
+# --device cuda (every engine and trainer on GPU 0); peer_trl pins CPU core sets. Record what they print.
 #
 # PYTHON: the interpreter with the project installed (default .venv/bin/python; scripts/setup.sh makes it, and
 # STREAMRL_VLLM=1 scripts/setup.sh adds vLLM). Everything it writes lives in a temporary directory, removed at exit.
@@ -38,9 +38,13 @@ if [ "$mode" = gpu ] && ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.c
   mode=cpu
 fi
 if [ "$mode" = gpu ]; then
-  "$PYTHON" -c "import vllm" 2>/dev/null || { echo "gpu_check: vLLM is not installed (STREAMRL_VLLM=1 scripts/setup.sh)" >&2; exit 2; }
-  preset=tiny-100m engine=vllm devices=0 iterations="${iterations:-20}"
-  vllm_settings='"vllm": {"dtype": "bfloat16", "gpu_memory_utilization": 0.3},'
+  preset=tiny-100m devices=0 iterations="${iterations:-20}"
+  if "$PYTHON" -c "import vllm" 2>/dev/null; then
+    engine=vllm vllm_settings='"vllm": {"dtype": "bfloat16", "gpu_memory_utilization": 0.3},'
+  else
+    echo "gpu_check: vLLM is not installed (STREAMRL_VLLM=1 scripts/setup.sh): the job and benches use the hf engine"
+    engine=hf vllm_settings=""
+  fi
 else
   preset=tiny-1m engine=hf devices="" iterations="${iterations:-6}" vllm_settings=""
 fi
@@ -106,8 +110,13 @@ cli --json jobs iterations "$job_id" | MODE="$mode" STATUS="$status" "$PYTHON" "
 [ -n "$benches" ] || benches=$([ "$mode" = gpu ] && echo 1 || echo 0)
 if [ "$benches" = 1 ]; then
   kill -INT "$up_pid"; wait "$up_pid" 2>/dev/null || true; up_pid=""  # the benches start their own processes
-  echo "gpu_check: bench/multitenant.py"; "$PYTHON" bench/multitenant.py --presets tiny-15m,tiny-100m --max-tokens 16
-  echo "gpu_check: bench/modes.py --partial-rollouts"
-  "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 160 --repeats 3
-  echo "gpu_check: bench/peer_trl.py"; "$PYTHON" bench/peer_trl.py
+  bench_device=$([ "$mode" = gpu ] && echo cuda || echo cpu)
+  echo "gpu_check: bench/multitenant.py --device $bench_device"
+  "$PYTHON" bench/multitenant.py --presets tiny-15m,tiny-100m --max-tokens 16 --device "$bench_device"
+  echo "gpu_check: bench/modes.py --partial-rollouts --engine $engine --device $bench_device"
+  "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 160 --repeats 3 --engine "$engine" \
+    --device "$bench_device" --preset "$([ "$mode" = gpu ] && echo tiny-15m || echo tiny-1m)"
+  # TRL runs in its own venv, which the bench installs from PyPI on first use: skipped where PyPI is unreachable
+  echo "gpu_check: bench/peer_trl.py"
+  "$PYTHON" bench/peer_trl.py || echo "gpu_check: bench/peer_trl.py failed (its TRL venv needs PyPI the first time)"
 fi

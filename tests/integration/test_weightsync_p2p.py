@@ -231,3 +231,34 @@ def test_instance_rejoins_a_restarted_trainer(redis_url: str, redis_client: redi
             second.close()
         if proc.is_alive():
             proc.kill()
+
+
+@pytest.mark.integration
+def test_an_instance_whose_group_cannot_carry_data_fails_with_the_reason(
+    redis_client: redis.Redis, job_id: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Joined, then every first transfer fails (as NCCL did with both ends on one GPU): after JOIN_ATTEMPTS joins the
+    instance reports the transport's error instead of rejoining forever."""
+    from workers.weightsync.p2p import receiver as receiver_module
+
+    real_make_group = receiver_module.make_group
+
+    class Broken:
+        def __init__(self, group: Any) -> None:
+            self.group = group  # kept alive: the trainer's end stays connected
+
+        def recv(self, *args: Any) -> Any:
+            raise RuntimeError("injected: this group cannot carry data")
+
+    monkeypatch.setenv("STREAMRL_P2P_TIMEOUT_S", "5")
+    monkeypatch.setattr(receiver_module, "make_group", lambda *args: Broken(real_make_group(*args)))
+    publisher = P2PPublisher(redis_client, job_id, bucket_bytes=BUCKET, host="127.0.0.1")
+    rx = P2PReceiver(redis_client, job_id, "gen-broken")
+    try:
+        publisher.publish(0, _state(0))
+        with pytest.raises(RuntimeError, match="first transfer failed 3 times: injected: this group cannot carry"):
+            rx.latest_version()
+        assert rx.joins == receiver_module.JOIN_ATTEMPTS
+    finally:
+        rx.close()
+        publisher.close()

@@ -43,14 +43,31 @@ def listen_store(timeout: timedelta) -> dist.TCPStore:
     )
 
 
-def pick_backend(both_cuda: bool) -> str:
-    """`STREAMRL_P2P_BACKEND`: gloo, nccl or auto (the default: NCCL when both ends have a GPU, else gloo)."""
+def gpu_identity(device: torch.device) -> str | None:
+    """The physical GPU behind `device` (its UUID, the same in every process whatever CUDA_VISIBLE_DEVICES says);
+    None on CPU or where torch does not report it."""
+    if device.type != "cuda":
+        return None
+    uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    return str(uuid) if uuid is not None else None
+
+
+def pick_backend(trainer_cuda: bool, instance_cuda: bool, trainer_gpu: str | None, instance_gpu: str | None) -> str:
+    """`STREAMRL_P2P_BACKEND`: gloo, nccl or auto (the default: NCCL between two different GPUs, else gloo).
+
+    NCCL cannot connect two ranks on one GPU ("Duplicate GPU detected"): a trainer and an instance sharing a GPU
+    (one-GPU hosts) sync over gloo, as do ends whose GPU identity is unknown."""
     choice = os.environ.get("STREAMRL_P2P_BACKEND", "auto")
     if choice not in ("auto", "gloo", "nccl"):
         raise ValueError(f"STREAMRL_P2P_BACKEND must be auto, gloo or nccl, not {choice!r}")
+    both_cuda = trainer_cuda and instance_cuda
     if choice == "nccl" and not both_cuda:
         raise ValueError("STREAMRL_P2P_BACKEND=nccl needs CUDA on the trainer and on the instance")
-    return "nccl" if choice == "nccl" or (choice == "auto" and both_cuda) else "gloo"
+    distinct = trainer_gpu is not None and instance_gpu is not None and trainer_gpu != instance_gpu
+    if choice == "nccl" and trainer_gpu is not None and trainer_gpu == instance_gpu:
+        raise ValueError(f"STREAMRL_P2P_BACKEND=nccl: the trainer and the instance share one GPU ({trainer_gpu}), "
+                         "and NCCL cannot connect two ranks on one GPU: use auto or gloo")
+    return "nccl" if choice == "nccl" or (choice == "auto" and both_cuda and distinct) else "gloo"
 
 
 def make_group(backend: str, store: dist.TCPStore, rank: int, local_ip: str, timeout: timedelta) -> Any:

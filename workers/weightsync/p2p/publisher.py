@@ -17,6 +17,7 @@ from workers.addresses import advertised_host
 from workers.weightsync.base import WeightTransport
 from workers.weightsync.p2p.groups import (
     POLL_S,
+    gpu_identity,
     join_timeout_s,
     listen_store,
     make_group,
@@ -207,7 +208,8 @@ class P2PPublisher(WeightTransport):
         try:
             store = listen_store(timeout)
             store.set("layout", self._layout)
-            backend = pick_backend(self.device.type == "cuda" and bool(request.get("cuda")))
+            backend = pick_backend(self.device.type == "cuda", bool(request.get("cuda")), gpu_identity(self.device),
+                                   request.get("gpu"))
             self.client.hset(
                 self.key,
                 f"accept:{iid}",

@@ -21,6 +21,7 @@ from workers.generation.engine import GenerationEngine
 from workers.weightsync.base import SyncTiming, WeightTransport
 from workers.weightsync.p2p.groups import (
     POLL_S,
+    gpu_identity,
     join_timeout_s,
     make_group,
     text_of,
@@ -41,6 +42,7 @@ ANNOUNCE_POLL_S = 0.005  # an instance checks its group's TCPStore (on the train
 class _Joined:
     def __init__(self, store: Any, group: Any, buckets: list[Bucket], device: torch.device, trainer: Any):
         self.store, self.group, self.buckets, self.trainer = store, group, buckets, trainer
+        self.received = 0  # versions received over this group
         self.incoming = [torch.empty(b.numel, dtype=b.torch_dtype, device=device) for b in buckets]
 
 
@@ -103,12 +105,19 @@ class P2PReceiver(WeightTransport):
                 log.warning("instance %s: joining p2p weight sync failed (%s); trying again", self.instance_id, err)
                 time.sleep(1.0)
                 continue
-            failures = 0
             try:
                 self._receive(joined)
             except Exception as err:  # the trainer went away (driver restart) or dropped us: join again
                 if self._stop.is_set():
                     return
+                if joined.received or isinstance(err, ConnectionResetError):  # synced before, or a new trainer
+                    failures = 0
+                else:  # joined, then the first transfer failed (a group that cannot carry data): a failed join
+                    failures += 1
+                    if failures >= JOIN_ATTEMPTS:
+                        self._fail(RuntimeError(
+                            f"weight_sync p2p: the trainer's first transfer failed {failures} times: {err}"))
+                        return
                 log.warning("instance %s: p2p weight sync lost the trainer (%s); joining again", self.instance_id, err)
                 time.sleep(0.5)
             finally:
@@ -132,7 +141,7 @@ class P2PReceiver(WeightTransport):
                 self.client.hset(
                     self.key,
                     f"join:{self.instance_id}",
-                    json.dumps({"nonce": nonce, "cuda": self.device.type == "cuda"}),
+                    json.dumps({"nonce": nonce, "cuda": self.device.type == "cuda", "gpu": gpu_identity(self.device)}),
                 )
             raw = self.client.hget(self.key, f"accept:{self.instance_id}") if nonce else None
             reply = json.loads(text_of(raw)) if raw is not None else None
@@ -181,6 +190,7 @@ class P2PReceiver(WeightTransport):
                 self._synced = joined.trainer  # holds a version of the trainer now announced
                 joined.incoming = spare or [torch.empty_like(b) for b in joined.incoming]
                 self._cond.notify_all()
+            joined.received += 1
             seq += 1
 
     # -- WeightTransport -----------------------------------------------------------------------------------------------
