@@ -77,9 +77,12 @@ def test_vllm_serves_each_version_as_a_lora_request(model_dir: Path, tmp_path: P
                                           base)
 
 
-def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stacked", [False, True], ids=["per-adapter", "stacked"])
+def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Path, tmp_path: Path,
+                                                                  stacked: bool) -> None:
     """Multi-LoRA serving: requests of two adapters (and the base model) share each forward pass, and each row
-    generates exactly what a private engine with its own adapter generates; versions and loads are per adapter."""
+    generates exactly what a private engine with its own adapter generates, whichever way the engine adds the
+    adapters (one low-rank product per adapter, or all stacked); versions and loads are per adapter."""
     from workers.generation.engines.hf_multi_lora import MultiLoraEngine
 
     base = HFEngine(model_dir, max_batch_size=4)
@@ -92,7 +95,7 @@ def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Pat
     assert alone["a"] != alone["b"]
 
     # its base mapped from the host's shared copy (the file a LoRA trainer of this base maps): same tokens
-    shared = MultiLoraEngine(model_dir, max_batch_size=12, base_cache=tmp_path / "base")
+    shared = MultiLoraEngine(model_dir, max_batch_size=12, base_cache=tmp_path / "base", stacked=stacked)
     spec = JobSpec.model_validate({"model": str(model_dir), "dataset": {"builtin": "arithmetic"},
                                    "training": {"lora": {"rank": 8}}})
     trainer = Trainer(model_dir, spec, base_cache=tmp_path / "base")
@@ -111,6 +114,13 @@ def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Pat
     for name in ("a", "b"):
         assert {str(i): got[f"{name}/{i}"] for i in range(len(PROMPTS))} == alone[name]
     assert {str(i): got[f"base/{i}"] for i in range(len(PROMPTS))} == greedy(base, base)
+    view_a.load_tensors(6, second)  # swapped: the next mixed pass must use the new weights (stacks rebuilt)
+    view_b.load_tensors(7, first)
+    swapped = {r.request_id: r.response_ids for r in shared.generate_stream(requests)}
+    assert {str(i): swapped[f"a/{i}"] for i in range(len(PROMPTS))} == alone["b"]
+    assert {str(i): swapped[f"b/{i}"] for i in range(len(PROMPTS))} == alone["a"]
+    view_a.load_tensors(3, first)
+    view_b.load_tensors(5, second)
     for name in ("a", "b", "a"):  # batches of one adapter (the plain forward with that adapter active), in turn
         only = [r for r in requests if r.request_id.startswith(f"{name}/")]
         got = {r.request_id.split("/")[1]: r.response_ids for r in shared.generate_stream(only)}

@@ -8,17 +8,26 @@
         ...
     engine.detach("j3-gen-0")
 
-Each forward pass applies every row's own adapter (peft's mixed-adapter batches: the base layers run once for the
-whole batch, each adapter's low-rank product only on its own rows), so N jobs on one base model hold one copy of the
-base weights and decode in one batched forward instead of N. An `AdapterView` is what one job's instance loop sees as
-its engine: its adapter's version and loading into its adapter, nothing of the others'. Each token's version is its
-own adapter's (`version_marks`), so in-flight updates and staleness bounds work per job as on a private instance.
+Each forward pass applies every row's own adapter (the base layers run once for the whole batch), so N jobs on one
+base model hold one copy of the base weights and decode in one batched forward instead of N. Two ways to add the
+adapters' low-rank products, the same numbers either way:
+  per adapter   each adapter's product on its own rows (index_select, A, B, scale, index_add: ~5 ops per adapter
+                per adapted layer). Least arithmetic: the default on CPU, where a decode step is compute-bound.
+  stacked       every adapter's A side by side (one matmul for all rows), a mask keeping each row's own adapter's
+                columns, every B side by side (one matmul): 4 ops per adapted layer whatever the number of adapters,
+                for N x the (small) LoRA arithmetic. The default on CUDA, where small models' steps are bound by
+                kernel launches: on an H200 the per-adapter way made a 4-adapter step ~2x a 1-adapter step
+                (bench/multitenant.py --device cuda); `bench/multi_lora_forward.py` counts the ops of each.
+An `AdapterView` is what one job's instance loop sees as its engine: its adapter's version and loading into its
+adapter, nothing of the others'. Each token's version is its own adapter's (`version_marks`), so in-flight updates
+and staleness bounds work per job as on a private instance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,10 +46,12 @@ class MultiLoraEngine(HFEngine):
     """The hf engine over a base model that holds one named adapter per attached job instance."""
 
     def __init__(self, model_dir: str | Path, *, max_batch_size: int, device: str = "cpu", seed: int = 0,
-                 base_cache: Path | None = None) -> None:
+                 base_cache: Path | None = None, stacked: bool | None = None) -> None:
         """`base_cache`: map the base weights from the host's shared copy (workers/models/shared_base.py; the file
-        its LoRA trainers map too): adapters change here, the base never does."""
+        its LoRA trainers map too): adapters change here, the base never does. `stacked`: how mixed batches add the
+        adapters (module docstring); None: stacked on CUDA, per adapter on CPU."""
         super().__init__(model_dir, max_batch_size=max_batch_size, device=device, seed=seed)
+        self.stacked = self.device.type == "cuda" if stacked is None else stacked
         self.mapped_base: MappedBase | None = None
         if base_cache is not None:
             self.model.requires_grad_(False)
@@ -50,6 +61,12 @@ class MultiLoraEngine(HFEngine):
         self._active: str | None = None  # the adapter peft applies to every row when no per-row names are given
         self._routing: list[tuple[str, torch.Tensor]] | None = None  # mixed pass: (adapter, its row indices)
         self._routed: set[int] = set()  # ids of the layers given the routed forward (layers live as long as we do)
+        self._ids: dict[str, int] = {}  # adapter name -> a number never reused (the stacked way's row owners)
+        self._next_id = 0
+        self._epoch = 0  # bumped whenever an adapter is attached, detached or loaded: stacks older than it are stale
+        self._stacks: dict[int, _Stack] = {}  # id(layer) -> its adapters side by side (stacked way)
+        self._row_owner: torch.Tensor | None = None  # stacked mixed pass: each row's adapter number (-1: none)
+        self._masks: dict[tuple[str, ...], torch.Tensor] = {}  # stacked mixed pass: row/column masks by adapter set
 
     def attach(self, name: str, spec: LoraSpec) -> AdapterView:
         """A new adapter `name` of shape `spec` (B = 0: it generates exactly what the base model does)."""
@@ -64,12 +81,17 @@ class MultiLoraEngine(HFEngine):
         self.peft.eval()
         self._route_layers()  # peft refuses per-row adapters in training mode
         self.versions[name] = 0
+        self._ids[name] = self._next_id
+        self._next_id += 1
+        self._epoch += 1
         return AdapterView(self, name)
 
     def detach(self, name: str) -> None:
         """Drop adapter `name` (its rows must have finished). The last one stays loaded, unused: peft keeps one."""
         if self.versions.pop(name, None) is None:
             return
+        self._ids.pop(name, None)
+        self._epoch += 1
         if self.versions:
             self.peft.delete_adapter(name)  # peft activates another one if it was active
             self._active = None
@@ -81,6 +103,7 @@ class MultiLoraEngine(HFEngine):
             raise ValueError(f"weights from {origin} are not a LoRA adapter; a shared instance serves LoRA jobs only")
         lora_io.load_adapter(self.peft, state_dict, name=name)
         self.versions[name] = version
+        self._epoch += 1
 
     @contextmanager
     def _mixed(self, names: list[str | None]) -> Iterator[None]:
@@ -104,11 +127,43 @@ class MultiLoraEngine(HFEngine):
             if name is not None:
                 rows.setdefault(name, []).append(index)
         device = self.model.device
-        self._routing = [(name, torch.tensor(found, device=device)) for name, found in rows.items()]
+        if self.stacked:
+            self._row_owner = torch.tensor([self._ids[name] if name else -1 for name in names], device=device)
+        else:
+            self._routing = [(name, torch.tensor(found, device=device)) for name, found in rows.items()]
         try:
             yield
         finally:
-            self._routing = None
+            self._routing, self._row_owner = None, None
+            self._masks.clear()
+
+    def _stack(self, layer: Any) -> _Stack | None:
+        """`layer`'s attached adapters side by side (None: it adapts none of them), rebuilt after any change."""
+        stack = self._stacks.get(id(layer))
+        if stack is not None and stack.epoch == self._epoch:
+            return stack
+        names = tuple(name for name in self.versions if name in layer.lora_A)
+        if not names:
+            return None
+        a = [layer.lora_A[name].weight for name in names]
+        stack = _Stack(
+            epoch=self._epoch, names=names,
+            a=torch.cat(a),  # [sum of ranks, in]
+            b=torch.cat([layer.lora_B[name].weight * layer.scaling[name] for name in names], dim=1),  # [out, sum]
+            owner=torch.cat([torch.full((w.shape[0],), self._ids[name], device=w.device)
+                             for name, w in zip(names, a, strict=True)]),
+        )
+        self._stacks[id(layer)] = stack
+        return stack
+
+    def _mask(self, stack: _Stack) -> torch.Tensor:
+        """[rows, 1, sum of ranks]: 1 where the column belongs to the row's own adapter (one per adapter set a pass)."""
+        mask = self._masks.get(stack.names)
+        if mask is None:
+            assert self._row_owner is not None
+            mask = (self._row_owner[:, None] == stack.owner[None, :]).to(stack.a.dtype)[:, None, :]
+            self._masks[stack.names] = mask
+        return mask
 
     def _route_layers(self) -> None:
         """Give every adapted linear layer the routed forward (once per layer; new adapters reuse the layers)."""
@@ -122,13 +177,29 @@ class MultiLoraEngine(HFEngine):
                                 adapters=self._mixed, **routing)
 
 
+@dataclass(frozen=True)
+class _Stack:
+    epoch: int
+    names: tuple[str, ...]  # the adapters, in column order
+    a: torch.Tensor  # their A matrices stacked: [sum of ranks, in]
+    b: torch.Tensor  # their scaling * B side by side: [out, sum of ranks]
+    owner: torch.Tensor  # each column's adapter number: [sum of ranks]
+
+
 def _routed_forward(layer: Any, engine: MultiLoraEngine) -> Callable[..., torch.Tensor]:
-    """`layer`'s forward: peft's own outside a mixed pass; inside one, the base layer for every row plus, for each
-    adapter, scaling * B(A(x[rows])) added to its rows (rows on no adapter of this layer get the base output)."""
+    """`layer`'s forward: peft's own outside a mixed pass; inside one, the base layer for every row plus each row's
+    own adapter's scaling * B(A(x)) (rows on no adapter of this layer get the base output), per adapter or stacked."""
     original = layer.forward
 
     def forward(x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
         routing = engine._routing
+        if engine._row_owner is not None:
+            result = layer.base_layer(x, *args, **kwargs)
+            stack = engine._stack(layer)
+            if stack is None:
+                return result
+            low = torch.nn.functional.linear(x.to(stack.a.dtype), stack.a) * engine._mask(stack)
+            return result + torch.nn.functional.linear(low, stack.b).to(result.dtype)
         if routing is None:
             return original(x, *args, **kwargs)
         result = layer.base_layer(x, *args, **kwargs)
