@@ -8,9 +8,10 @@
 #
 # The job's line is `RESULT mode=... tokens_per_s=...`. Then (by default on a GPU machine, with --benches anywhere)
 # the three comparisons of issue #26, each printing its own RESULT lines: bench/multitenant.py (4 LoRA jobs on one
-# shared engine vs one engine each), bench/modes.py --partial-rollouts (async with in-flight weight updates vs
-# draining) and bench/peer_trl.py (the platform's defaults vs TRL's GRPOTrainer). On a GPU the first two run with
-# --device cuda (every engine and trainer on GPU 0); peer_trl pins CPU core sets. Record what they print.
+# shared engine vs one engine each; then bench/multi_lora_forward.py, the shared engine's two multi-LoRA forwards),
+# bench/modes.py --partial-rollouts (async with in-flight weight updates vs draining) and bench/peer_trl.py (the
+# platform's defaults vs TRL's GRPOTrainer). On a GPU all but peer_trl run with --device cuda (every engine and
+# trainer on GPU 0); peer_trl pins CPU core sets. Record what they print.
 #
 # PYTHON: the interpreter with the project installed (default .venv/bin/python; scripts/setup.sh makes it, and
 # STREAMRL_VLLM=1 scripts/setup.sh adds vLLM). Everything it writes lives in a temporary directory, removed at exit.
@@ -113,6 +114,8 @@ if [ "$benches" = 1 ]; then
   bench_device=$([ "$mode" = gpu ] && echo cuda || echo cpu)
   echo "gpu_check: bench/multitenant.py --device $bench_device"
   "$PYTHON" bench/multitenant.py --presets tiny-15m,tiny-100m --max-tokens 16 --device "$bench_device"
+  echo "gpu_check: bench/multi_lora_forward.py --device $bench_device"
+  "$PYTHON" bench/multi_lora_forward.py --device "$bench_device"
   echo "gpu_check: bench/modes.py --partial-rollouts --engine $engine --device $bench_device"
   "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 160 --repeats 3 --engine "$engine" \
     --device "$bench_device" --preset "$([ "$mode" = gpu ] && echo tiny-15m || echo tiny-1m)"
