@@ -7,8 +7,8 @@ One `MultiLoraEngine` (workers/generation/engines/hf_multi_lora.py) with 4 adapt
 bench/multitenant.py's), --rows requests interleaved over the 4 adapters, every request run to --max-tokens (EOS
 ignored). Three configurations on the same engine, interleaved per round:
   single       every row on adapter 0 (the plain peft forward: the cost of one adapter, the reference)
-  per_adapter  the 4 adapters mixed, each adapter's low-rank product on its own rows (the CPU default)
-  stacked      the 4 adapters mixed, all stacked: one A matmul, a row mask, one B matmul (the CUDA default)
+  per_adapter  the 4 adapters mixed, each adapter's low-rank product on its own rows (`stacked=False`)
+  stacked      the 4 adapters mixed, all stacked: one A matmul, a row mask, one B matmul (the default)
 Figures: ops per decode step (aten ops dispatched, counted with a TorchDispatchMode over one untimed run, divided by
 the forward passes: on a GPU each is about one kernel launch, which is what bounds a small model's step there) and
 the median over rounds of the run's seconds per decode step. Both mixed configurations must generate the same tokens

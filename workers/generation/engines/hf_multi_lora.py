@@ -10,14 +10,16 @@
 
 Each forward pass applies every row's own adapter (the base layers run once for the whole batch), so N jobs on one
 base model hold one copy of the base weights and decode in one batched forward instead of N. Two ways to add the
-adapters' low-rank products, the same numbers either way:
-  per adapter   each adapter's product on its own rows (index_select, A, B, scale, index_add: ~5 ops per adapter
-                per adapted layer). Least arithmetic: the default on CPU, where a decode step is compute-bound.
-  stacked       every adapter's A side by side (one matmul for all rows), a mask keeping each row's own adapter's
-                columns, every B side by side (one matmul): 4 ops per adapted layer whatever the number of adapters,
-                for N x the (small) LoRA arithmetic. The default on CUDA, where small models' steps are bound by
-                kernel launches: on an H200 the per-adapter way made a 4-adapter step ~2x a 1-adapter step
-                (bench/multitenant.py --device cuda); `bench/multi_lora_forward.py` counts the ops of each.
+adapters' low-rank products, the same tokens either way:
+  stacked       (the default) every adapter's A side by side (one matmul for all rows), a mask keeping each row's
+                own adapter's columns, every B side by side (one matmul): 4 ops per adapted layer whatever the
+                number of adapters, for N x the (small) LoRA arithmetic. A 4-adapter step dispatches as many ops as
+                a 1-adapter step, and on CPU it is also faster: 0.84x (15M) and 0.95x (100M) the per-adapter step
+                (`python bench/multi_lora_forward.py`, rank 16, 128 rows).
+  per adapter   (`stacked=False`) each adapter's product on its own rows (index_select, A, B, scale, index_add:
+                ~5 ops per adapter per adapted layer; least arithmetic, for many adapters of large rank). On an
+                H200 it made a 4-adapter step ~2x a 1-adapter step: small models' steps there are bound by kernel
+                launches (bench/multitenant.py --device cuda).
 An `AdapterView` is what one job's instance loop sees as its engine: its adapter's version and loading into its
 adapter, nothing of the others'. Each token's version is its own adapter's (`version_marks`), so in-flight updates
 and staleness bounds work per job as on a private instance.
@@ -46,12 +48,12 @@ class MultiLoraEngine(HFEngine):
     """The hf engine over a base model that holds one named adapter per attached job instance."""
 
     def __init__(self, model_dir: str | Path, *, max_batch_size: int, device: str = "cpu", seed: int = 0,
-                 base_cache: Path | None = None, stacked: bool | None = None) -> None:
+                 base_cache: Path | None = None, stacked: bool = True) -> None:
         """`base_cache`: map the base weights from the host's shared copy (workers/models/shared_base.py; the file
         its LoRA trainers map too): adapters change here, the base never does. `stacked`: how mixed batches add the
-        adapters (module docstring); None: stacked on CUDA, per adapter on CPU."""
+        adapters (module docstring)."""
         super().__init__(model_dir, max_batch_size=max_batch_size, device=device, seed=seed)
-        self.stacked = self.device.type == "cuda" if stacked is None else stacked
+        self.stacked = stacked
         self.mapped_base: MappedBase | None = None
         if base_cache is not None:
             self.model.requires_grad_(False)
