@@ -130,7 +130,8 @@ class MultiLoraEngine(HFEngine):
                 rows.setdefault(name, []).append(index)
         device = self.model.device
         if self.stacked:
-            self._row_owner = torch.tensor([self._ids[name] if name else -1 for name in names], device=device)
+            # -1: no adapter (the base model), as for a row whose adapter was detached meanwhile
+            self._row_owner = torch.tensor([self._ids.get(name, -1) if name else -1 for name in names], device=device)
         else:
             self._routing = [(name, torch.tensor(found, device=device)) for name, found in rows.items()]
         try:
