@@ -132,3 +132,6 @@ def test_one_shared_engine_batches_several_adapters_as_each_alone(model_dir: Pat
     shared.detach("a")
     assert view_a.version == 0 and list(shared.generate_stream(requests[1:2]))[0].response_ids == \
         alone["b"]["0"]
+    # a row still naming the detached adapter runs on the base model beside the other adapter's rows
+    late = {r.request_id: r.response_ids for r in shared.generate_stream(requests[:2])}
+    assert (late["a/0"], late["b/0"]) == (greedy(base, base)["0"], alone["b"]["0"])
