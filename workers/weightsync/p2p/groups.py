@@ -49,7 +49,8 @@ def gpu_identity(device: torch.device) -> str | None:
     if device.type != "cuda":
         return None
     uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
-    return str(uuid) if uuid is not None else None
+    text = str(uuid) if uuid is not None else ""
+    return text if text and not text.startswith("<") else None  # "<... object at 0x...>" would name no GPU
 
 
 def pick_backend(trainer_cuda: bool, instance_cuda: bool, trainer_gpu: str | None, instance_gpu: str | None) -> str:
