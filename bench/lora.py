@@ -34,6 +34,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from processes import child_pythonpath  # noqa: E402  (bench/, the script's directory)
 
 FIGURES = ("sync_bytes", "sync_s", "peak_rss_mb", "iteration_s", "gen_s", "train_s", "reward")
 
@@ -80,7 +81,7 @@ def child(model_dir: str, iterations: int, lora_rank: int, prompts: int, max_tok
 def run_once(model_dir: Path, args: argparse.Namespace, lora_rank: int, tmp: Path) -> dict[str, float]:
     out = tmp / f"run-{os.getpid()}-{lora_rank}.json"
     shape = [str(args.iterations), str(lora_rank), str(args.prompts), str(args.max_tokens)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "PYTHONPATH": child_pythonpath(REPO), "TOKENIZERS_PARALLELISM": "false"}
     subprocess.run([sys.executable, __file__, "--child", str(model_dir), *shape, str(out)], check=True, env=env)
     figures: dict[str, float] = json.loads(out.read_text())
     return figures

@@ -33,6 +33,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from processes import child_pythonpath  # noqa: E402  (bench/, the script's directory)
 
 TRL_SCRIPT = textwrap.dedent('''
     import json, sys, time
@@ -112,7 +113,7 @@ class PlatformRun:
     def __init__(self, data_dir: Path, generation_devices: str, training_devices: str) -> None:
         self.data_dir, self.port = data_dir, _free_port()
         env = {**os.environ, "STREAMRL_DATA_DIR": str(data_dir), "HOME": str(data_dir / "home"),
-               "PYTHONPATH": str(REPO), "STREAMRL_DEVICE": "cpu"}
+               "PYTHONPATH": child_pythonpath(REPO), "STREAMRL_DEVICE": "cpu"}
         for name in ("STREAMRL_DATABASE_URL", "STREAMRL_REDIS_URL", "STREAMRL_URL"):
             env.pop(name, None)
         (data_dir / "home").mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from processes import stop_process_groups  # noqa: E402  (bench/, the script's directory)
+from processes import child_pythonpath, stop_process_groups  # noqa: E402  (bench/, the script's directory)
 
 SECRET = "bench-tinker-secret-key-0123456789abcdef"
 
@@ -232,7 +232,7 @@ def main() -> None:
                 session.flush()
                 key = new_api_key(session=session, team=team, creator=user, name="bench", scopes=["read", "write"])[1]
                 team_id, user_id = team.id, user.id
-            procs, base = _start(dict(os.environ, PYTHONPATH=str(REPO)), data_dir)
+            procs, base = _start(dict(os.environ, PYTHONPATH=child_pythonpath(REPO)), data_dir)
             sender = CeleryTaskSender(redis_server.url)
 
             def control() -> None:

@@ -124,15 +124,15 @@ class MultiLoraEngine(HFEngine):
                 self._active = first
             yield
             return
-        rows: dict[str, list[int]] = {}
-        for index, name in enumerate(names):
-            if name is not None:
-                rows.setdefault(name, []).append(index)
         device = self.model.device
         if self.stacked:
             # -1: no adapter (the base model), as for a row whose adapter was detached meanwhile
             self._row_owner = torch.tensor([self._ids.get(name, -1) if name else -1 for name in names], device=device)
         else:
+            rows: dict[str, list[int]] = {}
+            for index, name in enumerate(names):
+                if name is not None:
+                    rows.setdefault(name, []).append(index)
             self._routing = [(name, torch.tensor(found, device=device)) for name, found in rows.items()]
         try:
             yield
