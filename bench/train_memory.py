@@ -1,4 +1,5 @@
-"""Training memory of N LoRA jobs on one base model: a private base copy per process vs the host's shared copy.
+"""Training memory of N LoRA jobs on one base model: a private base copy per process vs the host's shared copy vs
+one shared training process.
 
     python bench/train_memory.py [--presets tiny-15m,tiny-100m] [--jobs 4] [--rounds 3] [--rank 16]
                                  [--disk-dtype bfloat16|float32]
@@ -10,6 +11,9 @@ and runs one iteration (forward, backward, AdamW), then holds still while the pa
   private   base_cache=None: each process keeps the base model from_pretrained gave it
   shared    base_cache=<dir>: frozen weights mapped from one file (workers/models/shared_base.py); the file is
             written by the first round's first job and reused after, as on a host that ran this base model before
+  one_process  the shared file, and all --jobs trainers in ONE process, as a shared training process holds the
+            drivers of several `training.share` jobs (workers/runtime/shared_training.py): one Python / torch
+            runtime and one mapping instead of one per job
 
 The model is saved in --disk-dtype (default bfloat16, as Hugging Face checkpoints ship) and trained in float32.
 With a float32 checkpoint transformers already maps the weights file itself, so private processes share its pages
@@ -21,6 +25,8 @@ shared, private, ...); figures are medians over --rounds. Per preset:
 
     RESULT preset=tiny-100m jobs=4 memory_ratio=<shared / private summed PSS> private_mib=... shared_mib=...
            saved_mib=... base_mib=... startup_ratio=<shared / private median Trainer build seconds>
+    RESULT preset=tiny-100m jobs=4 one_process_over_shared=<one_process / shared summed PSS>
+           one_process_over_private=... one_process_mib=...
 """
 
 from __future__ import annotations
@@ -42,13 +48,16 @@ sys.path.insert(0, {tests!r})
 from test_distributed import make_spec_kl, run_iterations
 from workers.training.trainer import Trainer
 torch.set_num_threads(1)
-start = time.perf_counter()
-trainer = Trainer({model!r}, make_spec_kl(lora={lora!r}), base_cache={cache!r})
-built = time.perf_counter() - start
-run_iterations(trainer, 1)
-print(json.dumps({{"build_s": built}}), flush=True)
+trainers, builds = [], []
+for _ in range({count}):
+    start = time.perf_counter()
+    trainers.append(Trainer({model!r}, make_spec_kl(lora={lora!r}), base_cache={cache!r}))
+    builds.append(time.perf_counter() - start)
+    run_iterations(trainers[-1], 1)
+print(json.dumps({{"build_s": builds}}), flush=True)
 sys.stdin.readline()
 """
+CONFIGS = ("private", "shared", "one_process")
 
 
 def pss_kib(pid: int) -> int:
@@ -58,11 +67,14 @@ def pss_kib(pid: int) -> int:
     raise RuntimeError(f"no Pss line for pid {pid}")
 
 
-def run_config(model_dir: Path, jobs: int, lora: dict[str, object], cache: str | None) -> tuple[float, float]:
-    """(summed PSS MiB, median build seconds) of `jobs` training processes alive at once."""
-    code = CHILD.format(tests=str(ROOT / "tests" / "training"), model=str(model_dir), lora=lora, cache=cache)
+def run_config(model_dir: Path, jobs: int, lora: dict[str, object], cache: str | None,
+               per_process: int = 1) -> tuple[float, float]:
+    """(summed PSS MiB, median build seconds) of `jobs` trainers alive at once, `per_process` in each process."""
+    code = CHILD.format(tests=str(ROOT / "tests" / "training"), model=str(model_dir), lora=lora, cache=cache,
+                        count=per_process)
     children = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(jobs)]
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                for _ in range(jobs // per_process)]
     try:
         builds = []
         for child in children:
@@ -70,7 +82,7 @@ def run_config(model_dir: Path, jobs: int, lora: dict[str, object], cache: str |
             line = child.stdout.readline()
             if not line:
                 raise RuntimeError("a training process died before its first iteration")
-            builds.append(json.loads(line)["build_s"])
+            builds.extend(json.loads(line)["build_s"])
         total = sum(pss_kib(child.pid) for child in children) / 1024
     finally:
         for child in children:
@@ -100,19 +112,23 @@ def main() -> None:
                 on_disk = getattr(torch, args.disk_dtype)
                 AutoModelForCausalLM.from_pretrained(model_dir, dtype=on_disk).save_pretrained(model_dir)
             cache = str(Path(scratch) / f"cache-{preset}")
-            figures: dict[str, list[tuple[float, float]]] = {"private": [], "shared": []}
+            figures: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
             for round_index in range(args.rounds):
-                for name in ("private", "shared") if round_index % 2 == 0 else ("shared", "private"):
-                    figures[name].append(run_config(model_dir, args.jobs, lora, cache if name == "shared" else None))
+                for name in CONFIGS if round_index % 2 == 0 else CONFIGS[::-1]:
+                    figures[name].append(run_config(model_dir, args.jobs, lora, None if name == "private" else cache,
+                                                    per_process=args.jobs if name == "one_process" else 1))
                     print(f"# {preset} round {round_index} {name}: {figures[name][-1][0]:.0f} MiB PSS, "
                           f"build {figures[name][-1][1]:.2f} s", flush=True)
-            private, shared = (statistics.median(m for m, _ in figures[k]) for k in ("private", "shared"))
+            private, shared, one = (statistics.median(m for m, _ in figures[k]) for k in CONFIGS)
             build_private, build_shared = (statistics.median(b for _, b in figures[k]) for k in ("private", "shared"))
             base_mib = sum(p.stat().st_size for p in Path(cache).glob("*.bin")) / 2**20
             print(f"RESULT preset={preset} disk_dtype={args.disk_dtype} jobs={args.jobs} "
                   f"memory_ratio={shared / private:.3f} "
                   f"private_mib={private:.0f} shared_mib={shared:.0f} saved_mib={private - shared:.0f} "
                   f"base_mib={base_mib:.0f} startup_ratio={build_shared / build_private:.3f}", flush=True)
+            print(f"RESULT preset={preset} disk_dtype={args.disk_dtype} jobs={args.jobs} "
+                  f"one_process_over_shared={one / shared:.3f} one_process_over_private={one / private:.3f} "
+                  f"one_process_mib={one:.0f}", flush=True)
 
 
 if __name__ == "__main__":

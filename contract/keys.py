@@ -128,6 +128,12 @@ def driver_handback(job_id: int) -> str:
     return f"{prefix(job_id)}:driver:handback"
 
 
+def driver_share(job_id: int) -> str:
+    """The shared training process (its key: backend/controller/sharing.py) the job's driver was placed on; a
+    restarted driver goes back to it. Cleared when the job is admitted again."""
+    return f"{prefix(job_id)}:driver:share"
+
+
 def driver_lost_at(job_id: int) -> str:
     """When the controller first saw the driver gone (restart backoff runs from here)."""
     return f"{prefix(job_id)}:driver:lost_at"
@@ -224,11 +230,13 @@ def grader_reply(request_id: str) -> str:
     return f"streamrl:grader-run:reply:{request_id}"
 
 
-# -- shared generation instances (backend/controller/sharing.py, workers/runtime/shared.py) ----------------------------
-# One process serves the instances of several LoRA jobs on one base model; `key` names that process's place (a hash
-# of the base model plus a slot number), not a job.
+# -- shared generation instances and training processes (backend/controller/sharing.py, workers/runtime/shared.py,
+# workers/runtime/shared_training.py) ----------------------------------------------------------------------------------
+# One process serves the instances (or drivers) of several LoRA jobs on one base model; `key` names that process's
+# place (a hash of the base model plus a slot number; training keys start with `train-`), not a job.
 def share_joins(key: str) -> str:
-    """List of JSON {job_id, instance_id}: instances the controller placed on the shared instance `key`, in order."""
+    """List of JSON {job_id, instance_id}: instances (for a training key: {job_id}, drivers) the controller placed on
+    the shared process `key`, in order."""
     return f"streamrl:shared:{key}:joins"
 
 

@@ -1,6 +1,6 @@
-"""Which jobs run on shared generation instances (docs/operator.md#shared-generation-instances): the rule over plain
-settings, so a validated `JobSpec` (`JobSpec.share_refusal`) and a stored spec read without validating it again (the
-jobs list) give the same answer."""
+"""Which jobs run on shared generation instances and in shared training processes (docs/operator.md): the rules over
+plain settings, so a validated `JobSpec` (`share_refusal`, `training_share_refusal`) and a stored spec read without
+validating it again (the jobs list) give the same answer."""
 
 from __future__ import annotations
 
@@ -32,6 +32,28 @@ def share_refusal(*, lora: bool, engine: str, mode: str, weight_sync: str) -> st
     if weight_sync == "p2p":
         return "training.weight_sync 'p2p' needs a private instance: use 'auto' or 'shared_store'"
     return None
+
+
+def training_share_refusal(*, lora: bool, mode: str, devices: int, weight_sync: str) -> str | None:
+    """Why a job of these settings cannot train in a shared process (docs/operator.md#shared-training-processes);
+    None: it can."""
+    if not lora:
+        return "only LoRA jobs share a training process (training.lora is not set): a full fine-tune changes the base"
+    if mode == "colocated":
+        return "colocated mode generates in the trainer's own process"
+    if devices != 1:
+        return "a multi-device trainer (training.devices > 1) holds its own ranks"
+    if weight_sync == "p2p":
+        return "training.weight_sync 'p2p' opens a process group per trainer: use 'auto' or 'shared_store'"
+    return None
+
+
+def stored_spec_shares_training(spec: dict[str, Any]) -> bool:
+    """`JobSpec.shares_training` of a stored (validated, defaults filled) spec without validating it again."""
+    training = spec.get("training") or {}
+    return bool(training.get("share")) and training_share_refusal(
+        lora=training.get("lora") is not None, mode=str(spec.get("mode", "")), devices=int(training.get("devices", 1)),
+        weight_sync=str(training.get("weight_sync", "shared_store"))) is None
 
 
 def stored_spec_shares_generation(spec: dict[str, Any]) -> bool:

@@ -317,6 +317,12 @@ class TrainingSpec(_Strict):
                                   "fine-tuning")
     eval_every: int = Field(5, ge=0, le=1_000_000, description="held-out reward (one sample per eval prompt, at the "
                             "current weights) every N iterations and after the last; 0: never")
+    share: bool = Field(False, description="LoRA jobs: train in one process shared with other sharing LoRA jobs on "
+                        "the same base model (one copy of the base model and one training slot for up to "
+                        "STREAMRL_SHARED_TRAINING_JOBS jobs, each with its own adapter, optimizer and checkpoints; "
+                        "docs/operator.md#shared-training-processes). The jobs then split that slot's devices, so "
+                        "share to save memory and slots, not for speed. true: share, or refuse the job saying why "
+                        "it cannot")
 
 
     @field_validator("weight_sync", mode="before")
@@ -466,17 +472,31 @@ class JobSpec(_Strict):
                                       lora_rank=self.training.lora.rank if self.training.lora else None)
 
     @property
+    def training_share_refusal(self) -> str | None:
+        """Why this job cannot train in a shared process; None: it can."""
+        return sharing.training_share_refusal(lora=self.training.lora is not None, mode=self.mode,
+                                              devices=self.training.devices, weight_sync=self.training.weight_sync)
+
+    @property
+    def shares_training(self) -> bool:
+        """The controller places this job's driver on the shared training process of its base model."""
+        return self.training.share and self.training_share_refusal is None
+
+    @property
     def shares_generation(self) -> bool:
         """The controller places this job's instances on shared ones (and its weights go through the store)."""
         return self.generation.share is not False and self.share_refusal is None
 
     @model_validator(mode="after")
     def _share_when_asked(self) -> JobSpec:
-        refusal = self.share_refusal
-        if self.generation.share and refusal is not None:  # an error AT generation.share (forms show it there)
-            raise ValidationError.from_exception_data("JobSpec", [InitErrorDetails(
-                type=PydanticCustomError("value_error", "the job cannot share generation instances: {why}",
-                                         {"why": refusal}), loc=("generation", "share"), input=True)])
+        for asked, refusal, what, loc in (
+            (self.generation.share, self.share_refusal, "share generation instances", ("generation", "share")),
+            (self.training.share, self.training_share_refusal, "share a training process", ("training", "share")),
+        ):
+            if asked and refusal is not None:  # an error AT the field (forms show it there)
+                raise ValidationError.from_exception_data("JobSpec", [InitErrorDetails(
+                    type=PydanticCustomError("value_error", "the job cannot {what}: {why}",
+                                             {"what": what, "why": refusal}), loc=loc, input=True)])
         return self
 
     @model_validator(mode="after")

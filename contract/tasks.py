@@ -26,6 +26,7 @@ RECONCILE = "control.reconcile"
 TINKER_SESSION = "training.tinker_session"  # a Tinker training session (backend/services/tinker.py, docs/tinker.md)
 RUN_INFERENCE = "generation.run_inference"  # an on-demand inference instance (backend/services/inference.py)
 RUN_SHARED = "generation.run_shared"  # a shared generation instance: several LoRA jobs on one base model
+RUN_SHARED_TRAINING = "training.run_shared"  # a shared training process: several LoRA jobs' drivers, one base model
 RUN_GRADER = "generation.run_grader"  # one sample scored by model-backed graders (backend/services/graders.py)
 BROKER_POLL_S = 10.0
 TASK_ROUTES = {

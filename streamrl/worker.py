@@ -70,6 +70,16 @@ def run_job(self: Task, job_id: int) -> str:
     return run(job_id, reporter, client, get_settings().artifacts, node=self.request.hostname)
 
 
+@app.task(name=tasks.RUN_SHARED_TRAINING, bind=True)
+def run_shared_training(self: Task, key: str) -> str:
+    """A shared training process: the drivers of several LoRA jobs on one base model, in one process and one training
+    slot (workers/runtime/shared_training.py); runs while any is placed on it."""
+    from workers.runtime.shared_training import run_shared_training as run
+
+    reporter, client = _platform()
+    return run(key, reporter, client, get_settings().artifacts, node=self.request.hostname)
+
+
 @app.task(name=tasks.RUN_RANK, bind=True)
 def run_rank(self: Task, job_id: int, epoch: int, rank: int) -> str:
     """Rank `rank` of a job's multi-device trainer: serves its driver (rank 0) until the driver stops it."""

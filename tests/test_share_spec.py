@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from contract.sharing import stored_spec_shares_generation
+from contract.sharing import stored_spec_shares_generation, stored_spec_shares_training
 from contract.spec import JobSpec
 
 LORA = {"lora": {"rank": 8}}
@@ -56,3 +56,35 @@ def test_jobs_meet_on_a_process_only_with_the_same_engine_settings() -> None:
     assert vllm(8).startswith("vllm|") and vllm(8) != _spec(training=LORA).share_settings
     with pytest.raises(ValidationError, match="above the largest LoRA rank the vllm engine serves"):
         vllm(1024)
+
+
+SHARE = {**LORA, "share": True}
+TRAINING_CASES: list[tuple[dict[str, Any], bool]] = [
+    ({"training": SHARE}, True),
+    ({"training": SHARE, "mode": "async"}, True),
+    ({"training": {**SHARE, "weight_sync": "auto"}}, True),
+    ({"training": SHARE, "generation": {"share": False}}, True),  # training and generation share independently
+    ({"training": LORA}, False),  # off unless asked: the jobs of a shared process split its slot's cores
+]
+
+
+@pytest.mark.parametrize(("overrides", "shares"), TRAINING_CASES)
+def test_training_shares_when_asked_from_stored_and_validated_specs(overrides: dict[str, Any], shares: bool) -> None:
+    spec = _spec(**overrides)
+    assert spec.shares_training is shares
+    assert stored_spec_shares_training(spec.model_dump(mode="json")) is shares
+
+
+@pytest.mark.parametrize(("overrides", "why"), [
+    ({"training": {"share": True}}, "only LoRA jobs share a training process"),
+    ({"training": SHARE, "mode": "colocated"}, "colocated mode"),
+    ({"training": {**SHARE, "devices": 2}}, "multi-device trainer"),
+    ({"training": {**SHARE, "weight_sync": "p2p"}}, "'p2p' opens a process group per trainer"),
+])
+def test_training_share_on_a_job_that_cannot_is_an_error_at_training_share(overrides: dict[str, Any],
+                                                                           why: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        _spec(**overrides)
+    (error,) = caught.value.errors()
+    assert error["loc"] == ("training", "share") and "cannot share a training process" in error["msg"], error
+    assert why in error["msg"], error

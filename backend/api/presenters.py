@@ -15,7 +15,7 @@ from backend.schemas.auth import Quotas, TeamPublic
 from backend.schemas.common import Page
 from backend.schemas.jobs import JobPublic, Progress
 from backend.services.job_data import summary_columns
-from contract.sharing import stored_spec_shares_generation
+from contract.sharing import stored_spec_shares_generation, stored_spec_shares_training
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -44,6 +44,7 @@ def job_row_public(
         running_instances=running,
         pending_instances=pending,
         shared_generation=stored_spec_shares_generation(job.spec),
+        shared_training=stored_spec_shares_training(job.spec),
         autoscale=job.autoscale,
         created_by=job.created_by_id,
         created_by_email=email if job.created_by_id is not None else None,

@@ -5,13 +5,15 @@ worker slot picks its task up (its first heartbeat). `free_generation_slots` is 
 (e.g. a deployment whose workers predate the registry): the controller then cannot judge capacity and waits.
 
 A training slot runs one job driver or one trainer rank; a job holds `training.devices` of them from admission until
-it ends (paused jobs keep theirs: the driver waits in place). `training_slots` is None without registered training
+it ends (paused jobs keep theirs: the driver waits in place). Jobs that share training hold one slot per shared
+training process (up to `shared_training_jobs()` drivers each). `training_slots` is None without registered training
 workers, and admission then does not judge the training pool.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -19,9 +21,12 @@ import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from backend.controller import sharing
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
-from backend.services.jobs import TrainingSlots, job_devices
+from backend.services.jobs import TrainingSlots, job_devices, shared_training_jobs
 from contract import keys
+from contract.sharing import stored_spec_shares_training
+from contract.spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -65,5 +70,18 @@ def training_slots(session: Session, client: redis.Redis) -> TrainingSlots | Non
         return None
     holding = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
                                                                 JobStatus.paused])))
-    in_use = sum(job_devices(job) for job in holding)
-    return TrainingSlots(slots=slots, free=max(0, slots - in_use))
+    placed = {job.id: (base, key) for job, base, key in sharing.sharing_drivers(session, client)}
+    in_use = sum(job_devices(job) for job in holding if job.id not in placed)
+    per_process = Counter(key for _, key in placed.values() if key is not None)
+    bases = {key: base for base, key in placed.values() if key is not None}
+    in_use += len(per_process) + sum(1 for _, key in placed.values() if key is None)  # not placed yet: a process each
+    room: dict[str, int] = {}
+    for key, drivers in per_process.items():
+        room[bases[key]] = room.get(bases[key], 0) + max(0, shared_training_jobs() - drivers)
+
+    def shared_base(job: Job) -> str | None:
+        if not stored_spec_shares_training(job.spec):
+            return None
+        return sharing.base_model_dir(session, job, JobSpec.model_validate(job.spec))
+
+    return TrainingSlots(slots=slots, free=max(0, slots - in_use), room=room, shared_base=shared_base)

@@ -29,7 +29,13 @@ from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
-from backend.services.jobs import admit_queued_jobs, job_devices, record_event, transition_job
+from backend.services.jobs import (
+    admit_queued_jobs,
+    job_devices,
+    record_event,
+    shared_training_jobs,
+    transition_job,
+)
 from backend.services.tinker import is_tinker_job
 from contract import keys, liveness, tasks
 from contract.liveness import Timeouts
@@ -50,6 +56,8 @@ class TaskSender(Protocol):
 
     def start_shared(self, key: str) -> str: ...
 
+    def start_shared_training(self, key: str) -> str: ...
+
 
 class CeleryTaskSender:
     """Sends the runtime's tasks by name, so the control plane never imports the (torch) worker code."""
@@ -68,6 +76,9 @@ class CeleryTaskSender:
 
     def start_shared(self, key: str) -> str:
         return str(self.app.send_task(tasks.RUN_SHARED, args=[key]).id)
+
+    def start_shared_training(self, key: str) -> str:
+        return str(self.app.send_task(tasks.RUN_SHARED_TRAINING, args=[key]).id)
 
 
 @dataclass
@@ -111,7 +122,7 @@ def reconcile_once(
             report.admitted.append(job.id)
             # a resumed job starts clean: no leftover end marker or driver bookkeeping from its previous run
             client.delete(keys.job_done(job.id), keys.driver_sent(job.id), keys.driver_lost_at(job.id),
-                          keys.driver_handback(job.id), keys.driver_seen(job.id))
+                          keys.driver_handback(job.id), keys.driver_seen(job.id), keys.driver_share(job.id))
             clear_tally(client, job.id)  # a resumed job is judged on its new rewards only
     with session_scope(engine) as session:
         jobs = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
@@ -132,18 +143,22 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
         return
     if is_tinker_job(job):
         return _reconcile_tinker(session, job, sender, client, timeouts, report)
-    if job.status == JobStatus.starting and liveness.mark_driver_sent(client, job.id):
-        sender.start_driver(job.id)
-        report.drivers_started.append(job.id)
-        record_event(session=session, job_id=job.id, kind="worker", message="training driver task sent",
-                     data={"driver": "sent"})
     try:
         spec = JobSpec.model_validate(job.spec)
     except ValidationError as err:  # stored by an older version, or written around the API: it cannot run
         report.jobs_failed.append(job.id)
         return _fail(session, job, client, f"the job's stored spec is not valid any more: {err}")
+    if job.status == JobStatus.starting and liveness.mark_driver_sent(client, job.id):
+        where = _send_driver(session, job, spec, client, sender)
+        report.drivers_started.append(job.id)
+        record_event(session=session, job_id=job.id, kind="worker", message=f"training driver task sent{where}",
+                     data={"driver": "sent"})
     if _driver_lost(client, job, timeouts):
         return recover_driver(session, job, spec, client, sender, timeouts, report)
+    if spec.shares_training and not client.exists(keys.driver_seen(job.id)):  # placed, not picked up yet
+        placed = client.get(keys.driver_share(job.id))
+        if placed is not None:
+            sharing.ensure_shared(client, sender, placed.decode() if isinstance(placed, bytes) else str(placed))
     # a stopping instance finishes its admitted requests and exits (status stopped); one that goes silent meanwhile
     # is dead, so the driver re-dispatches what its stream still holds
     instances = list(session.scalars(select(GenerationInstance).where(
@@ -339,12 +354,23 @@ def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redi
                   keys.driver_seen(job.id), keys.driver_unknown_since(job.id))
     session.commit()  # the new epoch is visible before the task that reads it can run
     liveness.mark_driver_sent(client, job.id)
-    sender.start_driver(job.id)
+    _send_driver(session, job, spec, client, sender)
     report.drivers_started.append(job.id)
     record_event(session=session, job_id=job.id, kind="worker",
                  message=f"training driver restarted (epoch {job.driver_epoch}; unplanned restarts "
                          f"{job.driver_failures} of {spec.failover.max_restarts})",
                  data={"driver": "restarted", "epoch": job.driver_epoch, "failures": job.driver_failures})
+
+
+def _send_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redis, sender: TaskSender) -> str:
+    """Send the job's driver task, or place it on a shared training process (`training.share`); returns what the
+    job's event adds about where."""
+    if not spec.shares_training:
+        sender.start_driver(job.id)
+        return ""
+    key = sharing.place_driver(session, client, sender, job, spec)
+    return (f" to the shared training process {key} of its base model (one copy of the base model for up to "
+            f"{shared_training_jobs()} LoRA jobs' adapters)")
 
 
 def _fail(session: Session, job: Job, client: redis.Redis, error: str) -> None:

@@ -1,4 +1,5 @@
-"""Placing the instances of sharing LoRA jobs (`JobSpec.shares_generation`) on shared generation instances.
+"""Placing the instances of sharing LoRA jobs (`JobSpec.shares_generation`) on shared generation instances, and the
+drivers of jobs that share training (`JobSpec.shares_training`) on shared training processes (last section).
 
 A shared instance is one process of the generation pool (workers/runtime/shared.py) that holds one base model and
 serves the instances of every LoRA job placed on it, of any team, each with its own adapter, prompt and sample
@@ -18,16 +19,21 @@ new one.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Protocol
 
 import redis
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from backend.db import Job, Team
+from backend.db import Job, JobStatus, Team
+from backend.services.jobs import shared_training_jobs
 from backend.services.models import find_model
 from contract import keys
+from contract.sharing import stored_spec_shares_training
 from contract.spec import JobSpec
 
 START_MARKER_S = 120  # a sent shared instance that has not beaten this long is sent again
@@ -35,6 +41,8 @@ START_MARKER_S = 120  # a sent shared instance that has not beaten this long is 
 
 class SharedSender(Protocol):
     def start_shared(self, key: str) -> str: ...
+
+    def start_shared_training(self, key: str) -> str: ...
 
 
 def base_model_dir(session: Session, job: Job, spec: JobSpec) -> str:
@@ -71,8 +79,53 @@ def place_instance(session: Session, client: redis.Redis, sender: SharedSender, 
 
 
 def ensure_shared(client: redis.Redis, sender: SharedSender, key: str) -> None:
-    """Send the shared instance's task unless its process beats or a task is on its way. Called at placement and,
-    for instances still waiting, at every pass: a process that died (kill -9) is replaced once its state expires."""
+    """Send the shared process's task (`generation.run_shared`, or `training.run_shared` for a training key) unless
+    its process beats or a task is on its way. Called at placement and, for members still waiting, at every pass: a
+    process that died (kill -9) is replaced once its state expires."""
     if not client.exists(keys.share_state(key)) and \
             client.set(keys.share_starting(key), 1, nx=True, ex=START_MARKER_S):
-        sender.start_shared(key)
+        if key.startswith(TRAINING_PREFIX):
+            sender.start_shared_training(key)
+        else:
+            sender.start_shared(key)
+
+
+# -- shared training processes -----------------------------------------------------------------------------------------
+TRAINING_PREFIX = "train-"
+
+
+def training_key(base_dir: str, slot: int) -> str:
+    """The shared training process of a base model directory and slot (up to `shared_training_jobs()` drivers)."""
+    return TRAINING_PREFIX + share_key(base_dir, "training", slot)
+
+
+def sharing_drivers(session: Session, client: redis.Redis) -> list[tuple[Job, str, str | None]]:
+    """(job, base model dir, placed key or None) of every starting, running or paused job that shares training."""
+    holding = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
+                                                                JobStatus.paused])))
+    found = []
+    for job in holding:
+        if stored_spec_shares_training(job.spec):
+            placed = client.get(keys.driver_share(job.id))
+            found.append((job, base_model_dir(session, job, JobSpec.model_validate(job.spec)),
+                          placed.decode() if isinstance(placed, bytes) else placed))
+    return found
+
+
+def place_driver(session: Session, client: redis.Redis, sender: SharedSender, job: Job, spec: JobSpec) -> str:
+    """Put the job's driver on a shared training process of its base model: the one it was placed on before (a
+    restarted driver goes back), else the lowest slot holding fewer than `shared_training_jobs()` drivers. Returns
+    that process's key."""
+    placed = client.get(keys.driver_share(job.id))
+    if placed is not None:
+        key = placed.decode() if isinstance(placed, bytes) else str(placed)
+    else:
+        base = base_model_dir(session, job, spec)
+        taken = Counter(k for other, other_base, k in sharing_drivers(session, client)
+                        if other.id != job.id and other_base == base and k is not None)
+        slot = next(s for s in itertools.count() if taken[training_key(base, s)] < shared_training_jobs())
+        key = training_key(base, slot)
+        client.set(keys.driver_share(job.id), key, ex=30 * 86400)
+    client.rpush(keys.share_joins(key), json.dumps({"job_id": job.id}))
+    ensure_shared(client, sender, key)
+    return key

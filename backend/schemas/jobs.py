@@ -29,6 +29,8 @@ class JobPublic(BaseModel):
     pending_instances: int = Field(description="instances asked for that no generation worker picked up yet")
     shared_generation: bool = Field(False, description="the job's generation instances run on shared ones (LoRA jobs "
                                     "on one base model in one process and one batch; spec generation.share)")
+    shared_training: bool = Field(False, description="the job's driver runs in a shared training process (LoRA jobs on "
+                                  "one base model in one process and one training slot; spec training.share)")
     autoscale: bool
     created_by: int | None
     created_by_email: str | None

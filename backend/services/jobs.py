@@ -7,8 +7,9 @@ its resources); `max_generation_instances` caps the sum of `target_instances` ov
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import ColumnElement, func, select
@@ -35,10 +36,30 @@ from contract.spec import JobSpec
 
 @dataclass(frozen=True)
 class TrainingSlots:
-    """The training pool as the controller sees it: registered slots and those free now."""
+    """The training pool as the controller sees it: registered slots and those free now. Jobs sharing a training
+    process (`JobSpec.shares_training`) hold one slot per process: `room` says, per base model, how many more jobs
+    the processes already counted take, and `shared_base` names a queued job's base model when it would share."""
 
     slots: int
     free: int
+    room: dict[str, int] = field(default_factory=dict)
+    shared_base: Callable[[Job], str | None] = lambda job: None
+
+    def needed(self, job: Job, room: dict[str, int]) -> int:
+        """Slots admitting `job` takes, given (and updating) the room left in shared processes."""
+        base = self.shared_base(job)
+        if base is None:
+            return job_devices(job)
+        if room.get(base, 0) > 0:
+            room[base] -= 1
+            return 0
+        room[base] = shared_training_jobs() - 1  # a new process, this job its first
+        return 1
+
+
+def shared_training_jobs() -> int:
+    """Jobs one shared training process holds at most (STREAMRL_SHARED_TRAINING_JOBS, default 4)."""
+    return max(1, int(os.environ.get("STREAMRL_SHARED_TRAINING_JOBS", "4")))
 
 
 def initial_target_instances(spec: JobSpec, max_instances: int) -> int:
@@ -279,6 +300,7 @@ def admit_queued_jobs(
     queued: Sequence[Job] = session.scalars(select(Job).where(Job.status == JobStatus.queued).order_by(Job.id)).all()
     usage: dict[int, tuple[Team, int, int]] = {}  # team id -> (team, active jobs, targeted instances)
     free = training.free if training is not None else None
+    room = dict(training.room) if training is not None else {}
     blocked = False  # an older job waits for training slots
     for job in queued:
         if job.team_id not in usage:
@@ -289,13 +311,14 @@ def admit_queued_jobs(
         if active >= team.max_concurrent_jobs or instances + job.target_instances > team.max_generation_instances:
             continue  # the team's quota holds it; a smaller job of the team behind it may still fit
         if free is not None and training is not None:
-            needed = job_devices(job)
+            trial = dict(room)
+            needed = training.needed(job, trial)
             if blocked or needed > free:
                 if waiting is not None:
                     waiting(job, _gang_reason(needed, training, free, blocked))
                 blocked = blocked or needed <= training.slots  # one that can never fit holds nobody up
                 continue
-            free -= needed
+            free, room = free - needed, trial
         transition_job(session=session, job=job, to=JobStatus.starting)
         usage[job.team_id] = (team, active + 1, instances + job.target_instances)
         admitted.append(job)

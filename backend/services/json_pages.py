@@ -24,7 +24,7 @@ from backend.db.models import Job, Team
 from backend.services.job_data import iteration_rows, summary_columns
 from backend.services.jobs import count_jobs, team_jobs_where
 from backend.services.strict_json import finite_or_null
-from contract.sharing import stored_spec_shares_generation
+from contract.sharing import stored_spec_shares_generation, stored_spec_shares_training
 
 
 def strict_json(stored: str) -> str:
@@ -114,10 +114,12 @@ def job_json(row: Sequence[Any]) -> str:
     """One `JobPublic` from a `_listing_columns()` row."""
     (job_id, name, status, spec, target, running, pending, autoscale, creator, email, created, started, finished, error,
      iteration, total, latest, ptl, tags, notes) = row
+    stored = json.loads(spec)
     return (
         f'{{"id":{int(job_id)},"name":{_string(name)},"status":"{JobStatus(status).value}","spec":{spec},'
         f'"target_instances":{int(target)},"running_instances":{int(running)},"pending_instances":{int(pending)},'
-        f'"shared_generation":{"true" if stored_spec_shares_generation(json.loads(spec)) else "false"},'
+        f'"shared_generation":{"true" if stored_spec_shares_generation(stored) else "false"},'
+        f'"shared_training":{"true" if stored_spec_shares_training(stored) else "false"},'
         f'"autoscale":{"true" if autoscale else "false"},"created_by":{"null" if creator is None else int(creator)},'
         f'"created_by_email":{_string(email if creator is not None else None)},"created_at":{_moment(created)},'
         f'"started_at":{_moment(started)},"finished_at":{_moment(finished)},"error":{_string(error)},'

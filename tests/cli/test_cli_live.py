@@ -294,3 +294,11 @@ def test_lora_jobs_share_generation_and_can_opt_out(cli: Invoke, owner: str, api
     refused = cli("jobs", "submit", str(plain), "--set", "generation.share=true")
     assert refused.exit_code == 1 and "generation.share: the job cannot share" in refused.stderr, refused.stderr
     assert "only LoRA jobs share" in refused.stderr  # checked before sending, as the API would
+    # a training process is shared only when asked (its jobs split the slot's cores)
+    assert shared["shared_training"] is False
+    trainer = cli("--json", "jobs", "submit", str(spec), "--set", "training.share=true").json()
+    assert trainer["shared_training"] is True and trainer["spec"]["training"]["share"] is True
+    assert re.search(r"^shared_training +True$", cli("jobs", "get", str(trainer["id"])).stdout, re.M)
+    refused = cli("jobs", "submit", str(plain), "--set", "training.share=true")
+    assert refused.exit_code == 1 and "training.share: the job cannot share a training process" in refused.stderr, \
+        refused.stderr

@@ -45,6 +45,10 @@ class RecordingSender:
         self.shared.append(key)
         return f"task-{key}"
 
+    def start_shared_training(self, key: str) -> str:
+        self.shared.append(key)
+        return f"task-{key}"
+
 
 @pytest.fixture
 def setup(pg_backend: Any, redis_url: str, tmp_path: Any) -> Any:

@@ -78,7 +78,7 @@ def test_a_member_that_cannot_run_is_refused_and_the_others_are_served(
         assert reporter.instance_states(served)[INSTANCE] == InstanceStatus.stopped
         assert redis_client.get(keys.share_state("test-key")) is None
     finally:
-        host._beat_stop.set()
+        host.state.stop()
         redis_client.delete(keys.share_joins("test-key"), keys.share_state("test-key"))
         for job_id in (served, refused):
             clear_job(redis_client, job_id)

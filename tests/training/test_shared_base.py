@@ -115,3 +115,18 @@ def test_two_training_processes_share_the_base_pages(tiny_model_dir: Path, tmp_p
         for child in children:
             child.communicate("\n", timeout=60)
     assert all(child.returncode == 0 for child in children)
+
+
+def test_trainers_of_one_process_hold_one_resident_copy_and_train_apart(tiny_model_dir: Path) -> None:
+    """Without a host file (a GPU trainer, or no cache) the drivers of one shared training process still hold one
+    copy: a later trainer's frozen tensors are an earlier one's, and training one adapter leaves the other's
+    numbers exactly as alone."""
+    first = Trainer(tiny_model_dir, make_spec_kl(lora=LORA))
+    second = Trainer(tiny_model_dir, make_spec_kl(lora=LORA))
+    assert first.mapped_base is None and second.resident_shared_bytes > 0
+    held = {name: p.data_ptr() for name, p in shared_base.frozen_parameters([first.model])}
+    theirs = {name: p.data_ptr() for name, p in shared_base.frozen_parameters([second.model])}
+    assert held and theirs == held
+    alone = [s["loss"] for s in run_iterations(first, 3)]
+    assert [s["loss"] for s in run_iterations(second, 3)] == alone  # same seed and spec: the first's steps left
+    # the shared base untouched

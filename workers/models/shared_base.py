@@ -22,7 +22,9 @@ import ctypes
 import hashlib
 import json
 import os
+import threading
 import time
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,10 @@ from torch import nn
 ALIGN = 64  # bytes: each tensor starts on a cache line (and on its dtype's alignment)
 UNUSED_DAYS = 14  # a cache file no process has mapped for this long is removed when another is written
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+_WRITING = threading.Lock()  # one thread of a process writes or maps a file at a time
+_MAPPINGS: weakref.WeakValueDictionary[tuple[str, int], torch.UntypedStorage] = weakref.WeakValueDictionary()
+# (cache key, device, name) -> the parameter of this process that holds that frozen tensor (while its module lives)
+_RESIDENT: weakref.WeakValueDictionary[tuple[str, str, str], nn.Parameter] = weakref.WeakValueDictionary()
 
 
 @dataclass(frozen=True)
@@ -49,13 +55,17 @@ class MappedBase:
                 f"{self.path.name}; this host's training and shared generation processes hold one copy")
 
 
-def frozen_parameters(modules: Iterable[nn.Module]) -> list[tuple[str, nn.Parameter]]:
-    """(name, parameter) of every frozen CPU parameter, each once (tied weights are one parameter)."""
+def frozen_parameters(modules: Iterable[nn.Module],
+                      device: torch.device | str = "cpu") -> list[tuple[str, nn.Parameter]]:
+    """(name, parameter) of every frozen parameter on `device` ("cuda" matches any GPU, "cuda:1" that one), each
+    once (tied weights are one parameter)."""
     seen: set[int] = set()
     found: list[tuple[str, nn.Parameter]] = []
+    want = torch.device(device)
     for module in modules:
         for name, param in module.named_parameters():
-            if param.requires_grad or param.device.type != "cpu" or id(param) in seen or param.numel() == 0:
+            on_device = param.device.type == want.type and want.index in (None, param.device.index)
+            if param.requires_grad or not on_device or id(param) in seen or param.numel() == 0:
                 continue
             seen.add(id(param))
             found.append((canonical_name(name), param))
@@ -121,6 +131,19 @@ def _release_freed_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
+def _mapping(path: Path, nbytes: int) -> torch.UntypedStorage:
+    """This process's mapping of a file: every module of the process that maps it (the drivers of a shared training
+    process, a shared generation engine) points into one mapping, held while any tensor uses it."""
+    with _WRITING:
+        found = _MAPPINGS.get((str(path), nbytes))
+        if found is not None:
+            return found
+        storage = torch.UntypedStorage.from_file(str(path), shared=False, nbytes=nbytes)
+        assert isinstance(storage, torch.UntypedStorage)
+        _MAPPINGS[(str(path), nbytes)] = storage
+        return storage
+
+
 def map_frozen_weights(modules: Iterable[nn.Module], model_dir: Path, cache_dir: Path) -> MappedBase | None:
     """Point every frozen CPU parameter of `modules` at the host's shared copy (written on first use).
     None when there is nothing frozen on the CPU (a full fine-tune without a reference, or a GPU)."""
@@ -131,13 +154,14 @@ def map_frozen_weights(modules: Iterable[nn.Module], model_dir: Path, cache_dir:
     offsets, nbytes = _layout(params)
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = cache_dir / f"{cache_key(model_dir, params)}.bin"
-    written = not (path.is_file() and path.stat().st_size == nbytes)
-    if written:
-        _write(path, params, offsets, nbytes)
-        _prune(cache_dir, keep=path)
-    else:
-        os.utime(path)  # "last used": pruning removes files no job has mapped for UNUSED_DAYS
-    storage = torch.UntypedStorage.from_file(str(path), shared=False, nbytes=nbytes)
+    with _WRITING:  # threads of one process (a shared training process's drivers) write a file once
+        written = not (path.is_file() and path.stat().st_size == nbytes)
+        if written:
+            _write(path, params, offsets, nbytes)
+            _prune(cache_dir, keep=path)
+        else:
+            os.utime(path)  # "last used": pruning removes files no job has mapped for UNUSED_DAYS
+    storage = _mapping(path, nbytes)
     with torch.no_grad():
         for (_, param), offset in zip(params, offsets, strict=True):
             mapped = torch.empty(0, dtype=param.dtype)
@@ -145,3 +169,24 @@ def map_frozen_weights(modules: Iterable[nn.Module], model_dir: Path, cache_dir:
             param.data = mapped
     _release_freed_heap()
     return MappedBase(path=path, nbytes=nbytes, tensors=len(params), written=written)
+
+
+def share_resident_weights(modules: Iterable[nn.Module], model_dir: Path, device: torch.device) -> int:
+    """Within one process: point the frozen parameters of `modules` on `device` at those of a module loaded earlier
+    from the same base model and still alive (the drivers of a shared training process on a GPU, or with no host
+    cache). Returns the bytes this saved. The first module's parameters are the ones kept; a later module's own copy
+    is freed. Tensors are shared only between identical keys (`cache_key`: same files, names, shapes, dtypes)."""
+    params = frozen_parameters(modules, device)
+    if not params:
+        return 0
+    key, saved = cache_key(model_dir, params), 0
+    with _WRITING, torch.no_grad():
+        for name, param in params:
+            where = (key, str(param.device), name)
+            held = _RESIDENT.get(where)
+            if held is None or held is param:
+                _RESIDENT[where] = param
+            elif held.data.data_ptr() != param.data.data_ptr():
+                param.data = held.data
+                saved += param.numel() * param.element_size()
+    return saved

@@ -79,6 +79,11 @@ class Driver:
         if (mapped := self.trainer.mapped_base) is not None:
             ctx.reporter.record_event(ctx.job_id, "training_sharing", mapped.describe(),
                                       {"file": mapped.path.name, "bytes": mapped.nbytes, "wrote": mapped.written})
+        if self.trainer.resident_shared_bytes:
+            mib = self.trainer.resident_shared_bytes / 2**20
+            ctx.reporter.record_event(ctx.job_id, "training_sharing", f"frozen base weights ({mib:.1f} MiB on "
+                                      f"{self.trainer.device}): the same tensors as another driver of this process",
+                                      {"resident_bytes": self.trainer.resident_shared_bytes})
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir, epoch=ctx.epoch,
                                            device=str(self.trainer.device))

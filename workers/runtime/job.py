@@ -9,6 +9,7 @@ The only module that knows every source: the driver and the sources import neith
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ def setup_driver(ctx: JobContext, **kwargs: Any) -> Driver:
 
 
 def run_job(job_id: int, reporter: Reporter, client: redis.Redis | None, artifacts: Path,
-            node: str | None = None) -> str:
-    """The `training.run_job` task body (`node`: the Celery worker running it)."""
+            node: str | None = None, setup_lock: AbstractContextManager[Any] | None = None) -> str:
+    """The `training.run_job` task body (`node`: the Celery worker running it). `setup_lock`: held while the driver
+    sets up (a shared training process sets its drivers up one at a time: workers/runtime/shared_training.py)."""
     ctx: JobContext | None = None
     try:
         ctx = load_context(job_id, reporter, client, artifacts, node)
@@ -43,7 +45,8 @@ def run_job(job_id: int, reporter: Reporter, client: redis.Redis | None, artifac
         # TTL, and the controller would restart a driver that is only starting; `run` beats with its own
         setup_beat = Heartbeat(lambda: reporter.beat_driver(job_id), name=f"driver-setup-{job_id}").start()
         try:
-            driver = setup_driver(ctx)
+            with setup_lock or nullcontext():
+                driver = setup_driver(ctx)
         finally:
             setup_beat.stop()
     except Exception as err:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -42,6 +40,7 @@ from workers.generation.engines.hf_multi_lora import MultiLoraEngine
 from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.fair_share import FairShare
 from workers.runtime.instance import InstanceRunner, report_setup_error
+from workers.runtime.share_state import ShareState
 from workers.runtime.telemetry import Heartbeat
 
 if TYPE_CHECKING:
@@ -49,7 +48,6 @@ if TYPE_CHECKING:
 
     SharedEngine = MultiLoraEngine | VLLMMultiLoraEngine
 log = logging.getLogger(__name__)
-STATE_TTL_S = 10  # the shared instance's heartbeat lives this long without a refresh (beats every 2 s)
 JOIN_POLL_S = 0.2  # placements are looked for this often while members are busy
 MEMBER_IDLE_BLOCK_MS = 50  # a member with nothing in flight blocks this long on its prompt stream (no rows decoding)
 MAX_BATCH = 256  # rows in the shared batch at most (each member is also held to its own batch_size)
@@ -57,10 +55,6 @@ VLLM_MAX_ADAPTERS = 8  # jobs on one shared vLLM process at most (vLLM sizes its
 # the process exits when it held no member this long
 IDLE_S = float(os.environ.get("STREAMRL_SHARED_IDLE_S", "30"))
 _END: Any = object()  # a member's feed has ended
-_EXIT_IF_NO_JOINS = """
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) return 1 end
-return 0
-"""
 
 
 @dataclass
@@ -84,50 +78,25 @@ class SharedInstance:
         self.share = FairShare()  # whose request the batch admits next
         self.served = 0  # members served since the start
         self._joins_checked = 0.0
-        self._beat_stop = threading.Event()
+        self.state = ShareState(client, key, node, lambda: [
+            [m.runner.ctx.job_id, m.runner.instance_id] for m in list(self.members.values())])
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
     def serve(self) -> str:
-        beat = threading.Thread(target=self._beat_loop, name=f"shared-{self.key}", daemon=True)
-        self._beat()
-        self.client.delete(keys.share_starting(self.key))
-        beat.start()
+        state = self.state.start()
         try:
             while True:
                 if self._join_first():
                     assert self.engine is not None
                     for result in self.engine.generate_stream(self._feed()):
                         self._route(result)
-                elif self._exit_when_no_joins():
+                elif state.exit_if_no_joins():
                     break
         finally:
-            self._beat_stop.set()
+            state.stop()
             for tag in list(self.members):
                 self._leave(tag)
         return f"shared instance {self.key} stopped after serving {self.served} instances"
-
-    def _beat(self) -> None:
-        members = [[m.runner.ctx.job_id, m.runner.instance_id] for m in self.members.values()]
-        self.client.set(keys.share_state(self.key), json.dumps({
-            "pid": os.getpid(), "host": socket.gethostname(), "node": self.node, "at": time.time(),
-            "members": members}), ex=STATE_TTL_S)
-
-    def _beat_loop(self) -> None:
-        while not self._beat_stop.wait(2.0):
-            try:
-                self._beat()
-            except redis.RedisError as exc:  # retried at the next tick; the members' own beats are separate
-                log.warning("shared instance %s: heartbeat failed: %s", self.key, exc)
-
-    def _exit_when_no_joins(self) -> bool:
-        """Stop beating and remove the state, unless a placement arrived meanwhile (then go on beating)."""
-        self._beat_stop.set()
-        if self.client.eval(_EXIT_IF_NO_JOINS, 2, keys.share_joins(self.key), keys.share_state(self.key)):
-            return True
-        self._beat_stop = threading.Event()
-        self._beat()
-        threading.Thread(target=self._beat_loop, name=f"shared-{self.key}", daemon=True).start()
-        return False
 
     def _join_first(self) -> bool:
         """Wait (at most idle_s) until a placement becomes a member; False: none came."""

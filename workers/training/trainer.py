@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from contract.sample import Sample
 from contract.spec import JobSpec
 from workers.models import lora
-from workers.models.shared_base import MappedBase, map_frozen_weights
+from workers.models.shared_base import MappedBase, map_frozen_weights, share_resident_weights
 from workers.models.weights_file import save_weights
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
@@ -83,10 +83,12 @@ class Trainer:
         if self.algorithm.needs_reference and self.lora is None:
             self.reference = load_policy(model_dir, self.device).eval().requires_grad_(False)
         self.mapped_base: MappedBase | None = None
+        frozen = [m for m in (self.model, self.reference) if m is not None]
         if base_cache is not None:  # before compile: compiled graphs then read the mapped tensors
-            self.mapped_base = map_frozen_weights(
-                [m for m in (self.model, self.reference) if m is not None], self.model_dir, base_cache
-            )
+            self.mapped_base = map_frozen_weights(frozen, self.model_dir, base_cache)
+        # what no host file holds (a GPU's weights; no cache) is shared with the process's other trainers of this base
+        self.resident_shared_bytes = 0 if self.mapped_base is not None else \
+            share_resident_weights(frozen, self.model_dir, self.device)
         self.value_head: nn.Linear | None = None
         if self.algorithm.uses_value_head:
             self.value_head = self._make_value_head(self.model_dir)

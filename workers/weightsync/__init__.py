@@ -39,8 +39,9 @@ def setup_weight_sync(
 ) -> WeightTransport:
     """The job's transport: the trainer's end (`instance_id` None) or that generation instance's end."""
     choice = spec.training.weight_sync
-    # a shared generation instance serves several jobs in one process: their adapters come through the store
-    if choice == "shared_store" or client is None or spec.mode == "colocated" or spec.shares_generation:
+    # a shared generation instance or training process holds several jobs: their adapters go through the store
+    if choice == "shared_store" or client is None or spec.mode == "colocated" or spec.shares_generation \
+            or spec.shares_training:
         return SharedStoreTransport(root, client, job_id, template_dir=template_dir, lora_spec=spec.training.lora)
     if instance_id is None:
         store = (

@@ -2163,6 +2163,12 @@ export interface components {
              * @default false
              */
             shared_generation?: boolean;
+            /**
+             * Shared Training
+             * @description the job's driver runs in a shared training process (LoRA jobs on one base model in one process and one training slot; spec training.share)
+             * @default false
+             */
+            shared_training?: boolean;
             /** Spec */
             spec: {
                 [key: string]: unknown;
@@ -2979,6 +2985,12 @@ export interface components {
              * @default false
              */
             shared_generation?: boolean;
+            /**
+             * Shared Training
+             * @description the job's driver runs in a shared training process (LoRA jobs on one base model in one process and one training slot; spec training.share)
+             * @default false
+             */
+            shared_training?: boolean;
             /** Spec */
             spec: {
                 [key: string]: unknown;
@@ -3298,6 +3310,12 @@ export interface components {
              * @default 16
              */
             prompts_per_iteration?: number;
+            /**
+             * Share
+             * @description LoRA jobs: train in one process shared with other sharing LoRA jobs on the same base model (one copy of the base model and one training slot for up to STREAMRL_SHARED_TRAINING_JOBS jobs, each with its own adapter, optimizer and checkpoints; docs/operator.md#shared-training-processes). The jobs then split that slot's devices, so share to save memory and slots, not for speed. true: share, or refuse the job saying why it cannot
+             * @default false
+             */
+            share?: boolean;
             /**
              * Torch Compile
              * @description torch.compile the policy (dynamic shapes); the first steps pay the compilation

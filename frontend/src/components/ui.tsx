@@ -65,3 +65,14 @@ export function SharedBadge({ short = false }: { short?: boolean }) {
     </span>
   );
 }
+
+/** A job whose driver runs in a shared training process (`shared_training`: LoRA jobs on one base model train in one
+ * process and one training slot, each with its own adapter, optimizer and checkpoints). */
+export function SharedTrainingBadge({ short = false }: { short?: boolean }) {
+  return (
+    <span className="pill shared-pill" data-testid="shared-training-badge"
+      title="training runs in a process shared with other LoRA jobs on the same base model (one training slot; each job has its own adapter, optimizer and checkpoints)">
+      {short ? "shared trainer" : "shared training"}
+    </span>
+  );
+}

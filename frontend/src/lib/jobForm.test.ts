@@ -179,3 +179,28 @@ describe("generation.share", () => {
     expect((mergeSpec(base, toSpec(fromSpec(base))).generation as { share: unknown }).share).toBe(false);
   });
 });
+
+import { trainingShareSpec } from "./jobForm";
+
+describe("training.share", () => {
+  const lora = { ...DEFAULT_FORM, "training.lora": "on" as const };
+  const share = (form: typeof DEFAULT_FORM) => (toSpec(form).training as { share: unknown }).share;
+
+  it("sends true only for a LoRA job that chose to share, else false", () => {
+    expect(DEFAULT_FORM["training.share"]).toBe("off");
+    expect(share(lora)).toBe(false);
+    expect(share({ ...lora, "training.share": "on" })).toBe(true);
+    expect(toSpec({ ...lora, "training.share": "on" }).training).toMatchObject({ devices: 1, lora: { rank: 16 }, share: true });
+    expect(trainingShareSpec({ ...DEFAULT_FORM, "training.share": "on" })).toBe(false); // LoRA off: the control is hidden
+  });
+
+  it("round-trips through clone, and a clone that stops sharing sends false over the base's true", () => {
+    const base = { name: "l", training: { lora: { rank: 4 }, share: true } };
+    expect(fromSpec(base)["training.share"]).toBe("on");
+    expect(fromSpec({ ...base, training: { lora: { rank: 4 }, share: false } })["training.share"]).toBe("off");
+    expect(fromSpec({ name: "old" })["training.share"]).toBe("off");
+    expect((mergeSpec(base, toSpec(fromSpec(base))).training as { share: unknown }).share).toBe(true);
+    const off = mergeSpec(base, toSpec({ ...fromSpec(base), "training.lora": "off" }));
+    expect((off.training as { share: unknown; lora: unknown })).toMatchObject({ share: false, lora: null });
+  });
+});

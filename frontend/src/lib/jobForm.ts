@@ -73,6 +73,7 @@ export const DEFAULT_FORM = {
   "training.lora.alpha": "32",
   "training.lora.dropout": "0",
   "training.lora.target_modules": "",
+  "training.share": "off" as "off" | "on", // LoRA jobs only (trainingShareSpec); the control is shown with LoRA on
   "dispatch.policy": "skew_aware",
   "autoscale.policy": "manual",
   "autoscale.min_instances": "1",
@@ -94,6 +95,13 @@ export const SHARE_CHOICES: [ShareChoice, string][] = [
 export function shareSpec(form: JobForm): boolean | null {
   if (form["training.lora"] !== "on") return null; // the control is hidden: a choice left from before does not count
   return form["generation.share"] === "own" ? false : form["generation.share"] === "require" ? true : null;
+}
+
+/** `training.share` of the form: true only when LoRA is on and sharing was chosen, else false (the API's default),
+ * sent rather than left out so a clone of a sharing job that turns LoRA off or sharing off does not keep the base's
+ * true (the API would refuse it at a field the form no longer shows). */
+export function trainingShareSpec(form: JobForm): boolean {
+  return form["training.lora"] === "on" && form["training.share"] === "on";
 }
 
 const num = (value: string) => (value.trim() === "" ? undefined : Number(value));
@@ -173,6 +181,7 @@ export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, 
       prompts_per_iteration: num(form["training.prompts_per_iteration"]),
       lr: num(form["training.lr"]),
       lora: form["training.lora"] === "on" ? loraSpec(form) : null,
+      share: trainingShareSpec(form),
     },
     dispatch: { policy: form["dispatch.policy"] },
     autoscale: {
@@ -215,6 +224,7 @@ export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
   form["training.lora"] = isObj(get("training.lora")) ? "on" : "off";
   const share = get("generation.share");
   form["generation.share"] = share === true ? "require" : share === false ? "own" : "auto";
+  form["training.share"] = get("training.share") === true ? "on" : "off";
   form["environment.grader"] = graded ? "on" : "off";
   for (const key of ["reward.params", "environment.params"] as const) {
     const params = get(key === "reward.params" ? `${rewardAt}.params` : key);

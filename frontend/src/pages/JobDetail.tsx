@@ -11,7 +11,7 @@ import { TurnsHistogram } from "../components/TurnsHistogram";
 import { LineChart, type LineSeries } from "../components/LineChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
 import { WholeJobTimeline } from "../components/WholeJobTimeline";
-import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, StatusBadge } from "../components/ui";
+import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, SharedTrainingBadge, StatusBadge } from "../components/ui";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
 import { latestIterationLengths } from "../lib/histogram";
@@ -187,7 +187,8 @@ export function JobDetailPage() {
             : job.pending_instances ? `${job.pending_instances} pending` : undefined}
           badge={job.shared_generation ? <SharedBadge /> : undefined}
         />
-        <Kpi label="iteration" value={`${job.progress?.iteration ?? 0}`} />
+        <Kpi label="iteration" value={`${job.progress?.iteration ?? 0}`}
+          badge={job.shared_training ? <SharedTrainingBadge /> : undefined} />
       </div>
 
       <div className="grid">

@@ -8,7 +8,7 @@ import { useMemo, useState } from "react";
 import { Link, useNavigate, useSearchParams } from "react-router";
 import { JOB_STATUSES, type JobStatus, type Run } from "../api/types";
 import { HealthBadge, SignalChips } from "../components/HealthBadge";
-import { ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, StatusBadge } from "../components/ui";
+import { ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, SharedTrainingBadge, StatusBadge } from "../components/ui";
 import { useRuns } from "../lib/queries";
 import { compareRoute, formatDuration, MAX_COMPARE, notesPreview, sortRuns, type RunFilters, type SortKey } from "../lib/runs";
 import { useSession } from "../session";
@@ -127,7 +127,7 @@ function RunRow({ run, selected, onToggle, onTag }: { run: Run; selected: boolea
       <td className="num">{formatNumber(latest.reward_mean, 3)}</td>
       <td className="num">{formatNumber(run.eval_reward, 3)}</td>
       <td className="num">{formatNumber(latest.samples_per_s, 1)}</td>
-      <td>{String(spec.mode ?? "–")}{run.shared_generation ? <SharedBadge short /> : null}</td>
+      <td>{String(spec.mode ?? "–")}{run.shared_generation ? <SharedBadge short /> : null}{run.shared_training ? <SharedTrainingBadge short /> : null}</td>
       <td>{String(spec.model ?? "–")}</td>
       <td>{run.created_by_email ?? "–"}</td>
       <td>{formatTime(run.created_at)}</td>

@@ -258,6 +258,17 @@ function SubmitJobForm() {
               </Field>
             </div>
           )}
+          {form["training.lora"] === "on" && (
+            <div className="row" data-testid="training-share-field">
+              <Field label="Share a training process" error={err("training.share")}
+                hint={"LoRA jobs on the same base model train in one process and one training slot, each with its own adapter, optimizer and checkpoints; they split that slot\u2019s cores, so share to save memory and slots, not for speed"}>
+                <select name="training_share" value={form["training.share"]} onChange={set("training.share")}>
+                  <option value="off">Own training process</option>
+                  <option value="on">Share (or refuse the job saying why)</option>
+                </select>
+              </Field>
+            </div>
+          )}
         </section>
 
         <section className="card">

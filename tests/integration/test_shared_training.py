@@ -1,0 +1,108 @@
+"""Shared training processes on the real platform (Celery workers, Postgres, Redis, the controller loop): three LoRA
+jobs of two teams with `training.share: true` train at once in ONE training process on a worker with ONE training
+slot, each with its own adapter, optimizer, weight versions and checkpoints; cancelling one leaves the others
+training; a kill -9 of the process restarts both remaining drivers from their checkpoints on a new process."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtime_platform import Platform, base_spec, wait_until
+from sqlalchemy import select
+
+from backend.db import Job, Model, Team, User
+from backend.services.jobs import cancel_job, create_job
+from contract.spec import JobSpec
+from contract.states import JobStatus
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+DIGITS = {"type": "regex", "params": {"pattern": "[0-9]"}}
+
+
+@pytest.fixture(scope="module")
+def one_slot(pg_backend: Any, redis_url: str, tiny_model_dir: Path) -> Iterator[Platform]:
+    """A platform whose training pool has ONE slot: only a shared process can run several drivers at once."""
+    with Platform.start(pg_backend, redis_url, tiny_model_dir, start_workers=False) as running:
+        running.start_worker("generation", concurrency=2)
+        running.start_worker("training", concurrency=1)
+        for pool in ("generation", "training"):
+            running.wait_registered(pool)
+        yield running
+
+
+def _lora_job(iterations: int, seed: int, lr: float) -> dict[str, Any]:
+    return base_spec(mode="sync", seed=seed, reward=DIGITS, generation={"instances": 1},
+                     training={"iterations": iterations, "prompts_per_iteration": 4, "lora": {"rank": 8}, "lr": lr,
+                               "share": True},
+                     checkpoint={"interval": 2})
+
+
+def _submit_as(platform: Platform, team: Any, user: Any, spec: dict[str, Any]) -> int:
+    with platform.backend.session() as session:
+        job = create_job(session=session, team=session.get(Team, team.id), user=session.get(User, user.id),
+                         spec=JobSpec.model_validate(spec))
+        return int(job.id)
+
+
+def test_three_lora_jobs_train_in_one_shared_process_on_one_slot(one_slot: Platform) -> None:
+    platform = one_slot
+    other_team = platform.backend.make_team(max_concurrent_jobs=2, max_generation_instances=2)
+    other_user = platform.backend.make_user(other_team)
+    with platform.backend.session() as session:
+        base_path = session.scalar(select(Model.path).where(Model.team_id == platform.team.id, Model.name == "tiny"))
+        session.add(Model(team_id=other_team.id, name="tiny", path=base_path, created_by_id=other_user.id))
+    cancelled = _submit_as(platform, platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
+    first = _submit_as(platform, platform.team, platform.user, _lora_job(8, seed=1, lr=1e-2))
+    second = _submit_as(platform, other_team, other_user, _lora_job(8, seed=2, lr=2e-2))
+    jobs = (cancelled, first, second)
+
+    pids: dict[int, int] = {}
+
+    def all_driving() -> bool:
+        pids.update({job_id: pid for job_id in jobs if (pid := platform.driver_pid(job_id)) is not None})
+        return len(pids) == 3
+
+    wait_until(all_driving, 240, "the three drivers run", logs=platform.logs_tail)
+    assert len(set(pids.values())) == 1, pids  # one process holds the three drivers, on the worker's one slot
+    placed = {job_id: [e for e in platform.events(job_id) if "in shared training process train-" in e]
+              for job_id in jobs}
+    assert all(placed.values()) and len({p[0].split()[4] for p in placed.values()}) == 1, placed
+    mapped: dict[int, list[str]] = {}
+
+    def all_mapped() -> bool:
+        mapped.update({j: [e for e in platform.events(j) if e.startswith("frozen base weights")] for j in jobs})
+        return all(mapped.values())
+
+    wait_until(all_mapped, 240, "the three trainers map the base weights", logs=platform.logs_tail)
+    assert len({m[0].split("copy ")[1] for m in mapped.values()}) == 1, mapped  # one file, one mapping
+
+    wait_until(lambda: all(len(platform.iterations(j)) >= 2 for j in jobs), 300, "the three jobs train",
+               logs=platform.logs_tail)
+    with platform.backend.session() as session:
+        job = session.get(Job, cancelled)
+        assert job is not None
+        cancel_job(session=session, job=job)
+    wait_until(lambda: platform.job(cancelled).status == JobStatus.cancelled, 60, "the cancel lands")
+    trained_at_cancel = {j: len(platform.iterations(j)) for j in (first, second)}
+    wait_until(lambda: all(len(platform.iterations(j)) > trained_at_cancel[j] + 1 for j in (first, second)), 300,
+               "the other two train on after the cancel", logs=platform.logs_tail)
+    assert platform.driver_pid(first) == pids[first], "the cancel did not take the process down"
+
+    os.kill(pids[first], signal.SIGKILL)  # the shared process dies mid-job: both drivers are lost together
+    for job_id in (first, second):
+        done = platform.wait_done(job_id, timeout_s=600)
+        assert done.error is None
+        assert len(platform.iterations(job_id)) == 8
+        assert any("training driver restarted" in e for e in platform.events(job_id)), platform.events(job_id)
+        # the restarted driver went back to a shared process of the same key, and resumed from its own checkpoint
+        assert len([e for e in platform.events(job_id) if "in shared training process train-" in e]) == 2
+        checkpoints = Path(platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(job_id) / "checkpoints"
+        assert checkpoints.is_dir() and any(checkpoints.iterdir()), checkpoints
+    # each job trained its own adapter: same base, different seeds and learning rates, different losses
+    assert [r["loss"] for r in platform.iterations(first)] != [r["loss"] for r in platform.iterations(second)]
+    assert platform.controller_errors == []
