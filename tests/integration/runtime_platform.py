@@ -163,6 +163,13 @@ class Platform:
                 job.spec = {**job.spec, **stored_overrides}
             return int(job.id)
 
+    def submit_as(self, team: Any, user: Any, spec: dict[str, Any]) -> int:
+        """Submit a full spec as another team's user (a team made with backend.make_team)."""
+        with self.backend.session() as session:
+            job = create_job(session=session, team=session.get(Team, team.id), user=session.get(User, user.id),
+                             spec=JobSpec.model_validate(spec))
+            return int(job.id)
+
     def job(self, job_id: int) -> Job:
         with self.backend.session() as session:
             job = session.get(Job, job_id)

@@ -13,10 +13,9 @@ import pytest
 from runtime_platform import Platform, base_spec, wait_until
 from sqlalchemy import select
 
-from backend.db import GenerationInstance, Job, JobSample, Model, Team, User
-from backend.services.jobs import cancel_job, create_job
+from backend.db import GenerationInstance, Job, JobSample, Model
+from backend.services.jobs import cancel_job
 from contract import keys
-from contract.spec import JobSpec
 from contract.states import JobStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -28,12 +27,6 @@ def _lora_job(iterations: int, seed: int, lr: float) -> dict[str, Any]:
                      training={"iterations": iterations, "prompts_per_iteration": 4, "lora": {"rank": 8},
                                "lr": lr})
 
-
-def _submit_as(platform: Platform, team: Any, user: Any, spec: dict[str, Any]) -> int:
-    with platform.backend.session() as session:
-        job = create_job(session=session, team=session.get(Team, team.id), user=session.get(User, user.id),
-                         spec=JobSpec.model_validate(spec))
-        return int(job.id)
 
 
 def _heartbeat(platform: Platform, job_id: int) -> dict[str, Any] | None:
@@ -50,8 +43,8 @@ def test_two_teams_lora_jobs_share_one_instance(platform: Platform) -> None:
     with platform.backend.session() as session:
         base_path = session.scalar(select(Model.path).where(Model.team_id == platform.team.id, Model.name == "tiny"))
         session.add(Model(team_id=other_team.id, name="tiny", path=base_path, created_by_id=other_user.id))
-    cancelled = _submit_as(platform, platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
-    kept = _submit_as(platform, other_team, other_user, _lora_job(8, seed=1, lr=2e-2))
+    cancelled = platform.submit_as(platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
+    kept = platform.submit_as(other_team, other_user, _lora_job(8, seed=1, lr=2e-2))
 
     beats: dict[int, dict[str, Any]] = {}
 
@@ -114,8 +107,8 @@ def test_two_teams_lora_jobs_share_one_instance(platform: Platform) -> None:
 def test_kill_9_of_a_shared_instance_moves_its_jobs_to_a_new_one(platform: Platform) -> None:
     """The shared process dies mid-job: each job's instance is declared dead and replaced, the controller starts a
     new shared process for the replacements, and both jobs finish every iteration."""
-    first = _submit_as(platform, platform.team, platform.user, _lora_job(10, seed=2, lr=1e-2))
-    second = _submit_as(platform, platform.team, platform.user, _lora_job(10, seed=3, lr=1e-2))
+    first = platform.submit_as(platform.team, platform.user, _lora_job(10, seed=2, lr=1e-2))
+    second = platform.submit_as(platform.team, platform.user, _lora_job(10, seed=3, lr=1e-2))
     beats: dict[int, dict[str, Any]] = {}
 
     def both_running() -> bool:

@@ -15,9 +15,8 @@ import pytest
 from runtime_platform import Platform, base_spec, wait_until
 from sqlalchemy import select
 
-from backend.db import Job, Model, Team, User
-from backend.services.jobs import cancel_job, create_job
-from contract.spec import JobSpec
+from backend.db import Job, Model
+from backend.services.jobs import cancel_job
 from contract.states import JobStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,12 +41,6 @@ def _lora_job(iterations: int, seed: int, lr: float) -> dict[str, Any]:
                      checkpoint={"interval": 2})
 
 
-def _submit_as(platform: Platform, team: Any, user: Any, spec: dict[str, Any]) -> int:
-    with platform.backend.session() as session:
-        job = create_job(session=session, team=session.get(Team, team.id), user=session.get(User, user.id),
-                         spec=JobSpec.model_validate(spec))
-        return int(job.id)
-
 
 def test_three_lora_jobs_train_in_one_shared_process_on_one_slot(one_slot: Platform) -> None:
     platform = one_slot
@@ -56,9 +49,9 @@ def test_three_lora_jobs_train_in_one_shared_process_on_one_slot(one_slot: Platf
     with platform.backend.session() as session:
         base_path = session.scalar(select(Model.path).where(Model.team_id == platform.team.id, Model.name == "tiny"))
         session.add(Model(team_id=other_team.id, name="tiny", path=base_path, created_by_id=other_user.id))
-    cancelled = _submit_as(platform, platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
-    first = _submit_as(platform, platform.team, platform.user, _lora_job(8, seed=1, lr=1e-2))
-    second = _submit_as(platform, other_team, other_user, _lora_job(8, seed=2, lr=2e-2))
+    cancelled = platform.submit_as(platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
+    first = platform.submit_as(platform.team, platform.user, _lora_job(8, seed=1, lr=1e-2))
+    second = platform.submit_as(other_team, other_user, _lora_job(8, seed=2, lr=2e-2))
     jobs = (cancelled, first, second)
 
     pids: dict[int, int] = {}
