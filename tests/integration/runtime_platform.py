@@ -163,6 +163,15 @@ class Platform:
                 job.spec = {**job.spec, **stored_overrides}
             return int(job.id)
 
+    def other_team(self, **quotas: int) -> tuple[Team, User]:
+        """A second team and its user, with the same base model registered as "tiny" (the same directory)."""
+        team = self.backend.make_team(**quotas)
+        user = self.backend.make_user(team)
+        with self.backend.session() as session:
+            base = session.scalar(select(Model.path).where(Model.team_id == self.team.id, Model.name == "tiny"))
+            session.add(Model(team_id=team.id, name="tiny", path=base, created_by_id=user.id))
+        return team, user
+
     def submit_as(self, team: Any, user: Any, spec: dict[str, Any]) -> int:
         """Submit a full spec as another team's user (a team made with backend.make_team)."""
         with self.backend.session() as session:

@@ -13,7 +13,7 @@ import pytest
 from runtime_platform import Platform, base_spec, wait_until
 from sqlalchemy import select
 
-from backend.db import GenerationInstance, Job, JobSample, Model
+from backend.db import GenerationInstance, Job, JobSample
 from backend.services.jobs import cancel_job
 from contract import keys
 from contract.states import JobStatus
@@ -38,11 +38,7 @@ def _heartbeat(platform: Platform, job_id: int) -> dict[str, Any] | None:
 
 
 def test_two_teams_lora_jobs_share_one_instance(platform: Platform) -> None:
-    other_team = platform.backend.make_team(max_concurrent_jobs=2, max_generation_instances=2)
-    other_user = platform.backend.make_user(other_team)
-    with platform.backend.session() as session:
-        base_path = session.scalar(select(Model.path).where(Model.team_id == platform.team.id, Model.name == "tiny"))
-        session.add(Model(team_id=other_team.id, name="tiny", path=base_path, created_by_id=other_user.id))
+    other_team, other_user = platform.other_team(max_concurrent_jobs=2, max_generation_instances=2)
     cancelled = platform.submit_as(platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
     kept = platform.submit_as(other_team, other_user, _lora_job(8, seed=1, lr=2e-2))
 

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 from runtime_platform import Platform, base_spec, wait_until
-from sqlalchemy import select
 
-from backend.db import Job, Model
+from backend.db import Job
 from backend.services.jobs import cancel_job
 from contract.states import JobStatus
 
@@ -41,14 +40,9 @@ def _lora_job(iterations: int, seed: int, lr: float) -> dict[str, Any]:
                      checkpoint={"interval": 2})
 
 
-
 def test_three_lora_jobs_train_in_one_shared_process_on_one_slot(one_slot: Platform) -> None:
     platform = one_slot
-    other_team = platform.backend.make_team(max_concurrent_jobs=2, max_generation_instances=2)
-    other_user = platform.backend.make_user(other_team)
-    with platform.backend.session() as session:
-        base_path = session.scalar(select(Model.path).where(Model.team_id == platform.team.id, Model.name == "tiny"))
-        session.add(Model(team_id=other_team.id, name="tiny", path=base_path, created_by_id=other_user.id))
+    other_team, other_user = platform.other_team(max_concurrent_jobs=2, max_generation_instances=2)
     cancelled = platform.submit_as(platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
     first = platform.submit_as(platform.team, platform.user, _lora_job(8, seed=1, lr=1e-2))
     second = platform.submit_as(other_team, other_user, _lora_job(8, seed=2, lr=2e-2))
