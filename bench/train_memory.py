@@ -2,7 +2,7 @@
 one shared training process.
 
     python bench/train_memory.py [--presets tiny-15m,tiny-100m] [--jobs 4] [--rounds 3] [--rank 16]
-                                 [--disk-dtype bfloat16|float32]
+                                 [--disk-dtype bfloat16|float32] [--device cuda]
 
 Each configuration starts --jobs training processes at once, as a training pool's prefork children would run N LoRA
 jobs: each builds a `Trainer` (LoRA rank --rank, GRPO with its KL reference = the base with the adapter disabled)
@@ -27,6 +27,8 @@ shared, private, ...); figures are medians over --rounds. Per preset:
            saved_mib=... base_mib=... startup_ratio=<shared / private median Trainer build seconds>
     RESULT preset=tiny-100m jobs=4 one_process_over_shared=<one_process / shared summed PSS>
            one_process_over_private=... one_process_mib=...
+    RESULT preset=tiny-100m device=cuda jobs=4 gpu_one_process_over_private=<one_process / private summed GPU
+           memory allocated> gpu_private_mib=... gpu_one_process_mib=...    (--device cuda only)
 """
 
 from __future__ import annotations
@@ -51,10 +53,11 @@ torch.set_num_threads(1)
 trainers, builds = [], []
 for _ in range({count}):
     start = time.perf_counter()
-    trainers.append(Trainer({model!r}, make_spec_kl(lora={lora!r}), base_cache={cache!r}))
+    trainers.append(Trainer({model!r}, make_spec_kl(lora={lora!r}), {device!r}, base_cache={cache!r}))
     builds.append(time.perf_counter() - start)
     run_iterations(trainers[-1], 1)
-print(json.dumps({{"build_s": builds}}), flush=True)
+gpu = torch.cuda.memory_allocated() if {device!r} != "cpu" else 0
+print(json.dumps({{"build_s": builds, "gpu_bytes": gpu}}), flush=True)
 sys.stdin.readline()
 """
 CONFIGS = ("private", "shared", "one_process")
@@ -68,26 +71,28 @@ def pss_kib(pid: int) -> int:
 
 
 def run_config(model_dir: Path, jobs: int, lora: dict[str, object], cache: str | None,
-               per_process: int = 1) -> tuple[float, float]:
-    """(summed PSS MiB, median build seconds) of `jobs` trainers alive at once, `per_process` in each process."""
+               per_process: int = 1, device: str = "cpu") -> tuple[float, float, float]:
+    """(summed PSS MiB, median build seconds, summed GPU MiB allocated) of `jobs` trainers alive at once,
+    `per_process` in each process."""
     code = CHILD.format(tests=str(ROOT / "tests" / "training"), model=str(model_dir), lora=lora, cache=cache,
-                        count=per_process)
+                        count=per_process, device=device)
     children = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
                 for _ in range(jobs // per_process)]
     try:
-        builds = []
+        builds, gpu = [], 0
         for child in children:
             assert child.stdout is not None
             line = child.stdout.readline()
             if not line:
                 raise RuntimeError("a training process died before its first iteration")
             builds.extend(json.loads(line)["build_s"])
+            gpu += json.loads(line)["gpu_bytes"]
         total = sum(pss_kib(child.pid) for child in children) / 1024
     finally:
         for child in children:
             child.communicate("\n", timeout=120)
-    return total, statistics.median(builds)
+    return total, statistics.median(builds), gpu / 2**20
 
 
 def main() -> None:
@@ -97,6 +102,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rank", type=int, default=16)
     parser.add_argument("--disk-dtype", default="bfloat16", choices=("bfloat16", "float32"))
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: the trainers on GPU 0, whose allocated "
+                        "memory is summed too (host PSS is then the processes' host side)")
     args = parser.parse_args()
 
     import torch
@@ -112,15 +119,18 @@ def main() -> None:
                 on_disk = getattr(torch, args.disk_dtype)
                 AutoModelForCausalLM.from_pretrained(model_dir, dtype=on_disk).save_pretrained(model_dir)
             cache = str(Path(scratch) / f"cache-{preset}")
-            figures: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}
+            figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name in CONFIGS}
             for round_index in range(args.rounds):
                 for name in CONFIGS if round_index % 2 == 0 else CONFIGS[::-1]:
                     figures[name].append(run_config(model_dir, args.jobs, lora, None if name == "private" else cache,
-                                                    per_process=args.jobs if name == "one_process" else 1))
+                                                    per_process=args.jobs if name == "one_process" else 1,
+                                                    device=args.device))
                     print(f"# {preset} round {round_index} {name}: {figures[name][-1][0]:.0f} MiB PSS, "
                           f"build {figures[name][-1][1]:.2f} s", flush=True)
-            private, shared, one = (statistics.median(m for m, _ in figures[k]) for k in CONFIGS)
-            build_private, build_shared = (statistics.median(b for _, b in figures[k]) for k in ("private", "shared"))
+            private, shared, one = (statistics.median(m for m, _, _ in figures[k]) for k in CONFIGS)
+            build_private, build_shared = (statistics.median(b for _, b, _ in figures[k])
+                                           for k in ("private", "shared"))
+            gpu_private, gpu_one = (statistics.median(g for _, _, g in figures[k]) for k in ("private", "one_process"))
             base_mib = sum(p.stat().st_size for p in Path(cache).glob("*.bin")) / 2**20
             print(f"RESULT preset={preset} disk_dtype={args.disk_dtype} jobs={args.jobs} "
                   f"memory_ratio={shared / private:.3f} "
@@ -129,6 +139,10 @@ def main() -> None:
             print(f"RESULT preset={preset} disk_dtype={args.disk_dtype} jobs={args.jobs} "
                   f"one_process_over_shared={one / shared:.3f} one_process_over_private={one / private:.3f} "
                   f"one_process_mib={one:.0f}", flush=True)
+            if args.device != "cpu":  # a GPU's memory is per process: only one process shares it (resident tensors)
+                print(f"RESULT preset={preset} device={args.device} jobs={args.jobs} "
+                      f"gpu_one_process_over_private={gpu_one / gpu_private:.3f} gpu_private_mib={gpu_private:.0f} "
+                      f"gpu_one_process_mib={gpu_one:.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 #
 # The job's line is `RESULT mode=... tokens_per_s=...`. Then (by default on a GPU machine, with --benches anywhere)
 # the three comparisons of issue #26, each printing its own RESULT lines: bench/multitenant.py (4 LoRA jobs on one
-# shared engine vs one engine each; then bench/multi_lora_forward.py, the shared engine's two multi-LoRA forwards),
+# shared engine vs one engine each; then bench/multi_lora_forward.py, the shared engine's two multi-LoRA forwards;
+# bench/train_memory.py, 4 LoRA trainers in 4 processes vs one shared training process, GPU memory included),
 # bench/modes.py --partial-rollouts (async with in-flight weight updates vs draining) and bench/peer_trl.py (the
 # platform's defaults vs TRL's GRPOTrainer). On a GPU all but peer_trl run with --device cuda (every engine and
 # trainer on GPU 0); peer_trl pins CPU core sets. Record what they print.
@@ -116,6 +117,8 @@ if [ "$benches" = 1 ]; then
   "$PYTHON" bench/multitenant.py --presets tiny-15m,tiny-100m --max-tokens 16 --device "$bench_device"
   echo "gpu_check: bench/multi_lora_forward.py --device $bench_device"
   "$PYTHON" bench/multi_lora_forward.py --device "$bench_device"
+  echo "gpu_check: bench/train_memory.py --device $bench_device"
+  "$PYTHON" bench/train_memory.py --presets tiny-100m --rounds 1 --device "$bench_device"
   echo "gpu_check: bench/modes.py --partial-rollouts --engine $engine --device $bench_device"
   "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 160 --repeats 3 --engine "$engine" \
     --device "$bench_device" --preset "$([ "$mode" = gpu ] && echo tiny-15m || echo tiny-1m)"
