@@ -110,15 +110,16 @@ def _workers(env: dict[str, str], log_dir: Path, devices: dict[str, str]) -> lis
 
 
 def _profile(procs: list[subprocess.Popen[bytes]], pools: list[str], out: Path,
-             key: str) -> list[subprocess.Popen[bytes]]:
-    """py-spy (PyPI) flame graphs of every worker and its task processes while the job runs: `out/<key>-<pool>.svg`
+             key: str, form: str = "flamegraph") -> list[subprocess.Popen[bytes]]:
+    """py-spy (PyPI) profiles of every worker and its task processes while the job runs: `out/<key>-<pool>.svg`, or
+    with form "raw" collapsed stacks (`<key>-<pool>.txt`: one "frame;frame;... count" line per stack, for grep)
     (stopped with SIGINT before the workers, so it writes the file)."""
     out.mkdir(parents=True, exist_ok=True)
     spies = []
     for proc, pool in zip(procs, pools, strict=True):
-        target = out / f"{key.replace('+', '-')}-{pool}.svg"
+        target = out / f"{key.replace('+', '-')}-{pool}.{'txt' if form == 'raw' else 'svg'}"
         spies.append(subprocess.Popen(["py-spy", "record", "--subprocesses", "--nonblocking", "--rate", "50",
-                                       "--pid", str(proc.pid), "--output", str(target)],
+                                       "--format", form, "--pid", str(proc.pid), "--output", str(target)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     return spies
 
@@ -255,6 +256,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--verbose", action="store_true", help="print every iteration's timings")
     parser.add_argument("--profile", help="write py-spy flame graphs of each configuration's first run here")
+    parser.add_argument("--profile-format", default="flamegraph", choices=("flamegraph", "raw"),
+                        help="--profile's files: SVG flame graphs, or raw collapsed stacks (text)")
     parser.add_argument("--preset", default="tiny-1m", help="tiny Llama size (workers/models/tiny.py)")
     parser.add_argument("--skew-only", action="store_true",
                         help="sync mode only, random vs skew_aware dispatch; instances split every core and the "
@@ -370,7 +373,8 @@ def main() -> None:
                 else:
                     devices = layout(mode, cores, gen_cores, instances)
                 procs = _workers(env, data_dir, devices)
-                spies = _profile(procs, list(devices), Path(args.profile), key) if args.profile and _round == 0 else []
+                spies = _profile(procs, list(devices), Path(args.profile), key,
+                                 args.profile_format) if args.profile and _round == 0 else []
                 try:
                     spec = _spec(args, mode, policy, instances)
                     if key in PARTIAL:
