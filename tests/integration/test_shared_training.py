@@ -1,7 +1,8 @@
 """Shared training processes on the real platform (Celery workers, Postgres, Redis, the controller loop): three LoRA
 jobs of two teams with `training.share: true` train at once in ONE training process on a worker with ONE training
 slot, each with its own adapter, optimizer, weight versions and checkpoints; cancelling one leaves the others
-training; a kill -9 of the process restarts both remaining drivers from their checkpoints on a new process."""
+training; a kill -9 of the process restarts both remaining drivers from their checkpoints on a new process, and a
+warm shutdown of the worker makes both hand their jobs back, to finish on the next worker."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from contract.states import JobStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DIGITS = {"type": "regex", "params": {"pattern": "[0-9]"}}
+ITERATIONS = 16
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +46,8 @@ def test_three_lora_jobs_train_in_one_shared_process_on_one_slot(one_slot: Platf
     platform = one_slot
     other_team, other_user = platform.other_team(max_concurrent_jobs=2, max_generation_instances=2)
     cancelled = platform.submit_as(platform.team, platform.user, _lora_job(60, seed=0, lr=1e-2))
-    first = platform.submit_as(platform.team, platform.user, _lora_job(8, seed=1, lr=1e-2))
-    second = platform.submit_as(other_team, other_user, _lora_job(8, seed=2, lr=2e-2))
+    first = platform.submit_as(platform.team, platform.user, _lora_job(ITERATIONS, seed=1, lr=1e-2))
+    second = platform.submit_as(other_team, other_user, _lora_job(ITERATIONS, seed=2, lr=2e-2))
     jobs = (cancelled, first, second)
 
     pids: dict[int, int] = {}
@@ -81,13 +83,29 @@ def test_three_lora_jobs_train_in_one_shared_process_on_one_slot(one_slot: Platf
     assert platform.driver_pid(first) == pids[first], "the cancel did not take the process down"
 
     os.kill(pids[first], signal.SIGKILL)  # the shared process dies mid-job: both drivers are lost together
+    restarted: dict[int, int] = {}
+
+    def both_restarted() -> bool:
+        restarted.update({j: pid for j in (first, second) if (pid := platform.driver_pid(j)) not in (None, pids[j])})
+        return len(restarted) == 2
+
+    wait_until(both_restarted, 240, "both drivers restart on a new process", logs=platform.logs_tail)
+    assert len(set(restarted.values())) == 1, restarted  # one new shared process for both
+    for job_id in (first, second):
+        assert any("training driver restarted" in e for e in platform.events(job_id)), platform.events(job_id)
+    progress = {j: len(platform.iterations(j)) for j in (first, second)}
+    wait_until(lambda: all(len(platform.iterations(j)) > progress[j] for j in (first, second)), 300,
+               "both train on after the restart", logs=platform.logs_tail)
+
+    platform.stop_worker("training")  # a warm shutdown: every driver of the process hands its job back
+    for job_id in (first, second):
+        assert any("handed the job back" in e for e in platform.events(job_id)), platform.events(job_id)
+    platform.start_worker("training", concurrency=1)
     for job_id in (first, second):
         done = platform.wait_done(job_id, timeout_s=600)
-        assert done.error is None
-        assert len(platform.iterations(job_id)) == 8
-        assert any("training driver restarted" in e for e in platform.events(job_id)), platform.events(job_id)
-        # the restarted driver went back to a shared process of the same key, and resumed from its own checkpoint
-        assert len([e for e in platform.events(job_id) if "in shared training process train-" in e]) == 2
+        assert done.error is None and len(platform.iterations(job_id)) == ITERATIONS
+        # each restart went back to a shared process of the same key and resumed from the job's own checkpoint
+        assert len([e for e in platform.events(job_id) if "in shared training process train-" in e]) == 3
         checkpoints = Path(platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(job_id) / "checkpoints"
         assert checkpoints.is_dir() and any(checkpoints.iterdir()), checkpoints
     # each job trained its own adapter: same base, different seeds and learning rates, different losses
