@@ -6,8 +6,8 @@ worker slot picks its task up (its first heartbeat). `free_generation_slots` is 
 
 A training slot runs one job driver or one trainer rank; a job holds `training.devices` of them from admission until
 it ends (paused jobs keep theirs: the driver waits in place). Jobs that share training hold one slot per shared
-training process (up to `shared_training_jobs()` drivers each). `training_slots` is None without registered training
-workers, and admission then does not judge the training pool.
+training process (up to `shared_training_jobs()` drivers each, fewer when its memory says so). `training_slots` is
+None without registered training workers, and admission then does not judge the training pool.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from backend.controller import sharing
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
-from backend.services.jobs import TrainingSlots, job_devices, shared_training_jobs
+from backend.services.jobs import TrainingSlots, job_devices
 from contract import keys
 from contract.sharing import stored_spec_shares_training
 from contract.spec import JobSpec
@@ -77,7 +77,7 @@ def training_slots(session: Session, client: redis.Redis) -> TrainingSlots | Non
     in_use += len(per_process) + sum(1 for _, key in placed.values() if key is None)  # not placed yet: a process each
     room: dict[str, int] = {}
     for key, drivers in per_process.items():
-        room[bases[key]] = room.get(bases[key], 0) + max(0, shared_training_jobs() - drivers)
+        room[bases[key]] = room.get(bases[key], 0) + sharing.process_room(client, key, drivers)
 
     def shared_base(job: Job) -> str | None:
         if not stored_spec_shares_training(job.spec):

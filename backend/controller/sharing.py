@@ -112,10 +112,20 @@ def sharing_drivers(session: Session, client: redis.Redis) -> list[tuple[Job, st
     return found
 
 
+def process_room(client: redis.Redis, key: str, drivers: int) -> int:
+    """More drivers the shared training process `key` takes, holding `drivers` placed ones: up to
+    `shared_training_jobs()` in all, and no more than the memory room its heartbeat reports
+    (workers/runtime/shared_training.py `MemoryRoom`; none reported: the count alone)."""
+    left = shared_training_jobs() - drivers
+    raw = client.get(keys.share_state(key))
+    reported = json.loads(raw).get("room") if raw else None
+    return max(0, left if reported is None else min(left, int(reported)))
+
+
 def place_driver(session: Session, client: redis.Redis, sender: SharedSender, job: Job, spec: JobSpec) -> str:
     """Put the job's driver on a shared training process of its base model: the one it was placed on before (a
-    restarted driver goes back), else the lowest slot holding fewer than `shared_training_jobs()` drivers. Returns
-    that process's key."""
+    restarted driver goes back), else the lowest slot with room (`process_room`: fewer than `shared_training_jobs()`
+    drivers, and memory for another). Returns that process's key."""
     placed = client.get(keys.driver_share(job.id))
     if placed is not None:
         key = placed.decode() if isinstance(placed, bytes) else str(placed)
@@ -123,7 +133,8 @@ def place_driver(session: Session, client: redis.Redis, sender: SharedSender, jo
         base = base_model_dir(session, job, spec)
         taken = Counter(k for other, other_base, k in sharing_drivers(session, client)
                         if other.id != job.id and other_base == base and k is not None)
-        slot = next(s for s in itertools.count() if taken[training_key(base, s)] < shared_training_jobs())
+        slot = next(s for s in itertools.count() if process_room(client, training_key(base, s),
+                                                                 taken[training_key(base, s)]) > 0)
         key = training_key(base, slot)
         client.set(keys.driver_share(job.id), key, ex=30 * 86400)
     client.rpush(keys.share_joins(key), json.dumps({"job_id": job.id}))

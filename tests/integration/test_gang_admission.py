@@ -109,3 +109,27 @@ def test_jobs_sharing_training_hold_one_slot_per_shared_process(setup: Any, monk
         client.delete(keys.worker_registry("training-gang@test"))
         for key in sender.shared:
             client.delete(keys.share_joins(key), keys.share_state(key), keys.share_starting(key))
+
+
+def test_a_shared_training_process_whose_memory_is_full_takes_no_more_drivers(setup: Any) -> None:  # noqa: F811
+    """The process's heartbeat reports its memory room (workers/runtime/shared_training.py `MemoryRoom`): with none
+    left, the next sharing job on that base model is placed on a new process, which takes a slot of its own."""
+    backend, client, submit, reconcile, _ = setup
+    _register_training_worker(client, slots=2)
+    sender = RecordingSender()
+    shared = {"lora": {"rank": 8}, "share": True}
+    try:
+        first = submit(generation={"instances": 1}, training=shared)
+        reconcile(sender)
+        full = client.get(keys.driver_share(first)).decode()
+        client.set(keys.share_state(full), json.dumps({"members": [first], "room": 0}), ex=60)
+        second = submit(generation={"instances": 1}, training=shared)
+        private = submit(generation={"instances": 1})
+        report = reconcile(sender)
+        assert second in report.admitted and private not in report.admitted  # the new process took the last slot
+        placed = client.get(keys.driver_share(second)).decode()
+        assert placed != full and placed.endswith("-1") and placed in sender.shared, (placed, full)
+    finally:
+        client.delete(keys.worker_registry("training-gang@test"))
+        for key in sender.shared:
+            client.delete(keys.share_joins(key), keys.share_state(key), keys.share_starting(key))

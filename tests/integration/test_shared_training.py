@@ -6,6 +6,7 @@ warm shutdown of the worker makes both hand their jobs back, to finish on the ne
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from runtime_platform import Platform, base_spec, wait_until
 
 from backend.db import Job
 from backend.services.jobs import cancel_job
+from contract import keys
 from contract.states import JobStatus
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -61,6 +63,9 @@ def test_three_lora_jobs_train_in_one_shared_process_on_one_slot(one_slot: Platf
     placed = {job_id: [e for e in platform.events(job_id) if "in shared training process train-" in e]
               for job_id in jobs}
     assert all(placed.values()) and len({p[0].split()[4] for p in placed.values()}) == 1, placed
+    key = next(iter(placed.values()))[0].split()[4]
+    state = json.loads(platform.client.get(keys.share_state(key)) or b"{}")
+    assert sorted(state["members"]) == sorted(jobs) and state["room"] >= 1, state  # the memory room it reports
     mapped: dict[int, list[str]] = {}
 
     def all_mapped() -> bool:

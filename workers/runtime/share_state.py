@@ -31,8 +31,10 @@ return 0
 
 
 class ShareState:
-    def __init__(self, client: redis.Redis, key: str, node: str | None, members: Callable[[], list[Any]]) -> None:
-        self.client, self.key, self.node, self.members = client, key, node, members
+    def __init__(self, client: redis.Redis, key: str, node: str | None, members: Callable[[], list[Any]],
+                 extra: Callable[[], dict[str, Any]] = dict) -> None:
+        """`extra`: more fields of the state, computed at each beat (a shared training process's memory `room`)."""
+        self.client, self.key, self.node, self.members, self.extra = client, key, node, members, extra
         self._stop = threading.Event()
 
     def start(self) -> ShareState:
@@ -48,7 +50,7 @@ class ShareState:
     def beat(self) -> None:
         self.client.set(keys.share_state(self.key), json.dumps({
             "pid": os.getpid(), "host": socket.gethostname(), "node": self.node, "at": time.time(),
-            "members": self.members()}), ex=STATE_TTL_S)
+            "members": self.members(), **self.extra()}), ex=STATE_TTL_S)
 
     def exit_if_no_joins(self) -> bool:
         """Stop beating and remove the state, unless a placement arrived meanwhile (then go on beating)."""

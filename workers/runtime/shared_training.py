@@ -15,7 +15,9 @@ Invariants:
 - a driver that fails fails its job only (run_job records why); the process and the other drivers go on;
 - a driver killed with the process (kill -9, OOM) is a lost driver like any other: the controller restarts it from
   its newest checkpoint, on the same key (`keys.driver_share`);
-- the process exits when it held no driver for idle_s, atomically with an empty joins list (`ShareState`).
+- the process exits when it held no driver for idle_s, atomically with an empty joins list (`ShareState`);
+- its state says how many more drivers its memory takes (`MemoryRoom`): the controller places no driver on a
+  process with no room, nor more than STREAMRL_SHARED_TRAINING_JOBS.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import redis
 from contract import keys
 from contract.reporter import Reporter
 from contract.states import JobStatus
+from workers.runtime.components import worker_device
 from workers.runtime.job import run_job
 from workers.runtime.share_state import ShareState
 from workers.runtime.shutdown import ShutdownWatch
@@ -50,7 +53,9 @@ class SharedTrainingProcess:
         self.node, self.idle_s = node, idle_s
         self.drivers: list[tuple[int, threading.Thread]] = []  # (job id, its driver's thread), alive or ending
         self.served = 0
-        self.state = ShareState(client, key, node, lambda: sorted(job_id for job_id, _ in self.drivers))
+        self.memory = MemoryRoom(worker_device())
+        self.state = ShareState(client, key, node, lambda: sorted(job_id for job_id, _ in self.drivers),
+                                extra=lambda: {"room": self.memory.room(len(self.drivers))})
         self.shutdown = ShutdownWatch(client, node)
 
     def serve(self) -> str:
@@ -100,6 +105,42 @@ class SharedTrainingProcess:
             log.info("shared training process %s: %s", self.key, outcome)
         except Exception:  # run_job records what it can; a driver's crash never takes the other drivers down
             log.exception("shared training process %s: the driver of job %s failed", self.key, job_id)
+
+
+class MemoryRoom:
+    """How many more drivers this process's memory takes ("when memory allows"): the free memory of its device (a
+    GPU's free memory; on CPU the host's MemAvailable) over what one driver has cost here, i.e. the memory the
+    process grew by since it started serving, per driver. It counts the first driver's share of the runtime
+    (torch, transformers) too, so it errs on the side of fewer drivers. None before the first driver."""
+
+    HEADROOM = 0.8  # of the free memory, drivers may take this share
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.start = self.used()
+
+    def used(self) -> int:
+        if self.device.startswith("cuda"):
+            import torch
+
+            return int(torch.cuda.memory_reserved(self.device)) if torch.cuda.is_initialized() else 0
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def free(self) -> int:
+        if self.device.startswith("cuda"):
+            import torch
+
+            return int(torch.cuda.mem_get_info(self.device)[0]) if torch.cuda.is_initialized() else 0
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def room(self, drivers: int) -> int | None:
+        if drivers == 0:
+            return None
+        per_driver = max(1, (self.used() - self.start) // drivers)
+        return int(self.free() * self.HEADROOM // per_driver)
 
 
 def run_shared_training(key: str, reporter: Reporter, client: redis.Redis, artifacts: Path, *,
