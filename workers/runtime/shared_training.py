@@ -43,6 +43,7 @@ from workers.runtime.shutdown import ShutdownWatch
 log = logging.getLogger(__name__)
 IDLE_S = float(os.environ.get("STREAMRL_SHARED_IDLE_S", "30"))  # exit after this long with no driver
 JOIN_BLOCK_S = 1.0  # how long one wait for a placement blocks
+RETRY_S = 1.0  # a placement that could not start (the database or Redis out) is tried again after this long
 _SETUP = threading.Lock()  # one driver of the process sets up (seeds and initialises its trainer) at a time
 
 
@@ -66,7 +67,12 @@ class SharedTrainingProcess:
                 self.drivers = [(job_id, thread) for job_id, thread in self.drivers if thread.is_alive()]
                 popped = self.client.blpop([keys.share_joins(self.key)], timeout=JOIN_BLOCK_S)
                 if popped is not None:
-                    self._join(int(json.loads(popped[1])["job_id"]))
+                    try:
+                        self._join(int(json.loads(popped[1])["job_id"]))
+                    except Exception:  # the database or Redis is out: the placement waits for the next try
+                        log.exception("shared training process %s: cannot start a placed driver", self.key)
+                        self.client.lpush(keys.share_joins(self.key), popped[1])
+                        self.shutdown.requested.wait(RETRY_S)
                 if self.drivers:
                     idle_since = time.monotonic()
                 elif time.monotonic() - idle_since >= self.idle_s and state.exit_if_no_joins():
