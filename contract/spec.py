@@ -8,26 +8,25 @@ Validation errors name the field and the reason (pydantic's `loc` + `msg`).
 from __future__ import annotations
 
 import json
-import math
 import re
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contract import sharing
 from contract.catalog import (
     ALGORITHMS,
-    DISPATCH_POLICIES,
     ENGINES,
     ENVIRONMENTS,
     REWARD_TYPES,
     AlgorithmName,
-    DispatchPolicy,
     EngineName,
     EnvironmentName,
 )
 from contract.environments import PYTHON, bind_builtin
+from contract.spec_base import StrictModel, check_json_value, choice_list
+from contract.spec_operations import AutoscaleSpec, CheckpointSpec, DispatchSpec, FailoverSpec, TelemetrySpec
 
 Mode = Literal["colocated", "sync", "async"]
 MODES: dict[str, dict[str, str]] = {  # the dashboard's labels (OpenAPI `x-choices`)
@@ -38,47 +37,12 @@ MODES: dict[str, dict[str, str]] = {  # the dashboard's labels (OpenAPI `x-choic
 VLLMDtype = Literal["auto", "float32", "float16", "bfloat16"]
 BuiltinTask = Literal["arithmetic", "long_tail"]
 WeightSyncBackend = Literal["p2p", "shared_store", "auto"]
-TrackerType = Literal["mlflow", "wandb", "tensorboard"]
 MAX_SEED = 2**31 - 1
 MAX_PARAMS_BYTES = 16 * 1024  # reward.params as JSON: specs are stored per job and listed by GET /jobs
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors: a typo in a spec must not be silently ignored. NaN/Infinity are refused in every
-    float field, and a boolean is never accepted where a number is expected (`true` is not 1)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None:
-            annotation = cls.model_fields[info.field_name].annotation
-            if annotation is not bool and annotation is not Any and bool not in get_args(annotation):
-                raise ValueError("true/false is not accepted here: give a number")
-        return value
-
-
-def _choices(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The OpenAPI extension the dashboard reads its choice lists from (frontend/scripts/gen-choices.mjs): each
-    name with its label, in the table's order (contract/catalog.py)."""
-    return {"x-choices": [{"value": name, "label": facts["label"]} for name, facts in table.items()]}
-
-
-def _check_json_value(value: Any, where: str) -> None:
-    """`value` is plain JSON with finite numbers only (raises ValueError naming the place otherwise)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{where}: NaN and Infinity are not allowed")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _check_json_value(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _check_json_value(item, f"{where}[{index}]")
-
-
-class DatasetSpec(_Strict):
+class DatasetSpec(StrictModel):
     """Where prompts come from: exactly one of an uploaded dataset, a local JSONL path or a built-in task.
 
     Rows are JSON objects with `prompt` (text, or chat messages) or `messages` (OpenAI chat format: the prompt is the
@@ -102,7 +66,7 @@ class DatasetSpec(_Strict):
         return self
 
 
-class RewardSpec(_Strict):
+class RewardSpec(StrictModel):
     """A reward: a built-in by `type` with `params`, a weighted `composite` of `components`, or sandboxed `python` code.
 
     User code defines `def reward(prompt: str, response: str, meta: dict) -> float | dict`.
@@ -111,7 +75,7 @@ class RewardSpec(_Strict):
     type: str = Field(
         "exact_match", min_length=1, max_length=100,
         description="built-in name, grader (string_check, text_similarity, multi), 'composite' or 'python'",
-        json_schema_extra=_choices(REWARD_TYPES),
+        json_schema_extra=choice_list(REWARD_TYPES),
     )
     params: dict[str, Any] = Field(default_factory=dict, description=f"at most {MAX_PARAMS_BYTES} bytes as JSON")
     weight: float = Field(1.0, ge=-1e6, le=1e6)
@@ -121,7 +85,7 @@ class RewardSpec(_Strict):
     @field_validator("params")
     @classmethod
     def _params_bounded(cls, params: dict[str, Any]) -> dict[str, Any]:
-        _check_json_value(params, "params")
+        check_json_value(params, "params")
         try:
             size = len(json.dumps(params).encode())
         except (TypeError, ValueError) as exc:
@@ -141,14 +105,14 @@ class RewardSpec(_Strict):
         return self
 
 
-class EnvironmentSpec(_Strict):
+class EnvironmentSpec(StrictModel):
     """A multi-turn environment (docs/user-guide.md#environments-and-tools): a built-in by `type`, or `python` with
     `code` defining `reset(row) -> messages` and `step(messages, row) -> {"messages", "reward", "done"}` (and
     optionally `TOOLS`, JSON-schema tool definitions). Each episode is one sample: the policy's turns are trained,
     the environment's tokens are context only (loss mask 0)."""
 
     type: EnvironmentName = Field(..., description="built-in environment, or 'python' for your own `code`",
-                                  json_schema_extra=_choices(ENVIRONMENTS))
+                                  json_schema_extra=choice_list(ENVIRONMENTS))
     params: dict[str, Any] = Field(default_factory=dict, description="parameters of a built-in environment")
     code: str | None = Field(None, max_length=100_000, description="type 'python': your environment's code, run in "
                              "the kernel jail python rewards use")
@@ -165,7 +129,7 @@ class EnvironmentSpec(_Strict):
     @field_validator("params")
     @classmethod
     def _params_json(cls, params: dict[str, Any]) -> dict[str, Any]:
-        _check_json_value(params, "params")
+        check_json_value(params, "params")
         if len(json.dumps(params).encode()) > MAX_PARAMS_BYTES:
             raise ValueError(f"params is over {MAX_PARAMS_BYTES} bytes as JSON")
         return params
@@ -188,8 +152,8 @@ class EnvironmentSpec(_Strict):
         return self
 
 
-class AlgorithmSpec(_Strict):
-    name: AlgorithmName = Field("grpo", json_schema_extra=_choices(ALGORITHMS))
+class AlgorithmSpec(StrictModel):
+    name: AlgorithmName = Field("grpo", json_schema_extra=choice_list(ALGORITHMS))
     group_size: int = Field(8, ge=1, le=1024, description="samples per prompt")
     clip_eps: float = Field(0.2, gt=0, lt=1)
     kl_coef: float = Field(0.0, ge=0, description="k3 KL to the frozen reference policy")
@@ -200,7 +164,7 @@ class AlgorithmSpec(_Strict):
     is_cap: float = Field(2.0, ge=1, description="truncation of the importance ratio vs behaviour logprobs")
 
 
-class VLLMSpec(_Strict):
+class VLLMSpec(StrictModel):
     """Settings of the vLLM engine (`generation.engine: vllm` only)."""
 
     tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs per instance (tensor parallel): the "
@@ -214,8 +178,8 @@ class VLLMSpec(_Strict):
                              "choice for the model")
 
 
-class GenerationSpec(_Strict):
-    engine: EngineName = Field("hf", json_schema_extra=_choices(ENGINES))
+class GenerationSpec(StrictModel):
+    engine: EngineName = Field("hf", json_schema_extra=choice_list(ENGINES))
     instances: int | None = Field(None, ge=1, le=1024, description="None: use the planner's suggestion")
     batch_size: int = Field(32, ge=1, le=4096, description="max concurrent sequences per instance")
     temperature: float = Field(1.0, ge=0, le=10)
@@ -265,7 +229,7 @@ class GenerationSpec(_Strict):
         return self
 
 
-class LoraSpec(_Strict):
+class LoraSpec(StrictModel):
     """Train a low-rank adapter (peft LoRA) instead of every weight: only the adapter is trained, checkpointed and
     sent to the generation instances; the KL reference is the base model (the adapter disabled)."""
 
@@ -289,7 +253,7 @@ class LoraSpec(_Strict):
         return names
 
 
-class TrainingSpec(_Strict):
+class TrainingSpec(StrictModel):
     devices: int = Field(1, ge=1, le=4096)
     iterations: int = Field(20, ge=1, le=1_000_000, description="optimiser steps (one per iteration)")
     prompts_per_iteration: int = Field(16, ge=1, le=1_000_000)
@@ -333,85 +297,7 @@ class TrainingSpec(_Strict):
         return "auto" if value == "broadcast" else value
 
 
-class DispatchSpec(_Strict):
-    policy: DispatchPolicy = Field("random", json_schema_extra=_choices(DISPATCH_POLICIES))
-    alpha: float = Field(0.2, gt=0, lt=1, description="share of prompts treated as long-tail")
-
-
-class AutoscaleSpec(_Strict):
-    policy: Literal["manual", "auto"] = "manual"
-    min_instances: int = Field(1, ge=1, le=1024)
-    max_instances: int = Field(4, ge=1, le=1024)
-    cooldown_s: float = Field(30.0, ge=0, le=86_400)
-    hysteresis: int = Field(3, ge=1, le=100, description="consecutive iterations, measured at the current instance "
-                            "count, that must agree before the autoscaler changes it")
-    threshold_s: float = Field(0.0, ge=0, le=86_400, description="extra margin in seconds: scale only when the "
-                               "imbalance exceeds what one instance more (or fewer) changes by at least this much")
-
-    @model_validator(mode="after")
-    def _bounds(self) -> AutoscaleSpec:
-        if self.min_instances > self.max_instances:
-            raise ValueError("min_instances must be <= max_instances")
-        return self
-
-
-class FailoverSpec(_Strict):
-    """What happens when a job's processes die: the controller restarts the driver from the newest checkpoint."""
-
-    max_restarts: int = Field(3, ge=0, le=100, description="driver restarts after unplanned deaths before the job "
-                              "fails (clean hand-backs on worker shutdown do not count)")
-    backoff_s: float = Field(5.0, ge=0, le=3600, description="wait before restart k: backoff_s * 2**(k-1)")
-    instance_crash_loop: int = Field(5, ge=1, le=1000, description="consecutive instance failures with the same "
-                                     "error after which instances are no longer replaced and the job fails")
-    reward_error_rate: float = Field(0.5, gt=0, le=1, description="the job fails when at least this share of the "
-                                     "rewards finished within reward_error_window_s failed (8 rewards at least)")
-    reward_error_window_s: float = Field(30.0, ge=5, le=3600, description="the window of reward_error_rate")
-
-
-class TrackerSpec(_Strict):
-    """An experiment tracker the control plane mirrors the job to: each iteration's metrics, the spec as params and
-    (MLflow) the final checkpoint. Credentials are the team's (PUT /trackers/{type}), never in the spec."""
-
-    type: TrackerType
-    experiment: str | None = Field(None, min_length=1, max_length=250, description="mlflow: experiment name "
-                                   "(default: streamrl)")
-    project: str | None = Field(None, min_length=1, max_length=128, description="wandb: project (default: streamrl)")
-    mode: Literal["online", "offline"] | None = Field(None, description="wandb: online (default; needs the team's "
-                                                      "API key) or offline (a run directory under the job's artifacts)")
-    run_name: str | None = Field(None, min_length=1, max_length=250, description="default: the job's name")
-
-    @model_validator(mode="after")
-    def _fields_of_its_type(self) -> TrackerSpec:
-        owners = {"experiment": "mlflow", "project": "wandb", "mode": "wandb"}
-        for name, owner in owners.items():
-            if getattr(self, name) is not None and self.type != owner:
-                raise ValueError(f"`{name}` is a {owner} setting; this tracker is {self.type}")
-        return self
-
-
-class TelemetrySpec(_Strict):
-    """What each iteration keeps for the dashboard besides its metrics row, and where else it is sent."""
-
-    samples_per_iteration: int = Field(8, ge=0, le=1024, description="full samples (prompt, response, reward)")
-    lengths_per_iteration: int = Field(256, ge=0, le=65_536, description="response lengths for the histogram")
-    trackers: list[TrackerSpec] = Field(default_factory=list, max_length=3, description="experiment trackers: "
-                                        "mlflow, wandb, tensorboard (each at most once)")
-
-    @field_validator("trackers")
-    @classmethod
-    def _each_type_once(cls, trackers: list[TrackerSpec]) -> list[TrackerSpec]:
-        types = [tracker.type for tracker in trackers]
-        if len(set(types)) != len(types):
-            raise ValueError("each tracker type at most once")
-        return trackers
-
-
-class CheckpointSpec(_Strict):
-    interval: int = Field(10, ge=1, le=1_000_000, description="checkpoint every N iterations")
-    keep: int = Field(3, ge=1, le=1000)
-
-
-class JobSpec(_Strict):
+class JobSpec(StrictModel):
     """One RL job. Defaults give a small, sane GRPO run."""
 
     name: str = Field("job", min_length=1, max_length=200)
@@ -424,7 +310,7 @@ class JobSpec(_Strict):
     environment: EnvironmentSpec | None = Field(None, description="multi-turn episodes with an environment (tools, "
                                                 "feedback); None: one prompt, one completion, scored by `reward`")
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
-    mode: Mode = Field("sync", json_schema_extra=_choices(MODES))
+    mode: Mode = Field("sync", json_schema_extra=choice_list(MODES))
     max_staleness: int = Field(1, ge=1, le=64, description="async: max policy versions a sample may lag")
     generation: GenerationSpec = Field(default_factory=GenerationSpec)
     training: TrainingSpec = Field(default_factory=TrainingSpec)

@@ -26,7 +26,6 @@ from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.services.jobs import TrainingSlots, job_devices
 from contract import keys
 from contract.sharing import stored_spec_shares_training
-from contract.spec import JobSpec
 
 
 @dataclass(frozen=True)
@@ -68,9 +67,9 @@ def training_slots(session: Session, client: redis.Redis) -> TrainingSlots | Non
     slots = registered_slots(client, "training")
     if slots is None:
         return None
-    holding = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
-                                                                JobStatus.paused])))
-    placed = {job.id: (base, key) for job, base, key in sharing.sharing_drivers(session, client)}
+    holding = list(session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
+                                                                     JobStatus.paused]))))
+    placed = {job.id: (base, key) for job, base, key in sharing.sharing_drivers(session, client, holding)}
     in_use = sum(job_devices(job) for job in holding if job.id not in placed)
     per_process = Counter(key for _, key in placed.values() if key is not None)
     bases = {key: base for base, key in placed.values() if key is not None}
@@ -80,8 +79,6 @@ def training_slots(session: Session, client: redis.Redis) -> TrainingSlots | Non
         room[bases[key]] = room.get(bases[key], 0) + sharing.process_room(client, key, drivers)
 
     def shared_base(job: Job) -> str | None:
-        if not stored_spec_shares_training(job.spec):
-            return None
-        return sharing.base_model_dir(session, job, JobSpec.model_validate(job.spec))
+        return sharing.base_model_dir(session, job) if stored_spec_shares_training(job.spec) else None
 
     return TrainingSlots(slots=slots, free=max(0, slots - in_use), room=room, shared_base=shared_base)

@@ -155,10 +155,9 @@ def _reconcile_job(session: Session, job: Job, sender: TaskSender, client: redis
                      data={"driver": "sent"})
     if _driver_lost(client, job, timeouts):
         return recover_driver(session, job, spec, client, sender, timeouts, report)
-    if spec.shares_training and not client.exists(keys.driver_seen(job.id)):  # placed, not picked up yet
-        placed = client.get(keys.driver_share(job.id))
-        if placed is not None:
-            sharing.ensure_shared(client, sender, placed.decode() if isinstance(placed, bytes) else str(placed))
+    placed = sharing.placed_key(client, job.id) if spec.shares_training else None
+    if placed is not None and not client.exists(keys.driver_seen(job.id)):  # placed, not picked up yet
+        sharing.ensure_shared(client, sender, placed)
     # a stopping instance finishes its admitted requests and exits (status stopped); one that goes silent meanwhile
     # is dead, so the driver re-dispatches what its stream still holds
     instances = list(session.scalars(select(GenerationInstance).where(

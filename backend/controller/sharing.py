@@ -22,6 +22,7 @@ import hashlib
 import itertools
 import json
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -45,12 +46,13 @@ class SharedSender(Protocol):
     def start_shared_training(self, key: str) -> str: ...
 
 
-def base_model_dir(session: Session, job: Job, spec: JobSpec) -> str:
-    """The base model's directory as the job's workers will resolve it (workers/runtime/context.py)."""
-    model = find_model(session=session, team_id=job.team_id, name=spec.model)
+def base_model_dir(session: Session, job: Job) -> str:
+    """The base model's directory (`spec.model`) as the job's workers will resolve it (workers/runtime/context.py)."""
+    name = str(job.spec["model"])
+    model = find_model(session=session, team_id=job.team_id, name=name)
     if model is not None:
         return str(Path(model.path).resolve())
-    return str(Path(spec.model).expanduser().resolve())
+    return str(Path(name).expanduser().resolve())
 
 
 def share_key(base_dir: str, settings: str, slot: int) -> str:
@@ -71,7 +73,7 @@ TASK_PREFIX = "shared:"  # an instance row's celery_task_id on a shared instance
 def place_instance(session: Session, client: redis.Redis, sender: SharedSender, job: Job, spec: JobSpec,
                    instance_id: str, slot: int) -> str:
     """Put the job's instance on the shared instance of its base model and slot; returns that key."""
-    key = share_key(base_model_dir(session, job, spec), spec.share_settings, slot)
+    key = share_key(base_model_dir(session, job), spec.share_settings, slot)
     client.rpush(keys.share_joins(key), json.dumps({"job_id": job.id, "instance_id": instance_id,
                                                     "weight": share_weight(session, job)}))
     ensure_shared(client, sender, key)
@@ -99,17 +101,21 @@ def training_key(base_dir: str, slot: int) -> str:
     return TRAINING_PREFIX + share_key(base_dir, "training", slot)
 
 
-def sharing_drivers(session: Session, client: redis.Redis) -> list[tuple[Job, str, str | None]]:
-    """(job, base model dir, placed key or None) of every starting, running or paused job that shares training."""
-    holding = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
-                                                                JobStatus.paused])))
-    found = []
-    for job in holding:
-        if stored_spec_shares_training(job.spec):
-            placed = client.get(keys.driver_share(job.id))
-            found.append((job, base_model_dir(session, job, JobSpec.model_validate(job.spec)),
-                          placed.decode() if isinstance(placed, bytes) else placed))
-    return found
+def placed_key(client: redis.Redis, job_id: int) -> str | None:
+    """The shared training process the job's driver was placed on (`keys.driver_share`), if any."""
+    raw = client.get(keys.driver_share(job_id))
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def sharing_drivers(session: Session, client: redis.Redis,
+                    holding: Iterable[Job] | None = None) -> list[tuple[Job, str, str | None]]:
+    """(job, base model dir, placed key or None) of every job that shares training among `holding` (default: the
+    starting, running and paused jobs)."""
+    if holding is None:
+        holding = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
+                                                                    JobStatus.paused])))
+    return [(job, base_model_dir(session, job), placed_key(client, job.id))
+            for job in holding if stored_spec_shares_training(job.spec)]
 
 
 def process_room(client: redis.Redis, key: str, drivers: int) -> int:
@@ -126,11 +132,9 @@ def place_driver(session: Session, client: redis.Redis, sender: SharedSender, jo
     """Put the job's driver on a shared training process of its base model: the one it was placed on before (a
     restarted driver goes back), else the lowest slot with room (`process_room`: fewer than `shared_training_jobs()`
     drivers, and memory for another). Returns that process's key."""
-    placed = client.get(keys.driver_share(job.id))
-    if placed is not None:
-        key = placed.decode() if isinstance(placed, bytes) else str(placed)
-    else:
-        base = base_model_dir(session, job, spec)
+    key = placed_key(client, job.id)
+    if key is None:
+        base = base_model_dir(session, job)
         taken = Counter(k for other, other_base, k in sharing_drivers(session, client)
                         if other.id != job.id and other_base == base and k is not None)
         slot = next(s for s in itertools.count() if process_room(client, training_key(base, s),

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from backend.planner.simulator import COLOCATED_NOT_SHARED
 from backend.schemas.common import MAX_ID, RequestModel
-from contract.spec import AlgorithmName, DispatchPolicy, JobSpec, Mode
+from contract.catalog import DispatchPolicy
+from contract.spec import AlgorithmName, JobSpec, Mode
 
 MAX_PLAN_PROMPTS = 4096  # the simulator dispatches prompts one by one: keeps a plan within seconds
 MAX_PLAN_SAMPLES = 65_536

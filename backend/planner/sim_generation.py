@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from backend.planner.lengths import GroupLengths
+from contract.catalog import DispatchPolicy
 from contract.dispatch import SplitRequest, split
 from contract.skew import PTLProfile, SplitPlan
-from contract.spec import DispatchPolicy
 
 Dispatch = DispatchPolicy
 DISPATCH_SHARD_INSTANCES = 64

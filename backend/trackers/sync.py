@@ -29,7 +29,7 @@ from backend.trackers.tensorboard_files import TensorBoardSink
 from backend.trackers.wandb_sink import WandbSink
 from contract import events
 from contract.settings import Settings
-from contract.spec import TrackerSpec
+from contract.spec_operations import TrackerSpec
 
 log = logging.getLogger("streamrl.trackers")
 BATCH_ROWS = 200

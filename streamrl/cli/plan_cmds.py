@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from backend.planner import catalog_store
 from backend.planner.schemas import PlanRequest
 from backend.planner.service import make_plan
-from contract.spec import AlgorithmName, DispatchPolicy, Mode
+from contract.catalog import DispatchPolicy
+from contract.spec import AlgorithmName, Mode
 from streamrl.cli.common import emit_json, print_fields, print_table
 from streamrl.cli.errors import CLIError
 

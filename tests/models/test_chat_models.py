@@ -104,7 +104,7 @@ def test_chat_rollout_records_truncation_and_trains(chat_models: dict[str, Path]
 def test_recorder_keeps_truncation_beside_the_lengths() -> None:
     from contract.reporter import MemoryReporter
     from contract.sample import Sample
-    from contract.spec import TelemetrySpec
+    from contract.spec_operations import TelemetrySpec
     from workers.runtime.recorder import IterationRecorder
 
     def sample(i: int, reason: str) -> Sample:

@@ -13,7 +13,8 @@ from backend.planner.costmodel import TRAIN_FLOPS_PER_PARAM
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
 from backend.planner.schemas import PlanPublic, PlanRequest
 from backend.planner.service import make_plan
-from contract.spec import AlgorithmName, DispatchPolicy, JobSpec, Mode
+from contract.catalog import DispatchPolicy
+from contract.spec import AlgorithmName, JobSpec, Mode
 
 
 def test_one_cluster_plan_has_every_mode_and_a_timeline() -> None:

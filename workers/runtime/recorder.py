@@ -15,7 +15,7 @@ from typing import Any
 
 from contract.reporter import Reporter
 from contract.sample import Sample
-from contract.spec import TelemetrySpec
+from contract.spec_operations import TelemetrySpec
 from workers.core.episode import episode_record
 from workers.runtime import metrics
 from workers.runtime.telemetry import SpanRecorder
