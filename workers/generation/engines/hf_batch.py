@@ -4,7 +4,8 @@ Layout invariant: the batch shares one KV cache of shape (B, H, W, D) per layer.
 contiguous, RIGHT-ALIGNED column range [start[b], W): rows are left-padded, so a decode step appends one column for
 all rows. A row's next position id is W - start[b] (the number of tokens it has in the cache). Finished rows are
 removed (index_select) and leading columns no row uses are cropped; new requests are prefilled together
-(left-padded) and spliced in as new rows, padding the narrower of the two caches on the left with zeros.
+(left-padded) and spliced in as new rows, padding the narrower of the two caches on the left with zeros. The cache's
+layers keep spare columns, so a decode step writes its column in place (kv_columns.py).
 """
 
 from __future__ import annotations
@@ -17,20 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
 
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.generation.engines.feed import RequestFeed
+from workers.generation.engines.kv_columns import MIN_SPARE, SPARE_DIVISOR, SpareColumnsCache, spare_layers
 from workers.generation.engines.sampling import logprob_temperature, request_rng, sample_tokens
-
-
-def kv_layers(cache: DynamicCache) -> list[Any]:
-    """The cache's per-layer (keys, values) holders; the right-aligned layout needs plain full-attention layers."""
-    layers = list(cache.layers)
-    assert all(type(layer) is DynamicLayer for layer in layers), "only full-attention (DynamicLayer) caches"
-    return layers
 
 
 @dataclass
@@ -60,11 +52,13 @@ class ContinuousBatcher:
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int, eos_ids: set[int], seed_rng: random.Random,
                  ignore_eos: bool = False, min_free_slots: int = 1,
                  version_of: Callable[[str | None], int] = lambda adapter: 0,
-                 adapters: Callable[[list[str | None]], AbstractContextManager[Any]] | None = None) -> None:
+                 adapters: Callable[[list[str | None]], AbstractContextManager[Any]] | None = None,
+                 kv_spare: tuple[int, int | None] = (MIN_SPARE, SPARE_DIVISOR)) -> None:
         """`version_of(adapter)`: the weights version the model holds now for that adapter (None: its own weights),
         read at every token: weights may change between the steps of `run`, in place, and rows keep their KV cache.
         `adapters(names)`: a context in which one forward pass applies each row's adapter (mixed-adapter batches,
-        engines/hf_multi_lora.py); None: every row runs on the model as it is."""
+        engines/hf_multi_lora.py); None: every row runs on the model as it is. `kv_spare`: the cache layers' spare
+        columns (min_spare, spare_divisor) (kv_columns.py; (0, None) copies the cache at every step)."""
         self.model, self.tokenizer = model, tokenizer
         self.version_of = version_of
         self.adapters = adapters
@@ -74,8 +68,9 @@ class ContinuousBatcher:
         self.seed_rng = seed_rng
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         self.device = model.device
+        self.kv_spare = kv_spare
         self.rows: list[_Row] = []
-        self.cache = DynamicCache(config=model.config)
+        self.cache = self._new_cache()
         self.starts = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
         self.last_tokens = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
         self.decode_steps = 0
@@ -114,16 +109,15 @@ class ContinuousBatcher:
         starts = torch.tensor([width - n for n in lengths], device=self.device)  # (n,)
         mask = torch.arange(width, device=self.device)[None, :] >= starts[:, None]  # (n, P)
         positions = (torch.arange(width, device=self.device)[None, :] - starts[:, None]).clamp(min=0)  # (n, P)
-        cache = DynamicCache(config=self.model.config)
+        cache = self._new_cache()
         with self._adapters([r.adapter for r in requests]):
             out = self.model(input_ids=ids, attention_mask=mask.long(), position_ids=positions, past_key_values=cache,
                              use_cache=True, logits_to_keep=1)
         now = time.time()
         new_rows = [_Row(request=r, rng=request_rng(r.sampling, self.seed_rng), started_at=now) for r in requests]
         if bool(starts.any()):  # padded columns hold garbage from fully-masked queries: zero them
-            for layer in kv_layers(cache):
-                layer.keys = layer.keys.masked_fill(~mask[:, None, :, None], 0.0)
-                layer.values = layer.values.masked_fill(~mask[:, None, :, None], 0.0)
+            for layer in spare_layers(cache):
+                layer.zero_columns(~mask)
         self._splice(cache, starts)
         first = len(self.rows)
         self.rows.extend(new_rows)
@@ -183,18 +177,18 @@ class ContinuousBatcher:
         return None
 
     # ---- cache bookkeeping ----
-    def _splice(self, new_cache: DynamicCache, new_starts: torch.Tensor) -> None:
+    def _new_cache(self) -> SpareColumnsCache:
+        return SpareColumnsCache(self.model.config, *self.kv_spare)
+
+    def _splice(self, new_cache: SpareColumnsCache, new_starts: torch.Tensor) -> None:
         """Append the rows of `new_cache` (left-padded, right-aligned) to the batch cache."""
         old_width, new_width = self.cache.get_seq_length(), new_cache.get_seq_length()
         if not self.rows:
             self.cache, self.starts = new_cache, new_starts
             return
         width = max(old_width, new_width)
-        for old, new in zip(kv_layers(self.cache), kv_layers(new_cache), strict=True):
-            old.keys = torch.cat([F.pad(old.keys, (0, 0, width - old_width, 0)),
-                                  F.pad(new.keys, (0, 0, width - new_width, 0))])
-            old.values = torch.cat([F.pad(old.values, (0, 0, width - old_width, 0)),
-                                    F.pad(new.values, (0, 0, width - new_width, 0))])
+        for old, new in zip(spare_layers(self.cache), spare_layers(new_cache), strict=True):
+            old.stack_right_aligned(new)
         self.starts = torch.cat([self.starts + (width - old_width), new_starts + (width - new_width)])
 
     def _retire(self, finished: list[int]) -> Iterator[GenerationResult]:
@@ -208,12 +202,11 @@ class ContinuousBatcher:
         self.starts, self.last_tokens = self.starts[index], self.last_tokens[index]
         if keep:
             crop = int(self.starts.min())  # leading columns that no remaining row uses
-            for layer in kv_layers(self.cache):
-                layer.keys = layer.keys[index, :, crop:]
-                layer.values = layer.values[index, :, crop:]
+            for layer in spare_layers(self.cache):
+                layer.select_rows(index, crop)
             self.starts -= crop
         else:
-            self.cache = DynamicCache(config=self.model.config)
+            self.cache = self._new_cache()
         yield from results
 
     def _result(self, row: _Row) -> GenerationResult:
