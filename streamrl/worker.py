@@ -191,6 +191,15 @@ def device_lock_dir(node: str) -> Path:
 
 
 @worker_process_init.connect
+def _lean_transformers(**_: Any) -> None:
+    """Before a task process first imports a model class: transformers without scikit-learn (workers/lean_imports.py,
+    ~140 MB of RSS per process)."""
+    from workers.lean_imports import skip_sklearn_in_transformers
+
+    skip_sklearn_in_transformers()
+
+
+@worker_process_init.connect
 def _pin_to_device_set(**_: Any) -> None:
     """Each task process of a worker started with device sets takes one and runs pinned to it (workers/devices.py)."""
     sets = _device_sets()

@@ -34,6 +34,9 @@ def train_local_command(
     from contract.spec import JobSpec
 
     spec = JobSpec.model_validate(load_spec(spec_path, overrides=overrides))
+    from workers.lean_imports import skip_sklearn_in_transformers
+
+    skip_sklearn_in_transformers()
     import torch
     from transformers.utils import logging as hf_logging
 
