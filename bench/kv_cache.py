@@ -77,8 +77,9 @@ def main() -> None:
                 measured[arm].append(run(engine, requests, spare))
                 print(f"round {round_ + 1} {arm:5s} {measured[arm][-1]:8.1f} tokens/s", flush=True)
     spare_tok_s, copy_tok_s = (statistics.median(measured[arm]) for arm in ("spare", "copy"))
-    print(f"RESULT kv_spare_over_copy={spare_tok_s / copy_tok_s:.3f} spare_tok_s={spare_tok_s:.1f} copy_tok_s={copy_tok_s:.1f} "
-          f"preset={args.preset} batch={args.batch} max_tokens={args.max_tokens} rounds={args.rounds}")
+    print(f"RESULT kv_spare_over_copy={spare_tok_s / copy_tok_s:.3f} spare_tok_s={spare_tok_s:.1f} "
+          f"copy_tok_s={copy_tok_s:.1f} preset={args.preset} batch={args.batch} max_tokens={args.max_tokens} "
+          f"rounds={args.rounds}")
 
 
 if __name__ == "__main__":
