@@ -30,13 +30,14 @@ addition, GRPO lr 2e-4, exact-match reward, temperature 1) run as platform jobs 
 prints the mean training reward of the first and last 10 iterations of each and ends with
 `RESULT learn colocated=A->B sync=C->D async=E->F`.
 
-    python bench/modes.py --partial-rollouts [--max-tokens 160 --iterations 12]
+    python bench/modes.py --partial-rollouts [--max-tokens 512 --iterations 12 --max-staleness 2]
 
 compares async mode with in-flight weight updates (`generation.partial_rollouts: true`: unfinished sequences continue
 on the new weights) against async mode that drains at each update (false: the instance admits nothing until its
 batch has finished, then loads), on a generation-bound long-tail shape (long max_tokens; the long_tail task's lengths
 are heavy-tailed). Same iterations each; ends with `RESULT partial_over_plain=<samples/s ratio> reward_plain=...
-reward_partial=...` (reward: mean training reward of the last 3 iterations, averaged over the rounds).
+reward_partial=...` (reward: mean training reward of the last 3 iterations, averaged over the rounds). Both run at
+`--max-staleness` (default 1, the paper's; in-flight updates gain most when generation may run further ahead).
 samples/s = samples / wall time of iterations 2..N (iteration 1 carries engine start-up). The weight-sync fraction is
 the trainer's publish time (on its critical path) over the iteration time; `load` is the instances' load time.
 """
@@ -136,7 +137,8 @@ def _stop_profiles(spies: list[subprocess.Popen[bytes]]) -> None:
 
 def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> dict[str, Any]:
     return {
-        "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
+        "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode,
+        "max_staleness": args.max_staleness, "seed": 0,
         "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
         "generation": {"instances": instances, "batch_size": args.gen_batch, "max_tokens": args.max_tokens,
@@ -225,7 +227,7 @@ def _learn_dataset(session: Any, team_id: int, data_dir: Path) -> int:
 def _learn(args: argparse.Namespace, team_id: int, user_id: int, dataset_id: int | None) -> None:
     curves = {}
     for mode in ("colocated", "sync", "async"):
-        spec = {"name": f"learn-{mode}", "model": "bench", "mode": mode, "max_staleness": 1, "seed": 0,
+        spec = {"name": f"learn-{mode}", "model": "bench", "mode": mode, "max_staleness": args.max_staleness, "seed": 0,
                 "dataset": {"id": dataset_id, "eval_prompts": 0}, "reward": {"type": "exact_match"},
                 "algorithm": {"name": "grpo", "group_size": 8},
                 "generation": {"instances": args.instances, "batch_size": 128, "max_tokens": 5, "temperature": 1.0},
@@ -288,6 +290,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                         help="cuda: every pool's processes on GPU 0, generation and training sharing it (--cores, "
                              "--gen-cores unused)")
+    parser.add_argument("--max-staleness", type=int, default=1,
+                        help="async: how many versions generation may run ahead (every configuration)")
     parser.add_argument("--partial-rollouts", action="store_true",
                         help="async only: in-flight weight updates (partial rollouts) vs draining at each update")
     args = parser.parse_args()

@@ -120,8 +120,8 @@ if [ "$benches" = 1 ]; then
   echo "gpu_check: bench/train_memory.py --device $bench_device"
   "$PYTHON" bench/train_memory.py --presets tiny-100m --rounds 1 --device "$bench_device"
   echo "gpu_check: bench/modes.py --partial-rollouts --engine $engine --device $bench_device"
-  "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 160 --repeats 3 --engine "$engine" \
-    --device "$bench_device" --preset "$([ "$mode" = gpu ] && echo tiny-15m || echo tiny-1m)"
+  "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 512 --max-staleness 2 --repeats 3 \
+    --engine "$engine" --device "$bench_device" --preset "$([ "$mode" = gpu ] && echo tiny-15m || echo tiny-1m)"
   # TRL runs in its own venv, which the bench installs from PyPI on first use: skipped where PyPI is unreachable
   echo "gpu_check: bench/peer_trl.py"
   "$PYTHON" bench/peer_trl.py || echo "gpu_check: bench/peer_trl.py failed (its TRL venv needs PyPI the first time)"

@@ -146,6 +146,10 @@ class InstanceRunner:
     def _say_in_flight_default(self, in_flight: bool) -> None:
         """The job's event for an unset `generation.partial_rollouts`: what this instance chose, and why."""
         why = "" if self.engine.records_versions else " (this engine cannot swap weights under running rows)"
+        if in_flight and self.spec.max_staleness == 1:
+            why = (": with max_staleness 1 generation runs one iteration ahead of the trainer, where in-flight "
+                   "updates gained 1.05-1.28x over draining, against 1.33x with max_staleness 2 (bench/modes.py "
+                   "--partial-rollouts, docs/user-guide.md)")
         self.ctx.reporter.record_event(
             self.ctx.job_id, "generation_defaults",
             f"instance {self.instance_id}: in-flight weight updates {'on' if in_flight else 'off (draining)'}: "

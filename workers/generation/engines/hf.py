@@ -52,11 +52,13 @@ class HFEngine(GenerationEngine):
 
     records_versions = True  # weights are swapped in place between decode steps; each token's version is recorded
     # Draining at weight updates measured faster than updating in flight (bench/modes.py --partial-rollouts --engine
-    # hf, 2 CPU cores, 256 tokens: in flight 0.84x and 0.65x the samples/s). The batch shares one right-aligned KV
-    # cache (hf_batch.py): a batch that never drains keeps its longest row's width, every row admitted meanwhile is
-    # left-padded to it, and admissions in smaller groups need more prefills. A py-spy profile of the same 768
-    # samples: decode steps 179 vs 128 samples, prefills 47 vs 15, row retirement 23 vs 9. A paged KV cache (vLLM)
-    # has no such padding, and there in-flight updates win.
+    # hf, 2 CPU cores: in flight 0.65x before the KV cache kept spare columns, 0.91-0.92x after at 256 tokens, 0.95x
+    # at 512 tokens with max_staleness 2, where vLLM gains 1.33x). There the trainer is the bottleneck (0.39-0.42 s
+    # of a 0.48-0.57 s iteration) and waits longer in flight (0.09-0.11 s vs 0.04-0.06 s an iteration) for each
+    # iteration's longest sample: draining lets that sample finish in near-empty decode steps (PTL(1) = 2.1 ms vs
+    # PTL(64) = 4.9 ms, bench/partial_ceiling.py), in flight the rows admitted beside it slow its steps. The batch's
+    # KV cache is also one right-aligned block (hf_batch.py): a batch that never drains keeps its longest row's
+    # width, and every row admitted meanwhile attends over that padding; a paged cache (vLLM) has none.
     partial_rollouts_default = False
 
     @classmethod
