@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 from celery import Task
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import worker_init, worker_process_init, worker_ready, worker_shutting_down
 
 from backend.private_files import restrict_umask
 from backend.reporting import DatabaseReporter
@@ -191,15 +191,6 @@ def device_lock_dir(node: str) -> Path:
 
 
 @worker_process_init.connect
-def _lean_transformers(**_: Any) -> None:
-    """Before a task process first imports a model class: transformers without scikit-learn (workers/lean_imports.py,
-    ~140 MB of RSS per process)."""
-    from workers.lean_imports import skip_sklearn_in_transformers
-
-    skip_sklearn_in_transformers()
-
-
-@worker_process_init.connect
 def _pin_to_device_set(**_: Any) -> None:
     """Each task process of a worker started with device sets takes one and runs pinned to it (workers/devices.py)."""
     sets = _device_sets()
@@ -212,6 +203,17 @@ def _pin_to_device_set(**_: Any) -> None:
     kind = device_kind(get_settings().device)
     pin_process(kind, devices)
     log.info("process %d runs on %s set %d: %s", os.getpid(), kind, index, format_device_set(devices))
+
+
+@worker_init.connect
+def _lean_transformers(**_: Any) -> None:
+    """In the worker's main process, before it forks its task processes (which inherit it) and before any imports a
+    model class: transformers without scikit-learn (workers/lean_imports.py, ~140 MB of RSS per task process). Here
+    rather than in each task process: importing transformers' utilities takes ~1 s, and a task process must report
+    up within Celery's `worker_proc_alive_timeout` (4 s)."""
+    from workers.lean_imports import skip_sklearn_in_transformers
+
+    skip_sklearn_in_transformers()
 
 
 @worker_ready.connect

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import redis
-from waiting import environ_snapshot
+from waiting import environ_snapshot, wait_until
 
 from contract import keys
 
@@ -40,9 +40,14 @@ def test_worker_pins_one_process_per_device_set(redis_url: str, tmp_path: Path) 
             time.sleep(0.5)
         assert entry is not None, "the worker never registered"
         assert entry["slots"] == 2 and entry["devices"] == ["0", "1"] and entry["device_kind"] == "cpu"
-        children = psutil.Process(proc.pid).children()
-        assert len(children) == 2
-        assert sorted(tuple(sorted(child.cpu_affinity())) for child in children) == [(0,), (1,)]
+
+        def pinned() -> list[tuple[int, ...]] | None:  # each task process pins itself as it starts
+            children = psutil.Process(proc.pid).children()
+            sets = sorted(tuple(sorted(child.cpu_affinity())) for child in children)
+            return sets if sets == [(0,), (1,)] else None
+
+        assert len(psutil.Process(proc.pid).children()) == 2
+        wait_until(pinned, 60, "both task processes pinned to their device sets")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import redis
 from sqlalchemy import select
 from waiting import environ_snapshot, stop_process_groups
@@ -137,6 +138,11 @@ class Platform:
         pattern = keys.worker_registry(f"{self.nodes[pool]}@*")
         wait_until(lambda: next(self.client.scan_iter(match=pattern, count=100), None) is not None, timeout_s,
                    f"the {pool} worker registers", logs=self.logs_tail)
+
+    def task_process_maps(self, pool: str) -> list[str]:
+        """The memory maps (/proc/PID/maps: every shared object loaded) of the pool worker's task processes."""
+        return [Path(f"/proc/{child.pid}/maps").read_text()
+                for child in psutil.Process(self.workers[pool].pid).children()]
 
     def stop_worker(self, pool: str) -> None:
         """A warm shutdown of one pool's worker: 20 s to hand its tasks back before SIGKILL."""

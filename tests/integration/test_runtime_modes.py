@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 pytestmark = [pytest.mark.integration]
@@ -28,6 +30,18 @@ def test_job_runs_to_completion(platform, mode: str) -> None:
         consumed = platform.consumed(job_id)  # ids are unique by construction: a set equal in size == no dups
         assert len(consumed) == ITERATIONS * PROMPTS * GROUP
         assert max(r["staleness_mean"] for r in rows) <= (1 if mode == "async" else 0)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed")
+def test_task_processes_load_models_without_sklearn(platform) -> None:
+    """workers/lean_imports.py, through the worker's signal: the task processes that ran a job loaded torch and
+    transformers, not scikit-learn (installed here as mlflow's dependency; transformers would import it)."""
+    job_id = platform.submit(mode="sync", training={"iterations": 1, "prompts_per_iteration": 2})
+    assert platform.wait_done(job_id, timeout_s=300).error is None
+    for pool in ("generation", "training"):
+        maps = platform.task_process_maps(pool)
+        assert any("/torch/lib/" in text for text in maps), f"no {pool} task process loaded torch"
+        assert not any("/sklearn/" in text for text in maps), f"a {pool} task process loaded scikit-learn"
 
 
 def test_async_generates_ahead_of_training(platform) -> None:
