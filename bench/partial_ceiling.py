@@ -77,7 +77,7 @@ def main() -> None:
         print(f"PTL({bs:3d}) = {measured[bs] * 1e3:7.3f} ms per step ({measured[bs] / bs * 1e6:8.1f} us per token)")
     ptl = PTLProfile(tuple(measured.items()))
     full = measured[sizes[-1]]
-    flat = PTLProfile(((1, full), (args.batch, full)))
+    flat = PTLProfile(((1, full),))  # one point: every batch size costs a full step
     lengths = iteration_lengths(args.iterations, args.prompts, args.group, args.length_scale)
     flat_lengths = np.concatenate(lengths)
     print(f"{args.iterations} iterations x {args.prompts * args.group} samples: lengths p50="

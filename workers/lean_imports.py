@@ -20,12 +20,10 @@ def skip_sklearn_in_transformers() -> bool:
     late to matter, and left as they are)."""
     if CANDIDATE_GENERATOR in sys.modules:
         return False
-    import transformers.utils
-    import transformers.utils.import_utils
+    import transformers.utils  # every reader imports the check from here (`from ..utils import ...`)
 
     def unavailable() -> bool:
         return False
 
     transformers.utils.is_sklearn_available = unavailable
-    transformers.utils.import_utils.is_sklearn_available = unavailable
     return True

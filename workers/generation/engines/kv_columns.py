@@ -42,17 +42,15 @@ class SpareColumnsLayer(DynamicLayer):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        new = key_states.shape[-2]
         if not self.is_initialized:
             self.dtype, self.device = key_states.dtype, key_states.device
             self.is_initialized = True
-            self.hold(key_states[:, :, :0], value_states[:, :, :0], extra=key_states.shape[-2])
-        elif self._k_buf is None or self.keys is not self._k_view:
-            self.hold(self.keys, self.values, extra=key_states.shape[-2])  # assigned from outside: adopt it
+            self.hold(key_states[:, :, :0], value_states[:, :, :0], extra=new)
+        elif self.keys is not self._k_view or self._end + new > self._capacity_held:
+            self.hold(self.keys, self.values, extra=new)  # assigned from outside (adopted), or out of spare columns
         assert self._k_buf is not None and self._v_buf is not None
-        end = self._end + key_states.shape[-2]
-        if end > self._k_buf.shape[-2]:
-            self.hold(self.keys, self.values, extra=key_states.shape[-2])
-            end = self._end + key_states.shape[-2]
+        end = self._end + new
         self._k_buf[:, :, self._end:end] = key_states
         self._v_buf[:, :, self._end:end] = value_states
         self._view(self._start, end)
@@ -101,6 +99,10 @@ class SpareColumnsLayer(DynamicLayer):
 
     def get_seq_length(self) -> int:
         return self._end - self._start if self.is_initialized else 0
+
+    @property
+    def _capacity_held(self) -> int:
+        return self._k_buf.shape[-2] if self._k_buf is not None else 0
 
     def _capacity(self, width: int) -> int:
         spare = max(self.min_spare, width // self.spare_divisor) if self.spare_divisor else self.min_spare
