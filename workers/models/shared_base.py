@@ -9,7 +9,9 @@ read-only-in-practice mapping of that file (`MAP_PRIVATE`): the kernel backs eve
 page-cache pages, so N processes cost one copy. Invariants:
 - the key covers the model directory's weight files (path, size, mtime), the parameters' names, shapes and dtypes,
   and the torch / transformers versions that produced them: a file is only ever reused for identical tensors;
-- a file appears whole or not at all (written to a temporary name, fsynced, renamed);
+- a file appears whole or not at all (written to a temporary name, fsynced, renamed), and once per host: processes
+  that start together check and write under an exclusive lock on the cache directory, so none replaces a file
+  another has already mapped (that mapping would then hold a deleted copy of its own);
 - nothing writes a frozen tensor; if something did, copy-on-write gives that process its own page and the file and
   the other processes stay unchanged (correctness never depends on sharing);
 - a cache file may be deleted at any time (pruning, an operator): processes that mapped it keep their pages.
@@ -19,13 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import hashlib
 import json
 import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +128,17 @@ def _prune(cache_dir: Path, keep: Path) -> None:
             pass
 
 
+@contextlib.contextmanager
+def _host_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path`'s directory, across processes (flock on the directory itself: no lock file)."""
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when the descriptor closes
+        yield
+    finally:
+        os.close(fd)
+
+
 def _release_freed_heap() -> None:
     """Hand the private copies just freed back to the OS (glibc keeps freed heap otherwise)."""
     with contextlib.suppress(OSError, AttributeError):  # not glibc: this process reuses the memory instead
@@ -154,7 +168,7 @@ def map_frozen_weights(modules: Iterable[nn.Module], model_dir: Path, cache_dir:
     offsets, nbytes = _layout(params)
     cache_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = cache_dir / f"{cache_key(model_dir, params)}.bin"
-    with _WRITING:  # threads of one process (a shared training process's drivers) write a file once
+    with _WRITING, _host_lock(path):  # threads of one process, and processes of one host, write a file once
         written = not (path.is_file() and path.stat().st_size == nbytes)
         if written:
             _write(path, params, offsets, nbytes)
