@@ -1,0 +1,21 @@
+"""scheduler: priorities, fair-share weights, queue state (reserved)
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-12-05 05:30:00
+"""
+
+from collections.abc import Sequence
+
+revision: str = '0012'
+down_revision: str | None = '0011'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
