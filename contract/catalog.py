@@ -80,7 +80,7 @@ REWARD_TYPES: dict[str, dict[str, Any]] = {
     },
     "format": {
         "label": "format",
-        "summary": "1.0 when the whole (stripped) response matches `pattern`.",
+        "summary": "1.0 when the whole (stripped) response matches `pattern` (RE2 syntax).",
         "defaults": {
             "pattern": "-?\\d+(\\.\\d+)?",
             "strip": True
@@ -154,7 +154,7 @@ REWARD_TYPES: dict[str, dict[str, Any]] = {
     },
     "regex": {
         "label": "regex",
-        "summary": "`score_match` when `pattern` (flags any of imsx) is found in the response, else `score_miss`.",
+        "summary": "`score_match` when `pattern` (RE2 syntax, flags any of imsx) is found in the response, else `score_miss`.",
         "defaults": {
             "flags": "",
             "score_match": 1.0,

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from contract.registry import Registry
+from contract.rewards.safe_regex import FLAG_LETTERS, compile_pattern
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-_FLAG_LETTERS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
 # name -> fn(prompt, response, meta, **params) -> float; meta: `defaults`, `required`, `compiled` (params compiled as
-# regular expressions with the `flags` param)
+# RE2 regular expressions with the `flags` param: contract/rewards/safe_regex.py)
 # Graders (contract/rewards/graders.py, model_graders.py) register their binder with meta `grader=True`:
 # binder(params, models) -> fn.
 REWARDS: Registry[Callable[..., Any]] = Registry("reward type")
@@ -65,16 +65,16 @@ def numeric(prompt: str, response: str, meta: Mapping[str, Any], *, answer_key: 
 
 @REWARDS.register("regex", defaults={"flags": "", "score_match": 1.0, "score_miss": 0.0}, required=("pattern",),
                   compiled=("pattern",))
-def regex(prompt: str, response: str, meta: Mapping[str, Any], *, pattern: re.Pattern[str], flags: str = "",
+def regex(prompt: str, response: str, meta: Mapping[str, Any], *, pattern: Any, flags: str = "",
           score_match: float = 1.0, score_miss: float = 0.0) -> float:
-    """`score_match` when `pattern` (flags any of imsx) is found in the response, else `score_miss`."""
+    """`score_match` when `pattern` (RE2 syntax, flags any of imsx) is found in the response, else `score_miss`."""
     return score_match if pattern.search(response) else score_miss
 
 
 @REWARDS.register("format", defaults={"pattern": r"-?\d+(\.\d+)?", "strip": True}, compiled=("pattern",))
-def format_reward(prompt: str, response: str, meta: Mapping[str, Any], *, pattern: re.Pattern[str],
+def format_reward(prompt: str, response: str, meta: Mapping[str, Any], *, pattern: Any,
                   strip: bool = True) -> float:
-    """1.0 when the whole (stripped) response matches `pattern`."""
+    """1.0 when the whole (stripped) response matches `pattern` (RE2 syntax)."""
     return 1.0 if pattern.fullmatch(response.strip() if strip else response) else 0.0
 
 
@@ -120,16 +120,12 @@ def bind_builtin(name: str, params: Mapping[str, Any],
         _check_type(name, key, value, defaults.get(key))
     if "position" in bound and bound["position"] not in ("first", "last"):
         raise ValueError(f"reward {name!r}: param 'position' must be 'first' or 'last', got {bound['position']!r}")
-    for key in compiled:
-        flags = 0
-        for letter in str(bound.get("flags", "")):
-            if letter not in _FLAG_LETTERS:
-                raise ValueError(f"reward {name!r}: unknown regex flag {letter!r}; use any of 'imsx'")
-            flags |= _FLAG_LETTERS[letter]
-        try:
-            bound[key] = re.compile(str(bound[key]), flags)
-        except re.error as exc:
-            raise ValueError(f"reward {name!r}: param {key!r} is not a valid regular expression: {exc}") from exc
+    for key in compiled:  # RE2: linear-time matching of user patterns (contract/rewards/safe_regex.py)
+        flags = str(bound.get("flags", ""))
+        for letter in flags:
+            if letter not in FLAG_LETTERS:
+                raise ValueError(f"reward {name!r}: unknown regex flag {letter!r}; use any of {FLAG_LETTERS!r}")
+        bound[key] = compile_pattern(str(bound[key]), flags, f"reward {name!r}: param {key!r}")
 
     def bound_fn(prompt: str, response: str, meta: Mapping[str, Any]) -> float:
         return fn(prompt, response, meta, **bound)

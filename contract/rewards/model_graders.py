@@ -21,12 +21,12 @@ Both: optional `pass_threshold` (the sample passes when score >= it) and `batch_
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from contract.rewards.builtins import REWARDS
 from contract.rewards.graders import BatchGrader, GraderFn, GraderModels, Item, Template, check_fields
+from contract.rewards.safe_regex import compile_pattern
 
 KINDS = {"model": "classifier", "judge": "chat"}  # the grader -> the kind of model it needs (checked at submit)
 TRANSFORMS = ("none", "sigmoid")
@@ -124,15 +124,12 @@ def _range(params: Mapping[str, Any]) -> tuple[float, float]:
     return low, high
 
 
-def _pattern(params: Mapping[str, Any]) -> re.Pattern[str]:
-    raw = params.get("score_regex", DEFAULT_SCORE_REGEX)
-    try:
-        return re.compile(raw)
-    except (re.error, TypeError) as exc:
-        raise ValueError(f"reward 'judge': param 'score_regex' is not a valid regular expression: {exc}") from None
+def _pattern(params: Mapping[str, Any]) -> Any:
+    """RE2 (linear time, contract/rewards/safe_regex.py): a judge's reply cannot stall the batch it is in."""
+    return compile_pattern(params.get("score_regex", DEFAULT_SCORE_REGEX), "", "reward 'judge': param 'score_regex'")
 
 
-def parse_score(reply: str, pattern: re.Pattern[str], low: float, high: float) -> float:
+def parse_score(reply: str, pattern: Any, low: float, high: float) -> float:
     """The score in a judge's reply; ValueError (quoting the reply) when it holds none or one outside [low, high]."""
     quoted = repr(reply[:MAX_REPLY_QUOTE] + ("..." if len(reply) > MAX_REPLY_QUOTE else ""))
     match = pattern.search(reply)
