@@ -82,3 +82,45 @@ def test_a_member_that_cannot_run_is_refused_and_the_others_are_served(
         redis_client.delete(keys.share_joins("test-key"), keys.share_state("test-key"))
         for job_id in (served, refused):
             clear_job(redis_client, job_id)
+
+
+def test_warm_shutdown_ends_an_idle_shared_process_and_hands_its_member_back(
+        redis_client: redis.Redis, tmp_path: Path) -> None:
+    """Ctrl-C of `streamrl up` (the worker's warm shutdown flag) with an idle shared process: its member hands its
+    instance back and the process exits long before the 20 s SIGKILL, not after its idle_s (finding 13 of #36)."""
+    base = build_tiny_model("tiny-1m", tmp_path / "base")
+    job_id = 700_100_001 + int(time.time()) % 1000 * 2
+    node, key = f"shutdown-test-{job_id}@host", f"test-key-{job_id}"
+    reporter = MemoryReporter()
+    reporter.add_job(JobRecord(job_id=job_id, team_id=job_id, spec=_spec(), status=JobStatus.running,
+                               model_path=str(base), dataset_path=None))
+    reporter.set_instance_status(job_id, INSTANCE, InstanceStatus.starting)
+    redis_client.rpush(keys.share_joins(key), f'{{"job_id": {job_id}, "instance_id": "{INSTANCE}"}}')
+    host = SharedInstance(redis_client, key, reporter, tmp_path / "artifacts", node=node, device="cpu", idle_s=120.0)
+    outcome: list[str | BaseException] = []
+    ended = threading.Event()
+
+    def serve() -> None:
+        try:
+            outcome.append(host.serve())
+        except BaseException as err:  # reported by the assertions below instead of a timeout
+            outcome.append(err)
+        ended.set()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        wait_until(lambda: reporter.instance_states(job_id).get(INSTANCE) == InstanceStatus.running or outcome, 120,
+                   "the member runs")
+        assert not outcome, outcome
+        redis_client.set(keys.worker_shutdown(node), 1, ex=60)  # what the worker's main process does on SIGTERM
+        started = time.monotonic()
+        assert ended.wait(60), "the shared process did not exit on the worker's shutdown"
+        took = time.monotonic() - started
+        assert isinstance(outcome[0], str), outcome
+        assert took < 10, f"the shared process took {took:.1f}s to exit (the worker kills it at 20 s)"
+        assert reporter.instance_states(job_id)[INSTANCE] == InstanceStatus.stopped  # handed back, not dead
+        assert redis_client.get(keys.share_state(key)) is None  # a placement now starts a process elsewhere
+    finally:
+        host.state.stop()
+        redis_client.delete(keys.share_joins(key), keys.share_state(key), keys.worker_shutdown(node))
+        clear_job(redis_client, job_id)

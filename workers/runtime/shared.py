@@ -17,6 +17,9 @@ A member leaves when its feed ends (job done, instance stopped, worker shutting 
 finish, then it flushes, releases its reward and adapter and marks its instance stopped; the others go on. A member
 that fails is marked dead with its error (the controller replaces it) and never takes the process down. With no
 member for `idle_s` the process exits, atomically with an empty joins list (a late placement starts a new one).
+When the worker shuts down (`ShutdownWatch`, checked at least once a second, busy or idle) every member hands its
+instance back at once, the process admits no placement, removes its state and exits (placements still waiting then
+find no process, and the controller starts one on another worker).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from workers.runtime.context import JobContext, JobSetupError, load_context
 from workers.runtime.fair_share import FairShare
 from workers.runtime.instance import InstanceRunner, report_setup_error
 from workers.runtime.share_state import ShareState
+from workers.runtime.shutdown import ShutdownWatch
 from workers.runtime.telemetry import Heartbeat
 
 if TYPE_CHECKING:
@@ -80,18 +84,22 @@ class SharedInstance:
         self._joins_checked = 0.0
         self.state = ShareState(client, key, node, lambda: [
             [m.runner.ctx.job_id, m.runner.instance_id] for m in list(self.members.values())])
+        self.shutdown = ShutdownWatch(client, node)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
     def serve(self) -> str:
         state = self.state.start()
         try:
-            while True:
+            while not self.shutdown.check():
                 if self._join_first():
                     assert self.engine is not None
                     for result in self.engine.generate_stream(self._feed()):
                         self._route(result)
                 elif state.exit_if_no_joins():
                     break
+            else:  # the worker is shutting down: the members handed their instances back; placements go elsewhere
+                state.stop()
+                self.client.delete(keys.share_state(self.key))
         finally:
             state.stop()
             for tag in list(self.members):
@@ -99,9 +107,9 @@ class SharedInstance:
         return f"shared instance {self.key} stopped after serving {self.served} instances"
 
     def _join_first(self) -> bool:
-        """Wait (at most idle_s) until a placement becomes a member; False: none came."""
+        """Wait (at most idle_s) until a placement becomes a member; False: none came, or the worker shuts down."""
         deadline = time.monotonic() + self.idle_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.shutdown.check():
             if self._admit_joins(block_s=1.0):
                 return True
         return False
@@ -220,7 +228,11 @@ class SharedInstance:
             now = time.monotonic()
             if now - self._joins_checked >= JOIN_POLL_S:
                 self._joins_checked = now
-                self._admit_joins()
+                if not self.shutdown.check():
+                    self._admit_joins()
+                else:  # every member hands its instance back now, not at its next heartbeat
+                    for member in self.members.values():
+                        member.runner.stop.set()
             for ended in [t for t, m in self.members.items() if m.ended and m.rows == 0]:
                 self._leave(ended)
             if not self.members:
