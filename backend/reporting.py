@@ -22,6 +22,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from backend.db import Dataset, GenerationInstance, Job
+from backend.db.enums import can_transition
 from backend.db.session import session_scope
 from backend.schemas.jobs import JobEventPublic
 from backend.services.job_data import record_checkpoint, record_iteration, record_samples, record_spans
@@ -112,11 +113,14 @@ class DatabaseReporter(Reporter):
     @_retrying
     def set_job_status(self, job_id: int, to: JobStatus, error: str | None = None) -> None:
         with session_scope() as session:
-            job = session.get(Job, job_id)
+            # locked: a status read here and changed meanwhile by the API or the controller is never written over
+            job = session.get(Job, job_id, with_for_update=True)
             if job is None or job.status == to or JobStatus(job.status) in TERMINAL_JOB_STATUSES:
                 return
             if to == JobStatus.running and job.status not in (JobStatus.starting, JobStatus.queued):
                 return  # already running (resumed driver) or paused by a user meanwhile
+            if not can_transition(JobStatus(job.status), to) and to != JobStatus.running:
+                return  # e.g. a parked session's call already queued it again and the controller admitted it
             if to == JobStatus.running and job.status == JobStatus.queued:
                 transition_job(session=session, job=job, to=JobStatus.starting)
             transition_job(session=session, job=job, to=to, error=error)

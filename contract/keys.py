@@ -71,6 +71,11 @@ def tinker_result(request_id: str) -> str:
     return f"streamrl:tinker:result:{request_id}"
 
 
+def tinker_woken(job_id: int) -> str:
+    """When (epoch seconds) a call woke the parked Tinker session: its restore latency is measured from then."""
+    return f"{prefix(job_id)}:tinker:woken"
+
+
 def tinker_session(session_id: str) -> str:
     """JSON {team_id, user_id, ...} of a Tinker SDK session; expires unless its heartbeats refresh it."""
     return f"streamrl:tinker:session:{session_id}"

@@ -104,7 +104,8 @@ class Reporter(ABC):
 _TRANSITIONS = {  # the subset of the control plane's state machine the runtime asks for
     JobStatus.queued: {JobStatus.starting, JobStatus.running, JobStatus.failed, JobStatus.cancelled},
     JobStatus.starting: {JobStatus.running, JobStatus.failed, JobStatus.cancelled},
-    JobStatus.running: {JobStatus.paused, JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled},
+    JobStatus.running: {JobStatus.paused, JobStatus.parked, JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled},
+    JobStatus.parked: {JobStatus.queued, JobStatus.failed, JobStatus.cancelled},
     JobStatus.paused: {JobStatus.running, JobStatus.failed, JobStatus.cancelled},
 }
 

@@ -90,9 +90,15 @@ class Settings(BaseSettings):
         "this many seconds without requests, freeing its generation slot (read by the generation workers)"
     )
 
-    tinker_idle_timeout_s: float = Field(
-        600.0, gt=0, le=7 * 86400, description="a Tinker training session (docs/tinker.md) that got no request for "
-        "this many seconds ends and frees its training slot (read by the training workers)"
+    tinker_idle_s: float = Field(
+        60.0, gt=0, le=7 * 86400, description="a Tinker training session (docs/tinker.md) that got no call for this "
+        "many seconds is parked: its adapter and optimizer state go to disk and its training slot is free; its next "
+        "call restores it (read by the training workers)"
+    )
+    tinker_park_every: int = Field(
+        20, ge=1, le=1_000_000, description="a Tinker training session also saves its park state every this many "
+        "optimizer steps while it runs: after a kill -9 of its worker it resumes from there (read by the training "
+        "workers)"
     )
 
     smtp_host: str | None = Field(None, description="SMTP server for e-mail alerts; unset: e-mail rules are refused")

@@ -14,6 +14,7 @@ class JobStatus(StrEnum):
     starting = "starting"
     running = "running"
     paused = "paused"
+    parked = "parked"  # a Tinker training session with no call for a while: no process, no slot (docs/tinker.md)
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"

@@ -114,13 +114,17 @@ def run_grader(request_id: str, payload: dict[str, Any]) -> str:
 
 @app.task(name=tasks.TINKER_SESSION, bind=True)
 def tinker_session(self: Task, job_id: int) -> str:
-    """A Tinker training session (docs/tinker.md): serves its TrainingClient's requests in seq order until idle for
-    STREAMRL_TINKER_IDLE_TIMEOUT_S, closed or cancelled, holding one training slot."""
+    """A Tinker training session (docs/tinker.md): serves its TrainingClient's requests in seq order, holding one
+    training slot, until parked (STREAMRL_TINKER_IDLE_S without a call, or this worker's warm shutdown), closed or
+    cancelled."""
     from workers.runtime.components import worker_device
-    from workers.runtime.tinker_session import run_session
+    from workers.runtime.tinker_serve import run_session
 
     reporter, client = _platform()
-    return run_session(job_id, reporter, client, worker_device(), get_settings().tinker_idle_timeout_s)
+    settings = get_settings()
+    return run_session(job_id, reporter, client, worker_device(), artifacts=settings.artifacts,
+                       idle_s=settings.tinker_idle_s, park_every=settings.tinker_park_every,
+                       node=self.request.hostname)
 
 
 @app.task(name=tasks.RECONCILE)

@@ -24,11 +24,13 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from backend.controller import sharing
+from backend.controller.budgets import enforce_budgets
 from backend.controller.capacity import PoolCapacity, generation_capacity, training_slots
 from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
+from backend.services import tinker_parking
 from backend.services.jobs import (
     admit_queued_jobs,
     job_devices,
@@ -125,6 +127,7 @@ def reconcile_once(
                           keys.driver_handback(job.id), keys.driver_seen(job.id), keys.driver_share(job.id))
             clear_tally(client, job.id)  # a resumed job is judged on its new rewards only
     with session_scope(engine) as session:
+        enforce_budgets(session, client)  # pause the jobs over a budget, resume those it paused that have room
         jobs = session.scalars(select(Job).where(Job.status.in_([JobStatus.starting, JobStatus.running,
                                                                    JobStatus.paused]))).all()
         capacity = generation_capacity(session, client, timeouts.instance_heartbeat_s)
@@ -290,17 +293,20 @@ def _next_instance_id(session: Session, job_id: int) -> str:
 
 def _reconcile_tinker(session: Session, job: Job, sender: TaskSender, client: redis.Redis, timeouts: Timeouts,
                       report: ReconcileReport) -> None:
-    """A Tinker session: send its task once; when its worker is gone it fails (its pending futures then fail with
-    a retryable error and the SDK resumes from its last save_state in a new training client)."""
+    """A Tinker session: send its task once; when its worker is gone it is parked at its last automatic park and
+    restored (tinker_parking.worker_lost), or fails when it never started or was lost too often (its pending futures
+    then fail with a retryable error and the SDK resumes from its last save_state in a new training client)."""
     if job.status == JobStatus.starting and liveness.mark_driver_sent(client, job.id):
         sender.start_tinker_session(job.id)
         report.drivers_started.append(job.id)
         record_event(session=session, job_id=job.id, kind="worker", message="tinker session task sent",
                      data={"driver": "sent"})
     if _driver_lost(client, job, timeouts):
-        report.jobs_failed.append(job.id)
-        _fail(session, job, client, "the training session's worker died (no heartbeat); resume from the last "
-              "save_state with create_training_client_from_state_with_optimizer")
+        error = tinker_parking.worker_lost(session, client, job) if job.status == JobStatus.running else (
+            f"no training worker picked the session up within {timeouts.driver_start_s:.0f}s")
+        if error is not None:
+            report.jobs_failed.append(job.id)
+            _fail(session, job, client, error)
 
 
 def _driver_lost(client: redis.Redis, job: Job, timeouts: Timeouts) -> bool:

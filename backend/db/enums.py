@@ -12,10 +12,13 @@ from contract.states import (  # noqa: F401 - the control plane's names for them
 )
 
 # queued -> starting -> running <-> paused -> succeeded | failed | cancelled
+# Tinker sessions also park: running -> parked (state on disk, no slot) -> queued (a call arrived) | ended
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.queued: frozenset({JobStatus.starting, JobStatus.cancelled, JobStatus.failed}),
     JobStatus.starting: frozenset({JobStatus.running, JobStatus.failed, JobStatus.cancelled}),
-    JobStatus.running: frozenset({JobStatus.paused, JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled}),
+    JobStatus.running: frozenset({JobStatus.paused, JobStatus.parked, JobStatus.succeeded, JobStatus.failed,
+                                  JobStatus.cancelled}),
+    JobStatus.parked: frozenset({JobStatus.queued, JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled}),
     JobStatus.paused: frozenset({JobStatus.running, JobStatus.cancelled, JobStatus.failed}),
     JobStatus.succeeded: frozenset(),
     JobStatus.failed: frozenset({JobStatus.queued}),  # resume: continue from the newest checkpoint

@@ -205,6 +205,8 @@ def _classify(
         return "queued", "waiting for a free job slot", None
     if status == JobStatus.paused:
         return "paused", "paused by a user; resume to continue", None
+    if status == JobStatus.parked:  # a Tinker session (docs/tinker.md#parking)
+        return "paused", "parked: no call for a while, no training slot held; its next call restores it", None
     if inst.dead_recent >= CRASH_LOOP_DEAD:
         error = facts.events.get("error") or facts.events.get("worker")
         minutes = CRASH_WINDOW_S / 60

@@ -9,8 +9,9 @@
                                  ids; the session worker runs them in seq order and writes each outcome under
                                  `keys.tinker_result(request_id)`
     retrieve_future           -> that outcome, `try_again` while it is pending (queue_state `paused_capacity` while
-                                 the job waits for a training slot), a retryable (`server`) failure once the session
-                                 is gone without answering (worker death, idle timeout, cancel)
+                                 the job waits for a training slot or is parked), a retryable (`server`) failure once
+                                 the session is gone without answering (cancel, its worker lost too often)
+    a call to a parked session-> its job queued again (backend/services/tinker_parking.py): restored, it serves the call
 
 Another team's session, model, request, sampler or checkpoint is a 404. Checkpoints live under
 `<artifacts>/tinker/<team>/<job>/{weights,sampler_weights}/<name>` and are the job's platform Checkpoint rows.
@@ -35,6 +36,7 @@ from backend.db.models import Job, Model, Team, User
 from backend.services import jobs as job_service
 from backend.services.errors import ServiceError
 from backend.services.models import find_model
+from backend.services.tinker_parking import park_file, parking_info, wake
 from contract import keys
 from contract.spec import JobSpec
 
@@ -94,12 +96,21 @@ def heartbeat(client: redis.Redis, session_id: str, team: Team) -> None:
     client.expire(keys.tinker_session(session_id), SESSION_TTL_S)
 
 
-def finish_session(session: Session, client: redis.Redis, session_id: str, team: Team) -> None:
-    """ServiceClient.close(): the session's training sessions end now (their slots are freed) and it beats no more."""
+def finish_session(session: Session, client: redis.Redis, session_id: str, team: Team, artifacts: Path) -> None:
+    """ServiceClient.close(): the session's training sessions end now (their slots are freed; a parked one ends
+    where it is, its park state removed) and it beats no more."""
     require_session(client, session_id, team)
     for job in session.scalars(select(Job).where(Job.team_id == team.id, Job.name.startswith(f"{session_id}:train:"),
-                                                 Job.status.not_in(list(TERMINAL_JOB_STATUSES)))):
-        enqueue(client, job, seq=None, kind="end", payload={})
+                                                 Job.status.not_in(list(TERMINAL_JOB_STATUSES)))
+                               .with_for_update()):
+        if job.status == JobStatus.parked:
+            job_service.record_event(session=session, job_id=job.id, kind="tinker",
+                                     message="training session ended (closed by the client) while parked")
+            job_service.transition_job(session=session, job=job, to=JobStatus.succeeded)
+            park_file(artifacts, job).unlink(missing_ok=True)
+        else:
+            enqueue(client, job, seq=None, kind="end", payload={})
+    session.commit()
     client.delete(keys.tinker_session(session_id))
 
 
@@ -178,7 +189,8 @@ def training_run(session: Session, job: Job, artifacts: Path) -> dict[str, Any]:
     return {"training_run_id": job.name, "base_model": spec.model, "model_owner": f"team-{job.team_id}",
             "is_lora": True, "lora_rank": spec.training.lora.rank if spec.training.lora else None,
             "corrupted": job.status == JobStatus.failed, "last_request_time": moment.isoformat(),
-            "last_checkpoint": by_kind["training"], "last_sampler_checkpoint": by_kind["sampler"]}
+            "last_checkpoint": by_kind["training"], "last_sampler_checkpoint": by_kind["sampler"],
+            **parking_info(session, job)}  # beyond Tinker's TrainingRun (the SDK ignores them)
 
 
 def list_training_runs(session: Session, team: Team, artifacts: Path, limit: int, offset: int) -> dict[str, Any]:
@@ -211,7 +223,9 @@ def submit(session: Session, client: redis.Redis, team: Team, model_id: str, seq
         raise TinkerError(400, ended_message(job))
     if seq_id is None or seq_id < 1:
         raise TinkerError(400, f"seq_id must be 1 or more, not {seq_id}")
-    return enqueue(client, job, seq=seq_id, kind=kind, payload=payload)
+    request_id = enqueue(client, job, seq=seq_id, kind=kind, payload=payload)
+    wake(session, client, job)  # after the call is in the stream: a session parking now finds it there itself
+    return request_id
 
 
 def ended_message(job: Job) -> str:
@@ -247,7 +261,8 @@ def peek(session: Session, client: redis.Redis, team: Team, request_id: str) -> 
     session.refresh(job)
     if job.status in TERMINAL_JOB_STATUSES:
         return Outcome(error=ended_message(job), category="server")
-    return Outcome(pending="paused_capacity" if job.status == JobStatus.queued else "active")
+    waiting = job.status in (JobStatus.queued, JobStatus.parked)  # parked: a call has woken it or is about to
+    return Outcome(pending="paused_capacity" if waiting else "active")
 
 
 def stored_outcome(raw: bytes | str) -> Outcome:

@@ -1,20 +1,18 @@
-"""The `training.tinker_session` task body: one Tinker TrainingClient's model, served in seq order (docs/tinker.md).
+"""A Tinker TrainingClient's model (docs/tinker.md): the base model + a LoRA adapter (peft) and its AdamW, and what
+each SDK call does to it. The loop that serves a session's calls, parks it when idle and restores it is
+workers/runtime/tinker_serve.py.
 
-    session = TinkerSession(job, reporter, client, device)     # base model + a fresh LoRA adapter (peft), AdamW
-    serve(...)                                                  # read keys.tinker_requests, run each in seq order,
-                                                                # write keys.tinker_result(request_id)
+    session = TinkerSession(record, device)   # base model + a fresh LoRA adapter (peft), AdamW
+    run_request(session, kind, payload, ...)  # forward_backward, optim_step, save/load state, save for a sampler
+    session.snapshot() / session.restore(s)   # the park state (workers/runtime/tinker_park.py)
 
-Holds the job's training slot while it runs (the job stays `running`); ends (job `succeeded`, slot free) after
-`tinker_idle_timeout_s` without requests, on ServiceClient.close(), or when the job is cancelled. Steps are recorded
-as iterations (`loss`, `tokens`, `learning_rate`) and named saves as checkpoints, through the Reporter. Each stored
-result carries `timing` {seq, kind, compute_s}: the seconds the session spent on it (not sent to the SDK).
+Steps are recorded as iterations (`loss`, `tokens`, `learning_rate`) and named saves as checkpoints, through the
+Reporter; recording is idempotent per step, so a step run again after a restore is recorded once.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +21,12 @@ import torch
 
 from contract import keys
 from contract.reporter import JobRecord, Reporter
-from contract.states import TERMINAL_JOB_STATUSES, JobStatus
 from workers.models import lora
-from workers.runtime.telemetry import Heartbeat
 from workers.training import checkpoint as ckpt
 from workers.training.tinker_losses import datum_loss, target_logprobs
 from workers.training.trainer import load_policy
 
-log = logging.getLogger(__name__)
 RESULT_TTL_S = 3600
-STATUS_CHECK_S = 2.0
 
 
 class TinkerSession:
@@ -97,9 +91,30 @@ class TinkerSession:
             self.step = int(state["step"])
         self.optimizer.zero_grad(set_to_none=True)
 
+    # -- parking --------------------------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """What parking keeps: the adapter, the gradients accumulated since the last optim_step, the optimizer."""
+        named = [(name, p) for name, p in self.model.named_parameters() if p.requires_grad]
+        return {"step": self.step, "loss_sum": self._loss_sum, "tokens": self._tokens,
+                "params": {name: p.detach().to("cpu", copy=True) for name, p in named},
+                "grads": {name: p.grad.detach().to("cpu", copy=True) for name, p in named if p.grad is not None},
+                "optimizer": self.optimizer.state_dict()}
 
-def _run(session: TinkerSession, kind: str, payload: dict[str, Any], job_id: int,
-         reporter: Reporter) -> dict[str, Any]:
+    def restore(self, state: dict[str, Any]) -> None:
+        named = {name: p for name, p in self.model.named_parameters() if p.requires_grad}
+        if set(named) != set(state["params"]):
+            raise ValueError("the park state's adapter does not match this session's model (another LoRA layout)")
+        with torch.no_grad():
+            for name, p in named.items():
+                p.copy_(state["params"][name])
+                grad = state["grads"].get(name)
+                p.grad = grad.to(p.device) if grad is not None else None
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.step, self._loss_sum, self._tokens = int(state["step"]), float(state["loss_sum"]), int(state["tokens"])
+
+
+def run_request(session: TinkerSession, kind: str, payload: dict[str, Any], job_id: int,
+                reporter: Reporter) -> dict[str, Any]:
     if kind == "forward_backward":
         return session.forward_backward(payload)
     if kind == "optim_step":
@@ -122,77 +137,5 @@ def _run(session: TinkerSession, kind: str, payload: dict[str, Any], job_id: int
     raise ValueError(f"unknown request kind {kind!r}")
 
 
-def _answer(client: redis.Redis, request_id: str, result: dict[str, Any]) -> None:
+def answer(client: redis.Redis, request_id: str, result: dict[str, Any]) -> None:
     client.set(keys.tinker_result(request_id), json.dumps(result), ex=RESULT_TTL_S)
-
-
-def run_session(job_id: int, reporter: Reporter, client: redis.Redis, device: str, idle_timeout_s: float) -> str:
-    """The task body: serve the job's requests until idle, closed or cancelled."""
-    record = reporter.load_job(job_id)
-    if record is None or record.status in TERMINAL_JOB_STATUSES:
-        return f"tinker session {job_id} already ended"
-    beat = Heartbeat(lambda: reporter.beat_driver(job_id), name=f"tinker-{job_id}").start()
-    stream, last_id, next_seq = keys.tinker_requests(job_id), "0-0", 1
-    pending: dict[int, tuple[str, str, dict[str, Any]]] = {}
-    reason = "idle"
-    try:
-        try:
-            session = TinkerSession(record, device)
-        except Exception as err:
-            reporter.set_job_status(job_id, JobStatus.failed, error=f"cannot load the model: {err}")
-            raise
-        reporter.set_job_status(job_id, JobStatus.running)
-        reporter.record_event(job_id, "tinker", f"training session ready on {device} (LoRA rank "
-                                                f"{session.lora.rank}); idle timeout {idle_timeout_s:.0f}s")
-        last_request, last_check = time.monotonic(), time.monotonic()
-        while True:
-            entries: Any = client.xread({stream: last_id}, count=32, block=500) or []
-            for _, items in entries:
-                for entry_id, fields in items:
-                    last_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                    get = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-                           for k, v in fields.items()}
-                    seq = int(get["seq"]) if get["seq"] else -1
-                    pending[seq] = (get["request_id"], get["kind"], json.loads(get["payload"]))
-                    last_request = time.monotonic()
-            if -1 in pending and pending[-1][1] == "end":
-                reason = "closed by the client"
-                break
-            if 0 in pending:  # the creation (with a load for create_training_client_from_state)
-                request_id, _, payload = pending.pop(0)
-                load = payload.get("load")
-                if load:  # create_training_client_from_state: the SDK waits for a LoadWeightsResponse
-                    session.load_state(Path(load["dir"]), bool(load["optimizer"]))
-                    _answer(client, request_id, {"type": "load_weights", "path": load["path"],
-                                                 "model_id": payload["model_id"]})
-                else:
-                    _answer(client, request_id, {"type": "create_model", "model_id": payload["model_id"]})
-            while next_seq in pending:
-                request_id, kind, payload = pending.pop(next_seq)
-                started = time.perf_counter()
-                try:
-                    result = _run(session, kind, payload, job_id, reporter)
-                    # what the request cost here (the API drops it; bench/tinker_api.py reads it from Redis)
-                    result["timing"] = {"seq": next_seq, "kind": kind, "compute_s": time.perf_counter() - started}
-                except (ValueError, FileNotFoundError) as err:
-                    result = {"error": str(err), "category": "user"}
-                _answer(client, request_id, result)
-                next_seq += 1
-                last_request = time.monotonic()
-            now = time.monotonic()
-            if now - last_request > idle_timeout_s:
-                break
-            if now - last_check > STATUS_CHECK_S:
-                last_check = now
-                status = reporter.job_status(job_id)
-                if status is None or status in TERMINAL_JOB_STATUSES:
-                    reason = f"job {status}"
-                    return f"tinker session {job_id} ended: {reason}"
-        reporter.record_event(job_id, "tinker", f"training session ended ({reason}) after {session.step} steps; "
-                                                "its training slot is free")
-        if reporter.job_status(job_id) not in TERMINAL_JOB_STATUSES:
-            reporter.set_job_status(job_id, JobStatus.succeeded)
-        return f"tinker session {job_id} ended: {reason}"
-    finally:
-        beat.stop()
-        client.set(keys.job_done(job_id), "ended", ex=86400)

@@ -149,8 +149,9 @@ def session_heartbeat(body: SessionRef, auth: Auth, client: RedisDep) -> dict[st
 
 
 @router.post("/sessions/{session_id}/finish")
-def finish_session(session_id: str, auth: Auth, session: SessionDep, client: RedisDep) -> None:
-    svc.finish_session(session, client, session_id, auth.team)
+def finish_session(session_id: str, auth: Auth, session: SessionDep, client: RedisDep,
+                   settings: SettingsDep) -> None:
+    svc.finish_session(session, client, session_id, auth.team, settings.artifacts)
 
 
 # -- training ---------------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ export type Plan = Schemas["PlanPublic"];
 export type Prediction = Schemas["PredictionPublic"];
 export type Device = Schemas["DevicePublic"];
 
-export const JOB_STATUSES: readonly JobStatus[] = ["queued", "starting", "running", "paused", "succeeded", "failed", "cancelled"];
+export const JOB_STATUSES: readonly JobStatus[] = ["queued", "starting", "running", "paused", "parked", "succeeded", "failed", "cancelled"];
 
 /** `JobPublic.spec` is an open dict in the schema; it holds a validated JobSpec. */
 export function jobSpec(job: Job): JobSpec {
