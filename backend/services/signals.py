@@ -12,11 +12,16 @@ Checks, worst first (`WINDOW` = the newest 3 iterations must all agree, so one o
 - `entropy_collapse` (warning): entropy below `ENTROPY_FLOOR` after starting at least 10x higher: the policy is
   (nearly) deterministic and stopped exploring.
 Reads are batched over the listed jobs (three queries whatever their number).
+
+Hysteresis of the `training_signal` events (backend/controller/signal_events.py): a check fires once its condition
+held on the newest WINDOW iterations, and its event clears only once the condition failed on each of the newest
+CLEAR_AFTER iterations (`cleared`), so a series that keeps crossing the line gives one event, not one per crossing.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +32,8 @@ from backend.db.models import Iteration, Job
 from backend.schemas.dashboard import JobHealth, TrainingSignal
 
 WINDOW = 3
+CLEAR_AFTER = 3  # a fired check's event clears after this many consecutive iterations without its condition
+NEWEST = max(WINDOW, CLEAR_AFTER)  # iterations read per job
 STUCK_ITERATIONS = 20
 STUCK_TOLERANCE = 1e-3
 KL_LIMIT = 1.0
@@ -39,7 +46,7 @@ FLAT = 1e-9
 class History:
     """What the checks read of one job: its newest iterations (newest first) and a summary of all of them."""
 
-    newest: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (iteration, metrics), up to WINDOW
+    newest: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (iteration, metrics), up to NEWEST
     count: int = 0
     reward_min: float | None = None
     reward_max: float | None = None
@@ -72,6 +79,35 @@ def _flat(metrics: dict[str, Any], grouped: bool) -> bool:
     return spread is not None and spread <= FLAT
 
 
+def _conditions(history: History, spec: dict[str, Any]) -> dict[str, Callable[[dict[str, Any]], bool]]:
+    """Each per-iteration check's condition on one iteration's metrics (`reward_stuck` reads the whole history)."""
+    algorithm = spec.get("algorithm") or {}
+    grouped = algorithm.get("name", "grpo") in GROUPED_ALGORITHMS and int(algorithm.get("group_size", 8)) > 1
+    start = history.first_entropy
+
+    def collapsed(m: dict[str, Any]) -> bool:
+        entropy = _number(m, "entropy")
+        return start is not None and start >= 10 * ENTROPY_FLOOR and entropy is not None and entropy < ENTROPY_FLOOR
+
+    return {
+        "nan_loss": lambda m: any(_not_finite(m, k) for k in ("loss", "policy_loss", "grad_norm")),
+        "reward_constant": lambda m: _flat(m, grouped),
+        "all_truncated": lambda m: (_number(m, "truncated_fraction") or 0.0) >= 1.0 - FLAT,
+        "kl_blowup": lambda m: (_number(m, "kl") or 0.0) > KL_LIMIT,
+        "entropy_collapse": collapsed,
+    }
+
+
+def cleared(history: History, check: str, spec: dict[str, Any]) -> bool:
+    """Whether a check that fired may clear: its condition failed on each of the newest CLEAR_AFTER iterations
+    (`reward_stuck`, a whole-history check that never comes back once the reward moved: at once)."""
+    condition = _conditions(history, spec).get(check)
+    if condition is None:
+        return True
+    newest = history.newest[:CLEAR_AFTER]
+    return len(newest) >= CLEAR_AFTER and not any(condition(metrics) for _, metrics in newest)
+
+
 def check_history(history: History, spec: dict[str, Any]) -> list[TrainingSignal]:
     """The checks that fire on `history` of a job with `spec`, errors first (pure: tests call it directly)."""
     if not history.newest:
@@ -81,13 +117,14 @@ def check_history(history: History, spec: dict[str, Any]) -> list[TrainingSignal
     latest = history.newest[0][1]
     algorithm = spec.get("algorithm") or {}
     grouped = algorithm.get("name", "grpo") in GROUPED_ALGORITHMS and int(algorithm.get("group_size", 8)) > 1
+    condition = _conditions(history, spec)
 
-    broken = [it for it, m in history.newest if any(_not_finite(m, k) for k in ("loss", "policy_loss", "grad_norm"))]
+    broken = [it for it, m in history.newest[:WINDOW] if condition["nan_loss"](m)]
     if broken:
         out.append(TrainingSignal(check="nan_loss", severity="error", since_iteration=min(broken),
                                   message=f"the loss is NaN/inf (iteration {max(broken)}): the updates are void; "
                                           "lower training.lr"))
-    if _all(history, lambda m: _flat(m, grouped)):
+    if _all(history, condition["reward_constant"]):
         reward = _number(latest, "reward_mean")
         where = "within every group" if grouped else "for every sample"
         out.append(TrainingSignal(
@@ -95,7 +132,7 @@ def check_history(history: History, spec: dict[str, Any]) -> list[TrainingSignal
             message=f"reward is constant {where} ({reward if reward is not None else 0:.3f}) for the last {WINDOW} "
                     "iterations: no learning signal; use a reward that tells samples apart or a model that "
                     "sometimes succeeds"))
-    if _all(history, lambda m: (_number(m, "truncated_fraction") or 0.0) >= 1.0 - FLAT):
+    if _all(history, condition["all_truncated"]):
         max_tokens = (spec.get("generation") or {}).get("max_tokens", "?")
         out.append(TrainingSignal(
             check="all_truncated", severity="warning", since_iteration=since,
@@ -108,15 +145,14 @@ def check_history(history: History, spec: dict[str, Any]) -> list[TrainingSignal
         out.append(TrainingSignal(
             check="reward_stuck", severity="warning", since_iteration=1,
             message=f"reward has stayed at its start ({history.first_reward:.3f}) for {history.count} iterations"))
-    if _all(history, lambda m: (_number(m, "kl") or 0.0) > KL_LIMIT):
+    if _all(history, condition["kl_blowup"]):
         out.append(TrainingSignal(
             check="kl_blowup", severity="warning", since_iteration=since,
             message=f"KL to the reference is {_number(latest, 'kl') or 0:.2f} nats/token (above {KL_LIMIT:g}) for "
                     f"the last {WINDOW} iterations: the policy ran away; lower training.lr or raise "
                     "algorithm.kl_coef"))
     start = history.first_entropy
-    if start is not None and start >= 10 * ENTROPY_FLOOR and _all(
-            history, lambda m: (entropy := _number(m, "entropy")) is not None and entropy < ENTROPY_FLOOR):
+    if start is not None and _all(history, condition["entropy_collapse"]):
         out.append(TrainingSignal(
             check="entropy_collapse", severity="warning", since_iteration=since,
             message=f"entropy fell from {start:.3f} to {_number(latest, 'entropy') or 0:.4f}: the policy stopped "
@@ -130,7 +166,7 @@ def _histories(session: Session, job_ids: list[int]) -> dict[int, History]:
     ranked = select(Iteration.job_id, Iteration.iteration, Iteration.metrics, newest).where(
         Iteration.job_id.in_(job_ids)).subquery()
     rows = session.execute(select(ranked.c.job_id, ranked.c.iteration, ranked.c.metrics)
-                           .where(ranked.c.r <= WINDOW).order_by(ranked.c.job_id, ranked.c.r))
+                           .where(ranked.c.r <= NEWEST).order_by(ranked.c.job_id, ranked.c.r))
     for job_id, iteration, metrics in rows:
         histories[job_id].newest.append((iteration, metrics or {}))
 
@@ -150,11 +186,14 @@ def _histories(session: Session, job_ids: list[int]) -> dict[int, History]:
     return histories
 
 
+def jobs_histories(*, session: Session, jobs: list[Job]) -> dict[int, History]:
+    """job id -> what the checks read of its recorded iterations."""
+    return _histories(session, [job.id for job in jobs]) if jobs else {}
+
+
 def jobs_signals(*, session: Session, jobs: list[Job]) -> dict[int, list[TrainingSignal]]:
     """job id -> the checks that fire on its recorded iterations."""
-    if not jobs:
-        return {}
-    histories = _histories(session, [job.id for job in jobs])
+    histories = jobs_histories(session=session, jobs=jobs)
     return {job.id: check_history(histories[job.id], job.spec or {}) for job in jobs}
 
 

@@ -17,7 +17,7 @@ from backend.db.models import GenerationInstance, Iteration, Job, JobEvent
 from backend.services.health import MIN_STALL_S
 from backend.services.job_data import record_iteration
 from backend.services.jobs import transition_job
-from backend.services.signals import STUCK_ITERATIONS, History, check_history
+from backend.services.signals import CLEAR_AFTER, NEWEST, STUCK_ITERATIONS, History, check_history, cleared
 from contract import events
 
 API = "/api/v1"
@@ -120,6 +120,45 @@ def test_zero_reward_job_is_not_healthy_in_health_runs_and_events(app_client: Te
         ("training_signal_cleared", "all_truncated"), ("training_signal_cleared", "reward_constant")]
     assert app_client.get(f"{API}/jobs/{job['id']}/health", headers=world.headers("viewer")).json()["state"] \
         == "generating"
+
+
+def test_signal_events_do_not_flap_on_a_series_that_keeps_crossing_the_line(app_client: TestClient,
+                                                                          world: Any) -> None:
+    """#36 finding 14b: hysteresis. Iterations recorded one at a time, the controller's pass after each: truncated
+    three times then once not, five times over, fires one warning and no "signal back" (it flapped 11 times); only
+    CLEAR_AFTER good iterations in a row clear it, once. A plain alternating series never fires."""
+    cut = {"reward_mean": 0.3, "reward_std": 0.2, "reward_flat_groups": 0.5, "truncated_fraction": 1.0}
+    fine = {**cut, "truncated_fraction": 0.5}
+    crossing = world.submit(app_client, name="crossing", generation={"instances": 1})
+    alternating = world.submit(app_client, name="alternating", generation={"instances": 1})
+    series = {crossing["id"]: [cut, cut, cut, fine] * 5 + [fine] * CLEAR_AFTER, alternating["id"]: [cut, fine] * 10}
+    for job_id in series:
+        _running(world.backend, job_id)
+    for i in range(max(len(rows) for rows in series.values())):
+        for job_id, rows in series.items():
+            if i < len(rows):
+                _iterations(world.backend, job_id, [{**rows[i], "reward_mean": 0.1 + 0.01 * i}], first=i + 1)
+        with world.backend.session() as session:
+            note_signals(session)
+        if i == len(series[crossing["id"]]) - CLEAR_AFTER - 1:  # the last crossing, before the good run
+            assert len(_events(world.backend, crossing["id"], events.TRAINING_SIGNAL_CLEARED)) == 0
+    fired = _events(world.backend, crossing["id"], events.TRAINING_SIGNAL, events.TRAINING_SIGNAL_CLEARED)
+    assert [(e.kind, (e.data or {}).get("check")) for e in fired] == [
+        ("training_signal", "all_truncated"), ("training_signal_cleared", "all_truncated")]
+    assert _events(world.backend, alternating["id"], events.TRAINING_SIGNAL, events.TRAINING_SIGNAL_CLEARED) == []
+
+
+def test_a_fired_check_clears_only_after_enough_good_iterations() -> None:
+    cut = {"reward_mean": 0.3, "reward_std": 0.2, "truncated_fraction": 1.0}
+    fine = {**cut, "truncated_fraction": 0.2}
+
+    def history(rows: list[dict[str, Any]]) -> History:
+        return History(newest=[(i + 1, m) for i, m in reversed(list(enumerate(rows)))][:NEWEST], count=len(rows))
+
+    assert not cleared(history([cut] * 3 + [fine] * (CLEAR_AFTER - 1)), "all_truncated", GRPO)
+    assert not cleared(history([cut] * 3 + [fine, cut, fine]), "all_truncated", GRPO)
+    assert cleared(history([cut] * 3 + [fine] * CLEAR_AFTER), "all_truncated", GRPO)
+    assert cleared(history([cut] * 3), "reward_stuck", GRPO)  # a whole-history check clears as soon as it stops
 
 
 def test_a_resumed_job_is_not_stalled_by_the_time_it_was_paused(app_client: TestClient, world: Any) -> None:
