@@ -42,7 +42,8 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(1024 * 1024, ge=1024, description="cap of every non-upload request body (413)")
     session_ttl_s: int = Field(7 * 24 * 3600, ge=60)
     platform_admins: list[str] = Field(
-        default_factory=list, description="emails of operators (device catalog); the first user ever is one too"
+        default_factory=list, description="emails of operators (device catalog) whose accounts the operator made "
+        "(`streamrl init-admin --direct`, `streamrl up`), never a self-registered one; the first user ever is one too"
     )
     login_window_s: int = Field(900, ge=1, description="failed logins are counted over this many seconds")
     login_free_failures: int = Field(
@@ -53,7 +54,15 @@ class Settings(BaseSettings):
         "after each further failure"
     )
     login_max_delay_s: int = Field(900, ge=1, description="the longest wait between attempts of one (account, address)")
-    login_max_failures_per_address: int = Field(50, ge=1, description="failed logins (any accounts) per address")
+    login_max_failures_per_address: int = Field(
+        50, ge=1, description="failed logins (any accounts) per address before its attempts wait too (1, 2, 4, ... s)"
+    )
+    login_address_max_delay_s: int = Field(
+        30, ge=1, le=3600, description="the longest wait between attempts of one address: what others on a shared "
+        "address wait at most for their own right password"
+    )
+    invitation_ttl_s: int = Field(7 * 24 * 3600, ge=60, le=365 * 24 * 3600,
+                                  description="how long a team invitation may be accepted")
     auto_migrate: bool = Field(True, description="run `alembic upgrade head` when the app starts")
     allow_registration: bool = Field(True, description="POST /auth/register may create new teams")
     api_concurrency: int = Field(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from backend.db.enums import Role
 from backend.schemas.common import MAX_ID, ORMModel, RequestModel, UtcDatetime
@@ -84,10 +84,49 @@ class MemberPublic(BaseModel):
     role: Role
 
 
-class MemberCreate(RequestModel):
+class InvitationCreate(RequestModel):
+    """An invitation of an email to the current team; nothing is attached or created until its account accepts."""
+
     email: str = Field(min_length=3, max_length=320)
     role: Role = Role.member
-    password: str | None = Field(None, min_length=10, max_length=200, description=PASSWORD_RULE)
+    password: str | None = Field(
+        None, max_length=200, description="not accepted: the invited person sets their own password when registering"
+    )
+
+    @field_validator("password")
+    @classmethod
+    def _no_password(cls, value: str | None) -> None:
+        if value is not None:
+            raise ValueError("an invitation carries no password: the invited person registers with their own")
+        return None
+
+
+MemberCreate = InvitationCreate  # POST /teams/current/members: the old name of an invitation
+
+
+class InvitationPublic(BaseModel):
+    """An invitation as its team sees it; the same fields whether or not the email has an account."""
+
+    id: int
+    email: str
+    role: Role
+    status: str  # pending | expired | accepted | declined | revoked
+    invited_by: str | None  # the sender's email
+    created_at: UtcDatetime
+    expires_at: UtcDatetime
+
+
+class InvitationReceived(BaseModel):
+    """An invitation as the invited account sees it (GET /auth/invitations)."""
+
+    id: int
+    team_id: int
+    team_name: str
+    role: Role
+    status: str
+    invited_by: str | None
+    created_at: UtcDatetime
+    expires_at: UtcDatetime
 
 
 class MemberUpdate(RequestModel):

@@ -1,8 +1,9 @@
 """Session lifecycle beyond the token itself: logout, password change and strength, login throttling, operators.
 
 Throttle: failed password checks are rows in `login_failures`, keyed per (account, client address) and per client
-address; the pair's attempts wait longer after each failure, the address's stop at a limit (429 with Retry-After;
-the check runs before the password is verified, so guessing slows down too). See `Throttle`.
+address; past a number of failures, each next attempt of the pair, or of the address, waits longer after the latest
+failure (429 with Retry-After; the check runs before the password is verified, so guessing slows down too, and the
+right password waits as long as a guess, no longer). See `Throttle`.
 """
 
 from __future__ import annotations
@@ -43,20 +44,22 @@ def check_password_strength(password: str, *, email: str, loc: tuple[str, ...] =
 
 @dataclass(frozen=True)
 class Throttle:
-    """Failed logins slow down the source that fails, never the account's owner elsewhere.
+    """Failed logins slow down the source that fails, and never lock anyone out.
 
     Per (account, address): the first `free_failures` failures in the window cost nothing; after that each attempt
     waits base_delay_s * 2**(n - free_failures) seconds after the latest failure (1, 2, 4, ... s by default, capped at
-    `max_delay_s`), the right
-    password included — from that address only. Per address: `per_address` failures in the window (any accounts)
-    answer 429 until the oldest leaves it. An address that has not failed is never refused, so nobody can lock
-    another user out."""
+    `max_delay_s`), the right password included — from that address only. Per address (any accounts): from
+    `per_address` failures in the window on, each attempt waits base_delay_s * 2**(n - per_address) seconds after the
+    address's latest failure, capped at `address_max_delay_s` (short: others on a shared address, e.g. behind one NAT,
+    wait at most that long for their own right password, however many failures their neighbours made). An address
+    that has not failed is never slowed down."""
 
     window_s: int
     free_failures: int
     max_delay_s: int
     base_delay_s: float
     per_address: int
+    address_max_delay_s: int
 
     @staticmethod
     def _pair_key(email: str, address: str | None) -> str:
@@ -71,21 +74,22 @@ class Throttle:
         return select(LoginFailure.created_at).where(LoginFailure.key == key, LoginFailure.created_at >= since)
 
     def check(self, session: Session, *, email: str, address: str | None) -> None:
-        """429 (with the wait in seconds) while this address must wait before trying this account again, or has too
-        many recent failures overall."""
+        """429 (with the wait in seconds) while this address must wait before its next attempt: on any account (its
+        failures overall), or on this account (its failures on it)."""
         recent = self._recent(self._address_key(address))
         count = session.scalar(select(func.count()).select_from(recent.subquery())) or 0
         if count >= self.per_address:
-            oldest = session.scalar(recent.order_by(LoginFailure.created_at.desc()).offset(self.per_address - 1)
-                                    .limit(1))
-            wait = self.window_s - (utcnow() - as_utc(oldest or utcnow())).total_seconds()
-            raise _too_many("your address", wait)
+            latest = session.scalar(recent.order_by(LoginFailure.created_at.desc()).limit(1))
+            delay = min(self.base_delay_s * 2.0 ** min(count - self.per_address, 60), float(self.address_max_delay_s))
+            wait = delay - (utcnow() - as_utc(latest or utcnow())).total_seconds()
+            if wait > 0:
+                raise _too_many("your address", wait)
         pair = self._recent(self._pair_key(email, address))
         failures = session.scalar(select(func.count()).select_from(pair.subquery())) or 0
         if failures < self.free_failures:
             return
         latest = session.scalar(pair.order_by(LoginFailure.created_at.desc()).limit(1))
-        delay = min(self.base_delay_s * 2.0 ** (failures - self.free_failures), float(self.max_delay_s))
+        delay = min(self.base_delay_s * 2.0 ** min(failures - self.free_failures, 60), float(self.max_delay_s))
         wait = delay - (utcnow() - as_utc(latest or utcnow())).total_seconds()
         if wait > 0:
             raise _too_many("this account from your address", wait)
@@ -138,5 +142,9 @@ def change_password(session: Session, user: User, *, current: str, new: str) -> 
 
 
 def is_platform_admin(user: User, platform_admins: list[str]) -> bool:
-    """An operator: flagged in the database (the first user ever) or listed in STREAMRL_PLATFORM_ADMINS."""
-    return user.is_platform_admin or user.email in {email.strip().lower() for email in platform_admins}
+    """An operator: flagged in the database (the first user ever), or listed in STREAMRL_PLATFORM_ADMINS and not
+    self-registered. The list names accounts the operator made (`streamrl init-admin --direct`, `streamrl up`'s owner):
+    whoever registers a listed email through POST /auth/register first gains nothing by it."""
+    if user.is_platform_admin:
+        return True
+    return not user.self_registered and user.email in {email.strip().lower() for email in platform_admins}

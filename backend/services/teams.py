@@ -1,4 +1,4 @@
-"""Teams, members (roles) and quotas."""
+"""Teams, members (roles) and quotas. Joining a team is by invitation only (backend/services/invitations.py)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def register_public(*, session: Session, email: str, password: str, team_name: s
     if session.scalar(select(User.id).where(User.email == email)) is not None:
         hash_password(password)  # a new account costs one hash: so does this answer
         return
-    register(session=session, email=email, password=password, team_name=team_name)
+    user, _ = register(session=session, email=email, password=password, team_name=team_name)
+    user.self_registered = True  # STREAMRL_PLATFORM_ADMINS never names it (sessions.is_platform_admin)
 
 
 def teams_of(*, session: Session, user: User) -> list[tuple[Team, Role]]:
@@ -75,6 +76,18 @@ def teams_of(*, session: Session, user: User) -> list[tuple[Team, Role]]:
         .order_by(Team.id)
     )
     return [(team, role) for team, role in rows]
+
+
+def default_team_id(*, session: Session, user: User) -> int | None:
+    """Where a login without `team_id` lands: the team of the account's latest login or switch (while still a member),
+    else its first team (its oldest membership: the team it registered with, or the first invitation it accepted).
+    Every membership is one the account accepted (or the operator made): never a team that attached it."""
+    if user.last_team_id is not None and session.scalar(
+        select(Membership.id).where(Membership.user_id == user.id, Membership.team_id == user.last_team_id)
+    ):
+        return user.last_team_id
+    return session.scalar(select(Membership.team_id).where(Membership.user_id == user.id).order_by(Membership.id)
+                          .limit(1))
 
 
 def update_quotas(
@@ -99,35 +112,16 @@ def get_member(*, session: Session, team: Team, user_id: int) -> Membership:
     return membership
 
 
-def _check_may_grant(actor_role: Role, role: Role) -> None:
+def check_may_grant(actor_role: Role, role: Role) -> None:
     if role == Role.owner and actor_role != Role.owner:
         raise Forbidden("only an owner can make someone an owner")
-
-
-def add_member(
-    *, session: Session, team: Team, actor_role: Role, email: str, role: Role, password: str | None
-) -> Membership:
-    """Add a user (created if the email is new) to the team."""
-    _check_may_grant(actor_role, role)
-    user = session.scalar(select(User).where(User.email == normalize_email(email)))
-    if user is None:
-        user = create_user(session=session, email=email, password=password)
-    elif session.scalar(
-        select(func.count()).select_from(Membership).where(Membership.team_id == team.id, Membership.user_id == user.id)
-    ):
-        raise Conflict(f"{user.email} is already a member of this team")
-    membership = Membership(team_id=team.id, user_id=user.id, role=role)
-    session.add(membership)
-    session.flush()
-    session.refresh(membership)
-    return membership
 
 
 def change_role(*, session: Session, team: Team, actor_role: Role, user_id: int, role: Role) -> Membership:
     membership = get_member(session=session, team=team, user_id=user_id)
     if membership.role == Role.owner:
         raise Forbidden("the owner's role cannot be changed")
-    _check_may_grant(actor_role, role)
+    check_may_grant(actor_role, role)
     membership.role = role
     session.flush()
     return membership

@@ -15,6 +15,8 @@ from fastapi.testclient import TestClient
 from waiting import api_in_thread
 
 from backend.api.proxies import uvicorn_proxy_options
+from backend.db.base import utcnow
+from backend.db.models import LoginFailure
 from backend.main import create_app
 
 API = "/api/v1"
@@ -65,6 +67,38 @@ def test_each_failure_past_the_free_ones_doubles_the_wait(pg_backend: Any, world
         assert _login(client, email, "wrong-password").status_code == 401
 
 
+def test_failures_of_others_on_a_shared_address_slow_the_owner_down_but_never_lock_them_out(
+    pg_backend: Any, world: Any
+) -> None:
+    email = _user(pg_backend, world.team)
+    shared = f"10.55.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"  # one NAT: attackers and the victim
+    with pg_backend.session() as session:  # the review's numbers: 55 failures of others on one address
+        session.add_all(LoginFailure(key=f"address:{shared}", created_at=utcnow()) for _ in range(55))
+    with TestClient(create_app(pg_backend.settings), client=(shared, 40000)) as victim:
+        slowed = _login(victim, email)
+        assert slowed.status_code == 429 and "your address" in slowed.json()["detail"]
+        assert int(slowed.headers["retry-after"]) <= 30  # STREAMRL_LOGIN_ADDRESS_MAX_DELAY_S's default, not 895 s
+
+    quick = pg_backend.settings.model_copy(update={
+        "login_max_failures_per_address": 5, "login_base_delay_s": 0.25, "login_address_max_delay_s": 2})
+    app, address = create_app(quick), f"10.56.{uuid.uuid4().int % 250}.{uuid.uuid4().int % 250}"
+    with TestClient(app, client=(address, 40000)) as client:
+        failures, refused, deadline = 0, 0, time.monotonic() + 60
+        while failures < 9:  # other people's wrong passwords, each waiting out the address's growing delay
+            assert time.monotonic() < deadline, (failures, refused)
+            body = {"email": f"nobody-{uuid.uuid4().hex[:8]}@example.com", "password": "wrong-password"}
+            answer = client.post(f"{API}/auth/login", json=body)
+            failures, refused = failures + (answer.status_code == 401), refused + (answer.status_code == 429)
+            time.sleep(0.0 if answer.status_code == 401 else 0.1)
+        assert refused > 0  # guessing from the address is still slowed down
+        first = _login(client, email)
+        assert first.status_code == 429 and int(first.headers["retry-after"]) <= 2
+        while (answer := _login(client, email)).status_code == 429:  # the owner's right password gets in
+            assert time.monotonic() < deadline + 30
+            time.sleep(0.2)
+        assert answer.status_code == 200, answer.text
+
+
 @contextmanager
 def _server(settings: Any) -> Iterator[str]:
     """The API on a real uvicorn with the proxy options every launch of it uses (`streamrl up`, compose, k8s)."""
@@ -84,7 +118,8 @@ def test_forwarded_for_from_loopback_is_ignored_unless_the_proxy_is_configured(p
         from backend.db.models import LoginFailure
 
         session.execute(delete(LoginFailure).where(LoginFailure.key.like("address:%")))
-    limited = pg_backend.settings.model_copy(update={"login_max_failures_per_address": 3})
+    limited = pg_backend.settings.model_copy(update={"login_max_failures_per_address": 3,
+                                                     "login_base_delay_s": 300.0})  # the address waits 30 s
     with _server(limited) as url:  # no trusted proxies: each made-up address is still 127.0.0.1
         answers = [_fail_from(url, f"203.0.113.{n}") for n in range(4)]
         assert answers == [401, 401, 401, 429], answers

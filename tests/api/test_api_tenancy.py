@@ -96,27 +96,29 @@ def test_viewer_reads_but_cannot_act_on_jobs(app_client: TestClient, world: Any)
     assert app_client.get(f"{API}/jobs/{job['id']}", headers=viewer).json()["status"] == "queued"
 
 
-def test_member_management_rules(app_client: TestClient, world: Any) -> None:
+def test_member_management_rules(app_client: TestClient, world: Any, pg_backend: Any) -> None:
     admin, owner = world.headers("admin"), world.headers("owner")
-    added = app_client.post(
-        f"{API}/teams/current/members", json={"email": "Fresh.Person@example.com", "role": "member"}, headers=admin
+    person = pg_backend.make_user(email=f"Fresh.Person-{world.team.id}@example.com".lower())
+    invited = app_client.post(
+        f"{API}/teams/current/members", json={"email": person.email.upper(), "role": "member"}, headers=admin
     )
-    assert added.status_code == 201 and added.json()["email"] == "fresh.person@example.com"
+    assert invited.status_code == 201 and invited.json()["email"] == person.email
+    assert invited.json()["status"] == "pending"  # nobody joins without accepting
+    own_team = pg_backend.make_team()
+    pg_backend.add_membership(own_team, person, "owner")
+    accepted = app_client.post(
+        f"{API}/auth/invitations/{invited.json()['id']}/accept", headers=pg_backend.auth_headers(person, own_team)
+    )
+    assert accepted.status_code == 200, accepted.text
     assert (
-        app_client.post(
-            f"{API}/teams/current/members", json={"email": "fresh.person@example.com"}, headers=admin
-        ).status_code
+        app_client.post(f"{API}/teams/current/members", json={"email": person.email}, headers=admin).status_code
         == 409
     )
     owner_id = world.users[Role.owner].id
     assert app_client.delete(f"{API}/teams/current/members/{owner_id}", headers=admin).status_code == 403
-    promote = app_client.patch(
-        f"{API}/teams/current/members/{added.json()['user_id']}", json={"role": "owner"}, headers=admin
-    )
+    promote = app_client.patch(f"{API}/teams/current/members/{person.id}", json={"role": "owner"}, headers=admin)
     assert promote.status_code == 403 and "owner" in promote.json()["detail"]
-    by_owner = app_client.patch(
-        f"{API}/teams/current/members/{added.json()['user_id']}", json={"role": "admin"}, headers=owner
-    )
+    by_owner = app_client.patch(f"{API}/teams/current/members/{person.id}", json={"role": "admin"}, headers=owner)
     assert by_owner.status_code == 200 and by_owner.json()["role"] == "admin"
     members = app_client.get(f"{API}/teams/current/members", headers=world.headers("viewer")).json()
     assert {m["role"] for m in members} == {"owner", "admin", "member", "viewer"}

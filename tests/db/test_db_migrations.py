@@ -18,6 +18,7 @@ EXPECTED_TABLES = {
     "teams",
     "users",
     "memberships",
+    "team_invitations",
     "api_keys",
     "datasets",
     "models",

@@ -1,14 +1,22 @@
-"""The current team: quotas and members."""
+"""The current team: quotas, members and the invitations it sent (the only way anyone joins it)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from backend.api.deps import AdminAuth, IdPath, SessionDep, ViewerAuth
+from backend.api.deps import AdminAuth, IdPath, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import team_public
-from backend.db.models import Membership
-from backend.schemas.auth import MemberCreate, MemberPublic, MemberUpdate, QuotasUpdate, TeamPublic
+from backend.db.models import Invitation, Membership
+from backend.schemas.auth import (
+    InvitationCreate,
+    InvitationPublic,
+    MemberPublic,
+    MemberUpdate,
+    QuotasUpdate,
+    TeamPublic,
+)
+from backend.services import invitations
 from backend.services import teams as team_service
 
 router = APIRouter(prefix="/teams/current", tags=["teams"], responses=errors(*AUTHENTICATED))
@@ -26,13 +34,15 @@ def current_team(auth: ViewerAuth) -> TeamPublic:
 
 @router.patch("/quotas")
 def update_quotas(body: QuotasUpdate, auth: AdminAuth, session: SessionDep) -> TeamPublic:
-    """Change the team's quotas (admin)."""
+    """Change the team's quotas (admin); jobs paused by `max_device_hours_per_month` resume once it has room."""
     team = team_service.update_quotas(
         session=session,
         team=auth.team,
         max_concurrent_jobs=body.max_concurrent_jobs,
         max_generation_instances=body.max_generation_instances,
     )
+    if "max_device_hours_per_month" in body.model_fields_set:  # null removes the budget; its paused jobs resume
+        team.max_device_hours_per_month = body.max_device_hours_per_month
     session.commit()
     return team_public(team, auth.role)
 
@@ -43,14 +53,51 @@ def list_members(auth: ViewerAuth, session: SessionDep) -> list[MemberPublic]:
     return [_member(m) for m in team_service.list_members(session=session, team=auth.team)]
 
 
-@router.post("/members", status_code=status.HTTP_201_CREATED, responses=errors(409))
-def add_member(body: MemberCreate, auth: AdminAuth, session: SessionDep) -> MemberPublic:
-    """Add a member (admin); a new email creates the user."""
-    membership = team_service.add_member(
-        session=session, team=auth.team, actor_role=auth.role, email=body.email, role=body.role, password=body.password
+def _invitation(invitation: Invitation) -> InvitationPublic:
+    sender = invitation.invited_by
+    return InvitationPublic(
+        id=invitation.id, email=invitation.email, role=invitation.role, status=invitations.shown_status(invitation),
+        invited_by=sender.email if sender is not None else None, created_at=invitation.created_at,
+        expires_at=invitation.expires_at,
+    )
+
+
+def _invite(body: InvitationCreate, auth: AdminAuth, session: SessionDep, settings: SettingsDep) -> InvitationPublic:
+    invitation = invitations.invite(
+        session=session, team=auth.team, actor=auth.user, actor_role=auth.role, email=body.email, role=body.role,
+        ttl_s=settings.invitation_ttl_s,
     )
     session.commit()
-    return _member(membership)
+    return _invitation(invitation)
+
+
+@router.post("/invitations", status_code=status.HTTP_201_CREATED, responses=errors(409))
+def invite(body: InvitationCreate, auth: AdminAuth, session: SessionDep, settings: SettingsDep) -> InvitationPublic:
+    """Invite an email to the team with a role (admin; only an owner invites an owner). Nothing is attached or created:
+    the account with that email, now or once registered, joins by accepting from its own session
+    (`POST /auth/invitations/{id}/accept`) before the invitation expires. The answer is the same whether or not the
+    email has an account; inviting a pending email again renews it. 409 if the email is already a member."""
+    return _invite(body, auth, session, settings)
+
+
+@router.post("/members", status_code=status.HTTP_201_CREATED, responses=errors(409))
+def add_member(body: InvitationCreate, auth: AdminAuth, session: SessionDep, settings: SettingsDep) -> InvitationPublic:
+    """Same as `POST /teams/current/invitations` (kept for older clients): nobody is added until they accept."""
+    return _invite(body, auth, session, settings)
+
+
+@router.get("/invitations")
+def list_invitations(auth: ViewerAuth, session: SessionDep) -> list[InvitationPublic]:
+    """The team's pending invitations (an unanswered one past its expiry shows `expired`)."""
+    return [_invitation(i) for i in invitations.sent(session=session, team=auth.team)]
+
+
+@router.delete("/invitations/{invitation_id}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(409))
+def revoke_invitation(invitation_id: IdPath, auth: AdminAuth, session: SessionDep) -> Response:
+    """Revoke a pending invitation (admin): it can no longer be accepted. 409 if it was already answered."""
+    invitations.revoke(session=session, team=auth.team, invitation_id=invitation_id)
+    session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.patch("/members/{user_id}")

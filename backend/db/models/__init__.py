@@ -6,7 +6,7 @@ from backend.db.models.fleet import GenerationInstance, Worker
 from backend.db.models.jobs import Checkpoint, Iteration, Job, JobEvent
 from backend.db.models.security import LoginFailure, RevokedSession
 from backend.db.models.telemetry import JobSample, TimelineSpan
-from backend.db.models.tenancy import ApiKey, Membership, Team, User
+from backend.db.models.tenancy import ApiKey, Invitation, InvitationStatus, Membership, Team, User
 from backend.db.models.trackers import TrackerCredential, TrackerRun
 
 __all__ = [
@@ -16,6 +16,8 @@ __all__ = [
     "Checkpoint",
     "Dataset",
     "GenerationInstance",
+    "Invitation",
+    "InvitationStatus",
     "Iteration",
     "Job",
     "JobEvent",

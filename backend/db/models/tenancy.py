@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import ForeignKey, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -31,6 +32,9 @@ class User(Base):
     is_active: Mapped[bool] = mapped_column(default=True)
     is_platform_admin: Mapped[bool] = mapped_column(default=False, server_default=false())  # operator: device catalog
     sessions_valid_after: Mapped[datetime | None]  # session tokens issued before this are refused (password change)
+    # made through POST /auth/register (not by the operator): STREAMRL_PLATFORM_ADMINS never names such an account
+    self_registered: Mapped[bool] = mapped_column(default=False, server_default=false())
+    last_team_id: Mapped[int | None]  # the team of the latest login / switch: a plain login lands there (if a member)
     created_at: Mapped[datetime] = created_at_column()
 
 
@@ -46,6 +50,33 @@ class Membership(Base):
 
     team: Mapped[Team] = relationship(lazy="joined")
     user: Mapped[User] = relationship(lazy="joined")
+
+
+class InvitationStatus(StrEnum):
+    pending = "pending"
+    accepted = "accepted"
+    declined = "declined"
+    revoked = "revoked"
+
+
+class Invitation(Base):
+    """A team admin's offer of a role to an email. Making one attaches and creates nothing: only the account with
+    that email (now or registered later) joins, by accepting it from its own session before `expires_at`."""
+
+    __tablename__ = "team_invitations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str] = mapped_column(String(320), index=True)  # normalized (lower case)
+    role: Mapped[Role] = enum_column(Role)
+    status: Mapped[InvitationStatus] = enum_column(InvitationStatus, default=InvitationStatus.pending)
+    invited_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = created_at_column()
+    expires_at: Mapped[datetime]
+    answered_at: Mapped[datetime | None]  # accepted, declined or revoked
+
+    team: Mapped[Team] = relationship(lazy="joined")
+    invited_by: Mapped[User | None] = relationship(lazy="joined")
 
 
 class ApiKey(Base):
