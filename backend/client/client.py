@@ -117,9 +117,30 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def list_members(self) -> list[JSON]:
         return self._json("GET", "/teams/current/members")
 
-    def add_member(self, email: str, role: str, password: str | None = None) -> JSON:
-        return self._json("POST", "/teams/current/members",
-                          json=_drop_none({"email": email, "role": role, "password": password}))
+    def invite(self, email: str, role: str = "member") -> JSON:
+        """A pending invitation (admin): the account with this email joins only by accepting it."""
+        return self._json("POST", "/teams/current/invitations", json={"email": email, "role": role})
+
+    def add_member(self, email: str, role: str) -> JSON:
+        """The older name of `invite` (nobody is added until they accept)."""
+        return self.invite(email, role)
+
+    def list_invitations(self) -> list[JSON]:
+        """The current team's pending invitations."""
+        return self._json("GET", "/teams/current/invitations")
+
+    def revoke_invitation(self, invitation_id: int) -> None:
+        self._json("DELETE", f"/teams/current/invitations/{invitation_id}")
+
+    def my_invitations(self) -> list[JSON]:
+        """Open invitations addressed to the caller's email."""
+        return self._json("GET", "/auth/invitations")
+
+    def accept_invitation(self, invitation_id: int) -> JSON:
+        return self._json("POST", f"/auth/invitations/{invitation_id}/accept")
+
+    def decline_invitation(self, invitation_id: int) -> JSON:
+        return self._json("POST", f"/auth/invitations/{invitation_id}/decline")
 
     def update_member(self, user_id: int, role: str) -> JSON:
         return self._json("PATCH", f"/teams/current/members/{user_id}", json={"role": role})

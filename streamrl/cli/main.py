@@ -19,7 +19,7 @@ COMMAND_MODULES = [
     "streamrl.cli.up",  # up, migrate
     "streamrl.cli.doctor",  # doctor
     "streamrl.cli.auth",  # login, logout, whoami, init-admin
-    "streamrl.cli.teams",  # team show|quotas|members|add-member|set-role|remove-member
+    "streamrl.cli.teams",  # team show|quotas|members|invite|invitations|accept|decline|set-role|remove-member
     "streamrl.cli.keys",  # keys create|list|revoke
     "streamrl.cli.model_registry",  # models register|list
     "streamrl.cli.datasets",  # datasets upload|list|rows

@@ -1,4 +1,4 @@
-"""`streamrl team ...`: the current team, its quotas and members."""
+"""`streamrl team ...`: the current team, its quotas, members and invitations (sent and received)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import typer
 from streamrl.cli.common import client, emit_json, print_fields, print_table
 from streamrl.cli.errors import CLIError
 
-team_app = typer.Typer(help="The current team: quotas and members.", no_args_is_help=True)
+team_app = typer.Typer(help="The current team: quotas, members and invitations.", no_args_is_help=True)
 
 ROLES = ("owner", "admin", "member", "viewer")
 
@@ -67,18 +67,76 @@ def members(ctx: typer.Context) -> None:
         print_table(rows, ["user_id", "email", "role"])
 
 
+def _invite(ctx: typer.Context, email: str, role: str) -> None:
+    with client(ctx) as api:
+        invitation = api.invite(email, _check_role(role))
+    if not emit_json(ctx, invitation):
+        typer.echo(f"invited {invitation.get('email')} as {invitation.get('role')} (invitation "
+                   f"{invitation.get('id')}, expires {invitation.get('expires_at')}); they join once they accept it "
+                   f"(`streamrl team accept {invitation.get('id')}`, after registering if they have no account)")
+
+
+@team_app.command("invite")
+def invite(
+    ctx: typer.Context,
+    email: str,
+    role: str = typer.Option("member", "--role", help="owner|admin|member|viewer (owner: owners only)"),
+) -> None:
+    """Invite an email to the team (admin). Nobody is added until the account with that email accepts."""
+    _invite(ctx, email, role)
+
+
 @team_app.command("add-member")
 def add_member(
     ctx: typer.Context,
     email: str,
     role: str = typer.Option("member", "--role", help="owner|admin|member|viewer"),
-    password: str | None = typer.Option(None, "--password", help="initial password when the user is new"),
 ) -> None:
-    """Add a user to the team (admin); creates the user when new."""
+    """Same as `team invite` (the older name): nobody is added until they accept."""
+    _invite(ctx, email, role)
+
+
+@team_app.command("invitations")
+def invitations(
+    ctx: typer.Context,
+    sent: bool = typer.Option(False, "--sent", help="the current team's pending invitations instead of yours"),
+) -> None:
+    """Invitations addressed to you (accept with `team accept ID`), or with --sent those the team sent."""
     with client(ctx) as api:
-        member = api.add_member(email, _check_role(role), password)
-    if not emit_json(ctx, member):
-        typer.echo(f"added {member.get('email')} as {member.get('role')} (user id {member.get('user_id')})")
+        rows = api.list_invitations() if sent else api.my_invitations()
+    if emit_json(ctx, rows):
+        return
+    if sent:
+        print_table(rows, ["id", "email", "role", "status", "invited_by", "expires_at"])
+    else:
+        print_table(rows, ["id", "team_id", "team_name", "role", "invited_by", "expires_at"])
+
+
+@team_app.command("accept")
+def accept(ctx: typer.Context, invitation_id: int) -> None:
+    """Accept an invitation addressed to you: you join its team with its role."""
+    with client(ctx) as api:
+        answer = api.accept_invitation(invitation_id)
+    if not emit_json(ctx, answer):
+        typer.echo(f"joined team {answer.get('team_name')!r} as {answer.get('role')}; act in it with "
+                   f"`streamrl team switch {answer.get('team_id')}`")
+
+
+@team_app.command("decline")
+def decline(ctx: typer.Context, invitation_id: int) -> None:
+    """Decline an invitation addressed to you."""
+    with client(ctx) as api:
+        answer = api.decline_invitation(invitation_id)
+    if not emit_json(ctx, answer):
+        typer.echo(f"declined the invitation to team {answer.get('team_name')!r}")
+
+
+@team_app.command("revoke-invitation")
+def revoke_invitation(ctx: typer.Context, invitation_id: int) -> None:
+    """Revoke a pending invitation of the current team (admin)."""
+    with client(ctx) as api:
+        api.revoke_invitation(invitation_id)
+    typer.echo(f"revoked invitation {invitation_id}")
 
 
 @team_app.command("set-role")

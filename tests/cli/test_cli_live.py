@@ -181,13 +181,26 @@ def test_keys_and_revocation(cli: Invoke, owner: str, api_server: Server) -> Non
 
 def test_team_members_and_other_teams_objects(cli: Invoke, owner: str, api_server: Server, tmp_path: Path) -> None:
     job_id = _job_setup(cli, api_server, tmp_path)
+    team_id = cli("--json", "team", "show").json()["id"]  # type: ignore[index]
     viewer = f"viewer-{uuid.uuid4().hex[:6]}@example.com"
-    added = cli("team", "add-member", viewer, "--role", "viewer", "--password", "pw-viewer-1")
-    assert added.exit_code == 0, added.stderr
-    assert viewer in cli("team", "members").stdout
+    with_password = cli("team", "add-member", viewer, "--role", "viewer", "--password", "pw-viewer-1")
+    assert with_password.exit_code != 0  # no password is set for anyone by an invitation
+    invited = cli("--json", "team", "invite", viewer, "--role", "viewer")
+    assert invited.exit_code == 0, invited.stderr
+    invitation = invited.json()
+    assert isinstance(invitation, dict) and invitation["status"] == "pending"
+    assert viewer in cli("team", "invitations", "--sent").stdout
+    assert viewer not in cli("team", "members").stdout  # not a member until they accept
     assert "max_concurrent_jobs" in cli("team", "show").stdout
 
-    assert cli("login", "--email", viewer, "--password", "pw-viewer-1").exit_code == 0
+    # The invited person registers later with their own password, sees the invitation, accepts, switches.
+    assert cli("init-admin", "--email", viewer, "--password", "pw-viewer-1", "--team", f"v-{viewer[7:13]}"
+               ).exit_code == 0
+    assert str(invitation["id"]) in cli("team", "invitations").stdout
+    accepted = cli("team", "accept", str(invitation["id"]))
+    assert accepted.exit_code == 0 and f"team switch {team_id}" in accepted.stdout, accepted.stderr
+    assert cli("team", "switch", str(team_id)).exit_code == 0
+    assert viewer in cli("team", "members").stdout
     assert cli("jobs", "get", str(job_id)).exit_code == 0  # viewers read
     denied = cli("jobs", "cancel", str(job_id))
     assert denied.exit_code == 1 and denied.stderr.startswith("error: 403")
@@ -237,10 +250,12 @@ def test_samples_checkpoints_and_team_switch(cli: Invoke, owner: str, api_server
     other_owner = f"other-{uuid.uuid4().hex[:6]}@example.com"
     assert cli("init-admin", "--email", other_owner, "--password", "pw-12345678",
                "--team", f"other-{uuid.uuid4().hex[:6]}").exit_code == 0
-    assert cli("team", "add-member", owner, "--role", "member").exit_code == 0  # an existing user joins
+    invitation = cli("--json", "team", "invite", owner, "--role", "member").json()  # an existing user is invited
     other_team_id = cli("--json", "team", "show").json()["id"]  # type: ignore[index]
 
     assert cli("login", "--email", owner, "--password", "pw-12345678").exit_code == 0
+    assert isinstance(invitation, dict)
+    assert cli("team", "accept", str(invitation["id"])).exit_code == 0  # ...and joins by accepting
     switched = cli("team", "switch", str(other_team_id))
     assert switched.exit_code == 0 and f"(id {other_team_id})" in switched.stdout
     me = cli("--json", "whoami").json()
