@@ -145,6 +145,8 @@ class EnvironmentSpec(StrictModel):
                 compile(self.code, "<environment>", "exec")
             except (SyntaxError, ValueError) as exc:
                 raise ValueError(f"code does not compile: {exc}") from None
+            except (RecursionError, MemoryError):  # the parser's answer to code nested thousands deep
+                raise ValueError("code does not compile: it is nested too deeply") from None
             return self
         if self.code:
             raise ValueError("`code` is only used with type 'python'")

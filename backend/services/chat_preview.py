@@ -1,7 +1,8 @@
 """A dataset as a model will see it: rows rendered with the model's chat template and prompt lengths in its tokens.
 
 Rendering follows transformers' `apply_chat_template(..., add_generation_prompt=True)` (a sandboxed Jinja
-environment with trim_blocks and lstrip_blocks, `raise_exception`, the tokenizer's special tokens as variables) and
+environment with trim_blocks and lstrip_blocks, `raise_exception`, the tokenizer's special tokens as variables), in a
+child process bounded in time, memory and output (backend/services/chat_render.py: the template is tenant code), and
 counting follows workers/core/chat.py: a chat prompt is tokenised without adding special tokens (the template has
 them), a plain prompt as the tokenizer does by default. Only `tokenizers` and `jinja2`: no torch in the control plane.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from backend.services.chat_render import render_many
 from backend.services.errors import InvalidInput
 from backend.services.model_card import chat_template
 from contract.prompt_rows import normalize_row, with_system_prompt
@@ -49,25 +51,23 @@ class ChatRenderer:
 
     def render(self, prompt: str | list[dict[str, str]], system_prompt: str | None = None) -> tuple[str, int]:
         """(text the engine sees, its length in tokens)."""
-        if isinstance(prompt, str):
-            return prompt, len(self.tokenizer.encode(prompt, add_special_tokens=True).ids)
-        if self.template is None:
+        return self.render_many([prompt], system_prompt)[0]
+
+    def render_many(self, prompts: list[Any], system_prompt: str | None = None) -> list[tuple[str, int]]:
+        """`render` of each prompt; the chat ones rendered together in one bounded child process."""
+        chats = [with_system_prompt(p, system_prompt) for p in prompts if not isinstance(p, str)]
+        if chats and self.template is None:
             raise InvalidInput("the model's tokenizer has no chat template, so it cannot render chat rows",
                                loc=("query", "model"))
-        from jinja2.exceptions import TemplateError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        def raise_exception(message: str) -> None:
-            raise TemplateError(message)
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-        env.globals["raise_exception"] = raise_exception
-        try:
-            text = env.from_string(self.template).render(
-                messages=with_system_prompt(prompt, system_prompt), add_generation_prompt=True, **self.special)
-        except TemplateError as exc:
-            raise InvalidInput(f"the chat template failed on a row: {exc}", loc=("query", "model")) from None
-        return text, len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        rendered = iter(render_many(self.template or "", chats, self.special))
+        out = []
+        for prompt in prompts:
+            if isinstance(prompt, str):
+                out.append((prompt, len(self.tokenizer.encode(prompt, add_special_tokens=True).ids)))
+            else:
+                text = next(rendered)
+                out.append((text, len(self.tokenizer.encode(text, add_special_tokens=False).ids)))
+        return out
 
 
 def histogram(lengths: list[int]) -> dict[str, Any]:
@@ -87,9 +87,9 @@ def preview(rows: list[dict[str, Any]], model_dir: Path, *, shown: int,
     """The first `shown` rows rendered, and the histogram of every row's prompt length (up to MAX_HISTOGRAM_ROWS)."""
     renderer = ChatRenderer.for_model(model_dir)
     out, lengths = [], []
-    for index, raw in enumerate(rows[:MAX_HISTOGRAM_ROWS]):
-        row = normalize_row(raw)
-        text, tokens = renderer.render(row.pop("prompt"), system_prompt)
+    normalized = [normalize_row(raw) for raw in rows[:MAX_HISTOGRAM_ROWS]]
+    rendered = renderer.render_many([row.pop("prompt") for row in normalized], system_prompt)
+    for index, (raw, row, (text, tokens)) in enumerate(zip(rows, normalized, rendered, strict=False)):
         lengths.append(tokens)
         if index < shown:
             out.append({"text": text, "tokens": tokens, "chat": not isinstance(raw.get("prompt", ""), str)

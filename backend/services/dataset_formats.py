@@ -3,7 +3,13 @@
 Every row must be a prompt row of contract/prompt_rows.py (`prompt` text or chat messages, or OpenAI `messages`);
 other columns are kept (they reach the reward as `meta`). Errors name the row (`line N` for JSONL, `row N` for
 Parquet/CSV, 1-based) and the column; the first bad row refuses the whole file, so a dataset never half-imports.
-Parquet and CSV are read with pyarrow; a CSV `messages` (or `prompt`) cell holding a JSON list is parsed as one.
+Parquet and CSV are read with pyarrow; a CSV `messages` (or `prompt`) cell holding a JSON list is parsed as one
+(strict JSON: nesting bounded).
+
+Bounds before anything is materialised (a small compressed file can declare millions of rows): at most `MAX_ROWS`
+rows (JSONL and CSV: lines counted first; Parquet: the row count in its footer), and a Parquet file's decoded size
+(the footer's uncompressed sizes, then each row group as read) at most `MAX_DECODED_BYTES`. Past either: a 413
+naming the limit, before the rows become Python objects.
 """
 
 from __future__ import annotations
@@ -18,6 +24,23 @@ from contract.prompt_rows import RowError, normalize_row
 
 FORMATS = ("jsonl", "parquet", "csv")
 CHAT_COLUMNS = ("messages", "prompt")
+MAX_ROWS = 200_000
+MAX_DECODED_BYTES = 256 << 20
+
+
+class UploadTooLarge(InvalidInput):
+    """413 in the 422 shape (loc body.file): the file is within the upload cap but holds more than a dataset may."""
+
+    status_code = 413
+
+    def __init__(self, msg: str) -> None:
+        super().__init__(msg, loc=("body", "file"))
+
+
+def _check_lines(content: bytes) -> None:
+    lines = content.count(b"\n") + (0 if content.endswith(b"\n") else 1)
+    if lines > MAX_ROWS + 1:  # + a CSV header
+        raise UploadTooLarge(f"the file has {lines} lines; a dataset holds at most {MAX_ROWS} rows")
 
 
 def format_of(filename: str | None, content: bytes) -> str:
@@ -65,15 +88,45 @@ def _jsonl_rows(content: bytes) -> list[tuple[str, Any]]:
     return rows
 
 
+def _parquet_table(content: bytes) -> Any:
+    """The table, its footer's row count and decoded sizes checked first, then each row group's as it is read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(io.BytesIO(content))
+    meta = parquet.metadata
+    if meta.num_rows > MAX_ROWS:
+        raise UploadTooLarge(f"the Parquet file declares {meta.num_rows} rows; a dataset holds at most {MAX_ROWS}")
+    declared = sum(max(meta.row_group(i).total_byte_size,
+                       sum(meta.row_group(i).column(c).total_uncompressed_size for c in range(meta.num_columns)))
+                   for i in range(meta.num_row_groups))
+    if declared > MAX_DECODED_BYTES:
+        raise UploadTooLarge(f"the Parquet file decodes to {declared} bytes; at most {MAX_DECODED_BYTES}")
+    groups, rows, decoded = [], 0, 0
+    for i in range(meta.num_row_groups):
+        group = parquet.read_row_group(i)
+        rows, decoded = rows + group.num_rows, decoded + group.nbytes
+        if rows > MAX_ROWS or decoded > MAX_DECODED_BYTES:
+            raise UploadTooLarge(f"the Parquet file holds more than {MAX_ROWS} rows or {MAX_DECODED_BYTES} bytes "
+                                 "decoded")
+        groups.append(group)
+    return pa.concat_tables(groups) if groups else parquet.schema_arrow.empty_table()
+
+
 def _table_rows(content: bytes, fmt: str) -> list[tuple[str, Any]]:
     import pyarrow as pa
     import pyarrow.csv as pa_csv
-    import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(io.BytesIO(content)) if fmt == "parquet" else pa_csv.read_csv(io.BytesIO(content))
+        if fmt == "parquet":
+            table = _parquet_table(content)
+        else:
+            _check_lines(content)  # a CSV's table is about its text's size: rows are what multiply
+            table = pa_csv.read_csv(io.BytesIO(content))
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise InvalidInput(f"not a readable {fmt} file ({exc})", loc=("body", "file")) from None
+    if table.num_rows > MAX_ROWS:
+        raise UploadTooLarge(f"the file holds {table.num_rows} rows; a dataset holds at most {MAX_ROWS}")
     rows = []
     for index, row in enumerate(table.to_pylist(), start=1):
         where = f"row {index}"
@@ -81,14 +134,14 @@ def _table_rows(content: bytes, fmt: str) -> list[tuple[str, Any]]:
             value = row.get(column)
             if isinstance(value, str) and value.lstrip().startswith("["):
                 try:
-                    row[column] = json.loads(value)
-                except json.JSONDecodeError as exc:
-                    raise _row_error(where, f"column `{column}`: not a JSON list of messages ({exc.msg})") from None
+                    row[column] = strict_json_loads(value)
+                except BadJson as exc:
+                    raise _row_error(where, f"column `{column}`: not a JSON list of messages ({exc})") from None
         try:
             text = json.dumps(row, allow_nan=False, ensure_ascii=False)
             check_text(text)
-        except (TypeError, ValueError, BadJson) as exc:
-            raise _row_error(where, f"a value that is not plain JSON ({exc})") from None
+        except (TypeError, ValueError, RecursionError, BadJson) as exc:
+            raise _row_error(where, f"a value that is not plain JSON ({type(exc).__name__}: {exc})") from None
         rows.append((where, row))
     return rows
 
@@ -96,6 +149,8 @@ def _table_rows(content: bytes, fmt: str) -> list[tuple[str, Any]]:
 def parse_upload(content: bytes, filename: str | None) -> tuple[bytes, int]:
     """(the JSONL to store, row count); `InvalidInput` naming the first bad row and column."""
     fmt = format_of(filename, content)
+    if fmt == "jsonl":
+        _check_lines(content)
     rows = _jsonl_rows(content) if fmt == "jsonl" else _table_rows(content, fmt)
     for where, row in rows:
         _check_row(row, where)

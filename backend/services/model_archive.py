@@ -4,20 +4,28 @@ Every member is checked before anything is written: regular files and directorie
 device or FIFO is refused), relative names without `..` or a drive, at most `MAX_MEMBERS`, and the unpacked total
 within `max_bytes`. The model directory is the archive's root or its single top-level directory.
 `ArchiveInvalid` (a 422) names the offending member; the caller writes into a fresh directory it removes on error,
-so a refused archive leaves nothing behind.
+so a refused archive leaves nothing behind. Sizes are declared by the archive, so the bytes actually written are
+counted too; a member that turns out corrupt or truncated (a bad CRC, a zip whose data outgrows its declared size, a
+cut-off tar.gz) or whose name collides with another (a file `a` and a directory `a/`) is an `ArchiveInvalid` too.
 """
 
 from __future__ import annotations
 
 import io
-import shutil
+import lzma
 import tarfile
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from backend.services.errors import InvalidInput
 
 MAX_MEMBERS = 10_000
+CHUNK = 1 << 20
+# what a corrupt or truncated member raises while it is read (zip CRC checks, zlib/gzip, lzma and bz2 streams: bz2's
+# and gzip's are OSErrors without an errno, unlike a real I/O error such as a full disk)
+_CORRUPT = (zipfile.BadZipFile, tarfile.TarError, zlib.error, lzma.LZMAError, EOFError, ValueError, OSError)
 
 
 class ArchiveInvalid(InvalidInput):
@@ -65,35 +73,73 @@ def _zip_members(archive: zipfile.ZipFile, max_bytes: int) -> list[zipfile.ZipIn
     return members
 
 
-def extract_archive(content: bytes, dest: Path, *, max_bytes: int) -> Path:
-    """Unpack into `dest` (created, must not exist) and return the model directory inside it."""
-    dest.mkdir(parents=True)
+class _Written:
+    """Bytes written so far, against the archive's cap (declared sizes can lie)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.total, self.max_bytes = 0, max_bytes
+
+    def copy(self, source: IO[bytes], target: Path, name: str) -> None:
+        with open(target, "xb") as sink:  # `x`: a second member of the same name is a collision, not an overwrite
+            while chunk := source.read(CHUNK):
+                self.total += len(chunk)
+                if self.total > self.max_bytes:
+                    raise ArchiveInvalid(f"archive unpacks to more than {self.max_bytes} bytes (at member {name!r})")
+                sink.write(chunk)
+
+
+def _place(dest: Path, name: str, is_dir: bool) -> Path:
+    """The member's path under `dest`, its parent directories made; ArchiveInvalid when a name collides."""
+    target = dest / _check_name(name)
+    try:
+        if is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.exists():
+                raise FileExistsError(target)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError):
+        raise ArchiveInvalid(f"archive member {name!r} collides with another member of the same name (a file and "
+                             "a directory, or a duplicate)") from None
+    return target
+
+
+def _unpack(content: bytes, dest: Path, max_bytes: int) -> None:
+    written = _Written(max_bytes)
     if zipfile.is_zipfile(io.BytesIO(content)):
         with zipfile.ZipFile(io.BytesIO(content)) as archive:
             for member in _zip_members(archive, max_bytes):
-                target = dest / _check_name(member.filename)
-                if member.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(member) as source, open(target, "wb") as sink:
-                    shutil.copyfileobj(source, sink)
-    else:
-        try:
-            tar = tarfile.open(fileobj=io.BytesIO(content), mode="r:*")  # noqa: SIM115 - closed below
-        except tarfile.TarError:
-            raise ArchiveInvalid("not a tar or zip archive") from None
-        with tar:
-            for info in _tar_members(tar, max_bytes):
-                target = dest / _check_name(info.name)
-                if info.isdir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
+                target = _place(dest, member.filename, member.is_dir())
+                if not member.is_dir():
+                    with archive.open(member) as source:
+                        written.copy(source, target, member.filename)
+        return
+    try:
+        tar = tarfile.open(fileobj=io.BytesIO(content), mode="r:*")  # noqa: SIM115 - closed below
+    except tarfile.TarError:
+        raise ArchiveInvalid("not a tar or zip archive") from None
+    with tar:
+        for info in _tar_members(tar, max_bytes):
+            target = _place(dest, info.name, info.isdir())
+            if not info.isdir():
                 content_of = tar.extractfile(info)
                 assert content_of is not None, "a regular file member has content"
-                with content_of, open(target, "wb") as sink:
-                    shutil.copyfileobj(content_of, sink)
+                with content_of:
+                    written.copy(content_of, target, info.name)
+
+
+def extract_archive(content: bytes, dest: Path, *, max_bytes: int) -> Path:
+    """Unpack into `dest` (created, must not exist) and return the model directory inside it."""
+    dest.mkdir(parents=True)
+    try:
+        _unpack(content, dest, max_bytes)
+    except ArchiveInvalid:
+        raise
+    except _CORRUPT as exc:  # after the members' checks: the data itself is corrupt or cut off
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise  # the server's disk, not the upload
+        raise ArchiveInvalid(f"the archive is corrupt or truncated ({exc.__class__.__name__}: {str(exc)[:200]})") \
+            from None
     entries = [p for p in dest.iterdir() if p.name not in ("__MACOSX",)]
     if len(entries) == 1 and entries[0].is_dir() and not (dest / "config.json").exists():
         return entries[0]

@@ -33,11 +33,29 @@ class ModelInvalid(InvalidInput):
         super().__init__(message, loc=loc)
 
 
+def _loads(raw: str | bytes, name: str) -> Any:
+    """JSON of a model file; nesting deeper than Python's recursion limit is refused, not a RecursionError."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ModelInvalid(f"{name} is nested too deeply to be a model file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelInvalid(f"{name} is not valid JSON ({exc.__class__.__name__}: {exc})") from None
+
+
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ModelInvalid(f"{path.name} is not valid JSON ({exc.__class__.__name__}: {exc})") from None
+    return _loads(raw, path.name)
+
+
+def _count(value: Any, where: str, *, minimum: int = 0) -> int:
+    """A JSON integer >= `minimum` (not a bool, a float, a string or a list); ModelInvalid naming `where`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ModelInvalid(f"{where} must be an integer >= {minimum}, got {json.dumps(value)[:100]}")
+    return value
 
 
 def check_config(model_dir: Path) -> dict[str, Any]:
@@ -57,6 +75,12 @@ def check_config(model_dir: Path) -> dict[str, Any]:
     for key in ("model_type", "vocab_size"):
         if key not in config:
             raise ModelInvalid(f"config.json has no `{key}`")
+    if not isinstance(config["model_type"], str):
+        raise ModelInvalid("config.json `model_type` must be a string")
+    _count(config["vocab_size"], "config.json `vocab_size`", minimum=1)
+    nested = config.get("text_config")
+    if isinstance(nested, dict) and "vocab_size" in nested:
+        _count(nested["vocab_size"], "config.json `text_config.vocab_size`", minimum=1)
     return config
 
 
@@ -66,9 +90,10 @@ def safetensors_header(path: Path) -> dict[str, Any]:
             (size,) = struct.unpack("<Q", handle.read(8))
             if size > MAX_HEADER_BYTES:
                 raise ValueError("header too large")
-            header = json.loads(handle.read(size))
+            raw = handle.read(size)
     except (OSError, struct.error, ValueError) as exc:
         raise ModelInvalid(f"{path.name} is not a valid safetensors file ({exc})") from None
+    header = _loads(raw, f"{path.name}'s safetensors header")
     if not isinstance(header, dict):
         raise ModelInvalid(f"{path.name} is not a valid safetensors file (header is not an object)")
     return header
@@ -86,9 +111,12 @@ def weights_summary(model_dir: Path) -> tuple[int | None, str | None]:
         for name, info in safetensors_header(path).items():
             if name == "__metadata__" or not isinstance(info, dict):
                 continue
+            shape = info.get("shape", [])
+            if not isinstance(shape, list):
+                raise ModelInvalid(f"{path.name}: tensor {name[:100]!r} has a shape that is not a list of sizes")
             numel = 1
-            for dim in info.get("shape", []):
-                numel *= int(dim)
+            for dim in shape:
+                numel *= _count(dim, f"{path.name}: tensor {name[:100]!r} shape entry")
             count += numel
             dtypes[SAFETENSORS_DTYPES.get(str(info.get("dtype")), str(info.get("dtype")).lower())] += numel
     return count, dtypes.most_common(1)[0][0] if dtypes else None
@@ -115,14 +143,18 @@ def chat_template(model_dir: Path) -> str | None:
     """The tokenizer's chat template (chat_template.jinja, or `chat_template` in tokenizer_config.json)."""
     jinja = model_dir / "chat_template.jinja"
     if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
+        try:
+            return jinja.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelInvalid(f"chat_template.jinja is not readable UTF-8 text ({exc.__class__.__name__})") from None
     config_path = model_dir / "tokenizer_config.json"
     if config_path.is_file():
         template = _read_json(config_path).get("chat_template")
         if isinstance(template, str):
             return template
         if isinstance(template, list):  # named templates: the default one
-            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+            named = {t.get("name"): t.get("template") for t in template
+                     if isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)}
             return named.get("default") or next(iter(named.values()), None)
     return None
 
@@ -140,14 +172,16 @@ def inspect_model_dir(model_dir: Path) -> dict[str, Any]:
     params, weight_dtype = weights_summary(model_dir)
     nested = config.get("text_config")
     text: dict[str, Any] = nested if isinstance(nested, dict) else config
-    context = next((int(text[k]) for k in CONTEXT_KEYS if isinstance(text.get(k), int)), None)
+    context = next((text[k] for k in CONTEXT_KEYS if isinstance(text.get(k), int)
+                    and not isinstance(text.get(k), bool) and text[k] > 0), None)
+    dtype = weight_dtype or config.get("torch_dtype") or config.get("dtype")
     return {
         "architecture": next(a for a in config["architectures"] if a.endswith(SUPPORTED_HEADS)),
         "model_type": str(config["model_type"]),
         "parameters": params,
-        "dtype": weight_dtype or config.get("torch_dtype") or config.get("dtype"),
+        "dtype": dtype[:64] if isinstance(dtype, str) else None,
         "context_length": context,
-        "vocab_size": int(text.get("vocab_size", config["vocab_size"])),
+        "vocab_size": text.get("vocab_size", config["vocab_size"]),  # a positive int (check_config)
         "chat_template": chat_template(model_dir) is not None,
         "disk_bytes": disk_bytes(model_dir),
     }

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 MAX_FORMULA_CHARS = 1000
 MAX_POWER_EXPONENT = 100.0  # keeps `x ** huge` from taking memory or time
+MAX_NESTING = 200  # operators and calls inside one another (`- - - ... 1`): checking and evaluating recurse this deep
 FUNCTIONS: dict[str, Callable[..., float]] = {
     "min": min, "max": max, "abs": abs, "floor": math.floor, "ceil": math.ceil,
     "exp": math.exp, "sqrt": math.sqrt, "log": math.log,
@@ -55,9 +56,12 @@ class Formula:
             raise ValueError(f"formula is not an expression: {type(exc).__name__}") from None
         self.text, self.names, self.tree = text, set(names), tree.body
         self.used: set[str] = set()
-        self._check(self.tree)
+        self._check(self.tree, 0)
 
-    def _check(self, node: ast.AST) -> None:
+    def _check(self, node: ast.AST, depth: int) -> None:
+        if depth > MAX_NESTING:
+            raise ValueError(f"formula: nested more than {MAX_NESTING} operators or calls deep")
+        depth += 1
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, int | float):
                 raise ValueError(f"formula: only numbers are allowed as constants, got {node.value!r}")
@@ -66,10 +70,10 @@ class Formula:
                 raise ValueError(f"formula: unknown name {node.id!r}; use the graders' names {sorted(self.names)}")
             self.used.add(node.id)
         elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            self._check(node.left)
-            self._check(node.right)
+            self._check(node.left, depth)
+            self._check(node.right, depth)
         elif isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-            self._check(node.operand)
+            self._check(node.operand, depth)
         elif isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 called = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
@@ -80,7 +84,7 @@ class Formula:
                 raise ValueError(f"formula: {node.func.id}() takes {low}" + (f" to {high}" if high > low else "")
                                  + " plain argument(s)")
             for arg in node.args:
-                self._check(arg)
+                self._check(arg, depth)
         else:
             raise ValueError(f"formula: {type(node).__name__} ({ast.unparse(node)!r}) is not allowed; use numbers, "
                              f"names, + - * / ** ^, parentheses and {sorted(FUNCTIONS)}")

@@ -20,6 +20,7 @@ from backend.api.routes.tinker_common import Auth, Body, TinkerRoute, future
 from backend.services import tinker as svc
 from backend.services import tinker_sampling as sampling
 from backend.services import tinker_wire as wire
+from backend.services.zstd_body import BodyCorrupt, BodyTooLarge, decompress_capped
 from contract import keys
 
 PREFIX = "/tinker/api/v1"
@@ -177,16 +178,19 @@ def get_info(body: ModelRef, auth: Auth, session: SessionDep) -> dict[str, Any]:
 
 
 @router.post("/forward_backward")
-async def forward_backward(request: Request, auth: Auth, session: SessionDep, client: RedisDep) -> dict[str, Any]:
+async def forward_backward(request: Request, auth: Auth, session: SessionDep, client: RedisDep,
+                           settings: SettingsDep) -> dict[str, Any]:
     body = await request.body()
-    if request.headers.get("content-encoding") == "zstd":
+    if request.headers.get("content-encoding") == "zstd":  # capped as a plain body is, in a thread (zstd_body.py)
         try:
-            body = zstandard.ZstdDecompressor().decompress(body, max_output_size=256 * 1024 * 1024)
-        except zstandard.ZstdError as exc:
-            raise svc.TinkerError(400, f"the zstd body cannot be decompressed: {exc}") from exc
+            body = await run_in_threadpool(decompress_capped, body, settings.max_request_bytes)
+        except BodyTooLarge as exc:
+            raise svc.TinkerError(413, str(exc)) from exc
+        except BodyCorrupt as exc:
+            raise svc.TinkerError(400, str(exc)) from exc
     if not request.headers.get("content-type", "").startswith(PROTO):
         raise svc.TinkerError(400, f"forward_backward takes a {PROTO} body (tinker SDK 0.38)")
-    parsed = wire.read_forward_backward(body)
+    parsed = await run_in_threadpool(wire.read_forward_backward, body)
     if parsed.loss_fn not in LOSSES:
         raise svc.unsupported(f"loss_fn {parsed.loss_fn!r} (supported: {', '.join(LOSSES)})")
     if not parsed.data:
