@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-import zstandard
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
