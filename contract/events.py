@@ -12,10 +12,15 @@ RECOVERED = "recovered"  # iterations again after a stall
 TRAINING_SIGNAL = "training_signal"  # a training-signal check warns (no learning signal); data: {"check": <name>}
 TRAINING_SIGNAL_CLEARED = "training_signal_cleared"  # that check stopped firing; data: {"check": <name>}
 TRACKER = "tracker"  # an experiment tracker went down (metrics are buffered) or came back (the buffer was flushed)
+# usage budgets (backend/controller/budgets.py); data: {"budget": <limit's name>, "limit", "used", "scope": job|team}
+BUDGET_WARNING = "budget_warning"  # the job or its team used 80% of a limit
+BUDGET_EXCEEDED = "budget_exceeded"  # 100%: the controller paused the job (it resumes when the limit is raised)
+BUDGET_RESUMED = "budget_resumed"  # the limit has room again: the controller resumed the job it paused
+LIMITS = "limits"  # a job's `limits` changed (PATCH /jobs/{id}); data: {<name>: {"from", "to"}}
 
 # What a notification rule can subscribe to, and the job events that trigger each.
-AlertEvent = Literal["job_failed", "job_succeeded", "job_stalled", "training_signal"]
-ALERT_EVENTS: tuple[AlertEvent, ...] = ("job_failed", "job_succeeded", "job_stalled", "training_signal")
+AlertEvent = Literal["job_failed", "job_succeeded", "job_stalled", "training_signal", "budget"]
+ALERT_EVENTS: tuple[AlertEvent, ...] = ("job_failed", "job_succeeded", "job_stalled", "training_signal", "budget")
 
 
 def alert_event_of(kind: str, data: dict | None) -> AlertEvent | None:
@@ -26,4 +31,6 @@ def alert_event_of(kind: str, data: dict | None) -> AlertEvent | None:
         return "job_stalled"
     if kind == TRAINING_SIGNAL:
         return "training_signal"
+    if kind in (BUDGET_WARNING, BUDGET_EXCEEDED):
+        return "budget"
     return None

@@ -193,6 +193,11 @@ def noted(job_id: int, what: str) -> str:
     return f"{prefix(job_id)}:noted:{what}"
 
 
+def team_noted(team_id: int, what: str) -> str:
+    """`noted` for something said about a team (e.g. its monthly budget at 80%: `budget:<month>:<limit>`)."""
+    return f"streamrl:team:{team_id}:noted:{what}"
+
+
 def reward_tally(job_id: int, bucket: int) -> str:
     """Hash {calls, errors, last_error} of the rewards the job's instances finished in one time bucket
     (contract/reward_window.py)."""

@@ -26,7 +26,14 @@ from contract.catalog import (
 )
 from contract.environments import PYTHON, bind_builtin
 from contract.spec_base import StrictModel, check_json_value, choice_list
-from contract.spec_operations import AutoscaleSpec, CheckpointSpec, DispatchSpec, FailoverSpec, TelemetrySpec
+from contract.spec_operations import (
+    AutoscaleSpec,
+    CheckpointSpec,
+    DispatchSpec,
+    FailoverSpec,
+    LimitsSpec,
+    TelemetrySpec,
+)
 
 Mode = Literal["colocated", "sync", "async"]
 MODES: dict[str, dict[str, str]] = {  # the dashboard's labels (OpenAPI `x-choices`)
@@ -335,6 +342,8 @@ class JobSpec(StrictModel):
     def _one_source_of_reward(self) -> JobSpec:
         if self.environment is not None and self.reward != RewardSpec():
             raise ValueError(f"reward: a {self.reward.type!r} reward of one completion does not apply with "
+    limits: LimitsSpec = Field(default_factory=LimitsSpec, description="device-seconds and tokens the job may use; "
+                               "at 100% it pauses at a checkpoint until a limit is raised")
                              "`environment`: leave `reward` unset; `environment.grader` grades the final answer")
         return self
 

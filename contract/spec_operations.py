@@ -89,3 +89,12 @@ class TelemetrySpec(StrictModel):
 class CheckpointSpec(StrictModel):
     interval: int = Field(10, ge=1, le=1_000_000, description="checkpoint every N iterations")
     keep: int = Field(3, ge=1, le=1000)
+
+
+class LimitsSpec(StrictModel):
+    """What the job may use (docs/user-guide.md#usage-and-budgets): at 80% of a limit an alert (`budget`), at 100%
+    the controller pauses the job at a checkpoint; raising the limit (PATCH /jobs/{id}) resumes it. None: no limit."""
+
+    max_device_seconds: float | None = Field(None, gt=0, le=1e12, description="device-seconds of both pools (each "
+                                             "iteration's time on its training devices and generation instances)")
+    max_tokens: int | None = Field(None, gt=0, le=10**15, description="tokens generated plus tokens trained")

@@ -1,4 +1,5 @@
-"""Prometheus: request counts and latency by route template, and jobs by status (read from the database at scrape).
+"""Prometheus: request counts and latency by route template, jobs by status, and usage per team (read from the
+database at scrape).
 
 GET /metrics answers only a bearer token equal to `settings.metrics_token` (jobs by status span every team); without
 that setting it is off (404)."""
@@ -12,14 +13,15 @@ from collections.abc import Awaitable, Callable, Iterator
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
 from sqlalchemy.orm import sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.db.enums import InstanceStatus, JobStatus
-from backend.db.models import GenerationInstance, Job
+from backend.db.models import GenerationInstance, Job, Team, UsageRecord
+from backend.services.usage import team_month_totals
 
 
 class JobStatusCollector(Collector):
@@ -41,6 +43,46 @@ class JobStatusCollector(Collector):
             instances.add_metric([instance_status.value], instance_counts.get(instance_status, 0))
         yield jobs
         yield instances
+
+
+class UsageCollector(Collector):
+    """Per team: device-seconds by pool and tokens (all time, counters), and this month's device-hours beside the
+    team's monthly budget (gauges; docs/operator.md#usage-and-budgets)."""
+
+    def __init__(self, session_factory: sessionmaker) -> None:
+        self.session_factory = session_factory
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        seconds = CounterMetricFamily("streamrl_team_device_seconds", "Device-seconds used, by team and pool",
+                                      labels=["team", "pool"])
+        tokens = CounterMetricFamily("streamrl_team_tokens", "Tokens generated and trained, by team",
+                                     labels=["team", "kind"])
+        month = GaugeMetricFamily("streamrl_team_month_device_hours", "Device-hours used this calendar month (UTC)",
+                                  labels=["team"])
+        budget = GaugeMetricFamily("streamrl_team_budget_device_hours", "The team's max_device_hours_per_month",
+                                   labels=["team"])
+        totals = select(Team.name, UsageRecord.pool, func.sum(UsageRecord.device_seconds),
+                        func.sum(UsageRecord.tokens_generated), func.sum(UsageRecord.tokens_trained)).join(
+            Team, Team.id == UsageRecord.team_id).group_by(Team.name, UsageRecord.pool)
+        with self.session_factory() as session:
+            rows = session.execute(totals).all()
+            teams = session.execute(select(Team.id, Team.name, Team.max_device_hours_per_month)).all()
+            this_month = team_month_totals(session, [team_id for team_id, _, _ in teams])
+        generated: dict[str, int] = {}
+        trained: dict[str, int] = {}
+        for name, pool, device_seconds, gen, train in rows:
+            seconds.add_metric([name, pool], float(device_seconds or 0.0))
+            generated[name] = generated.get(name, 0) + int(gen or 0)
+            trained[name] = trained.get(name, 0) + int(train or 0)
+        for name in generated:
+            tokens.add_metric([name, "generated"], generated[name])
+            tokens.add_metric([name, "trained"], trained[name])
+        for team_id, name, hours in teams:
+            used = this_month.get(team_id)
+            month.add_metric([name], used.device_seconds / 3600.0 if used else 0.0)
+            if hours is not None:
+                budget.add_metric([name], float(hours))
+        yield from (seconds, tokens, month, budget)
 
 
 def route_template(request: Request, api_prefix: str = "/api/v1") -> str:
@@ -67,6 +109,7 @@ def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
     requests = Counter("streamrl_http_requests", "HTTP requests", ["method", "route", "status"], registry=registry)
     latency = Histogram("streamrl_http_request_seconds", "HTTP latency", ["method", "route"], registry=registry)
     registry.register(JobStatusCollector(session_factory))
+    registry.register(UsageCollector(session_factory))
 
     async def observe(scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         """Count and time every HTTP request (a plain ASGI wrapper: BaseHTTPMiddleware costs a task per request)."""

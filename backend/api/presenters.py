@@ -27,7 +27,8 @@ def page_of(schema: type[M], rows: Sequence[Any], total: int | None = None) -> P
 
 def team_public(team: Team, role: Role | None = None) -> TeamPublic:
     quotas = Quotas(
-        max_concurrent_jobs=team.max_concurrent_jobs, max_generation_instances=team.max_generation_instances
+        max_concurrent_jobs=team.max_concurrent_jobs, max_generation_instances=team.max_generation_instances,
+        max_device_hours_per_month=team.max_device_hours_per_month,
     )
     return TeamPublic(id=team.id, name=team.name, quotas=quotas, role=role)
 

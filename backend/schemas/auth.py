@@ -40,11 +40,15 @@ class UserPublic(ORMModel):
 class Quotas(BaseModel):
     max_concurrent_jobs: int = Field(ge=0, le=10_000)
     max_generation_instances: int = Field(ge=0, le=100_000)
+    max_device_hours_per_month: float | None = Field(None, ge=0, description="device-hours (both pools) per calendar "
+                                                      "month (UTC); null: no budget")
 
 
 class QuotasUpdate(RequestModel):
     max_concurrent_jobs: int | None = Field(None, ge=0, le=10_000)
     max_generation_instances: int | None = Field(None, ge=0, le=100_000)
+    max_device_hours_per_month: float | None = Field(None, ge=0, le=1e9, description="the team's monthly budget of "
+                                                      "device-hours; an explicit null removes it")
 
 
 class TeamPublic(BaseModel):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from backend.db.enums import JobStatus
 from backend.schemas.common import ORMModel, Page, RequestModel, UtcDatetime
 from contract.spec import JobSpec
+from contract.spec_operations import LimitsSpec
 
 JobCreate = JobSpec
 
@@ -63,11 +64,16 @@ class JobAnnotate(RequestModel):
     add_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     remove_tags: list[Tag] = Field(default_factory=list, max_length=MAX_TAGS)
     notes: str | None = Field(None, max_length=MAX_NOTES)
+    limits: LimitsSpec | None = Field(None, description="replace the job's `limits` (a paused job with room resumes)")
+
+    @property
+    def has_annotation(self) -> bool:
+        return self.tags is not None or bool(self.add_tags or self.remove_tags) or self.notes is not None
 
     @model_validator(mode="after")
     def _something_to_do(self) -> JobAnnotate:
-        if self.tags is None and not self.add_tags and not self.remove_tags and self.notes is None:
-            raise ValueError("give tags, add_tags, remove_tags or notes")
+        if not self.has_annotation and self.limits is None:
+            raise ValueError("give tags, add_tags, remove_tags, notes or limits")
         if self.tags is not None and (self.add_tags or self.remove_tags):
             raise ValueError("tags replaces the whole list: give it alone, or use add_tags / remove_tags")
         return self

@@ -24,13 +24,14 @@ from backend.db.models import (
     User,
 )
 from backend.services.strict_json import finite_or_null
+from backend.services.usage import record_iteration_usage
 
 SILENT_AFTER_S = 30.0  # a running instance whose heartbeat is older than this is silent (neither running nor pending)
 
 
 def record_iteration(*, session: Session, job_id: int, iteration: int, metrics: dict[str, Any]) -> Iteration:
-    """Insert or replace the metrics of one iteration (non-finite numbers stored as null); advances
-    `job.current_iteration`."""
+    """Insert or replace the metrics of one iteration (non-finite numbers stored as null) and the usage it records
+    (backend/services/usage.py); advances `job.current_iteration`."""
     metrics = finite_or_null(metrics)
     row = session.scalar(select(Iteration).where(Iteration.job_id == job_id, Iteration.iteration == iteration))
     if row is None:
@@ -41,6 +42,8 @@ def record_iteration(*, session: Session, job_id: int, iteration: int, metrics: 
     job = session.get(Job, job_id)
     if job is not None and iteration > job.current_iteration:
         job.current_iteration = iteration
+    if job is not None:
+        record_iteration_usage(session=session, job=job, iteration=iteration, metrics=metrics)
     session.flush()
     return row
 

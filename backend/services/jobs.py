@@ -20,6 +20,7 @@ from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStat
 from backend.db.models import Dataset, Job, JobEvent, Team, User
 from backend.planner.service import suggest_instances
 from backend.services.alerts import enqueue_for_event
+from backend.services.budgets import check_resumable, check_team_budget
 from backend.services.datasets import require_ready
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
 from backend.services.graders import grader_models, is_reward_model
@@ -80,8 +81,10 @@ def _check_instance_quota(team: Team, requested: int, in_use_by_others: int) -> 
         )
 
 
-def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Job:
-    """A queued job; refuses unregistered models, other teams' datasets and server paths."""
+def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_key_id: int | None = None) -> Job:
+    """A queued job; refuses unregistered models, other teams' datasets and server paths, and any job while the
+    team's monthly budget is used up. `api_key_id`: the key that submitted it (its usage is reported under it)."""
+    check_team_budget(session, team)
     model = find_model(session=session, team_id=team.id, name=spec.model)
     if model is None:
         raise InvalidInput(
@@ -116,6 +119,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec) -> Jo
     job = Job(
         team_id=team.id,
         created_by_id=user.id,
+        created_by_key_id=api_key_id,
         name=spec.name,
         spec=spec.model_dump(mode="json"),
         status=JobStatus.queued,
@@ -248,6 +252,8 @@ def resume_job(*, session: Session, team: Team, job: Job) -> Job:
         job.error = None
         return job
     if job.status == JobStatus.paused:
+        check_resumable(session, team, job)  # 403 naming a budget it is over
+        job.paused_for = None
         active, instances = _active_usage(session, team.id, exclude_job_id=job.id)
         if active >= team.max_concurrent_jobs:
             raise QuotaExceeded(

@@ -28,6 +28,7 @@ EXPECTED_TABLES = {
     "alert_deliveries",
     "tracker_credentials",
     "tracker_runs",
+    "usage_records",
     "iterations",
     "job_samples",
     "timeline_spans",

@@ -100,6 +100,7 @@ class Driver:
         self.shutdown = ShutdownWatch(ctx.redis, ctx.node)
         self.superseded = False
         self.checkpoint_failures = 0  # checkpoints in a row that could not be written
+        self.pause_checkpointed: int | None = None  # the iteration a pause last checkpointed (or tried to)
         self.source = source(self)
 
     # -- the loop ------------------------------------------------------------------------------------------------------
@@ -244,8 +245,26 @@ class Driver:
                 raise JobCancelled(status)
             if status != JobStatus.paused:
                 return
+            self._checkpoint_paused()
             with self.rec.phase("waiting"):
                 time.sleep(PAUSE_POLL_S)
+
+    def _checkpoint_paused(self) -> None:
+        """A paused job keeps what it trained (it may wait long, e.g. paused by a budget): a checkpoint at the last
+        optimizer step, unless the newest already is."""
+        trained = self.trainer.iteration
+        if trained == 0 or self.pause_checkpointed == trained:
+            return
+        self.pause_checkpointed = trained  # tried once per trained iteration (a failed save is an event already)
+        latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+        if latest is not None and ckpt.checkpoint_iteration(latest) == trained:
+            return
+        with contextlib.suppress(JobSetupError):
+            self._checkpoint(trained)
+        latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+        if latest is not None and ckpt.checkpoint_iteration(latest) == trained:
+            self.reporter.record_event(self.job_id, "checkpoint", f"paused: checkpoint at iteration {trained}",
+                                       {"iteration": trained, "paused": True})
 
     def _checkpoint(self, iteration: int, *, final: bool = False) -> None:
         """Save with retries (workers/training/checkpoint_save.py). A checkpoint that cannot be written is an event

@@ -55,6 +55,7 @@ class IterationRecorder:
         row["iteration_seconds"] = now - self.started
         row.update(metrics.sample_metrics(samples, train_version=it))
         row.update(metrics.rates(samples, row["iteration_seconds"]))
+        row.update(metrics.token_counts(samples))
         row.update(metrics.trainer_metrics(step))
         row["samples"] = len(samples)
         if row.get("weight_sync_seconds") is not None:

@@ -13,6 +13,7 @@ Reporter; recording is idempotent per step, so a step run again after a restore 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,17 @@ class TinkerSession:
         self.optimizer = torch.optim.AdamW(self.params, lr=1e-4, betas=(0.9, 0.95), eps=1e-12, weight_decay=0.0)
         self.step = 0
         self._loss_sum, self._tokens = 0.0, 0
+        self._seconds = 0.0  # compute time of the calls since the last optim_step (usage: the step's `step_seconds`)
 
     # -- requests -------------------------------------------------------------------------------------------------
     def forward_backward(self, payload: dict[str, Any]) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            return self._forward_backward(payload)
+        finally:
+            self._seconds += time.monotonic() - started
+
+    def _forward_backward(self, payload: dict[str, Any]) -> dict[str, Any]:
         data, forward_only = payload["data"], bool(payload["forward_only"])
         with torch.set_grad_enabled(not forward_only):
             logprobs = target_logprobs(self.model, data)
@@ -58,6 +67,7 @@ class TinkerSession:
                 "metrics": {"loss:sum": float(total)}}
 
     def optim_step(self, payload: dict[str, Any]) -> dict[str, Any]:
+        started = time.monotonic()
         for group in self.optimizer.param_groups:
             group.update(lr=payload["learning_rate"], betas=(payload["beta1"], payload["beta2"]), eps=payload["eps"],
                          weight_decay=payload["weight_decay"])
@@ -66,8 +76,9 @@ class TinkerSession:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         metrics = {"loss": self._loss_sum / max(1, self._tokens), "loss_sum": self._loss_sum,
-                   "tokens": self._tokens, "learning_rate": payload["learning_rate"], "grad_norm": float(norm)}
-        self._loss_sum, self._tokens = 0.0, 0
+                   "tokens": self._tokens, "learning_rate": payload["learning_rate"], "grad_norm": float(norm),
+                   "step_seconds": self._seconds + time.monotonic() - started}
+        self._loss_sum, self._tokens, self._seconds = 0.0, 0, 0.0
         return {"metrics": metrics}
 
     def save_state(self, directory: Path) -> None:

@@ -15,7 +15,7 @@ from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
 from backend.schemas.common import MAX_OFFSET
 from backend.schemas.jobs import JobAnnotate, JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
-from backend.services import job_notes, json_pages
+from backend.services import budgets, job_notes, json_pages
 from backend.services import jobs as job_service
 from backend.services.live import publish_live, wake_controller
 
@@ -43,7 +43,8 @@ def _last_event_id(session: Session, job_id: int) -> int:
 @router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def submit_job(spec: JobCreate, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Submit a job (member); it waits in `queued` until the controller admits it within the team's quotas."""
-    job = job_service.create_job(session=session, team=auth.team, user=auth.user, spec=spec)
+    job = job_service.create_job(session=session, team=auth.team, user=auth.user, spec=spec,
+                                 api_key_id=auth.api_key.id if auth.api_key else None)
     return _commit_and_publish(session, redis, job, since_event_id=0)
 
 
@@ -75,9 +76,16 @@ def get_job(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> JobPublic:
 def annotate_job(
     job_id: IdPath, body: JobAnnotate, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep
 ) -> JobPublic:
-    """Edit the job's tags (replace, or add/remove) and notes (member), in any status."""
-    return _act(job_id, auth, session, redis,
-                lambda job: job_notes.annotate_job(session=session, job=job, change=body))
+    """Edit the job's tags (replace, or add/remove), notes and `limits` (member), in any status. A job paused by
+    one of its limits resumes once the new limits have room (the controller's next pass)."""
+
+    def edit(job: Job) -> None:
+        if body.has_annotation:
+            job_notes.annotate_job(session=session, job=job, change=body)
+        if body.limits is not None:
+            budgets.set_job_limits(session=session, job=job, limits=body.limits)
+
+    return _act(job_id, auth, session, redis, edit)
 
 
 def _act(
@@ -104,7 +112,8 @@ def pause_job(job_id: IdPath, auth: MemberAuth, session: SessionDep, redis: Opti
 
 @router.post("/{job_id}/resume", responses=errors(409, 429))
 def resume_job(job_id: IdPath, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
-    """Resume a paused job (409 otherwise; 429 when the team has no free job slot)."""
+    """Resume a paused job (409 otherwise; 429 when the team has no free job slot; 403 naming a budget it is
+    over)."""
     return _act(
         job_id, auth, session, redis, lambda job: job_service.resume_job(session=session, team=auth.team, job=job)
     )

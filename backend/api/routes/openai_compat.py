@@ -188,6 +188,7 @@ def file_content(file_id: str, auth: ViewerAuth, session: SessionDep) -> Respons
 def create_job(body: FineTuningJobCreate, auth: MemberAuth, session: SessionDep,
                client: OptionalRedisDep) -> dict[str, Any]:
     job, marker = compat.create_job(session, auth.team, auth.user, body)
+    job.created_by_key_id = auth.api_key.id if auth.api_key else None  # its usage is reported under the key
     session.commit()
     _publish(session, client, job, since_event_id=0)
     return compat.job_object(job, marker, auth.team, None)

@@ -164,6 +164,7 @@ def create_model(body: CreateModel, auth: Auth, session: SessionDep, client: Red
     job, request_id = svc.create_training_run(
         session, client, auth.team, auth.user, session_id=body.session_id, model_seq_id=body.model_seq_id,
         base_model=body.base_model, rank=body.lora_config.rank, seed=body.lora_config.seed)
+    job.created_by_key_id = auth.api_key.id if auth.api_key else None  # its usage is reported under the key
     session.commit()
     from backend.services.live import wake_controller
 
@@ -271,6 +272,7 @@ def load_weights(body: LoadWeights, auth: Auth, session: SessionDep, client: Red
             session, client, auth.team, auth.user, session_id=body.session_id, model_seq_id=body.model_seq_id or 0,
             base_model=body.base_model or spec["model"], rank=int(lora.get("rank", 16)), seed=spec.get("seed"),
             load=load)
+        job.created_by_key_id = auth.api_key.id if auth.api_key else None
         session.commit()
         from backend.services.live import wake_controller
 

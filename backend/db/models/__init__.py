@@ -8,6 +8,7 @@ from backend.db.models.security import LoginFailure, RevokedSession
 from backend.db.models.telemetry import JobSample, TimelineSpan
 from backend.db.models.tenancy import ApiKey, Invitation, InvitationStatus, Membership, Team, User
 from backend.db.models.trackers import TrackerCredential, TrackerRun
+from backend.db.models.usage import UsageRecord
 
 __all__ = [
     "AlertDelivery",
@@ -30,6 +31,7 @@ __all__ = [
     "TimelineSpan",
     "TrackerCredential",
     "TrackerRun",
+    "UsageRecord",
     "User",
     "Worker",
 ]

@@ -19,6 +19,8 @@ class Job(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
     created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # the API key that submitted it (None: a session); its usage is reported under that key
+    created_by_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"))
     name: Mapped[str] = mapped_column(String(200))
     spec: Mapped[dict[str, Any]]  # JobSpec.model_dump(mode="json")
     status: Mapped[JobStatus] = enum_column(JobStatus, index=True)
@@ -31,6 +33,9 @@ class Job(Base):
     driver_epoch: Mapped[int] = mapped_column(default=0, server_default="0")
     driver_failures: Mapped[int] = mapped_column(default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
+    # the budget that paused it (`limits.max_device_seconds`, `max_device_hours_per_month`...): the controller
+    # resumes it once that budget has room again; None: not paused by a budget
+    paused_for: Mapped[str | None] = mapped_column(String(64))
     # the team's own labels and free text: sorted unique tags of TAG_PATTERN (no quotes, so the stored JSON text
     # holds `"tag"` exactly when the list does: services.job_notes filters on it in any dialect)
     tags: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
