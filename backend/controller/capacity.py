@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from backend.controller import sharing
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
+from backend.db.enums import LIVE_INSTANCE_STATUSES
 from backend.services.jobs import TrainingSlots, job_devices
 from contract import keys
 from contract.sharing import stored_spec_shares_training
@@ -36,6 +37,16 @@ class PoolCapacity:
     @property
     def free(self) -> int:
         return max(0, self.slots - self.in_use)
+
+
+def queued_ahead(session: Session, job_id: int, since: datetime) -> int:
+    """Other jobs' instances sent to the generation pool no later than `since` and not picked up yet: a free slot
+    goes to them first (the queue is first come, first served). Instances placed on a shared process hold none."""
+    return int(session.scalar(select(func.count(GenerationInstance.id)).where(
+        GenerationInstance.job_id != job_id, GenerationInstance.heartbeat_at.is_(None),
+        GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES), GenerationInstance.started_at <= since,
+        or_(GenerationInstance.celery_task_id.is_(None),
+            GenerationInstance.celery_task_id.not_like(f"{sharing.TASK_PREFIX}%")))) or 0)
 
 
 def registered_slots(client: redis.Redis, queue: str) -> int | None:

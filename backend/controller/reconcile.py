@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 
 from backend.controller import sharing
 from backend.controller.budgets import enforce_budgets
-from backend.controller.capacity import PoolCapacity, generation_capacity, training_slots
+from backend.controller.capacity import PoolCapacity, generation_capacity, queued_ahead, training_slots
 from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
@@ -236,12 +236,14 @@ def _note_capacity(session: Session, job: Job, live: list[GenerationInstance], t
     if capacity is None:
         return
     holding = sum(1 for inst in live if inst.heartbeat_at is not None)
-    short = target - holding - capacity.free
+    ours = [inst.started_at for inst in live if inst.heartbeat_at is None]
+    free = max(0, capacity.free - queued_ahead(session, job.id, min(ours) if ours else _now()))
+    short = target - holding - free
     if short > 0 and client.set(keys.noted(job.id, f"capacity:{target}"), 1, nx=True, ex=86400):
         record_event(session=session, job_id=job.id, kind="capacity",
                      message=f"target {target} instances exceeds the generation pool: {capacity.slots} slots, "
-                             f"{capacity.free} free; {short} will stay pending until workers are added",
-                     data={"target": target, "slots": capacity.slots, "free": capacity.free, "pending": short})
+                             f"{free} free for it; {short} will stay pending until workers are added",
+                     data={"target": target, "slots": capacity.slots, "free": free, "pending": short})
 
 
 def _silent(inst: GenerationInstance, timeouts: Timeouts, report: ReconcileReport, waiting_for_slot: bool) -> bool:
