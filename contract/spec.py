@@ -329,6 +329,8 @@ class JobSpec(StrictModel):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     failover: FailoverSpec = Field(default_factory=FailoverSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
+    limits: LimitsSpec = Field(default_factory=LimitsSpec, description="device-seconds and tokens the job may use; "
+                               "at 100% it pauses at a checkpoint until a limit is raised")
     seed: int = Field(0, ge=0, le=MAX_SEED)
 
     @model_validator(mode="after")
@@ -342,8 +344,6 @@ class JobSpec(StrictModel):
     def _one_source_of_reward(self) -> JobSpec:
         if self.environment is not None and self.reward != RewardSpec():
             raise ValueError(f"reward: a {self.reward.type!r} reward of one completion does not apply with "
-    limits: LimitsSpec = Field(default_factory=LimitsSpec, description="device-seconds and tokens the job may use; "
-                               "at 100% it pauses at a checkpoint until a limit is raised")
                              "`environment`: leave `reward` unset; `environment.grader` grades the final answer")
         return self
 

@@ -84,6 +84,13 @@ def flat_group_fraction(samples: Sequence[Sample]) -> float:
     return flat / len(groups)
 
 
+def token_counts(samples: Sequence[Sample]) -> dict[str, float]:
+    """Usage (backend/services/usage.py): response tokens the policy sampled (an episode's policy turns) and the
+    prompt + response tokens the trainer processed."""
+    return {"tokens_generated": float(sum(s.trained_tokens for s in samples)),
+            "tokens_trained": float(sum(len(s.prompt_ids) + len(s.response_ids) for s in samples))}
+
+
 def rates(samples: Sequence[Sample], iteration_seconds: float) -> dict[str, float]:
     tokens = sum(len(s.response_ids) for s in samples)
     seconds = max(iteration_seconds, 1e-9)
@@ -101,13 +108,6 @@ def generation_window(samples: Sequence[Sample], fallback_start: float,
         return fallback_start, fallback_start
     started = [s.started_at for s in samples if s.started_at > 0]
     start = min(started) if started else fallback_start
-def token_counts(samples: Sequence[Sample]) -> dict[str, float]:
-    """Usage (backend/services/usage.py): response tokens the policy sampled (an episode's policy turns) and the
-    prompt + response tokens the trainer processed."""
-    return {"tokens_generated": float(sum(s.trained_tokens for s in samples)),
-            "tokens_trained": float(sum(len(s.prompt_ids) + len(s.response_ids) for s in samples))}
-
-
     if previous_end is not None:
         start = max(start, previous_end)
     return start, max(start, max(finished))
