@@ -40,6 +40,12 @@ reward_partial=...` (reward: mean training reward of the last 3 iterations, aver
 `--max-staleness` (default 1, the paper's; in-flight updates gain most when generation may run further ahead).
 samples/s = samples / wall time of iterations 2..N (iteration 1 carries engine start-up). The weight-sync fraction is
 the trainer's publish time (on its critical path) over the iteration time; `load` is the instances' load time.
+
+    python bench/modes.py --speculative [--max-tokens 256]
+
+runs sync and async with `generation.speculative` off and group (grouped speculative decoding, interleaved) and ends
+with `RESULT speculative e2e_sync_ratio=... e2e_async_ratio=... reward_off=... reward_group=...`
+(bench/speculative.py --e2e runs it).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PARTIAL = {"async+drain": False, "async+partial": True}  # --partial-rollouts: generation.partial_rollouts per config
+SPECULATIVE = {"sync+off": "off", "sync+group": "group", "async+off": "off", "async+group": "group"}  # --speculative
 sys.path.insert(0, str(REPO))
 from processes import child_pythonpath, stop_process_groups  # noqa: E402  (bench/, the script's directory)
 
@@ -294,6 +301,8 @@ def main() -> None:
                         help="async: how many versions generation may run ahead (every configuration)")
     parser.add_argument("--partial-rollouts", action="store_true",
                         help="async only: in-flight weight updates (partial rollouts) vs draining at each update")
+    parser.add_argument("--speculative", action="store_true",
+                        help="sync and async with generation.speculative off vs group (bench/speculative.py --e2e)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-modes-") as tmp:
@@ -363,6 +372,8 @@ def main() -> None:
                 runs = [run for run in runs if run[0] in wanted]
             if args.partial_rollouts:
                 runs = [("async+drain", "async", "random", n), ("async+partial", "async", "random", n)]
+            if args.speculative:
+                runs = [(key, key.split("+")[0], "random", n) for key in SPECULATIVE]
             if args.skew_only:
                 runs = [("sync", "sync", "random", n), ("sync+skew", "sync", "skew_aware", n)]
                 print(f"skew only: sync with {n} instance(s) splitting all {cores} cores, the trainer on all of them",
@@ -383,6 +394,9 @@ def main() -> None:
                     spec = _spec(args, mode, policy, instances)
                     if key in PARTIAL:
                         spec["generation"]["partial_rollouts"] = PARTIAL[key]
+                        spec["name"] = f"bench-{key}"
+                    if key in SPECULATIVE:
+                        spec["generation"]["speculative"] = SPECULATIVE[key]
                         spec["name"] = f"bench-{key}"
                     rows = _run_job(team_id, user_id, spec, args.timeout)
                 finally:
@@ -408,6 +422,8 @@ def main() -> None:
 
     if args.partial_rollouts:
         return _partial_result(results, measured)
+    if args.speculative:
+        return _speculative_result(results)
     if args.skew_only:
         rand, skew = results["sync"], results["sync+skew"]
         for key, r in results.items():
@@ -472,6 +488,19 @@ def _partial_result(results: dict[str, dict[str, float]], measured: dict[str, li
           f"plain={plain['samples_per_s']:.2f} partial={partial['samples_per_s']:.2f} "
           f"reward_plain={rewards['async+drain']:.3f} reward_partial={rewards['async+partial']:.3f} "
           f"tokens_partial_over_plain={partial['tokens_per_s'] / plain['tokens_per_s']:.3f}")
+
+
+def _speculative_result(results: dict[str, dict[str, float]]) -> None:
+    """`RESULT speculative`: samples/s with speculation over without, per mode, and the last iterations' reward."""
+    def ratio(mode: str) -> float:
+        return results[f"{mode}+group"]["samples_per_s"] / results[f"{mode}+off"]["samples_per_s"]
+
+    def reward(arm: str) -> float:
+        return (results[f"sync+{arm}"]["reward_last3"] + results[f"async+{arm}"]["reward_last3"]) / 2
+
+    print(f"RESULT speculative e2e_sync_ratio={ratio('sync'):.3f} e2e_async_ratio={ratio('async'):.3f} "
+          f"reward_off={reward('off'):.3f} reward_group={reward('group'):.3f} "
+          + " ".join(f"{key.replace('+', '_')}={r['samples_per_s']:.2f}" for key, r in results.items()))
 
 
 def disaggregation_bound(colocated: dict[str, float], split: dict[str, float]) -> tuple[float, float, float]:

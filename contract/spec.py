@@ -187,6 +187,9 @@ class VLLMSpec(StrictModel):
                              "choice for the model")
 
 
+SpeculativeMode = Literal["off", "group", "auto"]  # generation.speculative (engines/hf_speculative.py)
+
+
 class GenerationSpec(StrictModel):
     engine: EngineName = Field("hf", json_schema_extra=choice_list(ENGINES))
     instances: int | None = Field(None, ge=1, le=1024, description="None: use the planner's suggestion")
@@ -218,6 +221,16 @@ class GenerationSpec(StrictModel):
         "copy of the base weights, every job's adapter in the same batched forward; docs/operator.md#shared-"
         "generation-instances). null: share when the job can (training.lora, engine hf, not colocated, weight_sync "
         "shared_store or auto); false: the job's own instances; true: share, or refuse the job saying why it cannot.",
+    )
+    speculative: SpeculativeMode = Field(
+        "auto",
+        description="grouped speculative decoding (workers/generation/engines/hf_speculative.py): the samples of one "
+        "prompt group are alike, so a suffix index over the group's prompt and responses proposes draft tokens for "
+        "each running sequence and one forward pass verifies them. Greedy output is unchanged token for token, "
+        "sampled output keeps the exact distribution (and a seeded request its tokens); behaviour logprobs are the "
+        "target model's. off: never; group: while at most a quarter of the batch is still decoding (the long tail); "
+        "auto (default): the engine's measured default (hf: group; vllm: off). vllm with group uses vLLM's n-gram "
+        "speculation (prompt lookup within each request).",
     )
     vllm: VLLMSpec = Field(default_factory=VLLMSpec, description="vLLM engine settings (engine vllm only)")
 

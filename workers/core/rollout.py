@@ -36,7 +36,8 @@ def to_sample(request: PromptRequest, result: GenerationResult, outcome: RewardO
         response_text=result.text, reward=outcome.value, reward_components=dict(outcome.components),
         reward_error=outcome.error, meta=dict(request.meta), queued_at=request.queued_at,
         started_at=result.started_at, finished_at=result.finished_at, instance_id=instance_id,
-        truncated=result.finish_reason == "length",
+        truncated=result.finish_reason == "length", forward_passes=result.forward_passes,
+        draft_tokens=result.draft_tokens, accepted_tokens=result.accepted_tokens,
     )
 
 

@@ -53,6 +53,11 @@ class GenerationResult:
     # version changes (the first at index 0); token i was sampled by the version of the last mark at or before i.
     # None: the engine does not record versions (its `records_versions` is False).
     version_marks: list[list[int]] | None = None
+    # Grouped speculative decoding (engines/hf_speculative.py): forward passes that emitted this response's tokens
+    # (prefill included; 0: not recorded), draft tokens verified and accepted. Tokens per forward = tokens / passes.
+    forward_passes: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
 
 
 class GenerationEngine(ABC):

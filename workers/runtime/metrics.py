@@ -39,6 +39,23 @@ def sample_metrics(samples: Sequence[Sample], train_version: int) -> dict[str, f
     out.update(length_metrics([len(s.response_ids) for s in samples]))  # an episode's length: all its tokens
     out.update(turn_metrics(samples))
     out.update(token_staleness(samples, train_version))
+    out.update(speculation_metrics(samples))
+    return out
+
+
+def speculation_metrics(samples: Sequence[Sample]) -> dict[str, float]:
+    """Grouped speculative decoding (workers/generation/engines/hf_speculative.py): response tokens per forward pass
+    (1.0 without speculation), the share of draft tokens the target model accepted, and the tail phase: seconds
+    from the moment 90% of the samples had finished to the last finish. {} when the engine recorded no passes."""
+    counted = [s for s in samples if s.forward_passes > 0]
+    if not counted:
+        return {}
+    drafted = sum(s.draft_tokens for s in counted)
+    finished = sorted(s.finished_at for s in counted)
+    out = {"tokens_per_forward": sum(len(s.response_ids) for s in counted) / sum(s.forward_passes for s in counted),
+           "tail_phase_seconds": finished[-1] - finished[math.ceil(0.9 * len(finished)) - 1]}
+    if drafted:
+        out["spec_acceptance"] = sum(s.accepted_tokens for s in counted) / drafted
     return out
 
 

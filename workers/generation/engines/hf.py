@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from contract.spec import JobSpec, LoraSpec
+from contract.spec import JobSpec, LoraSpec, SpeculativeMode
 from workers.generation.engine import (
     ENGINES,
     GenerationEngine,
@@ -31,7 +31,9 @@ from workers.generation.engine import (
     SamplingParams,
 )
 from workers.generation.engines.hf_batch import ContinuousBatcher
+from workers.generation.engines.hf_speculative import speculation_for
 from workers.generation.engines.profile import profile_ptl
+from workers.generation.engines.suffix_draft import SuffixDrafter
 from workers.models import lora as lora_io
 
 
@@ -64,12 +66,15 @@ class HFEngine(GenerationEngine):
     @classmethod
     def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> HFEngine:
         return cls(model_dir, max_batch_size=spec.generation.batch_size, seed=spec.seed, device=device,
-                   lora=spec.training.lora)  # lora: the base model plus each published adapter
+                   lora=spec.training.lora,  # lora: the base model plus each published adapter
+                   speculative=spec.generation.speculative)
 
     def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
-                 dtype: str = "float32", seed: int = 0, ignore_eos: bool = False, lora: LoraSpec | None = None) -> None:
+                 dtype: str = "float32", seed: int = 0, ignore_eos: bool = False, lora: LoraSpec | None = None,
+                 speculative: SpeculativeMode = "off") -> None:
         """`lora`: serve a LoRA job: the base model wrapped once with an adapter of that shape, whose tensors each
-        weight version replaces in place (the base model is never reloaded)."""
+        weight version replaces in place (the base model is never reloaded). `speculative`: grouped speculative
+        decoding (hf_speculative.py; `generation.speculative`)."""
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 (got {max_batch_size})")
         self.max_batch_size = max_batch_size
@@ -80,6 +85,8 @@ class HFEngine(GenerationEngine):
         self.seed_rng = random.Random(seed)
         self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens
         self.lora = lora
+        self.speculation = speculation_for(speculative, max_batch_size)
+        self.drafter = SuffixDrafter()  # the prompt groups' suffix indexes, kept across generate_stream calls
         self.adapted: Any = None  # LoRA: the peft wrapper of `model` (its adapter layers are injected into `model`)
         self.model: Any = None  # a transformers causal LM (typed loosely: transformers' stubs are partial)
         self.tokenizer: Any = None
@@ -164,12 +171,13 @@ class HFEngine(GenerationEngine):
         return outputs
 
     def _batcher(self, **routing: Any) -> ContinuousBatcher:
-        """`routing`: a multi-adapter engine's `version_of` and `adapters` (hf_multi_lora.py); default: every row
-        on this engine's own weights."""
+        """`routing`: a multi-adapter engine's `version_of` and `adapters` (hf_multi_lora.py), or any other of the
+        batcher's settings (benches); default: every row on this engine's own weights."""
         return ContinuousBatcher(self._require_model(), self.tokenizer, max_batch_size=self.max_batch_size,
                                  eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos,
-                                 min_free_slots=max(1, self.max_batch_size // 4),
-                                 **{"version_of": lambda adapter: self.version, **routing})
+                                 **{"min_free_slots": max(1, self.max_batch_size // 4),
+                                    "speculation": self.speculation, "drafter": self.drafter,
+                                    "version_of": lambda adapter: self.version, **routing})
 
     def _require_model(self) -> Any:
         if self.model is None:

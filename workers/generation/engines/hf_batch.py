@@ -6,6 +6,11 @@ all rows. A row's next position id is W - start[b] (the number of tokens it has 
 removed (index_select) and leading columns no row uses are cropped; new requests are prefilled together
 (left-padded) and spliced in as new rows, padding the narrower of the two caches on the left with zeros. The cache's
 layers keep spare columns, so a decode step writes its column in place (kv_columns.py).
+
+Grouped speculative decoding (hf_speculative.py) may leave holes: columns inside a row's range that are not its
+tokens (drafts it rejected while another row accepted more). `holes` (B, W) marks them (None: no holes); they are
+masked out, position ids count only a row's own tokens, and compaction (at a retirement, or when holes waste a
+quarter of the width) gathers each row's tokens back into a hole-free right-aligned block.
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ from typing import Any
 import torch
 
 from workers.generation.engine import GenerationRequest, GenerationResult
+from workers.generation.engines import hf_speculative
 from workers.generation.engines.feed import RequestFeed
+from workers.generation.engines.hf_speculative import K_INIT, Speculation
 from workers.generation.engines.kv_columns import MIN_SPARE, SPARE_DIVISOR, SpareColumnsCache, spare_layers
 from workers.generation.engines.sampling import logprob_temperature, request_rng, sample_tokens
+from workers.generation.engines.suffix_draft import DraftSequence, SuffixDrafter
 
 
 @dataclass
@@ -35,6 +43,11 @@ class _Row:
     finish_reason: str | None = None
     text: str | None = None  # set when a stop string cut the text
     version_marks: list[list[int]] = field(default_factory=list)  # [token_index, version] where the version changed
+    draft: DraftSequence | None = None  # this row's sequence in its group's suffix index (speculation on)
+    draft_k: int = K_INIT  # draft tokens to propose next (adaptive, hf_speculative.py)
+    forwards: int = 0  # forward passes that emitted this row's tokens (prefill included)
+    proposed: int = 0  # draft tokens verified
+    accepted: int = 0  # ... and accepted
 
 
 class ContinuousBatcher:
@@ -53,12 +66,15 @@ class ContinuousBatcher:
                  ignore_eos: bool = False, min_free_slots: int = 1,
                  version_of: Callable[[str | None], int] = lambda adapter: 0,
                  adapters: Callable[[list[str | None]], AbstractContextManager[Any]] | None = None,
-                 kv_spare: tuple[int, int | None] = (MIN_SPARE, SPARE_DIVISOR)) -> None:
+                 kv_spare: tuple[int, int | None] = (MIN_SPARE, SPARE_DIVISOR),
+                 speculation: Speculation = Speculation(), drafter: SuffixDrafter | None = None) -> None:
         """`version_of(adapter)`: the weights version the model holds now for that adapter (None: its own weights),
         read at every token: weights may change between the steps of `run`, in place, and rows keep their KV cache.
         `adapters(names)`: a context in which one forward pass applies each row's adapter (mixed-adapter batches,
         engines/hf_multi_lora.py); None: every row runs on the model as it is. `kv_spare`: the cache layers' spare
-        columns (min_spare, spare_divisor) (kv_columns.py; (0, None) copies the cache at every step)."""
+        columns (min_spare, spare_divisor) (kv_columns.py; (0, None) copies the cache at every step).
+        `speculation`: grouped speculative decoding (hf_speculative.py; disabled by default) with drafts from
+        `drafter` (the engine's, so groups outlive one call; a new one when None)."""
         self.model, self.tokenizer = model, tokenizer
         self.version_of = version_of
         self.adapters = adapters
@@ -69,10 +85,13 @@ class ContinuousBatcher:
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         self.device = model.device
         self.kv_spare = kv_spare
+        self.speculation = speculation
+        self.drafter = drafter if drafter is not None else SuffixDrafter()
         self.rows: list[_Row] = []
         self.cache = self._new_cache()
         self.starts = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
         self.last_tokens = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
+        self.holes: torch.Tensor | None = None  # (B, W) bool: columns in a row's range that are not its tokens
         self.decode_steps = 0
         self.prefill_sizes: list[int] = []  # requests admitted by each prefill forward
 
@@ -110,11 +129,12 @@ class ContinuousBatcher:
         mask = torch.arange(width, device=self.device)[None, :] >= starts[:, None]  # (n, P)
         positions = (torch.arange(width, device=self.device)[None, :] - starts[:, None]).clamp(min=0)  # (n, P)
         cache = self._new_cache()
-        with self._adapters([r.adapter for r in requests]):
+        with self.adapter_context([r.adapter for r in requests]):
             out = self.model(input_ids=ids, attention_mask=mask.long(), position_ids=positions, past_key_values=cache,
                              use_cache=True, logits_to_keep=1)
         now = time.time()
-        new_rows = [_Row(request=r, rng=request_rng(r.sampling, self.seed_rng), started_at=now) for r in requests]
+        new_rows = [_Row(request=r, rng=request_rng(r.sampling, self.seed_rng), started_at=now,
+                         draft=self._open_draft(r)) for r in requests]
         if bool(starts.any()):  # padded columns hold garbage from fully-masked queries: zero them
             for layer in spare_layers(cache):
                 layer.zero_columns(~mask)
@@ -125,41 +145,60 @@ class ContinuousBatcher:
 
     @torch.no_grad()
     def _decode_step(self) -> list[int]:
+        drafts = hf_speculative.drafts_for(self)
+        self.decode_steps += 1
+        if drafts is not None:
+            return hf_speculative.verify_step(self, drafts)
         width = self.cache.get_seq_length()
-        mask = torch.arange(width + 1, device=self.device)[None, :] >= self.starts[:, None]  # (B, W+1)
-        positions = (width - self.starts)[:, None]  # (B, 1)
-        with self._adapters([row.request.adapter for row in self.rows]):
+        mask = torch.cat([self.valid_columns(width), self.starts.new_ones((len(self.rows), 1), dtype=torch.bool)],
+                         dim=1)  # (B, W+1)
+        positions = self.lengths()[:, None]  # (B, 1)
+        with self.adapter_context([row.request.adapter for row in self.rows]):
             out = self.model(input_ids=self.last_tokens[:, None], attention_mask=mask.long(), position_ids=positions,
                              past_key_values=self.cache, use_cache=True)
-        self.decode_steps += 1
+        if self.holes is not None:
+            self.add_columns(self.starts.new_ones((len(self.rows), 1), dtype=torch.bool))
         return self._append_tokens(out.logits[:, -1, :], rows=range(len(self.rows)))
 
-    def _adapters(self, names: list[str | None]) -> AbstractContextManager[Any]:
+    def adapter_context(self, names: list[str | None]) -> AbstractContextManager[Any]:
         return self.adapters(names) if self.adapters is not None else nullcontext()
 
     def _append_tokens(self, logits: torch.Tensor, rows: range) -> list[int]:
         """Sample one token for each of `rows` (logits (len(rows), V)); return the indices that finished."""
         picked = [self.rows[i] for i in rows]
         tokens, logprobs = sample_tokens(logits, [r.request.sampling for r in picked], [r.rng for r in picked])
-        if rows.start == 0 and len(rows) == len(self.rows):
-            self.last_tokens = tokens
-        else:
-            self.last_tokens = torch.cat([self.last_tokens[: rows.start], tokens])
+        return self.emit([[t] for t in tokens.tolist()], [[lp] for lp in logprobs.tolist()], first=rows.start)
+
+    def emit(self, tokens: list[list[int]], logprobs: list[list[float]], first: int = 0) -> list[int]:
+        """Append each row's new tokens (rows first, first + 1, ...; the last one of each is not in the cache yet),
+        stopping a row at its finish; return the indices that finished."""
+        last = torch.tensor([row_tokens[-1] for row_tokens in tokens], dtype=torch.long, device=self.device)
+        self.last_tokens = torch.cat([self.last_tokens[:first], last, self.last_tokens[first + len(tokens):]])
         finished = []
-        width = self.cache.get_seq_length()
+        lengths = self.lengths()[first:first + len(tokens)].tolist()
         versions: dict[str | None, int] = {}
-        for i, row, token, logprob in zip(rows, picked, tokens.tolist(), logprobs.tolist(), strict=True):
+        for i, row_tokens, row_logprobs, length in zip(range(first, first + len(tokens)), tokens, logprobs, lengths,
+                                                       strict=True):
+            row = self.rows[i]
             adapter = row.request.adapter
             if adapter not in versions:
                 versions[adapter] = self.version_of(adapter)
             version = versions[adapter]
             if not row.version_marks or row.version_marks[-1][1] != version:
                 row.version_marks.append([len(row.response_ids), version])
-            row.response_ids.append(token)
-            row.logprobs.append(logprob)
-            row.finish_reason = self._finish_reason(row, positions_used=width - int(self.starts[i]) + 1)
-            if row.finish_reason is not None:
-                finished.append(i)
+            row.forwards += 1
+            for at, (token, logprob) in enumerate(zip(row_tokens, row_logprobs, strict=True)):
+                row.response_ids.append(token)
+                row.logprobs.append(logprob)
+                # positions this token needs: the row's cached tokens up to it, and itself
+                used = length - (len(row_tokens) - 1 - at) + 1
+                row.finish_reason = self._finish_reason(row, positions_used=used)
+                if row.finish_reason is not None:
+                    finished.append(i)
+                    row_tokens = row_tokens[:at + 1]  # the rest of an accepted draft is past the end
+                    break
+            if row.draft is not None:
+                self.drafter.extend(row.draft, row_tokens)
         return finished
 
     def _finish_reason(self, row: _Row, positions_used: int) -> str | None:
@@ -176,20 +215,63 @@ class ContinuousBatcher:
             return "length"
         return None
 
+    def _open_draft(self, request: GenerationRequest) -> DraftSequence | None:
+        if not self.speculation.enabled:
+            return None
+        return self.drafter.open((request.adapter, tuple(request.prompt_ids)), request.prompt_ids)
+
     # ---- cache bookkeeping ----
     def _new_cache(self) -> SpareColumnsCache:
         return SpareColumnsCache(self.model.config, *self.kv_spare)
+
+    def valid_columns(self, width: int) -> torch.Tensor:
+        """(B, W) bool: the columns holding each row's own tokens."""
+        valid = torch.arange(width, device=self.device)[None, :] >= self.starts[:, None]
+        return valid if self.holes is None else valid & ~self.holes
+
+    def lengths(self) -> torch.Tensor:
+        """(B,) tokens each row has in the cache (its next position id)."""
+        width = self.cache.get_seq_length()
+        used = width - self.starts
+        return used if self.holes is None else used - self.holes.sum(dim=1)
+
+    def truncate_cache(self, width: int) -> None:
+        """Drop the columns right of `width` (drafts no row accepted); the layers keep them as spare."""
+        for layer in spare_layers(self.cache):
+            layer.truncate(width)
+
+    def add_columns(self, kept: torch.Tensor) -> None:
+        """Record the newest `kept.shape[1]` columns: True where the row keeps it, False a hole."""
+        holes = ~kept
+        if self.holes is None and not bool(holes.any()):
+            return
+        width = self.cache.get_seq_length()
+        old = self.holes if self.holes is not None else torch.zeros(
+            (len(self.rows), width - kept.shape[1]), dtype=torch.bool, device=self.device)
+        self.holes = torch.cat([old, holes], dim=1)
+
+    def compact_if_wasteful(self) -> None:
+        if self.holes is None:
+            return
+        width = self.cache.get_seq_length()
+        longest = int(self.lengths().max())
+        if width - longest > max(16, longest // 4):
+            self._select(torch.arange(len(self.rows), device=self.device))
 
     def _splice(self, new_cache: SpareColumnsCache, new_starts: torch.Tensor) -> None:
         """Append the rows of `new_cache` (left-padded, right-aligned) to the batch cache."""
         old_width, new_width = self.cache.get_seq_length(), new_cache.get_seq_length()
         if not self.rows:
-            self.cache, self.starts = new_cache, new_starts
+            self.cache, self.starts, self.holes = new_cache, new_starts, None
             return
         width = max(old_width, new_width)
         for old, new in zip(spare_layers(self.cache), spare_layers(new_cache), strict=True):
             old.stack_right_aligned(new)
         self.starts = torch.cat([self.starts + (width - old_width), new_starts + (width - new_width)])
+        if self.holes is not None:
+            self.holes = torch.cat([
+                torch.nn.functional.pad(self.holes, (width - old_width, 0)),
+                torch.zeros((len(new_starts), width), dtype=torch.bool, device=self.device)])
 
     def _retire(self, finished: list[int]) -> Iterator[GenerationResult]:
         if not finished:
@@ -199,15 +281,31 @@ class ContinuousBatcher:
         results = [self._result(self.rows[i]) for i in finished]
         self.rows = [self.rows[i] for i in keep]
         index = torch.tensor(keep, dtype=torch.long, device=self.device)
-        self.starts, self.last_tokens = self.starts[index], self.last_tokens[index]
         if keep:
+            self._select(index)
+        else:
+            self.cache, self.holes = self._new_cache(), None
+            self.starts, self.last_tokens = self.starts[index], self.last_tokens[index]
+        yield from results
+
+    def _select(self, index: torch.Tensor) -> None:
+        """Keep the rows `index` of the cache (in that order), cropping leading columns no kept row uses; with holes,
+        gather each row's tokens into a hole-free right-aligned block (compaction)."""
+        if self.holes is None:
+            self.starts, self.last_tokens = self.starts[index], self.last_tokens[index]
             crop = int(self.starts.min())  # leading columns that no remaining row uses
             for layer in spare_layers(self.cache):
                 layer.select_rows(index, crop)
             self.starts -= crop
-        else:
-            self.cache = self._new_cache()
-        yield from results
+            return
+        valid = self.valid_columns(self.cache.get_seq_length())[index]  # (B', W)
+        counts = valid.sum(dim=1)  # (B',)
+        width = int(counts.max())
+        # stable sort puts each row's other columns first, then its own in order: the last `width` are right-aligned
+        order = torch.sort(valid.to(torch.int8), dim=1, stable=True).indices[:, valid.shape[1] - width:]  # (B', w)
+        for layer in spare_layers(self.cache):
+            layer.gather_columns(index, order)
+        self.starts, self.last_tokens, self.holes = width - counts, self.last_tokens[index], None
 
     def _result(self, row: _Row) -> GenerationResult:
         assert row.finish_reason is not None
@@ -217,7 +315,8 @@ class ContinuousBatcher:
             request_id=request.request_id, prompt_ids=list(request.prompt_ids), response_ids=row.response_ids,
             logprobs=row.logprobs, finish_reason=row.finish_reason, text=text, started_at=row.started_at,
             finished_at=time.time(), meta=dict(request.meta), logprob_temperature=logprob_temperature(request.sampling),
-            version_marks=row.version_marks,
+            version_marks=row.version_marks, forward_passes=row.forwards, draft_tokens=row.proposed,
+            accepted_tokens=row.accepted,
         )
 
     def _validated(self, request: GenerationRequest) -> GenerationRequest:

@@ -37,7 +37,7 @@ import torch
 from peft import get_peft_model
 from peft.tuners.lora.layer import Linear as LoraLinear
 
-from contract.spec import LoraSpec
+from contract.spec import LoraSpec, SpeculativeMode
 from workers.generation.engines.hf import HFEngine
 from workers.generation.engines.hf_batch import ContinuousBatcher
 from workers.models import lora as lora_io
@@ -48,11 +48,12 @@ class MultiLoraEngine(HFEngine):
     """The hf engine over a base model that holds one named adapter per attached job instance."""
 
     def __init__(self, model_dir: str | Path, *, max_batch_size: int, device: str = "cpu", seed: int = 0,
-                 base_cache: Path | None = None, stacked: bool = True) -> None:
+                 base_cache: Path | None = None, stacked: bool = True, speculative: SpeculativeMode = "off") -> None:
         """`base_cache`: map the base weights from the host's shared copy (workers/models/shared_base.py; the file
         its LoRA trainers map too): adapters change here, the base never does. `stacked`: how mixed batches add the
-        adapters (module docstring)."""
-        super().__init__(model_dir, max_batch_size=max_batch_size, device=device, seed=seed)
+        adapters (module docstring). `speculative`: grouped speculative decoding (hf_speculative.py); a group is a
+        prompt on one adapter."""
+        super().__init__(model_dir, max_batch_size=max_batch_size, device=device, seed=seed, speculative=speculative)
         self.stacked = stacked
         self.mapped_base: MappedBase | None = None
         if base_cache is not None:

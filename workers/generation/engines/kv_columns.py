@@ -76,6 +76,24 @@ class SpareColumnsLayer(DynamicLayer):
         torch.index_select(old_values, 0, index, out=self._v_buf[:, :, :width])
         self._view(0, width)
 
+    def gather_columns(self, index: torch.Tensor, columns: torch.Tensor) -> None:
+        """Keep the rows `index` and, for the i-th kept row, the columns `columns[i]` (B', W') in that order: one
+        copy, into new buffers with the spare (hf_batch.py's compaction of speculative holes)."""
+        keys, values = self.keys.index_select(0, index), self.values.index_select(0, index)
+        batch, heads, _, dim = keys.shape
+        width = columns.shape[1]
+        self._k_buf = keys.new_empty((batch, heads, self._capacity(width), dim))
+        self._v_buf = values.new_empty((batch, heads, self._capacity(width), values.shape[-1]))
+        picks = columns[:, None, :, None]  # (B', 1, W', 1)
+        self._k_buf[:, :, :width] = torch.gather(keys, 2, picks.expand(-1, heads, -1, dim))
+        self._v_buf[:, :, :width] = torch.gather(values, 2, picks.expand(-1, heads, -1, values.shape[-1]))
+        self._view(0, width)
+
+    def truncate(self, width: int) -> None:
+        """Keep the first `width` columns; those dropped become spare (speculative drafts no row accepted)."""
+        assert 0 <= width <= self.get_seq_length()
+        self._view(self._start, self._start + width)
+
     def zero_columns(self, padded: torch.Tensor) -> None:
         """Zero the (row, column) cells where `padded` (B, W) is true, in place."""
         self.keys.masked_fill_(padded[:, None, :, None], 0.0)
