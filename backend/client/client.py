@@ -114,6 +114,23 @@ class StreamRLClient(AlertsClient, TrackersClient):
         return self._json("PATCH", "/teams/current/quotas", json=_drop_none(
             {"max_concurrent_jobs": max_concurrent_jobs, "max_generation_instances": max_generation_instances}))
 
+    def set_monthly_budget(self, device_hours: float | None) -> JSON:
+        """The team's `max_device_hours_per_month` (admin); None removes the budget."""
+        return self._json("PATCH", "/teams/current/quotas", json={"max_device_hours_per_month": device_hours})
+
+    # ---- usage ----------------------------------------------------------------------------------------------------
+    def usage(self, *, group_by: str = "team", start: str | None = None, end: str | None = None,
+              job_id: int | None = None, key_id: int | None = None) -> JSON:
+        """The team's usage (GET /usage): device-seconds by pool and tokens, grouped by team, job, key or day."""
+        params = _drop_none({"group_by": group_by, "from": start, "to": end, "job_id": job_id, "key_id": key_id})
+        return self._json("GET", "/usage", params=params)
+
+    def usage_csv(self, *, group_by: str = "team", start: str | None = None, end: str | None = None,
+                  job_id: int | None = None, key_id: int | None = None) -> str:
+        params = _drop_none({"group_by": group_by, "from": start, "to": end, "job_id": job_id, "key_id": key_id,
+                             "format": "csv"})
+        return self._send("GET", "/usage", params=params).text
+
     def list_members(self) -> list[JSON]:
         return self._json("GET", "/teams/current/members")
 
@@ -230,6 +247,12 @@ class StreamRLClient(AlertsClient, TrackersClient):
         body = _drop_none({"tags": tags, "add_tags": add_tags or None, "remove_tags": remove_tags or None,
                            "notes": notes})
         return self._json("PATCH", f"/jobs/{job_id}", json=body)
+
+    def set_job_limits(self, job_id: int, *, max_device_seconds: float | None = None,
+                       max_tokens: int | None = None) -> JSON:
+        """Replace the job's `limits` (None: no such limit); a job paused by a limit resumes once it has room."""
+        limits = {"max_device_seconds": max_device_seconds, "max_tokens": max_tokens}
+        return self._json("PATCH", f"/jobs/{job_id}", json={"limits": limits})
 
     def get_job(self, job_id: int) -> JSON:
         return self._json("GET", f"/jobs/{job_id}")

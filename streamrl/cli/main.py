@@ -36,6 +36,7 @@ COMMAND_MODULES = [
     "streamrl.cli.cluster",  # cluster (workers, slots, queues, pending instances)
     "streamrl.cli.graders",  # graders run (score a sample with a grader spec)
     "streamrl.cli.chat_cmds",  # chat MODEL MESSAGE (OpenAI chat completion on the generation pool)
+    "streamrl.cli.usage_cmds",  # usage, jobs limits, team budget
 ]
 
 app = typer.Typer(

@@ -145,8 +145,8 @@ def test_bad_usage_queries_are_422(app_client: TestClient, world: Any) -> None:
 def test_negative_limits_are_422_naming_the_field(app_client: TestClient, world: Any) -> None:
     member = world.headers(Role.member)
     for limits, field in (({"max_device_seconds": -5}, "max_device_seconds"), ({"max_tokens": -1}, "max_tokens")):
-        answer = app_client.post(f"{API}/jobs", json={"name": "x", "model": "tiny", "dataset": {"builtin": "arithmetic"},
-                                                      "limits": limits}, headers=member)
+        spec = {"name": "x", "model": "tiny", "dataset": {"builtin": "arithmetic"}, "limits": limits}
+        answer = app_client.post(f"{API}/jobs", json=spec, headers=member)
         assert answer.status_code == 422, answer.text
         assert answer.json()["detail"][0]["loc"] == ["body", "limits", field]
     job = world.submit(app_client)
