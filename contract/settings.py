@@ -7,6 +7,7 @@ fast with one message naming every wrong variable (`ConfigError`), never a trace
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
 from functools import lru_cache
 from pathlib import Path
@@ -82,6 +83,11 @@ class Settings(BaseSettings):
         "", max_length=4096, description="comma-separated IPs or CIDRs of the reverse proxies whose X-Forwarded-For "
         "/ X-Forwarded-Proto are believed (login limits key on that address); empty: none, the peer is the client"
     )
+    egress_allow: str = Field(
+        "", max_length=4096, description="comma-separated IPs, CIDRs or host names that webhooks, tracker servers and "
+        "the Hub endpoint may reach although they are loopback, private, link-local or this host's own addresses "
+        "(backend/services/egress.py); empty: only public addresses"
+    )
     disabled_routers: list[str] = Field(
         default_factory=list, description="optional API routers this API process leaves out (backend/main.py "
         "OPTIONAL_ROUTERS: plans, runs, exports, samples, cluster, graders); an unknown name stops the API at startup"
@@ -138,6 +144,18 @@ class Settings(BaseSettings):
                 ipaddress.ip_network(entry, strict=False)
             except ValueError:
                 raise ValueError(f"{entry!r} is not an IP address or CIDR") from None
+        return ",".join(entries)
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _egress_entries(cls, text: str) -> str:
+        entries = [entry.strip().lower() for entry in text.split(",") if entry.strip()]
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                if not re.fullmatch(r"[a-z0-9_]([a-z0-9_.-]{0,251}[a-z0-9_])?\.?", entry):
+                    raise ValueError(f"{entry!r} is not an IP address, CIDR or host name") from None
         return ",".join(entries)
 
     @field_validator("database_url")

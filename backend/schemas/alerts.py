@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
 from backend.schemas.common import ORMModel, RequestModel, UtcDatetime
+from backend.services.egress import parse_url
 from contract.events import AlertEvent
 
 Channel = Literal["webhook", "email"]
@@ -18,11 +18,10 @@ SECRET_RULE = "16-200 characters; omitted on create: one is generated and shown 
 
 
 def _check_url(url: str | None) -> str | None:
+    """Strict parsing here (422 naming `url`); where the host resolves is checked by the service (egress policy)."""
     if url is None:
         return None
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
+    parse_url(url)  # EgressRefused is a ValueError: its message is the 422's
     return url
 
 
@@ -73,7 +72,8 @@ class AlertRulePublic(ORMModel):
     name: str
     events: list[AlertEvent]
     channel: Channel
-    url: str | None
+    url: str | None = Field(description="webhook: where the POST goes; shown to admins only, others see the scheme "
+                            "and host with the rest masked (`https://hooks.example.com/***`): URLs often carry tokens")
     recipients: list[str]
     enabled: bool
     secret_set: bool = Field(description="webhook: whether a signing secret is stored (it is never shown again)")

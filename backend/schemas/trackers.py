@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 
 from backend.schemas.common import RequestModel, UtcDatetime
+from backend.services.egress import parse_url
 
 TrackerKind = Literal["mlflow", "wandb"]
 SETTINGS = {"mlflow": ("tracking_uri", "username"), "wandb": ("base_url", "entity")}
@@ -15,16 +15,16 @@ SECRETS = {"mlflow": ("token", "password"), "wandb": ("api_key",)}
 
 
 def _http_url(url: str | None) -> str | None:
+    """Strict parsing (422 naming the field); where the host resolves is checked by the service (egress policy)."""
     if url is None:
         return None
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
+    parse_url(url)  # EgressRefused is a ValueError: its message is the 422's
     return url.rstrip("/")
 
 
 class TrackerCredentialsUpdate(RequestModel):
-    """Fields of the kind in the path; an omitted secret keeps the stored one, an empty string clears it."""
+    """Fields of the kind in the path; an omitted secret keeps the stored one, an empty string clears it. Changing the
+    server URL (mlflow `tracking_uri`, wandb `base_url`) forgets every stored secret not given again with it."""
 
     tracking_uri: str | None = Field(None, max_length=2000, description="mlflow: the tracking server")
     username: str | None = Field(None, max_length=200, description="mlflow: basic-auth user")

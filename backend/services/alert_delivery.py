@@ -25,6 +25,7 @@ from sqlalchemy import Engine, select
 from backend.db.base import utcnow
 from backend.db.models import AlertDelivery, AlertRule
 from backend.db.session import session_scope
+from backend.services.egress import EgressRefused, guarded_client, parse_url
 from backend.services.secret_box import SecretUnreadable, unseal
 from contract.settings import Settings
 
@@ -85,12 +86,13 @@ def send_webhook(item: Claimed, settings: Settings) -> Outcome:
                "X-StreamRL-Event": item.event, "X-StreamRL-Delivery": str(item.id)}
     if item.secret_token:
         headers[SIGNATURE_HEADER] = sign(unseal(settings.secret_key, item.secret_token), body)
-    with httpx.Client(timeout=settings.alert_timeout_s, follow_redirects=False) as http:
+    parse_url(item.url)  # a row saved before the policy: refused here (EgressRefused) like at save
+    with guarded_client(settings, timeout=settings.alert_timeout_s) as http:  # connects to checked addresses only
         response = http.post(item.url, content=body, headers=headers)
     if 200 <= response.status_code < 300:
         return Outcome(True, response.status_code)
-    answer = response.text.strip()[:200]
-    return Outcome(False, response.status_code, f"HTTP {response.status_code}" + (f": {answer}" if answer else ""))
+    # the status code only: the receiver's answer stays out of the log the team's viewers read
+    return Outcome(False, response.status_code, f"HTTP {response.status_code}")
 
 
 def email_message(item: Claimed, settings: Settings) -> EmailMessage:
@@ -125,6 +127,8 @@ def attempt(item: Claimed, settings: Settings) -> Outcome:
     """One try; every failure (unreachable, timeout, non-2xx, SMTP error, unreadable secret) is an Outcome."""
     try:
         return send_webhook(item, settings) if item.channel == "webhook" else send_email(item, settings)
+    except EgressRefused as exc:
+        return Outcome(False, error=f"refused by the egress policy: {exc}"[:500])
     except (httpx.HTTPError, OSError, smtplib.SMTPException, SecretUnreadable) as exc:
         return Outcome(False, error=f"{type(exc).__name__}: {exc}"[:500])
 

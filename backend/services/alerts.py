@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from backend.db.models import AlertDelivery, AlertRule, Job, JobEvent, Team, User
 from backend.schemas.alerts import AlertRuleCreate, AlertRuleUpdate
+from backend.services.egress import EgressRefused, check_url
 from backend.services.errors import InvalidInput, not_found
 from backend.services.secret_box import seal
 from contract.events import alert_event_of
@@ -36,6 +37,10 @@ def _check_channel(channel: str, url: str | None, recipients: list[str], setting
     if channel == "webhook":
         if not url:
             raise InvalidInput("a webhook rule needs `url`", loc=("body", "url"))
+        try:
+            check_url(url, settings)  # where it resolves now; checked again at each send
+        except EgressRefused as exc:
+            raise InvalidInput(f"`url` is refused: {exc}", loc=("body", "url")) from None
         if recipients:
             raise InvalidInput("`recipients` are for email rules; a webhook rule posts to `url`",
                                loc=("body", "recipients"))

@@ -30,8 +30,9 @@ from sqlalchemy import select
 from backend.db.models import Dataset
 from backend.private_files import private_dir, write_private
 from backend.services.dataset_formats import parse_upload
+from backend.services.egress import Policy, policy_of
 from backend.services.errors import InvalidInput
-from backend.services.model_hub import SessionFactory, reason_of, team_hub_token
+from backend.services.model_hub import SessionFactory, endpoint_refusal, reason_of, team_hub_token
 from contract.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ def _convert(folder: Path, chosen: list[str], max_bytes: int) -> tuple[bytes, in
 
 
 def import_dataset(session_factory: SessionFactory, dataset_id: int, *, artifact_dir: Path, endpoint: str | None,
-                   token: str | None, max_bytes: int) -> None:
+                   token: str | None, max_bytes: int, policy: Policy) -> None:
     """The background task: list, download the split's files, validate, record `ready` or `failed` + reason.
 
     It writes only inside this server's `<artifact_dir>/datasets/<team>/`: a row whose path is elsewhere (another
@@ -120,6 +121,10 @@ def import_dataset(session_factory: SessionFactory, dataset_id: int, *, artifact
         target, team_dir = Path(dataset.storage_path), artifact_dir / "datasets" / str(dataset.team_id)
     if target.parent.resolve() != team_dir.resolve() or target.suffix != ".jsonl":
         log.warning("dataset %s: %s is not under %s; not imported by this server", dataset_id, target, team_dir)
+        return
+    refused = endpoint_refusal(endpoint, policy)
+    if refused is not None:
+        _update(session_factory, dataset_id, state="failed", error=refused)
         return
     folder = target.with_suffix(".hub")
     private_dir(target.parent)
@@ -151,7 +156,7 @@ def start_import(session_factory: SessionFactory, dataset_id: int, settings: Set
     thread = threading.Thread(target=import_dataset, args=(session_factory, dataset_id),
                               kwargs={"artifact_dir": settings.artifacts, "endpoint": settings.hub_endpoint,
                                       "token": team_hub_token(session_factory, team_id, settings),
-                                      "max_bytes": 4 * settings.max_upload_bytes},
+                                      "max_bytes": 4 * settings.max_upload_bytes, "policy": policy_of(settings)},
                               name=f"dataset-{dataset_id}-import", daemon=True)
     thread.start()
     return thread

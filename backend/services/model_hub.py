@@ -8,7 +8,9 @@ model's own directory (`local_dir`): a download that stopped (a restarted API) r
 every `PROGRESS_EVERY_S`. The directory is validated like any other (backend/services/model_card.py) before the row
 becomes `ready`; any failure leaves it `failed` with the reason. A host that cannot reach the Hub fails within the
 client's timeouts (HF_HUB_DOWNLOAD_TIMEOUT, 10 s by default) with a reason saying so, never a hang; with
-HF_HUB_OFFLINE=1 it fails at once. The endpoint is settings.hub_endpoint, else HF_ENDPOINT, else huggingface.co.
+HF_HUB_OFFLINE=1 it fails at once. The endpoint is settings.hub_endpoint, else HF_ENDPOINT, else huggingface.co; it
+must pass the egress policy (backend/services/egress.py: a loopback or private mirror is named in STREAMRL_EGRESS_ALLOW)
+or the row fails at once with the reason.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db.models import Model, Team
+from backend.services.egress import EgressRefused, Policy, policy_of
 from backend.services.model_card import ModelInvalid, inspect_model_dir
 from backend.services.models import TEAM_MODELS_DIR
 from backend.services.secret_box import unseal
@@ -75,8 +78,21 @@ def reason_of(exc: Exception, endpoint: str | None, *, what: str = "model",
     return f"download from {where} failed: {exc.__class__.__name__}: {text}"
 
 
+def endpoint_refusal(endpoint: str | None, policy: Policy) -> str | None:
+    """Why the egress policy refuses the Hub endpoint (the operator's, else HF_ENDPOINT, else huggingface.co): a
+    loopback or private mirror must be on STREAMRL_EGRESS_ALLOW. None: downloads may go ahead."""
+    from huggingface_hub import constants
+
+    url = endpoint or constants.ENDPOINT
+    try:
+        policy.check_url(url)
+    except EgressRefused as exc:
+        return f"the Hub endpoint {url} is refused by the egress policy: {exc}"
+    return None
+
+
 def download_model(session_factory: SessionFactory, model_id: int, *, artifact_dir: Path, endpoint: str | None,
-                   token: str | None) -> None:
+                   token: str | None, policy: Policy) -> None:
     """The background task: download, validate, record `ready` + card or `failed` + reason.
 
     It writes only into this server's `<artifact_dir>/team-models/<team>/<model>/`: a row whose path is elsewhere
@@ -91,6 +107,10 @@ def download_model(session_factory: SessionFactory, model_id: int, *, artifact_d
         own_dir = artifact_dir.resolve() / TEAM_MODELS_DIR / str(model.team_id) / str(model.id)
     if dest.resolve() != own_dir:
         log.warning("model %s: %s is not %s; not downloaded by this server", model_id, dest, own_dir)
+        return
+    refused = endpoint_refusal(endpoint, policy)
+    if refused is not None:
+        _update(session_factory, model_id, state="failed", error=refused)
         return
     dest.mkdir(parents=True, exist_ok=True)
     done = threading.Event()
@@ -138,7 +158,7 @@ def start_download(session_factory: SessionFactory, model_id: int, settings: Set
     token = team_hub_token(session_factory, team_id, settings)
     thread = threading.Thread(target=download_model, args=(session_factory, model_id),
                               kwargs={"artifact_dir": settings.artifacts, "endpoint": settings.hub_endpoint,
-                                      "token": token},
+                                      "token": token, "policy": policy_of(settings)},
                               name=f"model-{model_id}-download", daemon=True)
     thread.start()
     return thread

@@ -11,11 +11,15 @@ from sqlalchemy.orm import Session
 
 from backend.db.models import Job, Team, TrackerCredential, TrackerRun
 from backend.schemas.trackers import SECRETS, SETTINGS, TrackerCredentialsPublic, TrackerCredentialsUpdate
+from backend.services.egress import EgressRefused, check_url
 from backend.services.errors import InvalidInput, not_found
 from backend.services.secret_box import seal, unseal
+from contract.settings import Settings
 from contract.spec import JobSpec
 
 SECRETS_SET = "secrets_set"  # kept in `settings`: the names of the stored secrets (never their values)
+URL_SETTING = {"mlflow": "tracking_uri", "wandb": "base_url"}  # the server a connection's secrets are sent to
+CREDENTIAL_SETTINGS = ("username",)  # not secret, but a credential: dropped with the secrets when the URL changes
 
 
 def public(row: TrackerCredential) -> TrackerCredentialsPublic:
@@ -37,21 +41,31 @@ def _row(session: Session, team_id: int, kind: str) -> TrackerCredential | None:
 
 
 def set_credentials(*, session: Session, team: Team, kind: str, body: TrackerCredentialsUpdate,
-                    platform_secret: str) -> TrackerCredential:
+                    settings: Settings) -> TrackerCredential:
+    """Create or change a connection. Its server URL must pass the egress policy (422 naming the field); a new URL
+    drops the stored secrets not given in the same request, so they never go to a host they were not given for."""
     given = body.model_dump(exclude_unset=True)
     foreign = sorted(set(given) - set(SETTINGS[kind]) - set(SECRETS[kind]))
     if foreign:
         raise InvalidInput(f"{', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} not {kind} settings "
                            f"(expected: {', '.join(SETTINGS[kind] + SECRETS[kind])})", loc=("body", foreign[0]))
     row = _row(session, team.id, kind) or TrackerCredential(team_id=team.id, kind=kind, settings={})
-    settings = {**row.settings, **{k: v for k, v in given.items() if k in SETTINGS[kind]}}
-    if kind == "mlflow" and not settings.get("tracking_uri"):
+    url_field = URL_SETTING[kind]
+    if given.get(url_field):
+        try:
+            check_url(given[url_field], settings)
+        except EgressRefused as exc:
+            raise InvalidInput(f"`{url_field}` is refused: {exc}", loc=("body", url_field)) from None
+    moved = url_field in given and given[url_field] != row.settings.get(url_field)
+    kept = {k: v for k, v in row.settings.items() if not (moved and k in CREDENTIAL_SETTINGS)}
+    values = {**kept, **{k: v for k, v in given.items() if k in SETTINGS[kind]}}
+    if kind == "mlflow" and not values.get("tracking_uri"):
         raise InvalidInput("an mlflow connection needs `tracking_uri`", loc=("body", "tracking_uri"))
-    secrets = unseal(platform_secret, row.secrets_encrypted) if row.secrets_encrypted else {}
+    secrets = unseal(settings.secret_key, row.secrets_encrypted) if row.secrets_encrypted and not moved else {}
     secrets.update({k: v for k, v in given.items() if k in SECRETS[kind] and v is not None})
     secrets = {k: v for k, v in secrets.items() if v}  # "" clears a secret
-    row.settings = {**settings, SECRETS_SET: sorted(secrets)}
-    row.secrets_encrypted = seal(platform_secret, secrets) if secrets else None
+    row.settings = {**values, SECRETS_SET: sorted(secrets)}
+    row.secrets_encrypted = seal(settings.secret_key, secrets) if secrets else None
     session.add(row)
     session.flush()
     return row

@@ -23,10 +23,13 @@ STATUS = {"succeeded": "FINISHED", "failed": "FAILED", "cancelled": "KILLED"}
 
 class MlflowSink(TrackerSink):
     def __init__(self, job: JobInfo, tracking_uri: str, experiment: str, run_name: str, *, token: str | None = None,
-                 username: str | None = None, password: str | None = None, timeout_s: float = 10.0) -> None:
+                 username: str | None = None, password: str | None = None, timeout_s: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        """`transport`: the egress policy's (backend/services/egress.py) on the control plane."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         auth = httpx.BasicAuth(username, password or "") if username else None
-        self.http = httpx.Client(base_url=tracking_uri.rstrip("/"), headers=headers, auth=auth, timeout=timeout_s)
+        self.http = httpx.Client(base_url=tracking_uri.rstrip("/"), headers=headers, auth=auth, timeout=timeout_s,
+                                 transport=transport, trust_env=transport is None, follow_redirects=False)
         self.job, self.experiment, self.run_name = job, experiment, run_name
         self.run_id: str | None = None
         self.artifact_root: str | None = None  # path under the artifact proxy, or None when not proxied
@@ -36,8 +39,9 @@ class MlflowSink(TrackerSink):
             response = self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise TrackerDown(f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise TrackerDown(f"HTTP {response.status_code} on {path}: {response.text[:300]}")
+        if response.status_code >= 400:  # the answer's text stays out: the error is shown to the team
+            detail = "RESOURCE_DOES_NOT_EXIST" if "RESOURCE_DOES_NOT_EXIST" in response.text[:2000] else ""
+            raise TrackerDown(f"HTTP {response.status_code} on {path}" + (f": {detail}" if detail else ""))
         return response.json() if response.content else {}
 
     def _experiment_id(self) -> str:

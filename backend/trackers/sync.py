@@ -21,6 +21,7 @@ from backend.db.base import utcnow
 from backend.db.enums import TERMINAL_JOB_STATUSES
 from backend.db.models import Checkpoint, Iteration, Job, Team, TrackerRun
 from backend.db.session import session_scope
+from backend.services.egress import EgressRefused, GuardedTransport, check_url, policy_of
 from backend.services.jobs import record_event
 from backend.services.trackers import connection
 from backend.trackers.base import JobInfo, Row, TrackerDown, TrackerSink, TrackerUnavailable, scalar_metrics
@@ -49,18 +50,30 @@ class OpenSinks:
         self.sinks.clear()
 
 
-def make_sink(tracker: TrackerSpec, job: JobInfo, conn: dict[str, str], timeout_s: float) -> TrackerSink:
+def make_sink(tracker: TrackerSpec, job: JobInfo, conn: dict[str, str], settings: Settings) -> TrackerSink:
+    """The run's sink; tracker servers are reached under the egress policy (MLflow: every connection checked; W&B's
+    SDK connects itself, so its server is checked just before)."""
     run_name = tracker.run_name or job.name
     if tracker.type == "mlflow":
         if not conn.get("tracking_uri"):
             raise TrackerDown("the team's MLflow connection was removed (PUT /trackers/mlflow)")
+        _egress_check(conn["tracking_uri"], settings, resolve_now=False)
         return MlflowSink(job, conn["tracking_uri"], tracker.experiment or "streamrl", run_name,
                           token=conn.get("token"), username=conn.get("username"), password=conn.get("password"),
-                          timeout_s=timeout_s)
+                          timeout_s=settings.alert_timeout_s, transport=GuardedTransport(policy_of(settings)))
     if tracker.type == "wandb":
+        if conn.get("base_url"):
+            _egress_check(conn["base_url"], settings, resolve_now=True)
         return WandbSink(job, tracker.project or "streamrl", run_name, tracker.mode or "online",
                          entity=conn.get("entity"), api_key=conn.get("api_key"), base_url=conn.get("base_url"))
     return TensorBoardSink(job)
+
+
+def _egress_check(url: str, settings: Settings, *, resolve_now: bool) -> None:
+    try:
+        check_url(url, settings, resolve_now=resolve_now)
+    except EgressRefused as exc:
+        raise TrackerDown(f"refused by the egress policy: {exc}") from None
 
 
 def sync_trackers(settings: Settings, sinks: OpenSinks, engine: Engine | None = None) -> int:
@@ -103,7 +116,7 @@ def _advance(session: Session, run: TrackerRun, job: Job, tracker: TrackerSpec, 
     if sink is None:
         conn = connection(session, job.team_id, tracker.type, settings.secret_key) if tracker.type != "tensorboard" \
             else {}
-        sink = make_sink(tracker, info, conn, settings.alert_timeout_s)
+        sink = make_sink(tracker, info, conn, settings)
         run.run_ref = sink.start(run.run_ref)
         sinks.sinks[run.id] = sink
         session.commit()  # the run id is kept before any row is sent: a restart resumes this run

@@ -25,6 +25,7 @@ class WebhookReceiver:
     statuses: list[int] = field(default_factory=list)  # answered in order; 200 once they run out
     requests: list[Received] = field(default_factory=list)
     hold_first: threading.Event | None = None  # set: the first request waits for it before answering
+    answer: bytes = b"ok"  # the body of every answer
 
 
 def handler_for(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
@@ -37,9 +38,9 @@ def handler_for(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
             status = receiver.statuses.pop(0) if receiver.statuses else 200
             try:
                 self.send_response(status)
-                self.send_header("Content-Length", "2")
+                self.send_header("Content-Length", str(len(receiver.answer)))
                 self.end_headers()
-                self.wfile.write(b"ok")
+                self.wfile.write(receiver.answer)
             except OSError:
                 pass  # the sender is gone (killed mid-request)
 

@@ -37,7 +37,8 @@ def controller_env(pg_backend: Any, redis_url: str, tmp_path: Path) -> Iterator[
     yield {**environ_snapshot(), "PYTHONPATH": str(REPO), "STREAMRL_DATABASE_URL": pg_backend.url,
            "STREAMRL_REDIS_URL": redis_url, "STREAMRL_SECRET_KEY": pg_backend.settings.secret_key,
            "STREAMRL_DATA_DIR": str(tmp_path), "STREAMRL_AUTO_MIGRATE": "false",
-           "STREAMRL_DRIVER_START_TIMEOUT_S": "3", "STREAMRL_ALERT_TIMEOUT_S": "2", "STREAMRL_ALERT_RETRY_BASE_S": "1"}
+           "STREAMRL_DRIVER_START_TIMEOUT_S": "3", "STREAMRL_ALERT_TIMEOUT_S": "2", "STREAMRL_ALERT_RETRY_BASE_S": "1",
+           "STREAMRL_EGRESS_ALLOW": "127.0.0.1"}  # the test's webhook receiver
     redis.Redis.from_url(redis_url).delete("training")  # the driver task no worker took: not for later modules
 
 
@@ -62,7 +63,7 @@ def test_delivery_survives_a_controller_killed_mid_send(pg_backend: Any, control
     with pg_backend.session() as session:
         session.add(Model(team_id=team.id, name="tiny", path=str(model_dir)))
     webhook_receiver.hold_first = threading.Event()
-    with pg_backend.client() as client:
+    with pg_backend.client(egress_allow="127.0.0.1") as client:
         rule = client.post("/api/v1/alerts/rules", headers=admin, json={
             "name": "failures", "events": ["job_failed"], "channel": "webhook", "url": webhook_receiver.url})
         assert rule.status_code == 201, rule.text

@@ -22,6 +22,7 @@ from backend.services.secret_box import seal
 from contract import events
 
 SECRET = "whsec_test-secret-0123456789"
+LOOPBACK = {"egress_allow": "127.0.0.1"}  # the operator's allow-list names the test's receiver (services/egress.py)
 
 
 def _job(backend: Any, team: Any, status: JobStatus = JobStatus.running) -> Job:
@@ -66,7 +67,7 @@ def test_failed_job_webhook_is_signed_and_retried_after_500(pg_backend: Any, web
     job = _job(pg_backend, team)
     webhook_receiver.statuses = [500]
     _fail(pg_backend, job)
-    settings = pg_backend.settings.model_copy(update={"alert_retry_base_s": 0.5})
+    settings = pg_backend.settings.model_copy(update={**LOOPBACK, "alert_retry_base_s": 0.5})
 
     [delivery] = _deliver_until_done(pg_backend, settings, rule)
     assert delivery.state == "succeeded" and delivery.attempts == 2 and delivery.last_status_code == 200
@@ -91,7 +92,7 @@ def test_gives_up_after_max_attempts_with_the_error_logged(pg_backend: Any, webh
     rule = _rule(pg_backend, team, events=["job_failed"], channel="webhook", url=webhook_receiver.url, recipients=[])
     webhook_receiver.statuses = [503, 503, 503]
     _fail(pg_backend, _job(pg_backend, team))
-    settings = pg_backend.settings.model_copy(update={"alert_retry_base_s": 0.2, "alert_max_attempts": 3})
+    settings = pg_backend.settings.model_copy(update={**LOOPBACK, "alert_retry_base_s": 0.2, "alert_max_attempts": 3})
     [delivery] = _deliver_until_done(pg_backend, settings, rule)
     assert delivery.state == "failed" and delivery.attempts == 3
     assert [entry["status_code"] for entry in delivery.log] == [503, 503, 503]
@@ -103,7 +104,7 @@ def test_unreachable_webhook_is_an_error_in_the_log(pg_backend: Any) -> None:
     rule = _rule(pg_backend, team, events=["job_failed"], channel="webhook", url="http://127.0.0.1:9/nothing",
                  recipients=[])
     _fail(pg_backend, _job(pg_backend, team))
-    settings = pg_backend.settings.model_copy(update={"alert_retry_base_s": 0.2, "alert_max_attempts": 2})
+    settings = pg_backend.settings.model_copy(update={**LOOPBACK, "alert_retry_base_s": 0.2, "alert_max_attempts": 2})
     [delivery] = _deliver_until_done(pg_backend, settings, rule)
     assert delivery.state == "failed" and delivery.last_status_code is None
     assert all(entry["error"] and "Connect" in entry["error"] for entry in delivery.log)

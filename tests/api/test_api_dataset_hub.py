@@ -71,7 +71,8 @@ def register(client: TestClient, headers: dict[str, str], name: str, hub_id: str
 def test_hub_datasets_import_their_split_and_fail_clearly(pg_backend: Any, world: Any,
                                                           dataset_repos: dict[str, Path]) -> None:
     member, artifacts = world.headers("member"), world.backend.settings.artifacts
-    with HubServer({}, datasets=dataset_repos) as hub, pg_backend.client(hub_endpoint=hub.url) as client:
+    with HubServer({}, datasets=dataset_repos) as hub, \
+            pg_backend.client(hub_endpoint=hub.url, egress_allow="127.0.0.1") as client:  # a loopback mirror
         train = register(client, member, "chats-train", "acme/chats", "train", revision="main")
         assert train["state"] == "ready" and train["row_count"] == 6, train
         assert (train["hub_id"], train["revision"], train["split"]) == ("acme/chats", "main", "train")
@@ -105,11 +106,14 @@ def test_hub_datasets_import_their_split_and_fail_clearly(pg_backend: Any, world
                                 headers=member)
         assert bad_split.status_code == 422 and bad_split.json()["detail"][0]["loc"] == ["body", "split"]
 
-    with pg_backend.client(hub_endpoint="http://127.0.0.1:9") as offline:  # nothing listens: an offline host
+    with pg_backend.client(hub_endpoint="http://127.0.0.1:9", egress_allow="127.0.0.1") as offline:  # nothing listens
         started = time.monotonic()
         failed = register(offline, member, "offline", "acme/chats", "train")
         assert failed["state"] == "failed" and "this host is offline" in failed["error"], failed
         assert "Upload the dataset file instead" in failed["error"] and time.monotonic() - started < 30
+    with pg_backend.client(hub_endpoint="http://127.0.0.1:9") as unlisted:  # the default egress policy: refused
+        failed = register(unlisted, member, "internal", "acme/chats", "train")
+        assert failed["state"] == "failed" and "refused by the egress policy" in failed["error"], failed
     team_dir = artifacts / "datasets" / str(world.team.id)
     kept = sorted(p.name for p in team_dir.iterdir())
     assert kept == sorted([f"{train['id']}.jsonl", f"{prompts['id']}.jsonl"])  # no file of a failed dataset, no .hub
@@ -139,6 +143,7 @@ def test_an_import_writes_only_in_its_team_directory(pg_backend: Any, world: Any
     from sqlalchemy.orm import sessionmaker
 
     from backend.services import dataset_hub
+    from backend.services.egress import policy_of
 
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -152,7 +157,7 @@ def test_an_import_writes_only_in_its_team_directory(pg_backend: Any, world: Any
         row_id = row.id
     dataset_hub.import_dataset(sessionmaker(world.backend.engine), row_id,
                                artifact_dir=world.backend.settings.artifacts, endpoint="http://127.0.0.1:9",
-                               token=None, max_bytes=1 << 20)
+                               token=None, max_bytes=1 << 20, policy=policy_of(world.backend.settings))
     assert list(outside.iterdir()) == [] and outside.stat().st_mode & 0o777 == 0o755
     with world.backend.session() as session:
         assert session.get(Dataset, row_id).state == "downloading"

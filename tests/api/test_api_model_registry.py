@@ -153,7 +153,7 @@ def test_hub_registration_downloads_once_and_fails_clearly(pg_backend: Any, worl
                                                            chat_dirs: dict[str, Path]) -> None:
     member, admin = world.headers("member"), world.headers("admin")
     with HubServer({"acme/llama-chat": chat_dirs["llama"], "acme/qwen-chat": chat_dirs["qwen2"]}) as hub, \
-            pg_backend.client(hub_endpoint=hub.url) as client:
+            pg_backend.client(hub_endpoint=hub.url, egress_allow="127.0.0.1") as client:  # a loopback mirror
         assert client.put(f"{API}/models/hub-token", json={"token": "hf_secret"}, headers=member).status_code == 403
         token = client.put(f"{API}/models/hub-token", json={"token": "hf_secret"}, headers=admin)
         assert token.json() == {"token_set": True} and "hf_secret" not in token.text
@@ -186,10 +186,16 @@ def test_hub_registration_downloads_once_and_fails_clearly(pg_backend: Any, worl
         bad_id = client.post(f"{API}/models", json={"name": "x", "hub_id": "../etc"}, headers=member)
         assert bad_id.status_code == 422 and bad_id.json()["detail"][0]["loc"] == ["body", "hub_id"]
 
-    with pg_backend.client(hub_endpoint="http://127.0.0.1:9") as offline:  # nothing listens: an offline host
+    with pg_backend.client(hub_endpoint="http://127.0.0.1:9", egress_allow="127.0.0.1") as offline:  # nothing listens
         created = offline.post(f"{API}/models", json={"name": "offline", "hub_id": "acme/qwen-chat"}, headers=member)
         failed = wait_state(offline, member, created.json()["id"], timeout_s=30)
         assert failed["state"] == "failed" and "this host is offline" in failed["error"], failed
+
+    with pg_backend.client(hub_endpoint="http://127.0.0.1:9") as unlisted:  # the default egress policy: refused
+        created = unlisted.post(f"{API}/models", json={"name": "internal", "hub_id": "acme/qwen-chat"}, headers=member)
+        failed = wait_state(unlisted, member, created.json()["id"], timeout_s=30)
+        assert failed["state"] == "failed" and "refused by the egress policy" in failed["error"], failed
+        assert "STREAMRL_EGRESS_ALLOW" in failed["error"]
 
 
 def test_a_job_on_a_model_that_is_not_ready_names_its_state(app_client: TestClient, world: Any) -> None:
@@ -208,6 +214,7 @@ def test_a_download_writes_only_in_its_team_model_directory(world: Any, tmp_path
     from sqlalchemy.orm import sessionmaker
 
     from backend.services import model_hub
+    from backend.services.egress import policy_of
 
     outside = tmp_path / "elsewhere" / "model"
     with world.backend.session() as session:
@@ -217,7 +224,7 @@ def test_a_download_writes_only_in_its_team_model_directory(world: Any, tmp_path
         session.flush()
         row_id = row.id
     model_hub.download_model(sessionmaker(world.backend.engine), row_id, artifact_dir=world.backend.settings.artifacts,
-                             endpoint="http://127.0.0.1:9", token=None)
+                             endpoint="http://127.0.0.1:9", token=None, policy=policy_of(world.backend.settings))
     assert not outside.exists()
     with world.backend.session() as session:
         assert session.get(Model, row_id).state == "downloading"

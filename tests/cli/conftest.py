@@ -62,6 +62,7 @@ def api_server(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         "STREAMRL_ALLOWED_MODEL_ROOTS": json.dumps([str(model_root)]),
         "STREAMRL_MAX_UPLOAD_BYTES": str(64 * 1024),
         "STREAMRL_HUB_ENDPOINT": hub.url,
+        "STREAMRL_EGRESS_ALLOW": "127.0.0.1",  # the Hub, webhook receivers and tracker servers of the tests
     }
     log = (data_dir / "api.log").open("wb")
     proc = subprocess.Popen(

@@ -38,7 +38,7 @@ def test_alert_rules_from_the_cli(cli: Invoke, owner: str, api_server: Server) -
 
     # the server's data dir: the same secret_key, so the watch loop can read the rule's signing secret
     settings = Settings(database_url=api_server.database_url, redis_url=api_server.redis_url,
-                        data_dir=api_server.data_dir, alert_max_attempts=1)
+                        data_dir=api_server.data_dir, alert_max_attempts=1, egress_allow="127.0.0.1")
     engine = make_engine(api_server.database_url)
     watch = WatchLoop(settings, redis.Redis.from_url(api_server.redis_url), engine, interval_s=0.2).start()
     try:

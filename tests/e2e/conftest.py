@@ -77,6 +77,7 @@ def api_server(pg_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFac
         "STREAMRL_SECRET_KEY": "e2e-secret-key-0123456789",
         "OMP_NUM_THREADS": "1",
         "STREAMRL_HUB_ENDPOINT": hub.url,
+        "STREAMRL_EGRESS_ALLOW": "127.0.0.1",  # the Hub, webhook receivers and tracker servers of the tests
     }
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = (ARTIFACTS / "api-server.log").open("wb")

@@ -73,7 +73,7 @@ def test_alert_rule_test_delivery_and_log(page: Page, api_server: Server, make_a
     page.get_by_test_id("new-rule-secret").get_by_role("button", name="done").click()
 
     settings = Settings(database_url=pg_url, redis_url=redis_url, data_dir=tmp_path, secret_key=E2E_SECRET_KEY,
-                        alert_retry_base_s=0.5)
+                        alert_retry_base_s=0.5, egress_allow="127.0.0.1")
     engine = make_engine(pg_url)
     watch = WatchLoop(settings, redis.Redis.from_url(redis_url), engine, interval_s=0.2).start()
     try:

@@ -23,6 +23,12 @@ from backend.services.job_data import record_iteration
 from backend.trackers.sync import OpenSinks, sync_trackers
 
 TOKEN = "mlflow-token-never-shown"
+LOOPBACK = "127.0.0.1"  # the operator's egress allow-list names the test's mlflow server (backend/services/egress.py)
+
+
+def allowed(backend: Any) -> Any:
+    """The backend's settings with the test servers' address on the egress allow-list."""
+    return backend.settings.model_copy(update={"egress_allow": LOOPBACK})
 
 
 def _team(backend: Any, tmp_path: Path) -> tuple[Any, dict[str, str]]:
@@ -66,7 +72,7 @@ def _finish(backend: Any, job_id: int, iteration: int) -> Path:
 
 def _sync_until_finished(backend: Any, job_id: int, sinks: OpenSinks) -> None:
     def finished() -> bool:
-        sync_trackers(backend.settings, sinks, backend.engine)
+        sync_trackers(allowed(backend), sinks, backend.engine)
         with backend.session() as session:
             runs = session.scalars(select(TrackerRun).where(TrackerRun.job_id == job_id)).all()
             return bool(runs) and all(run.finished for run in runs)
@@ -110,7 +116,7 @@ def _wandb_history(records: list[Any]) -> list[dict[str, Any]]:
 def test_mlflow_wandb_tensorboard_from_recorded_iterations(pg_backend: Any, mlflow_server: MlflowServer,
                                                           tmp_path: Path) -> None:
     _, headers = _team(pg_backend, tmp_path)
-    with pg_backend.client() as client:
+    with pg_backend.client(egress_allow=LOOPBACK) as client:
         put = client.put("/api/v1/trackers/mlflow", headers=headers,
                          json={"tracking_uri": mlflow_server.url, "token": TOKEN})
         assert put.status_code == 200, put.text
@@ -122,7 +128,7 @@ def test_mlflow_wandb_tensorboard_from_recorded_iterations(pg_backend: Any, mlfl
                                            {"type": "tensorboard"}], "tracked")
         _iterate(pg_backend, job_id, range(1, 3))
         sinks = OpenSinks()
-        sync_trackers(pg_backend.settings, sinks, pg_backend.engine)  # the run opens and takes 1..2 while running
+        sync_trackers(allowed(pg_backend), sinks, pg_backend.engine)  # the run opens and takes 1..2 while running
         _iterate(pg_backend, job_id, range(3, 4))
         ckpt = _finish(pg_backend, job_id, 3)
         _sync_until_finished(pg_backend, job_id, sinks)
@@ -165,17 +171,17 @@ def test_mlflow_wandb_tensorboard_from_recorded_iterations(pg_backend: Any, mlfl
 def test_tracker_outage_is_an_event_and_the_buffer_is_flushed(pg_backend: Any, mlflow_server: MlflowServer,
                                                               tmp_path: Path) -> None:
     _, headers = _team(pg_backend, tmp_path)
-    with pg_backend.client() as client:
+    with pg_backend.client(egress_allow=LOOPBACK) as client:
         assert client.put("/api/v1/trackers/mlflow", headers=headers,
                           json={"tracking_uri": mlflow_server.url}).status_code == 200
         job_id = _submit(client, headers, [{"type": "mlflow", "experiment": "outage"}], "outage")
     sinks = OpenSinks()
     _iterate(pg_backend, job_id, range(1, 3))
-    sync_trackers(pg_backend.settings, sinks, pg_backend.engine)
+    sync_trackers(allowed(pg_backend), sinks, pg_backend.engine)
     mlflow_server.stop()
     try:
         _iterate(pg_backend, job_id, range(3, 6))  # the job goes on while the tracker is down
-        sync_trackers(pg_backend.settings, sinks, pg_backend.engine)
+        sync_trackers(allowed(pg_backend), sinks, pg_backend.engine)
         with pg_backend.session() as session:
             run = session.scalar(select(TrackerRun).where(TrackerRun.job_id == job_id))
             assert run is not None and run.down_since is not None and run.sent_iteration == 2 and run.last_error
@@ -185,7 +191,7 @@ def test_tracker_outage_is_an_event_and_the_buffer_is_flushed(pg_backend: Any, m
         mlflow_server.start()
 
     def flushed() -> bool:
-        sync_trackers(pg_backend.settings, sinks, pg_backend.engine)
+        sync_trackers(allowed(pg_backend), sinks, pg_backend.engine)
         with pg_backend.session() as session:
             run = session.scalar(select(TrackerRun).where(TrackerRun.job_id == job_id))
             return run is not None and run.sent_iteration == 5 and run.down_since is None
@@ -210,7 +216,7 @@ def test_credentials_are_team_scoped_and_checked_at_submit(pg_backend: Any, tmp_
     other = pg_backend.make_team()
     other_headers = pg_backend.auth_headers(pg_backend.make_user(other, Role.owner), other)
     member = pg_backend.auth_headers(pg_backend.make_user(team, Role.member), team)
-    with pg_backend.client() as client:
+    with pg_backend.client(egress_allow=LOOPBACK) as client:
         spec = {"name": "x", "model": "tiny", "dataset": {"builtin": "arithmetic", "num_prompts": 8},
                 "telemetry": {"trackers": [{"type": "wandb", "project": "p"}]}}
         refused = client.post("/api/v1/jobs", json=spec, headers=headers)

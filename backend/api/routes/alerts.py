@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import SplitResult, urlsplit
 
 from fastapi import APIRouter, Path, Query, Response, status
 
 from backend.api.deps import AdminAuth, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
+from backend.db.enums import Role
 from backend.db.models import AlertDelivery, AlertRule
 from backend.schemas.alerts import (
     AlertDeliveryPublic,
@@ -23,9 +25,29 @@ router = APIRouter(prefix="/alerts", tags=["alerts"], responses=errors(*AUTHENTI
 RuleId = Annotated[int, Path(ge=1, le=MAX_ID, description="alert rule id")]
 
 
-def rule_public(rule: AlertRule) -> AlertRulePublic:
+def masked_url(url: str | None) -> str | None:
+    """Scheme and host of a webhook URL, the rest (path, query: where tokens sit) masked."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    shown = f"[{host}]" if ":" in host else host
+    port = f":{parts.port}" if _has_port(parts) else ""
+    return f"{parts.scheme}://{shown}{port}/***"
+
+
+def _has_port(parts: SplitResult) -> bool:
+    try:
+        return parts.port is not None
+    except ValueError:
+        return False
+
+
+def rule_public(rule: AlertRule, *, reveal_url: bool = True) -> AlertRulePublic:
+    """The rule as the API shows it; `reveal_url` False (callers below admin): the webhook URL masked."""
     return AlertRulePublic(
-        id=rule.id, name=rule.name, events=rule.events, channel=rule.channel, url=rule.url,
+        id=rule.id, name=rule.name, events=rule.events, channel=rule.channel,
+        url=rule.url if reveal_url else masked_url(rule.url),
         recipients=rule.recipients, enabled=rule.enabled, secret_set=rule.secret_encrypted is not None,
         created_at=rule.created_at, updated_at=rule.updated_at,
     )
@@ -38,9 +60,11 @@ def delivery_public(row: AlertDelivery) -> AlertDeliveryPublic:
 
 @router.get("/rules")
 def list_rules(auth: ViewerAuth, session: SessionDep) -> Page[AlertRulePublic]:
-    """The team's notification rules (secrets are never shown: `secret_set` says whether one is stored)."""
+    """The team's notification rules (secrets are never shown: `secret_set` says whether one is stored; webhook URLs
+    are masked below admin)."""
     rules = alert_service.list_rules(session=session, team=auth.team)
-    return Page(data=[rule_public(rule) for rule in rules], count=len(rules))
+    reveal = auth.role.at_least(Role.admin)
+    return Page(data=[rule_public(rule, reveal_url=reveal) for rule in rules], count=len(rules))
 
 
 @router.post("/rules", status_code=status.HTTP_201_CREATED)
@@ -54,8 +78,9 @@ def create_rule(body: AlertRuleCreate, auth: AdminAuth, session: SessionDep, set
 
 @router.get("/rules/{rule_id}")
 def get_rule(rule_id: RuleId, auth: ViewerAuth, session: SessionDep) -> AlertRulePublic:
-    """One rule of the team."""
-    return rule_public(alert_service.get_rule(session=session, team=auth.team, rule_id=rule_id))
+    """One rule of the team (its webhook URL masked below admin)."""
+    return rule_public(alert_service.get_rule(session=session, team=auth.team, rule_id=rule_id),
+                       reveal_url=auth.role.at_least(Role.admin))
 
 
 @router.patch("/rules/{rule_id}")

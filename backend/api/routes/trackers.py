@@ -23,9 +23,10 @@ def list_trackers(auth: ViewerAuth, session: SessionDep) -> Page[TrackerCredenti
 @router.put("/trackers/{kind}")
 def set_tracker(kind: TrackerKind, body: TrackerCredentialsUpdate, auth: AdminAuth, session: SessionDep,
                 settings: SettingsDep) -> TrackerCredentialsPublic:
-    """Create or change the team's connection to a tracker (admin); omitted secrets are kept, "" clears one."""
-    row = tracker_service.set_credentials(session=session, team=auth.team, kind=kind, body=body,
-                                          platform_secret=settings.secret_key)
+    """Create or change the team's connection to a tracker (admin); omitted secrets are kept, "" clears one, and a
+    new server URL (`tracking_uri`, `base_url`) drops the stored secrets not given with it. The URL must pass the
+    platform's egress policy (no loopback, private or link-local hosts unless the operator allows them)."""
+    row = tracker_service.set_credentials(session=session, team=auth.team, kind=kind, body=body, settings=settings)
     session.commit()
     return tracker_service.public(row)
 
