@@ -13,7 +13,8 @@ export interface paths {
         };
         /**
          * List Rules
-         * @description The team's notification rules (secrets are never shown: `secret_set` says whether one is stored).
+         * @description The team's notification rules (secrets are never shown: `secret_set` says whether one is stored; webhook URLs
+         *     are masked below admin).
          */
         get: operations["list_rules_api_v1_alerts_rules_get"];
         put?: never;
@@ -37,7 +38,7 @@ export interface paths {
         };
         /**
          * Get Rule
-         * @description One rule of the team.
+         * @description One rule of the team (its webhook URL masked below admin).
          */
         get: operations["get_rule_api_v1_alerts_rules__rule_id__get"];
         put?: never;
@@ -96,6 +97,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * My Invitations
+         * @description The open team invitations addressed to the caller's email, newest first.
+         */
+        get: operations["my_invitations_api_v1_auth_invitations_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/invitations/{invitation_id}/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept Invitation
+         * @description Join the inviting team with the invitation's role (a password session only: an API key belongs to one team).
+         *     404 unless it is addressed to the caller; 409 if answered, revoked, expired, or its sender may no longer grant
+         *     the role. The new team is then in `GET /auth/me`'s teams; `POST /auth/switch-team` acts in it.
+         */
+        post: operations["accept_invitation_api_v1_auth_invitations__invitation_id__accept_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/invitations/{invitation_id}/decline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decline Invitation
+         * @description Decline an invitation addressed to the caller (a password session only).
+         */
+        post: operations["decline_invitation_api_v1_auth_invitations__invitation_id__decline_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/login": {
         parameters: {
             query?: never;
@@ -107,9 +170,10 @@ export interface paths {
         put?: never;
         /**
          * Login
-         * @description Password login; the token carries the chosen team (default: the first). After failures from an address, its
-         *     next attempts on that account wait longer each time, and many failures from one address stop it for a while:
-         *     429 with Retry-After. An address that has not failed is never refused.
+         * @description Password login; the token carries the chosen team (default: the team used last, else the account's first).
+         *     After failures from an address, its next attempts on that account wait longer each time, and after many failures
+         *     from one address (any accounts) all its attempts wait a little (at most `STREAMRL_LOGIN_ADDRESS_MAX_DELAY_S`):
+         *     429 with Retry-After. An address that has not failed is never slowed down.
          */
         post: operations["login_api_v1_auth_login_post"];
         delete?: never;
@@ -189,9 +253,10 @@ export interface paths {
         put?: never;
         /**
          * Register
-         * @description Create a user owning a new team (unless the operator turned registration off), then log in. Passwords need
-         *     10+ characters, 5+ distinct ones, not a common password and not the email's name. The answer is the same
-         *     whether or not the email already had an account (which is then left as it was): it never says which.
+         * @description Create a user owning a new team, then log in. Passwords need 10+ characters, 5+ distinct ones, not a common
+         *     password and not the email's name. The answer is the same whether or not the email already had an account (which
+         *     is then left as it was): it never says which. With registration turned off, only an email holding an open team
+         *     invitation may register: the account gets no team of its own and joins the inviting teams (403 otherwise).
          */
         post: operations["register_api_v1_auth_register_post"];
         delete?: never;
@@ -435,7 +500,8 @@ export interface paths {
         head?: never;
         /**
          * Annotate Job
-         * @description Edit the job's tags (replace, or add/remove) and notes (member), in any status.
+         * @description Edit the job's tags (replace, or add/remove), notes and `limits` (member), in any status. A job paused by
+         *     one of its limits resumes once the new limits have room (the controller's next pass).
          */
         patch: operations["annotate_job_api_v1_jobs__job_id__patch"];
         trace?: never;
@@ -653,7 +719,8 @@ export interface paths {
         put?: never;
         /**
          * Resume Job
-         * @description Resume a paused job (409 otherwise; 429 when the team has no free job slot).
+         * @description Resume a paused job (409 otherwise; 429 when the team has no free job slot; 403 naming a budget it is
+         *     over).
          */
         post: operations["resume_job_api_v1_jobs__job_id__resume_post"];
         delete?: never;
@@ -1099,6 +1166,53 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/teams/current/invitations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Invitations
+         * @description The team's pending invitations (an unanswered one past its expiry shows `expired`).
+         */
+        get: operations["list_invitations_api_v1_teams_current_invitations_get"];
+        put?: never;
+        /**
+         * Invite
+         * @description Invite an email to the team with a role (admin; only an owner invites an owner). Nothing is attached or created:
+         *     the account with that email, now or once registered, joins by accepting from its own session
+         *     (`POST /auth/invitations/{id}/accept`) before the invitation expires. The answer is the same whether or not the
+         *     email has an account; inviting a pending email again renews it. 409 if the email is already a member.
+         */
+        post: operations["invite_api_v1_teams_current_invitations_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/teams/current/invitations/{invitation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke Invitation
+         * @description Revoke a pending invitation (admin): it can no longer be accepted. 409 if it was already answered.
+         */
+        delete: operations["revoke_invitation_api_v1_teams_current_invitations__invitation_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/teams/current/members": {
         parameters: {
             query?: never;
@@ -1114,7 +1228,7 @@ export interface paths {
         put?: never;
         /**
          * Add Member
-         * @description Add a member (admin); a new email creates the user.
+         * @description Same as `POST /teams/current/invitations` (kept for older clients): nobody is added until they accept.
          */
         post: operations["add_member_api_v1_teams_current_members_post"];
         delete?: never;
@@ -1162,7 +1276,7 @@ export interface paths {
         head?: never;
         /**
          * Update Quotas
-         * @description Change the team's quotas (admin).
+         * @description Change the team's quotas (admin); jobs paused by `max_device_hours_per_month` resume once it has room.
          */
         patch: operations["update_quotas_api_v1_teams_current_quotas_patch"];
         trace?: never;
@@ -1197,7 +1311,9 @@ export interface paths {
         get?: never;
         /**
          * Set Tracker
-         * @description Create or change the team's connection to a tracker (admin); omitted secrets are kept, "" clears one.
+         * @description Create or change the team's connection to a tracker (admin); omitted secrets are kept, "" clears one, and a
+         *     new server URL (`tracking_uri`, `base_url`) drops the stored secrets not given with it. The URL must pass the
+         *     platform's egress policy (no loopback, private or link-local hosts unless the operator allows them).
          */
         put: operations["set_tracker_api_v1_trackers__kind__put"];
         post?: never;
@@ -1206,6 +1322,27 @@ export interface paths {
          * @description Forget the team's connection to a tracker (admin); running jobs' runs on it stop being fed.
          */
         delete: operations["delete_tracker_api_v1_trackers__kind__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Usage
+         * @description The team's usage in [from, to): device-seconds per pool and tokens, grouped by `team`, `job`, `key` (API
+         *     key) or `day`; the team's monthly budget beside it. Another team's job or key is 404.
+         */
+        get: operations["get_usage_api_v1_usage_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1268,7 +1405,7 @@ export interface components {
              */
             enabled?: boolean;
             /** Events */
-            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[];
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[];
             /** Name */
             name: string;
             /**
@@ -1302,7 +1439,7 @@ export interface components {
             /** Enabled */
             enabled: boolean;
             /** Events */
-            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[];
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[];
             /** Id */
             id: number;
             /** Name */
@@ -1324,7 +1461,10 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
-            /** Url */
+            /**
+             * Url
+             * @description webhook: where the POST goes; shown to admins only, others see the scheme and host with the rest masked (`https://hooks.example.com/***`): URLs often carry tokens
+             */
             url: string | null;
         };
         /** AlertRulePublic */
@@ -1342,7 +1482,7 @@ export interface components {
             /** Enabled */
             enabled: boolean;
             /** Events */
-            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[];
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[];
             /** Id */
             id: number;
             /** Name */
@@ -1359,7 +1499,10 @@ export interface components {
              * Format: date-time
              */
             updated_at: string;
-            /** Url */
+            /**
+             * Url
+             * @description webhook: where the POST goes; shown to admins only, others see the scheme and host with the rest masked (`https://hooks.example.com/***`): URLs often carry tokens
+             */
             url: string | null;
         };
         /**
@@ -1370,7 +1513,7 @@ export interface components {
             /** Enabled */
             enabled?: boolean | null;
             /** Events */
-            events?: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal")[] | null;
+            events?: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[] | null;
             /** Name */
             name?: string | null;
             /** Recipients */
@@ -1918,6 +2061,13 @@ export interface components {
              */
             share?: boolean | null;
             /**
+             * Speculative
+             * @description grouped speculative decoding (workers/generation/engines/hf_speculative.py): the samples of one prompt group are alike, so a suffix index over the group's prompt and responses proposes draft tokens for each running sequence and one forward pass verifies them. Greedy output is unchanged token for token, sampled output keeps the exact distribution (and a seeded request its tokens); behaviour logprobs are the target model's. off: never; group: while at most a quarter of the batch is still decoding (the long tail); auto (default): group on engines that have it (hf), off on the others (vllm, which refuses group: its n-gram speculation returns wrong logprobs for accepted draft tokens when sampling).
+             * @default auto
+             * @enum {string}
+             */
+            speculative?: "off" | "group" | "auto";
+            /**
              * Stop
              * @description up to 64 stop strings
              */
@@ -2027,6 +2177,73 @@ export interface components {
             /** Target */
             target: number;
         };
+        /**
+         * InvitationCreate
+         * @description An invitation of an email to the current team; nothing is attached or created until its account accepts.
+         */
+        InvitationCreate: {
+            /** Email */
+            email: string;
+            /**
+             * Password
+             * @description not accepted: the invited person sets their own password when registering
+             */
+            password?: string | null;
+            /** @default member */
+            role?: components["schemas"]["Role"];
+        };
+        /**
+         * InvitationPublic
+         * @description An invitation as its team sees it; the same fields whether or not the email has an account.
+         */
+        InvitationPublic: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Email */
+            email: string;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+            /** Id */
+            id: number;
+            /** Invited By */
+            invited_by: string | null;
+            role: components["schemas"]["Role"];
+            /** Status */
+            status: string;
+        };
+        /**
+         * InvitationReceived
+         * @description An invitation as the invited account sees it (GET /auth/invitations).
+         */
+        InvitationReceived: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+            /** Id */
+            id: number;
+            /** Invited By */
+            invited_by: string | null;
+            role: components["schemas"]["Role"];
+            /** Status */
+            status: string;
+            /** Team Id */
+            team_id: number;
+            /** Team Name */
+            team_name: string;
+        };
         /** IterationPublic */
         IterationPublic: {
             /**
@@ -2060,6 +2277,8 @@ export interface components {
         JobAnnotate: {
             /** Add Tags */
             add_tags?: string[];
+            /** @description replace the job's `limits` (a paused job with room resumes) */
+            limits?: components["schemas"]["LimitsSpec"] | null;
             /** Notes */
             notes?: string | null;
             /** Remove Tags */
@@ -2202,6 +2421,8 @@ export interface components {
             environment?: components["schemas"]["EnvironmentSpec"] | null;
             failover?: components["schemas"]["FailoverSpec"];
             generation?: components["schemas"]["GenerationSpec"];
+            /** @description device-seconds and tokens the job may use; at 100% it pauses at a checkpoint until a limit is raised */
+            limits?: components["schemas"]["LimitsSpec"];
             /**
              * Max Staleness
              * @description async: max policy versions a sample may lag
@@ -2243,7 +2464,7 @@ export interface components {
          * JobStatus
          * @enum {string}
          */
-        JobStatus: "queued" | "starting" | "running" | "paused" | "succeeded" | "failed" | "cancelled";
+        JobStatus: "queued" | "starting" | "running" | "paused" | "parked" | "succeeded" | "failed" | "cancelled";
         /** LengthBin */
         LengthBin: {
             /** Count */
@@ -2291,6 +2512,23 @@ export interface components {
              * @description empirical lengths
              */
             values?: number[];
+        };
+        /**
+         * LimitsSpec
+         * @description What the job may use (docs/user-guide.md#usage-and-budgets): at 80% of a limit an alert (`budget`), at 100%
+         *     the controller pauses the job at a checkpoint; raising the limit (PATCH /jobs/{id}) resumes it. None: no limit.
+         */
+        LimitsSpec: {
+            /**
+             * Max Device Seconds
+             * @description device-seconds of both pools (each iteration's time on its training devices and generation instances)
+             */
+            max_device_seconds?: number | null;
+            /**
+             * Max Tokens
+             * @description tokens generated plus tokens trained
+             */
+            max_tokens?: number | null;
         };
         /** LoginRequest */
         LoginRequest: {
@@ -2345,18 +2583,6 @@ export interface components {
             /** Teams */
             teams: components["schemas"]["TeamPublic"][];
             user: components["schemas"]["UserPublic"];
-        };
-        /** MemberCreate */
-        MemberCreate: {
-            /** Email */
-            email: string;
-            /**
-             * Password
-             * @description 10-200 characters, 5+ distinct, not a common password, not containing the email's name
-             */
-            password?: string | null;
-            /** @default member */
-            role?: components["schemas"]["Role"];
         };
         /** MemberPublic */
         MemberPublic: {
@@ -2841,6 +3067,11 @@ export interface components {
         Quotas: {
             /** Max Concurrent Jobs */
             max_concurrent_jobs: number;
+            /**
+             * Max Device Hours Per Month
+             * @description device-hours (both pools) per calendar month (UTC); null: no budget
+             */
+            max_device_hours_per_month?: number | null;
             /** Max Generation Instances */
             max_generation_instances: number;
         };
@@ -2848,6 +3079,11 @@ export interface components {
         QuotasUpdate: {
             /** Max Concurrent Jobs */
             max_concurrent_jobs?: number | null;
+            /**
+             * Max Device Hours Per Month
+             * @description the team's monthly budget of device-hours; an explicit null removes it
+             */
+            max_device_hours_per_month?: number | null;
             /** Max Generation Instances */
             max_generation_instances?: number | null;
         };
@@ -3076,6 +3312,18 @@ export interface components {
             /** Team Id */
             team_id: number;
         };
+        /** TeamBudgetPublic */
+        TeamBudgetPublic: {
+            /** Max Device Hours Per Month */
+            max_device_hours_per_month: number | null;
+            /**
+             * Month Start
+             * Format: date-time
+             */
+            month_start: string;
+            /** Used Device Hours This Month */
+            used_device_hours_this_month: number;
+        };
         /** TeamPublic */
         TeamPublic: {
             /** Id */
@@ -3143,7 +3391,8 @@ export interface components {
         };
         /**
          * TrackerCredentialsUpdate
-         * @description Fields of the kind in the path; an omitted secret keeps the stored one, an empty string clears it.
+         * @description Fields of the kind in the path; an omitted secret keeps the stored one, an empty string clears it. Changing the
+         *     server URL (mlflow `tracking_uri`, wandb `base_url`) forgets every stored secret not given again with it.
          */
         TrackerCredentialsUpdate: {
             /**
@@ -3334,6 +3583,96 @@ export interface components {
              * @enum {string}
              */
             weight_sync?: "p2p" | "shared_store" | "auto";
+        };
+        /** UsageFigures */
+        UsageFigures: {
+            /**
+             * Device Seconds
+             * @description both pools
+             */
+            device_seconds: number;
+            /**
+             * Generation Device Seconds
+             * @description generation instances' device time (each iteration's time x its live instances x devices per instance; inference calls' time)
+             */
+            generation_device_seconds: number;
+            /**
+             * Tokens Generated
+             * @description response tokens the policy (or an inference call) sampled
+             */
+            tokens_generated: number;
+            /**
+             * Tokens Trained
+             * @description prompt + response tokens the trainer processed
+             */
+            tokens_trained: number;
+            /**
+             * Training Device Seconds
+             * @description training devices' time (each iteration's time x training.devices; a Tinker step's compute time)
+             */
+            training_device_seconds: number;
+        };
+        /** UsagePublic */
+        UsagePublic: {
+            budget: components["schemas"]["TeamBudgetPublic"];
+            /**
+             * End
+             * Format: date-time
+             * @description `to` (exclusive)
+             */
+            end: string;
+            /**
+             * Group By
+             * @enum {string}
+             */
+            group_by: "team" | "job" | "key" | "day";
+            /** Rows */
+            rows: components["schemas"]["UsageRowPublic"][];
+            /**
+             * Start
+             * Format: date-time
+             * @description `from` (inclusive)
+             */
+            start: string;
+            total: components["schemas"]["UsageFigures"];
+        };
+        /** UsageRowPublic */
+        UsageRowPublic: {
+            /**
+             * Device Seconds
+             * @description both pools
+             */
+            device_seconds: number;
+            /**
+             * Generation Device Seconds
+             * @description generation instances' device time (each iteration's time x its live instances x devices per instance; inference calls' time)
+             */
+            generation_device_seconds: number;
+            /**
+             * Id
+             * @description the team's, job's or API key's id; null: on-demand inference (group_by job), sessions without a key (group_by key), a day
+             */
+            id: number | null;
+            /**
+             * Name
+             * @description team name, job name, key name, or the day (YYYY-MM-DD, UTC)
+             */
+            name: string;
+            /**
+             * Tokens Generated
+             * @description response tokens the policy (or an inference call) sampled
+             */
+            tokens_generated: number;
+            /**
+             * Tokens Trained
+             * @description prompt + response tokens the trainer processed
+             */
+            tokens_trained: number;
+            /**
+             * Training Device Seconds
+             * @description training devices' time (each iteration's time x training.devices; a Tinker step's compute time)
+             */
+            training_device_seconds: number;
         };
         /** UserPublic */
         UserPublic: {
@@ -3949,6 +4288,216 @@ export interface operations {
             };
             /** @description No such object in the caller's team */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    my_invitations_api_v1_auth_invitations_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationReceived"][];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    accept_invitation_api_v1_auth_invitations__invitation_id__accept_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                invitation_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationReceived"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    decline_invitation_api_v1_auth_invitations__invitation_id__decline_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                invitation_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationReceived"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8185,6 +8734,251 @@ export interface operations {
             };
         };
     };
+    list_invitations_api_v1_teams_current_invitations_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationPublic"][];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    invite_api_v1_teams_current_invitations_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InvitationCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InvitationPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revoke_invitation_api_v1_teams_current_invitations__invitation_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                invitation_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_members_api_v1_teams_current_members_get: {
         parameters: {
             query?: never;
@@ -8268,7 +9062,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["MemberCreate"];
+                "application/json": components["schemas"]["InvitationCreate"];
             };
         };
         responses: {
@@ -8278,7 +9072,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["MemberPublic"];
+                    "application/json": components["schemas"]["InvitationPublic"];
                 };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
@@ -8751,6 +9545,93 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_usage_api_v1_usage_get: {
+        parameters: {
+            query?: {
+                group_by?: "team" | "job" | "key" | "day";
+                /** @description ISO date or time, inclusive (default: the start of this month, UTC) */
+                from?: string | null;
+                /** @description exclusive (default: now) */
+                to?: string | null;
+                /** @description only this job's usage */
+                job_id?: number | null;
+                /** @description only this API key's usage */
+                key_id?: number | null;
+                /** @description csv: text/csv (as Accept: text/csv) */
+                format?: ("json" | "csv") | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON, or CSV (one row per group) with format=csv or Accept: text/csv */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsagePublic"];
+                    "text/csv": unknown;
+                };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
             401: {

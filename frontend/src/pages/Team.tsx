@@ -7,6 +7,7 @@ import { useSession } from "../session";
 import { DatasetPreviewCard } from "./DatasetPreviewCard";
 import { ModelsCard } from "./ModelsCard";
 import { TrackersCard } from "./TrackersCard";
+import { UsageCard } from "./UsageCard";
 
 const ROLES = ["viewer", "member", "admin", "owner"];
 
@@ -102,6 +103,8 @@ export function TeamPage() {
             />
           ) : null}
         </Card>
+
+        <UsageCard isAdmin={isAdmin} onError={setError} />
       </div>
     </div>
   );
