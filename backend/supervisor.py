@@ -6,6 +6,9 @@ Invariants:
   down, e.g. Celery's cold shutdown on SIGQUIT), then SIGKILL to its whole group once it exited or the grace period
   ran out — so grandchildren such as Celery's pool processes never outlive it;
 - on Linux a child also gets SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is orphaned;
+- a child with `nice` > 0 runs at that much lower CPU priority (os.nice before exec; its own children inherit it):
+  `streamrl up` starts the workers so, so that on a shared host training and generation take the cores the API
+  does not need, never the API's turn;
 - a child that exits on its own is restarted with exponential backoff; one that fails `max_restarts` times within
   `restart_window_s` is given up on, which is fatal when the child is `critical` (e.g. the API).
 """
@@ -36,6 +39,7 @@ class ChildSpec:
     env: dict[str, str] | None = None
     critical: bool = False
     stop_signal: signal.Signals = signal.SIGTERM
+    nice: int = 0  # added to the supervisor's niceness in the child (lower CPU priority)
 
 
 @dataclass
@@ -63,6 +67,17 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _child_setup(nice: int) -> Callable[[], None]:
+    """What runs in the child between fork and exec: die with the parent, then lower the priority by `nice`."""
+
+    def setup() -> None:
+        _die_with_parent()
+        if nice > 0:
+            os.nice(nice)
+
+    return setup
+
+
 class Supervisor:
     def __init__(self, *, echo: Callable[[str], None] = print, max_restarts: int = 5,
                  restart_window_s: float = 120.0) -> None:
@@ -73,7 +88,8 @@ class Supervisor:
 
     # ---- starting ---------------------------------------------------------------------------------------------------
     def _spawn(self, spec: ChildSpec) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(list(spec.argv), env=spec.env, start_new_session=True, preexec_fn=_die_with_parent)
+        return subprocess.Popen(list(spec.argv), env=spec.env, start_new_session=True,
+                                preexec_fn=_child_setup(spec.nice))
 
     def start(self, spec: ChildSpec) -> subprocess.Popen[bytes]:
         process = self._spawn(spec)

@@ -14,8 +14,10 @@ arrival order (asyncio's semaphores are FIFO):
   nothing moves until the pool's timeout turns them into errors. In-flight requests never exceed the pool.
 
 Uploads (bodies arriving at a client's pace) use the pool's remaining slots, not work slots, so slow uploaders cannot
-stall the API; where the pool is no bigger than the work slots they share them. Event streams are not counted: they
-live for minutes and take a connection only for a moment at a time.
+stall the API; where the pool is no bigger than the work slots they share them. Event streams take a work slot for
+their setup only (auth and the job's snapshot, from a session closed before streaming): the slot is given back when
+the response starts, so a hundred dashboards reconnecting at once queue here instead of draining the pool, and
+streams that then live for minutes hold neither a slot nor a connection.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import asyncio
 from typing import NamedTuple
 
 from sqlalchemy import Engine
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 STREAM_SUFFIX = "/stream"
 
@@ -78,12 +80,33 @@ class AdmissionLimit:
         return self._work
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].endswith(STREAM_SUFFIX):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         slots = self._slots(scope["path"])
         if slots is None:
             await self.app(scope, receive, send)
             return
+        if scope["path"].endswith(STREAM_SUFFIX):
+            await self._stream(slots, scope, receive, send)
+            return
         async with slots:
             await self.app(scope, receive, send)
+
+    async def _stream(self, slots: asyncio.Semaphore, scope: Scope, receive: Receive, send: Send) -> None:
+        """An event stream holds its slot until its response starts (headers sent), never while it streams."""
+        await slots.acquire()
+        held = True
+
+        async def send_then_release(message: Message) -> None:
+            nonlocal held
+            if held and message["type"] == "http.response.start":
+                held = False
+                slots.release()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_then_release)
+        finally:
+            if held:
+                slots.release()

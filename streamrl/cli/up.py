@@ -28,6 +28,7 @@ from streamrl.cli.preflight import check_port_free, lock_data_dir
 
 API_APP = "backend.main:create_app"  # uvicorn factory
 DEMO_MODULE = "streamrl.cli.runtime_cmds"  # hook: `submit_demo(api: StreamRLClient, settings: Settings) -> None`
+WORKER_NICE = 10  # workers run this much below the API's CPU priority: requests keep their turn on a busy host
 
 
 def settings_for(data_dir: Path | None) -> Settings:
@@ -71,7 +72,8 @@ def _runtime_children(env: dict[str, str], devices: dict[str, str] | None = None
         for pool in ("generation", "training"):
             sets = (devices or {}).get(pool)
             args = ("worker", "--pool", pool, *(("--devices", sets) if sets else ()))
-            children.append(ChildSpec(f"worker-{pool}", _cli(*args), env, stop_signal=signal.SIGTERM))
+            children.append(ChildSpec(f"worker-{pool}", _cli(*args), env, stop_signal=signal.SIGTERM,
+                                      nice=WORKER_NICE))
     return children
 
 

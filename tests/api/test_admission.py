@@ -85,3 +85,41 @@ def test_slots_never_exceed_the_pool() -> None:
     assert admission_slots(8, 30) == (8, 22)
     assert admission_slots(8, 5) == (5, 0)  # uploads share the work slots
     assert admission_slots(8, None) == (8, None)
+
+
+def test_streams_hold_a_slot_for_their_setup_only() -> None:
+    """An event stream takes a work slot until its headers go out (auth + snapshot), then gives it back: with one
+    slot, a second stream's setup waits for the first one's, and a plain request gets in while both stream."""
+    middleware = AdmissionLimit(None, limit=1)  # type: ignore[arg-type]
+    order: list[str] = []
+    setup_gate, streams_end = asyncio.Event(), asyncio.Event()
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        order.append(f"enter {scope['path']}")
+        if scope["path"].endswith("/stream"):
+            if scope["path"].startswith("/a"):
+                await setup_gate.wait()  # the first stream's setup is slow
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            order.append(f"streaming {scope['path']}")
+            await streams_end.wait()
+        order.append(f"leave {scope['path']}")
+
+    async def send(message: Any) -> None:
+        pass
+
+    async def scenario() -> None:
+        middleware.app = inner
+        first = asyncio.create_task(middleware({"type": "http", "path": "/a/stream"}, None, send))
+        second = asyncio.create_task(middleware({"type": "http", "path": "/b/stream"}, None, send))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert order == ["enter /a/stream"]  # the second stream's setup waits for the slot
+        setup_gate.set()
+        plain = asyncio.create_task(middleware({"type": "http", "path": "/jobs"}, None, send))
+        await asyncio.wait_for(plain, 10)  # both streams open, the plain request got the slot
+        assert order.index("leave /jobs") < len(order) and "leave /a/stream" not in order
+        assert {"streaming /a/stream", "streaming /b/stream"} <= set(order)
+        streams_end.set()
+        await asyncio.gather(first, second)
+
+    asyncio.run(scenario())

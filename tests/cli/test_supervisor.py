@@ -76,3 +76,23 @@ def test_children_die_with_a_killed_supervisor() -> None:
     while not _gone(child_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(child_pid)
+
+
+def test_a_child_runs_at_its_lower_priority_and_up_lowers_the_workers() -> None:
+    """Issue 36, finding 12: `streamrl up`'s workers run below the API's CPU priority (the API keeps its turn)."""
+    from streamrl.cli.up import WORKER_NICE, _runtime_children
+
+    sup = Supervisor(echo=lambda line: None)
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    try:
+        plain = sup.start(ChildSpec("api", sleep))
+        lowered = sup.start(ChildSpec("worker", sleep, nice=7))
+        base = psutil.Process().nice()
+        assert psutil.Process(plain.pid).nice() == base
+        assert psutil.Process(lowered.pid).nice() == min(base + 7, 19)
+    finally:
+        sup.stop_all(timeout_s=5)
+    children = {spec.name: spec for spec in _runtime_children({})}
+    assert WORKER_NICE > 0
+    assert children["worker-generation"].nice == children["worker-training"].nice == WORKER_NICE
+    assert children["controller"].nice == 0

@@ -3,6 +3,10 @@
 Events: `status` (JobPublic), `metrics`, `event`, `timeline`, `samples` (see backend.services.live). A comment line
 is sent every `HEARTBEAT_S` to keep proxies from closing the connection. The stream ends after a terminal status.
 
+A stream holds no database connection while it streams: its setup (the caller resolved from the token, the job's
+snapshot) runs in one short session, under the admission layer's bound (backend/api/admission.py), and the session is
+closed before the first byte; only the periodic re-check below takes a connection again, for a moment.
+
 The caller's credentials are re-checked every `RECHECK_S` and at once when a revocation is announced on
 `REVOCATIONS_CHANNEL` (logout, password change, member removed, key revoked): a stream whose token no longer
 resolves to a member of the job's team ends with an `error` event (`{"detail": ...}`) and is closed.
@@ -21,12 +25,12 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
-from backend.api.deps import BearerToken, IdPath, ViewerAuth
+from backend.api.deps import BearerToken, IdPath
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import job_public
-from backend.db.enums import TERMINAL_JOB_STATUSES
+from backend.db.enums import TERMINAL_JOB_STATUSES, Role
 from backend.services.auth import resolve_token
-from backend.services.errors import Unauthorized
+from backend.services.errors import Forbidden, Unauthorized
 from backend.services.jobs import get_job
 from backend.services.live import REVOCATIONS_CHANNEL, live_channel
 
@@ -48,23 +52,29 @@ def _is_terminal(status_data: Any) -> bool:
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}}, **errors(503)},
 )
-async def stream_job(job_id: IdPath, request: Request, auth: ViewerAuth, token: BearerToken) -> StreamingResponse:
+async def stream_job(job_id: IdPath, request: Request, token: BearerToken) -> StreamingResponse:
     """Live events of a job (SSE); 503 when Redis is unavailable. Closes when the caller's access ends."""
+    settings = request.app.state.settings
 
-    def snapshot() -> dict[str, Any]:
-        with request.app.state.session_factory() as session:
+    def snapshot() -> tuple[int, dict[str, Any]]:
+        """The caller's team and the job's status, from one session closed before streaming starts."""
+        with request.app.state.read_session_factory() as session:
+            auth = resolve_token(session=session, token=token, secret_key=settings.secret_key)
+            if not auth.role.at_least(Role.viewer):
+                raise Forbidden(f"this action needs role viewer or higher; you are {auth.role.value}")
             job = get_job(session=session, team=auth.team, job_id=job_id)  # 404 for another team's job
-            return job_public(session, job).model_dump(mode="json")
+            if session.dirty:
+                session.commit()  # an API key's throttled last_used_at
+            return auth.team.id, job_public(session, job).model_dump(mode="json")
 
     def still_allowed() -> str | None:
         """None while the token still opens this team's job; else why not."""
-        settings = request.app.state.settings
-        with request.app.state.session_factory() as session:
+        with request.app.state.read_session_factory() as session:
             try:
                 current = resolve_token(session=session, token=token, secret_key=settings.secret_key)
             except Unauthorized as exc:
                 return exc.detail
-            return None if current.team.id == auth.team.id else "the token now belongs to another team"
+            return None if current.team.id == team_id else "the token now belongs to another team"
 
     url = request.app.state.redis_url
     if url is None:
@@ -74,7 +84,7 @@ async def stream_job(job_id: IdPath, request: Request, auth: ViewerAuth, token: 
     try:
         # before the snapshot: nothing published in between is lost
         await pubsub.subscribe(live_channel(job_id), REVOCATIONS_CHANNEL)
-        initial = await run_in_threadpool(snapshot)
+        team_id, initial = await run_in_threadpool(snapshot)
     except redis.RedisError as exc:
         await client.aclose()
         raise HTTPException(503, f"Redis is not available: live streaming is off ({exc})") from None
