@@ -10,6 +10,7 @@ interface SessionValue {
   signIn: (email: string, password: string) => Promise<void>;
   register: (email: string, password: string, teamName: string) => Promise<void>;
   switchTeam: (teamId: number) => Promise<void>;
+  refresh: () => Promise<void>; // reload who-am-I (e.g. the teams list after accepting an invitation)
   signOut: () => void;
   canWrite: boolean; // member or above
   isAdmin: boolean; // admin or owner
@@ -77,11 +78,12 @@ export function SessionProvider({ children }: { children: ReactNode }) {
       signIn,
       register,
       switchTeam,
+      refresh: loadMe,
       signOut,
       canWrite: role !== "viewer",
       isAdmin: role === "admin" || role === "owner",
     };
-  }, [me, loading, signIn, register, switchTeam, signOut]);
+  }, [me, loading, signIn, register, switchTeam, loadMe, signOut]);
 
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }

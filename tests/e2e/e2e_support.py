@@ -65,3 +65,16 @@ class Api:
 
 
 MakeApi = Callable[[], Api]  # the `make_api` fixture: a fresh, signed-out REST helper
+
+
+def invited_member(base_url: str, inviter: Api, email: str, role: str) -> tuple[Api, str]:
+    """`email` registers its own account, `inviter`'s team invites it with `role`, it accepts and acts in that team:
+    the only way a person joins a team. Returns its REST helper and session token, both for the inviting team."""
+    member = Api(base_url)
+    member.register(email, PASSWORD, f"own-{email}")
+    team_id = inviter.get("/teams/current")["id"]
+    invitation = inviter.post("/teams/current/invitations", json={"email": email, "role": role})
+    member.post(f"/auth/invitations/{invitation['id']}/accept")
+    switched = member.post("/auth/switch-team", json={"team_id": team_id})
+    member.http.headers["Authorization"] = f"Bearer {switched['token']}"
+    return member, str(switched["token"])

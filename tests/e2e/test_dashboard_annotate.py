@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from e2e_runs import finished_run, new_team
-from e2e_support import PASSWORD, Api, Server, open_signed_in, shot
+from e2e_support import Server, invited_member, open_signed_in, shot
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import Engine
 
@@ -78,10 +78,7 @@ def test_tag_and_note_a_run_then_filter_and_search_the_table(
     page.goto(shared)  # the filters are in the URL
     expect(page.get_by_test_id("jobs-table").locator("tbody tr")).to_have_count(2)
 
-    email = f"viewer-{world.tag}@example.com"
-    world.api.post("/teams/current/members", json={"email": email, "role": "viewer", "password": PASSWORD})
-    viewer = Api(api_server.url)
-    token = viewer.login(email, PASSWORD)["token"]
+    viewer, token = invited_member(api_server.url, world.api, f"viewer-{world.tag}@example.com", "viewer")
     context = browser.new_context(viewport={"width": 1400, "height": 1000})  # a fresh tab: no owner session
     viewer_page = context.new_page()
     open_signed_in(viewer_page, api_server, token, f"/jobs/{high['id']}")

@@ -37,10 +37,16 @@ def test_team_page_keys_members_quotas(page: Page, api_server: Server, make_api:
     expect(page.get_by_test_id("keys").locator("tr.revoked")).to_have_count(1)
     assert make_api().http.get("/jobs", headers={"Authorization": f"Bearer {token}"}).status_code == 401
 
-    page.get_by_placeholder("email").fill(f"erin-{tag}@example.com")
-    page.get_by_placeholder("password (new users)").fill(PASSWORD)
-    page.get_by_role("button", name="Add member").click()
-    expect(page.get_by_test_id("members")).to_contain_text(f"erin-{tag}@example.com")
+    erin = f"erin-{tag}@example.com"
+    page.get_by_label("email to invite").fill(erin)  # nobody is added until they accept; no password is set
+    page.get_by_role("button", name="Invite").click()
+    expect(page.get_by_test_id("invite-notice")).to_contain_text(f"Invited {erin}")
+    pending = page.get_by_test_id("sent-invitations").locator("tbody tr", has_text=erin)
+    expect(pending).to_have_count(1)
+    expect(page.get_by_test_id("members")).not_to_contain_text(erin)
+    page.get_by_role("button", name=f"revoke invitation of {erin}").click()
+    expect(pending).to_have_count(0)
+    assert api.get("/teams/current/invitations") == []
 
     page.locator("input[name=max_concurrent_jobs]").fill("5")
     page.get_by_role("button", name="Save quotas").click()
@@ -91,7 +97,7 @@ def test_sign_in_and_switch_team(page: Page, api_server: Server, make_api: MakeA
     make_api().register(hana, PASSWORD, f"home-{tag}")
     other_owner = make_api()
     other_owner.register(f"ivan-{tag}@example.com", PASSWORD, f"lab-{tag}")
-    other_owner.post("/teams/current/members", json={"email": hana, "role": "viewer"})
+    other_owner.post("/teams/current/members", json={"email": hana, "role": "viewer"})  # an invitation: not attached
 
     page.goto(f"{api_server.url}/")
     page.locator("input[name=email]").fill(hana)
@@ -102,8 +108,16 @@ def test_sign_in_and_switch_team(page: Page, api_server: Server, make_api: MakeA
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_test_id("whoami")).to_contain_text(f"{hana} · owner")
 
-    switcher = page.get_by_label("team")
-    expect(switcher.locator("option")).to_have_count(2)
+    switcher = page.get_by_label("team", exact=True)
+    expect(switcher.locator("option")).to_have_count(1)  # invited, not yet a member
+    page.get_by_role("link", name="Team").click()
+    invitations = page.get_by_test_id("my-invitations")
+    expect(invitations).to_contain_text(f"lab-{tag}")
+    expect(invitations).to_contain_text(f"ivan-{tag}@example.com")
+    shot(page, "22-your-invitations")
+    page.get_by_role("button", name=f"accept invitation to lab-{tag}").click()
+    expect(page.get_by_test_id("joined-team")).to_contain_text(f"You joined team lab-{tag}")
+    expect(switcher.locator("option")).to_have_count(2)  # the new team is in the switcher at once
     switcher.select_option(label=f"lab-{tag}")
     expect(page.get_by_test_id("whoami")).to_contain_text(f"{hana} · viewer")
     page.get_by_role("link", name="Team").click()

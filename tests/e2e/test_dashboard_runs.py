@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from e2e_runs import World, add_checkpoint, add_instances, finished_run, new_team, record, running_run
-from e2e_support import PASSWORD, Server, open_signed_in, shot
+from e2e_support import Server, invited_member, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
@@ -216,12 +216,7 @@ def test_clone_round_trip_and_yaml(page: Page, api_server: Server, runs: tuple[W
 
 def test_viewer_is_offered_no_submit(page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]) -> None:
     world, jobs = runs
-    email = f"viewer-{world.tag}@example.com"
-    world.api.post("/teams/current/members", json={"email": email, "role": "viewer", "password": PASSWORD})
-    from e2e_support import Api
-
-    viewer = Api(api_server.url)
-    token = viewer.login(email, PASSWORD)["token"]
+    viewer, token = invited_member(api_server.url, world.api, f"viewer-{world.tag}@example.com", "viewer")
     open_signed_in(page, api_server, token, "/jobs")
     expect(page.get_by_test_id("jobs-table")).to_contain_text("lr-high")
     expect(page.get_by_role("link", name="New job")).to_have_count(0)

@@ -1,10 +1,12 @@
-/** The current team: members and roles, API keys (secret shown once, revocable) and quotas. */
+/** The current team: members and roles, invitations (sent; and the user's own), API keys (secret shown once,
+ * revocable) and quotas. */
 import { useState, type FormEvent } from "react";
 import { api, unwrap } from "../api/client";
 import { Card, ErrorBanner, Field, formatTime } from "../components/ui";
 import { useApiQuery } from "../lib/queries";
 import { useSession } from "../session";
 import { DatasetPreviewCard } from "./DatasetPreviewCard";
+import { MyInvitations, SentInvitations } from "./InvitationsCard";
 import { ModelsCard } from "./ModelsCard";
 import { TrackersCard } from "./TrackersCard";
 import { UsageCard } from "./UsageCard";
@@ -39,6 +41,7 @@ export function TeamPage() {
       </div>
       <ErrorBanner error={error ?? team.error ?? members.error ?? keys.error} />
       <div className="grid team-grid">
+        <MyInvitations onError={setError} />
         <Card title="Members">
           <table className="table compact" data-testid="members">
             <thead>
@@ -82,7 +85,7 @@ export function TeamPage() {
               ))}
             </tbody>
           </table>
-          {isAdmin ? <AddMember onAdded={members.reload} onError={setError} /> : null}
+          <SentInvitations isAdmin={isAdmin} isOwner={me?.role === "owner"} onError={setError} />
         </Card>
 
         <Card title="API keys">
@@ -107,33 +110,6 @@ export function TeamPage() {
         <UsageCard isAdmin={isAdmin} onError={setError} />
       </div>
     </div>
-  );
-}
-
-function AddMember({ onAdded, onError }: { onAdded: () => Promise<void>; onError: (err: unknown) => void }) {
-  const [email, setEmail] = useState("");
-  const [role, setRole] = useState("member");
-  const [password, setPassword] = useState("");
-  const submit = async (e: FormEvent) => {
-    e.preventDefault();
-    try {
-      await unwrap(api.POST("/api/v1/teams/current/members", { body: { email, role: role as never, password: password || undefined } }));
-      setEmail("");
-      setPassword("");
-      await onAdded();
-    } catch (err) {
-      onError(err);
-    }
-  };
-  return (
-    <form className="row inline-form" onSubmit={submit}>
-      <input placeholder="email" type="email" value={email} onChange={(e) => setEmail(e.target.value)} required />
-      <select aria-label="new member role" value={role} onChange={(e) => setRole(e.target.value)}>
-        {ROLES.filter((r) => r !== "owner").map((r) => <option key={r} value={r}>{r}</option>)}
-      </select>
-      <input placeholder="password (new users)" type="password" value={password} onChange={(e) => setPassword(e.target.value)} />
-      <button type="submit">Add member</button>
-    </form>
   );
 }
 
