@@ -140,7 +140,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--sft-seconds", type=float, default=45.0)
+    parser.add_argument("--sft-seconds", type=float, default=90.0)
+    parser.add_argument("--model", help="an SFT-warmed model directory to use instead of warming one (engine part)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--e2e", action="store_true", help="also run sync/async jobs (bench/modes.py --speculative)")
@@ -150,12 +151,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     random.seed(0)
     with tempfile.TemporaryDirectory() as tmp:
-        base = build_tiny_model(args.preset, Path(tmp) / "base", seed=0)
-        sft = sft_warm_start(base, Path(tmp) / "sft", generate_rows(512, seed=1, split="train"), steps=100_000,
-                             time_budget_s=args.sft_seconds, seed=0, device=args.device)
-        print(f"SFT {sft.steps} steps, loss {sft.final_loss:.3f}; {args.prompts} prompts x {args.group} samples, "
-              f"batch {args.batch}, max_tokens {args.max_tokens}, {args.preset}, {args.device}", flush=True)
-        figures = engine_part(args, sft.model_dir)
+        if args.model:
+            model_dir = Path(args.model)
+            print(f"model {model_dir}", flush=True)
+        else:
+            base = build_tiny_model(args.preset, Path(tmp) / "base", seed=0)
+            sft = sft_warm_start(base, Path(tmp) / "sft", generate_rows(512, seed=1, split="train"), steps=100_000,
+                                 time_budget_s=args.sft_seconds, target_loss=0.3, seed=0, device=args.device)
+            model_dir = sft.model_dir
+            print(f"SFT {sft.steps} steps, loss {sft.final_loss:.3f}", flush=True)
+        print(f"{args.prompts} prompts x {args.group} samples, batch {args.batch}, max_tokens {args.max_tokens}, "
+              f"{args.preset}, {args.device}", flush=True)
+        figures = engine_part(args, model_dir)
     e2e = e2e_part(args) if args.e2e else {}
     print(f"RESULT tail_tokens_ratio={figures['tail_tokens_ratio']:.3f} "
           f"e2e_sync_ratio={e2e.get('e2e_sync_ratio', float('nan')):.3f} "

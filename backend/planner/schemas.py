@@ -75,6 +75,12 @@ class PlanRequest(_Strict):
         None, description="measured [batch_size, seconds_per_token] points; replaces the roofline")
     train_seconds_per_token: float | None = Field(
         None, gt=0, description="measured training seconds per token on one device; replaces the roofline")
+    tail_tokens_per_forward: float | None = Field(
+        None, ge=1, le=64,
+        description="grouped speculative decoding: measured tokens per forward pass while speculating (a job's "
+                    "`tail_tokens_per_forward` iteration metric); the tail (at most a quarter of the batch still "
+                    "decoding) costs PTL(BS) / this per token. null: 1 (no speculation), or the job's median with "
+                    "from_job_id")
     elastic: bool = Field(False, description="simulate the autoscaler adding/removing generation instances")
     length_growth: float = Field(0.0, ge=-0.5, le=1.0, description="response-length growth per iteration")
     from_job_id: int | None = Field(

@@ -111,7 +111,7 @@ def _base_config(req: PlanRequest, shape: ModelShape, pools: _Pools) -> SimConfi
         max_batch_size=req.max_batch_size, algorithm=req.algorithm, mfu=req.mfu,
         max_staleness=req.max_staleness, iterations=req.iterations, seed=req.seed,
         elastic=req.elastic, length_growth=req.length_growth, ptl=measured_ptl, train=measured_train,
-        shared_jobs=req.shared_jobs,
+        shared_jobs=req.shared_jobs, tail_tokens_per_forward=req.tail_tokens_per_forward or 1.0,
     )
 
 

@@ -4,6 +4,9 @@ Dispatch units are prompts (a prompt's `group_size` samples stay on one instance
 per-token-latency profile handed to `contract.skew` is expressed per prompt: PTL_prompt(b) = PTL(b * G).
 Inside an instance, every running sequence advances one token per decode step; a step with BS running sequences
 takes PTL(BS) seconds; a finished sequence's slot is refilled from the instance's queue at once (backfill).
+Grouped speculative decoding (`generation.speculative`) runs while at most max_batch_size // 4 sequences decode
+(the tail); there a step emits `tail_tokens_per_forward` tokens per sequence (measured: the iteration metric of that
+name) for about PTL(BS), so a token costs PTL(BS) / tail_tokens_per_forward (`speculative_step_costs`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from backend.planner.lengths import GroupLengths
 from contract.catalog import DispatchPolicy
 from contract.dispatch import SplitRequest, split
 from contract.skew import PTLProfile, SplitPlan
+from contract.spec import SPECULATIVE_TAIL_DIVISOR
 
 Dispatch = DispatchPolicy
 DISPATCH_SHARD_INSTANCES = 64
@@ -35,6 +39,19 @@ class InstanceRun:
 def step_costs(ptl: PTLProfile, max_batch: int) -> np.ndarray:
     """(max_batch + 1,) seconds per decode step indexed by the number of running sequences (index 0 unused)."""
     return np.array([0.0] + [ptl(bs) for bs in range(1, max_batch + 1)])
+
+
+def speculative_step_costs(table: np.ndarray, max_batch_size: int, tail_tokens_per_forward: float) -> np.ndarray:
+    """`table` (step_costs) with the tail's steps (at most max_batch_size // 4 running) per emitted token: divided
+    by the measured tokens per forward pass while speculating. 1.0: unchanged (no speculation)."""
+    if tail_tokens_per_forward == 1.0:
+        return table
+    if tail_tokens_per_forward < 1.0:
+        raise ValueError(f"tail_tokens_per_forward must be >= 1, got {tail_tokens_per_forward}")
+    tail = min(len(table) - 1, max(1, max_batch_size // SPECULATIVE_TAIL_DIVISOR))
+    out = table.copy()
+    out[1:tail + 1] /= tail_tokens_per_forward
+    return out
 
 
 def run_instance(lengths: np.ndarray, batch_cap: int, ptl: PTLProfile | np.ndarray) -> np.ndarray:
@@ -116,15 +133,17 @@ def simulate_generation(
     alpha: float,
     recent_lengths: np.ndarray,
     seed: int,
+    tail_tokens_per_forward: float = 1.0,
 ) -> list[InstanceRun]:
-    """One iteration's generation on `n_instances` instances; `max_batch_size` counts sequences."""
+    """One iteration's generation on `n_instances` instances; `max_batch_size` counts sequences;
+    `tail_tokens_per_forward`: measured speculative speed-up of the tail (1.0: none)."""
     n_prompts, group_size = groups.lengths.shape
     busy_instances = max(1, min(n_instances, n_prompts))  # instances beyond one prompt each stay idle
     sketch = np.quantile(recent_lengths, np.linspace(0, 1, 1001)) if len(recent_lengths) > 1001 else recent_lengths
     assignments = _dispatch(groups, busy_instances, ptl, prompt_cap=max(1, max_batch_size // group_size),
                             dispatch=dispatch, alpha=alpha, recent_lengths=sketch, seed=seed)
     biggest = max((min(max(1, b) * group_size, len(p) * group_size) for _, p, b, _ in assignments), default=1)
-    table = step_costs(ptl, max(1, biggest))
+    table = speculative_step_costs(step_costs(ptl, max(1, biggest)), max_batch_size, tail_tokens_per_forward)
     runs = []
     for instance, prompt_indices, batch_size, long_tail in assignments:
         prompts = np.asarray(prompt_indices, dtype=np.int64)

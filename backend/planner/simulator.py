@@ -67,6 +67,7 @@ class SimConfig:
     ptl: PTLProfile | None = None  # measured profile replaces the roofline
     train: TrainCost | None = None  # measured training cost replaces the roofline
     shared_jobs: int = 1  # LoRA jobs of this shape sharing the generation instances (this one included)
+    tail_tokens_per_forward: float = 1.0  # measured speculative speed-up of the tail (sim_generation.py); 1: none
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -245,7 +246,8 @@ def simulate(cfg: SimConfig) -> SimResult:
             for k in range(instances):
                 timeline.add(f"gen-{k}", "loading_weights", gen_start - load_s, gen_start)
         runs = simulate_generation(groups, instances, ptl, max_batch_size=cap, dispatch=cfg.dispatch,
-                                   alpha=cfg.alpha, recent_lengths=recent, seed=cfg.seed + it)
+                                   alpha=cfg.alpha, recent_lengths=recent, seed=cfg.seed + it,
+                                   tail_tokens_per_forward=cfg.tail_tokens_per_forward)
         makespan = max(r.busy_seconds for r in runs)
         gen_end = gen_start + makespan
         for r in runs:

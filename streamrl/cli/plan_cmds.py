@@ -44,6 +44,9 @@ def plan(
     shared_jobs: int = typer.Option(
         1, help="LoRA jobs of this shape on the same base model sharing the generation instances (this one "
                 "included): their rows share each instance's batch and they split its cost (sync/async only)"),
+    tail_tokens_per_forward: float | None = typer.Option(
+        None, help="grouped speculative decoding: measured tokens per forward pass in the tail (a job's "
+                   "tail_tokens_per_forward metric); the tail's tokens cost PTL(BS) / this"),
     data_dir: Path | None = typer.Option(None, help="server data dir whose device_catalog.json overrides apply"),
 ) -> None:
     """Plan generation/training devices (paper Algorithm 1) and simulate colocated/sync/async on the result."""
@@ -56,6 +59,7 @@ def plan(
             "algorithm": algorithm,
             "dispatch": dispatch, "prompts_per_iteration": prompts, "group_size": group_size, "elastic": elastic,
             "length_growth": length_growth, "shared_jobs": shared_jobs,
+            "tail_tokens_per_forward": tail_tokens_per_forward,
             "lengths": {"max_tokens": max_tokens, "median": median, "sigma": sigma},
         })
         result = make_plan(request, catalog_store.load_catalog(data_dir))

@@ -182,5 +182,7 @@ def test_iteration_metrics_report_acceptance_and_tokens_per_forward(model_dir: P
 
     plain, spec = metrics(False), metrics(True)
     assert plain["tokens_per_forward"] == 1.0 and "spec_acceptance" not in plain
+    assert "tail_tokens_per_forward" not in plain
     assert spec["tokens_per_forward"] > 1.0 and 0 < spec["spec_acceptance"] <= 1
+    assert spec["tail_tokens_per_forward"] >= spec["tokens_per_forward"]  # every pass speculated here
     assert plain["tail_phase_seconds"] >= 0 and spec["tail_phase_seconds"] >= 0

@@ -38,6 +38,7 @@ def to_sample(request: PromptRequest, result: GenerationResult, outcome: RewardO
         started_at=result.started_at, finished_at=result.finished_at, instance_id=instance_id,
         truncated=result.finish_reason == "length", forward_passes=result.forward_passes,
         draft_tokens=result.draft_tokens, accepted_tokens=result.accepted_tokens,
+        speculative_passes=result.speculative_passes,
     )
 
 

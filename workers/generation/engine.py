@@ -54,10 +54,12 @@ class GenerationResult:
     # None: the engine does not record versions (its `records_versions` is False).
     version_marks: list[list[int]] | None = None
     # Grouped speculative decoding (engines/hf_speculative.py): forward passes that emitted this response's tokens
-    # (prefill included; 0: not recorded), draft tokens verified and accepted. Tokens per forward = tokens / passes.
+    # (prefill included; 0: not recorded), draft tokens verified and accepted, and the passes that verified drafts
+    # (the tail's: it emitted accepted_tokens + speculative_passes tokens in them). Tokens per forward: tokens / passes.
     forward_passes: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
+    speculative_passes: int = 0
 
 
 class GenerationEngine(ABC):

@@ -45,8 +45,9 @@ def sample_metrics(samples: Sequence[Sample], train_version: int) -> dict[str, f
 
 def speculation_metrics(samples: Sequence[Sample]) -> dict[str, float]:
     """Grouped speculative decoding (workers/generation/engines/hf_speculative.py): response tokens per forward pass
-    (1.0 without speculation), the share of draft tokens the target model accepted, and the tail phase: seconds
-    from the moment 90% of the samples had finished to the last finish. {} when the engine recorded no passes."""
+    (1.0 without speculation), the share of draft tokens the target model accepted, tokens per forward pass while
+    speculating (the tail's speed-up; the planner's `tail_tokens_per_forward`), and the tail phase: seconds from
+    the moment 90% of the samples had finished to the last finish. {} when the engine recorded no passes."""
     counted = [s for s in samples if s.forward_passes > 0]
     if not counted:
         return {}
@@ -56,6 +57,9 @@ def speculation_metrics(samples: Sequence[Sample]) -> dict[str, float]:
            "tail_phase_seconds": finished[-1] - finished[math.ceil(0.9 * len(finished)) - 1]}
     if drafted:
         out["spec_acceptance"] = sum(s.accepted_tokens for s in counted) / drafted
+    speculating = sum(s.speculative_passes for s in counted)
+    if speculating:
+        out["tail_tokens_per_forward"] = (sum(s.accepted_tokens for s in counted) + speculating) / speculating
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response, status
@@ -12,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from backend.api.deps import PlatformAdminAuth, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
-from backend.db.models import JobSample, Team
+from backend.db.models import Iteration, JobSample, Team
 from backend.planner import catalog_store
 from backend.planner.devices import DEFAULT_DEVICES, DeviceSpec
 from backend.planner.schemas import (
@@ -28,6 +29,7 @@ from backend.services.errors import InvalidInput, NotFound
 from backend.services.jobs import get_job
 
 MAX_JOB_LENGTHS = 100_000  # most recent recorded samples used as the empirical distribution
+RECENT_ITERATIONS = 20  # iterations whose measured speculative speed-up a plan from a job uses
 
 router = APIRouter(prefix="/plans", tags=["plans"], responses=errors(*AUTHENTICATED))
 DeviceName = Annotated[str, Path(min_length=1, max_length=64, description="device name")]
@@ -38,7 +40,10 @@ async def create_plan(body: PlanRequest, auth: ViewerAuth, session: SessionDep, 
     """Split devices between generation and training and predict iteration time, throughput and the timeline."""
     catalog = catalog_store.load_catalog(settings.data_dir)
     if body.from_job_id is not None:
-        body = body.model_copy(update={"lengths": _job_lengths(session, auth.team, body.from_job_id)})
+        update: dict[str, Any] = {"lengths": _job_lengths(session, auth.team, body.from_job_id)}
+        if body.tail_tokens_per_forward is None:
+            update["tail_tokens_per_forward"] = _job_tail_speedup(session, body.from_job_id)
+        body = body.model_copy(update=update)
     try:
         plan = await run_in_threadpool(make_plan, body, catalog)  # CPU-bound: keep the event loop free
     except ValueError as exc:
@@ -67,6 +72,15 @@ def _job_lengths(session: Session, team: Team, job_id: int) -> LengthSpec:
     if not lengths:
         raise InvalidInput(f"job {job_id} has no recorded samples yet", loc=("body", "from_job_id"))
     return LengthSpec(kind="empirical", values=lengths, max_tokens=int(max(lengths)))
+
+
+def _job_tail_speedup(session: Session, job_id: int) -> float | None:
+    """Median `tail_tokens_per_forward` of the job's last iterations (None: it did not speculate)."""
+    rows = session.scalars(select(Iteration.metrics).where(Iteration.job_id == job_id)
+                           .order_by(Iteration.iteration.desc()).limit(RECENT_ITERATIONS))
+    values = [float(m["tail_tokens_per_forward"]) for m in rows
+              if isinstance(m, dict) and isinstance(m.get("tail_tokens_per_forward"), int | float)]
+    return max(1.0, statistics.median(values)) if values else None
 
 
 def _public(spec: DeviceSpec, overridden: set[str]) -> DevicePublic:

@@ -48,7 +48,7 @@ def load_safetensors_dir(source: str | Path) -> dict[str, torch.Tensor]:
     return state
 
 
-@ENGINES.register("hf", label="transformers")
+@ENGINES.register("hf", label="transformers", speculative=True)  # generation.speculative: group (hf_speculative.py)
 class HFEngine(GenerationEngine):
     """transformers with our own continuous batching; CPU or GPU, fp32 by default (the trainer's logprobs)."""
 

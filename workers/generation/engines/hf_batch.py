@@ -46,6 +46,7 @@ class _Row:
     draft: DraftSequence | None = None  # this row's sequence in its group's suffix index (speculation on)
     draft_k: int = K_INIT  # draft tokens to propose next (adaptive, hf_speculative.py)
     forwards: int = 0  # forward passes that emitted this row's tokens (prefill included)
+    speculative_forwards: int = 0  # ... of which verified drafts (the row's or others': hf_speculative.verify_step)
     proposed: int = 0  # draft tokens verified
     accepted: int = 0  # ... and accepted
 
@@ -316,7 +317,7 @@ class ContinuousBatcher:
             logprobs=row.logprobs, finish_reason=row.finish_reason, text=text, started_at=row.started_at,
             finished_at=time.time(), meta=dict(request.meta), logprob_temperature=logprob_temperature(request.sampling),
             version_marks=row.version_marks, forward_passes=row.forwards, draft_tokens=row.proposed,
-            accepted_tokens=row.accepted,
+            accepted_tokens=row.accepted, speculative_passes=row.speculative_forwards,
         )
 
     def _validated(self, request: GenerationRequest) -> GenerationRequest:

