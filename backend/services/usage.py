@@ -8,8 +8,9 @@ What one iteration row counts (`iteration_usage`, from the keys the driver recor
 - a Tinker session's optimizer step: training, `step_seconds` (the compute time of the calls that made the step);
 - tokens: `tokens_generated` (response tokens the policy sampled) and `tokens_trained` (prompt + response tokens
   the trainer processed; a Tinker step's `tokens`).
-On-demand inference adds one generation row per call (`record_inference`). Rows are written in the transaction that
-records the iteration, replacing any earlier rows of that (job, iteration): a job's usage is its recorded iterations'.
+Rows are written in the transaction that records the iteration, replacing any earlier rows of that (job, iteration):
+a job's usage is its recorded iterations'. (On-demand inference calls are not metered yet; `job_id` may be None
+for such rows.)
 """
 
 from __future__ import annotations
@@ -101,14 +102,6 @@ def record_iteration_usage(*, session: Session, job: Job, iteration: int, metric
                     for share in iteration_usage(job.spec or {}, metrics))
 
 
-def record_inference(*, session: Session, team_id: int, api_key_id: int | None, device_seconds: float,
-                     tokens_generated: int) -> None:
-    """One on-demand inference call (the OpenAI chat route, the Tinker API's sample): its seconds in the engine."""
-    session.add(UsageRecord(team_id=team_id, job_id=None, api_key_id=api_key_id, pool="generation",
-                            source="inference", iteration=None, device_seconds=max(0.0, device_seconds),
-                            tokens_generated=max(0, tokens_generated), tokens_trained=0))
-
-
 # -- reads -------------------------------------------------------------------------------------------------------
 def _sums() -> list[Any]:
     generation = UsageRecord.pool == "generation"
@@ -157,7 +150,7 @@ def usage_rows(*, session: Session, team: Team, group_by: GroupBy, start: dateti
     query = (select(column, label, *_sums()).outerjoin(model, model.id == column).where(*where)
              .group_by(column, label))
     rows = session.execute(query).all()
-    none_label = "on-demand inference" if group_by == "job" else "sessions (no API key)"
+    none_label = "no job" if group_by == "job" else "sessions (no API key)"
     out = [UsageRow(row[0], str(row[1]) if row[0] is not None else none_label, _totals(row[2:])) for row in rows]
     return sorted(out, key=lambda r: (-r.totals.device_seconds, -r.totals.tokens, r.id or 0))
 

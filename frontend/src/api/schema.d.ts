@@ -2941,6 +2941,11 @@ export interface components {
              */
             shared_jobs?: number;
             /**
+             * Tail Tokens Per Forward
+             * @description grouped speculative decoding: measured tokens per forward pass while speculating (a job's `tail_tokens_per_forward` iteration metric); the tail (at most a quarter of the batch still decoding) costs PTL(BS) / this per token. null: 1 (no speculation), or the job's median with from_job_id
+             */
+            tail_tokens_per_forward?: number | null;
+            /**
              * Timeline Lanes
              * @description generation lanes kept in the returned timeline
              * @default 8
@@ -3593,12 +3598,12 @@ export interface components {
             device_seconds: number;
             /**
              * Generation Device Seconds
-             * @description generation instances' device time (each iteration's time x its live instances x devices per instance; inference calls' time)
+             * @description generation instances' device time (each iteration's time x its live instances x devices per instance)
              */
             generation_device_seconds: number;
             /**
              * Tokens Generated
-             * @description response tokens the policy (or an inference call) sampled
+             * @description response tokens the policy sampled
              */
             tokens_generated: number;
             /**
@@ -3645,12 +3650,12 @@ export interface components {
             device_seconds: number;
             /**
              * Generation Device Seconds
-             * @description generation instances' device time (each iteration's time x its live instances x devices per instance; inference calls' time)
+             * @description generation instances' device time (each iteration's time x its live instances x devices per instance)
              */
             generation_device_seconds: number;
             /**
              * Id
-             * @description the team's, job's or API key's id; null: on-demand inference (group_by job), sessions without a key (group_by key), a day
+             * @description the team's, job's or API key's id; null: no job (group_by job), sessions without a key (group_by key), a day
              */
             id: number | null;
             /**
@@ -3660,7 +3665,7 @@ export interface components {
             name: string;
             /**
              * Tokens Generated
-             * @description response tokens the policy (or an inference call) sampled
+             * @description response tokens the policy sampled
              */
             tokens_generated: number;
             /**
