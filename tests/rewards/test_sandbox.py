@@ -79,7 +79,8 @@ def test_broken_code_is_a_per_sample_error(code, fragment):
 def test_scratch_is_writable_and_private_to_the_worker():
     code = "def reward(p, r, m):\n    open('notes.txt', 'a').write(r)\n    return float(len(open('notes.txt').read()))"
     with python_reward(code) as reward:
-        assert [o.value for o in reward.score_many([("p", "ab", {}), ("p", "cd", {})])] == [2.0, 4.0]
+        # one worker's calls share its scratch (a batch's lanes each have their own: workers/rewards/lanes.py)
+        assert [reward.score("p", "ab", {}).value, reward.score("p", "cd", {}).value] == [2.0, 4.0]
     with python_reward(code) as other:  # a new jail starts with an empty scratch
         assert other.score("p", "xyz", {}).value == 3.0
 
@@ -90,7 +91,7 @@ def test_worker_restarts_after_a_timeout_and_keeps_scoring():
     with python_reward(code, timeout_s=0.5) as reward:
         outs = reward.score_many([("p", "ok", {}), ("p", "hang", {}), ("p", "ok", {})])
         assert [o.value for o in outs] == [1.0, 0.0, 1.0]
-        assert "time limit" in (outs[1].error or "") and reward.worker.restarts == 1
+        assert "time limit" in (outs[1].error or "") and reward.restarts == 1
 
 
 @needs_jail

@@ -12,9 +12,10 @@ error); finite values are clamped to [-REWARD_LIMIT, REWARD_LIMIT]. A dict has a
 from __future__ import annotations
 
 import math
+import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -81,6 +82,14 @@ class Reward(ABC):
     def score_many(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> list[RewardOutcome]:
         """Score (prompt, response, meta) triples in order."""
         return [self.score(prompt, response, meta) for prompt, response, meta in items]
+
+    def score_each(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]],
+                   cancel: threading.Event | None = None) -> Iterator[tuple[int, RewardOutcome]]:
+        """(index, outcome) of each triple as soon as it is scored, in any order; nothing more once `cancel` is set.
+        Here the batch at once (`score_many`: a judge or reward model grades it together); python rewards hand each
+        outcome back as it is ready (workers/rewards/lanes.py)."""
+        if cancel is None or not cancel.is_set():
+            yield from enumerate(self.score_many(items))
 
     @property
     def sandbox_mode(self) -> str | None:

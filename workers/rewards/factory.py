@@ -9,7 +9,8 @@ A component that errors makes the composite's outcome an error too (value 0.0), 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from contract.rewards.builtins import bind_builtin
@@ -59,6 +60,26 @@ class CompositeReward(Reward):
         batch = list(items)
         per_part = [(name, weight, part.score_many(batch)) for name, weight, part in self.parts]
         return [self._combine([(name, w, outs[i]) for name, w, outs in per_part]) for i in range(len(batch))]
+
+    def score_each(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]],
+                   cancel: threading.Event | None = None) -> Iterator[tuple[int, RewardOutcome]]:
+        """A sample's outcome once every component scored it, or at its first component error (the later
+        components then skip it); in-process components first, so a sandboxed one's outcomes complete samples as
+        they come."""
+        batch = list(items)
+        got: list[dict[str, RewardOutcome]] = [{} for _ in batch]
+        pending = list(range(len(batch)))
+        for name, _, part in sorted(self.parts, key=lambda p: p[2].sandbox_mode is not None):
+            finished: set[int] = set()
+            for sub, outcome in part.score_each([batch[i] for i in pending], cancel):
+                index = pending[sub]
+                got[index][name] = outcome
+                if outcome.error is not None or len(got[index]) == len(self.parts):
+                    finished.add(index)
+                    yield index, self._combine([(n, w, got[index][n]) for n, w, _ in self.parts if n in got[index]])
+            if cancel is not None and cancel.is_set():
+                return
+            pending = [i for i in pending if i not in finished]
 
     @staticmethod
     def _combine(outcomes: list[tuple[str, float, RewardOutcome]]) -> RewardOutcome:

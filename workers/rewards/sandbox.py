@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from typing import Any
 from workers.rewards.base import Reward, RewardOutcome, RewardResultError, outcome_from_result
 from workers.rewards.channel import Channel, ChannelError, ProtocolViolation, StaleReply
 from workers.rewards.jail import JAIL_UID, SandboxUnavailable, choose_mode, jail_command
+from workers.rewards.lanes import Lanes, lane_width
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
 STARTUP_TIMEOUT_S = 20.0
@@ -174,6 +175,14 @@ class SandboxWorker:
         with self._lock:
             self._stop()
 
+    def interrupt(self) -> None:
+        """Kill the running harness now, from any thread: a call waiting on it fails at once (the next call starts a
+        fresh worker). Without the lock: the call holding it is what must end."""
+        current = self._current
+        if current is not None and current.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(current.proc.pid, signal.SIGKILL)
+
     def _death_reason(self, exc: ChannelError, wait_s: float = DEATH_WAIT_S) -> str:
         """Why the worker broke: a protocol violation says so at once (the restart kills it); a closed pipe waits at
         most `wait_s` for the exit status (the call's own time limit bounds it)."""
@@ -200,9 +209,11 @@ class SandboxWorker:
         return f"{reason}: {tail}" if tail else reason
 
     # -- calls --------------------------------------------------------------------------------------------------
-    def call(self, prompt: str, response: str, meta: Mapping[str, Any]) -> RewardOutcome:
+    def call(self, prompt: str, response: str, meta: Mapping[str, Any],
+             cancel: threading.Event | None = None) -> RewardOutcome:
+        """`cancel`: once set, the call fails without running (set it, then `interrupt`, to end a running call)."""
         try:
-            reply = self.request({"prompt": prompt, "response": response, "meta": dict(meta)})
+            reply = self.request({"prompt": prompt, "response": response, "meta": dict(meta)}, cancel)
         except SandboxCallFailed as exc:
             return RewardOutcome.failed(str(exc))
         try:
@@ -210,21 +221,21 @@ class SandboxWorker:
         except RewardResultError as exc:
             return RewardOutcome.failed(str(exc)[:MAX_ERROR_CHARS])
 
-    def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def request(self, payload: dict[str, Any], cancel: threading.Event | None = None) -> dict[str, Any]:
         """Send one request to the harness and return its successful reply (`{"ok": true, "result": ...}`); raises
         SandboxCallFailed with the reason otherwise (the worker is restarted where it must be)."""
         with self._lock:
             try:
-                return self._request(payload)
+                return self._request(payload, cancel)
             except StaleReply:  # the previous call's code wrote extra replies: run this one on a fresh worker
                 self._restart()
             try:
-                return self._request(payload)
+                return self._request(payload, cancel)
             except StaleReply as exc:  # written again before this call ran: the code itself is broken
                 self._restart()
                 raise SandboxCallFailed(str(exc)) from None
 
-    def _request(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _request(self, payload: dict[str, Any], cancel: threading.Event | None) -> dict[str, Any]:
         if self._current is not None and self._current.proc.poll() is not None:
             self._stop()  # died while idle (bwrap --die-with-parent follows the thread that started it): start anew
         if self.load_error is None and self._current is None:
@@ -239,6 +250,8 @@ class SandboxWorker:
         if self.load_error is not None:
             raise SandboxCallFailed(self.load_error)
         assert self._current is not None
+        if cancel is not None and cancel.is_set():  # checked after the start: an `interrupt` from now on ends the call
+            raise SandboxCallFailed(f"{self.kind} call abandoned")
         channel = self._current.channel
         deadline = time.monotonic() + self.timeout_s
         printed = channel.output_bytes
@@ -274,13 +287,28 @@ class SandboxWorker:
 class PythonReward(Reward):
     """`type: python`: params timeout_s (2.0, at most 60), memory_mb (256, 64..4096).
 
-    Building it chooses the sandbox mode and raises SandboxUnavailable (jail.py) where python rewards may not run.
+    A batch (`score_each`, `score_many`) is scored on up to `lane_width(memory_mb)` workers at once (lanes.py), each
+    outcome handed back as it is ready. Building it chooses the sandbox mode and raises SandboxUnavailable (jail.py)
+    where python rewards may not run.
     """
 
     name = "python"
 
-    def __init__(self, code: str, *, timeout_s: float = 2.0, memory_mb: int = 256, mode: str | None = None):
-        self.worker = SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb, mode=mode)
+    def __init__(self, code: str, *, timeout_s: float = 2.0, memory_mb: int = 256, mode: str | None = None,
+                 width: int | None = None):
+        first = SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb, mode=mode)
+        self.lanes = Lanes(first, lambda: SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb,
+                                                        mode=first.mode),
+                           lane_width(memory_mb) if width is None else width)
+
+    @property
+    def worker(self) -> SandboxWorker:
+        """The first worker (single calls; its `protections` say how every lane is confined)."""
+        return self.lanes.workers[0]
+
+    @property
+    def restarts(self) -> int:
+        return sum(worker.restarts for worker in self.lanes.workers)
 
     @property
     def sandbox_mode(self) -> str | None:
@@ -289,5 +317,16 @@ class PythonReward(Reward):
     def score(self, prompt: str, response: str, meta: Mapping[str, Any] | None = None) -> RewardOutcome:
         return self.worker.call(prompt, response, meta or {})
 
+    def score_each(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]],
+                   cancel: threading.Event | None = None) -> Iterator[tuple[int, RewardOutcome]]:
+        return self.lanes.score_each(items, cancel)
+
+    def score_many(self, items: Iterable[tuple[str, str, Mapping[str, Any] | None]]) -> list[RewardOutcome]:
+        batch = list(items)
+        outcomes: list[RewardOutcome | None] = [None] * len(batch)
+        for index, outcome in self.score_each(batch):
+            outcomes[index] = outcome
+        return [outcome for outcome in outcomes if outcome is not None]
+
     def close(self) -> None:
-        self.worker.close()
+        self.lanes.close()

@@ -47,6 +47,7 @@ from contract.states import InstanceStatus, JobStatus
 from workers.core import generation_request, sampling_params, to_sample
 from workers.core.episode import Episode, EpisodeRunner, grade_episodes
 from workers.generation.engine import GenerationRequest, GenerationResult
+from workers.rewards.base import RewardOutcome
 from workers.runtime import components
 from workers.runtime.context import HostMissing, JobContext, JobSetupError, load_context
 from workers.runtime.inflight import DrainGate, EpisodeVersions, in_flight_updates
@@ -82,6 +83,7 @@ class InstanceRunner:
                                            device=components.worker_device())
         self.spans = SpanRecorder(ctx.job_id, instance_id, ctx.reporter)
         self.stop = threading.Event()
+        self.job_over = threading.Event()  # the job ended (succeeded, failed, cancelled): scoring stops too
         self.shutdown = ShutdownWatch(self.redis, ctx.node)
         self.in_flight: dict[str, _InFlight] = {}
         self.local: deque[tuple[str, PromptRequest]] = deque()
@@ -179,7 +181,9 @@ class InstanceRunner:
                                    "version": getattr(self.engine, "version", None), "produced": self.produced,
                                    "shared": self.shared}),
                        ex=120)
-        if self.redis.exists(keys.instance_stop(self.ctx.job_id, self.instance_id), keys.job_done(self.ctx.job_id)):
+        if self.redis.exists(keys.job_done(self.ctx.job_id)):
+            self.job_over.set()
+        if self.redis.exists(keys.instance_stop(self.ctx.job_id, self.instance_id)) or self.job_over.is_set():
             self.stop.set()
         if not self.ctx.reporter.beat_instance(self.ctx.job_id, self.instance_id, socket.gethostname()):
             self.stop.set()
@@ -294,11 +298,13 @@ class InstanceRunner:
 
     def _flush(self, *, final: bool = False) -> None:
         """Stream the finished samples and acknowledge their prompts: one atomic Redis round trip for the batch; then
-        the reward tally (at once after an error, else at most once a second)."""
+        the reward tally (at once after an error, else at most once a second). Once the job is over the outbox is
+        dropped unscored (its prompts stay unacknowledged: nobody reads them any more)."""
         if self.outbox:
             samples = self._samples(self.outbox)
-            self.samples.publish_finished(self.queue, samples)
-            self.produced += len(samples)
+            if samples is not None:
+                self.samples.publish_finished(self.queue, samples)
+                self.produced += len(samples)
             self.outbox = []
         self.reward_tally.flush(force=final)
         now = time.monotonic()
@@ -308,17 +314,30 @@ class InstanceRunner:
             self._reward_seconds, self._reward_seconds_at = 0.0, now
 
     def _samples(self, finished: list[tuple[_InFlight, GenerationResult | None, Episode | None]]) -> list[
-            tuple[Sample, str]]:
-        """The outbox's samples with their prompt entries: completions scored in one `score_many` batch, episodes
-        carrying their environment's reward (plus their grader's, scored in one batch too); each reward error is
-        tallied and reported."""
+            tuple[Sample, str]] | None:
+        """The outbox's samples with their prompt entries: completions scored as one batch (`score_each`: a judge
+        grades it together, python rewards several at once), each reward error tallied and reported as it happens;
+        episodes carrying their environment's reward (plus their grader's, scored in one batch too). None: the job
+        ended while scoring (the running reward calls are killed: a failed job's instance stops within a beat)."""
+        if self.job_over.is_set():
+            return None
         completions = [(flight.request, result) for flight, result, _ in finished if result is not None]
         episodes = [episode for _, _, episode in finished if episode is not None]
         start = time.monotonic()
-        outcomes = iter(self.reward.score_many([(r.prompt_text, res.text, r.meta) for r, res in completions])
-                        if completions else [])
-        graded = iter(grade_episodes(self.reward, episodes))
-        self._reward_seconds += time.monotonic() - start
+        scored: dict[int, RewardOutcome] = {}
+        try:
+            if completions:
+                for index, outcome in self.reward.score_each(
+                        [(r.prompt_text, res.text, r.meta) for r, res in completions], self.job_over):
+                    scored[index] = outcome
+                    if outcome.error is not None:
+                        self._count_reward(outcome.error)
+            if self.job_over.is_set():
+                return None
+            graded = iter(grade_episodes(self.reward, episodes))
+        finally:
+            self._reward_seconds += time.monotonic() - start
+        outcomes = iter(scored[index] for index in range(len(completions)))
         out: list[tuple[Sample, str]] = []
         for flight, result, episode in finished:
             if episode is not None:
@@ -326,15 +345,22 @@ class InstanceRunner:
                 sample = self.episode_versions.stamp(flight.request.sample_id, self.episodes.to_sample(
                     episode, job_id=self.ctx.job_id, version=flight.version, instance_id=self.instance_id,
                     graded=next(graded)))
+                self._count_reward(sample.reward_error)
             else:
                 assert result is not None
-                sample = to_sample(flight.request, result, next(outcomes), job_id=self.ctx.job_id,
+                outcome = next(outcomes)
+                sample = to_sample(flight.request, result, outcome, job_id=self.ctx.job_id,
                                    version=flight.version, instance_id=self.instance_id)
-            self.reward_tally.add(sample.reward_error)
-            if sample.reward_error:
-                self._report_reward_error(sample.reward_error)
+                if outcome.error is None:  # errors were counted as they came
+                    self._count_reward(None)
             out.append((sample, flight.entry_id))
         return out
+
+    def _count_reward(self, error: str | None) -> None:
+        self.reward_tally.add(error)
+        if error:
+            self.reward_tally.flush()  # at once: the controller's error rate sees it now, not after the batch
+            self._report_reward_error(error)
 
     def _tokenizer(self) -> Any:
         return AutoTokenizer.from_pretrained(str(self.ctx.model_dir))
