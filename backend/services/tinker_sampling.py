@@ -4,6 +4,7 @@
     sampler = register_sampler(...)           # create_sampling_session / save_weights_and_get_sampling_client:
                                               # a Redis record {team, base model dir, adapter dir (PEFT) or None}
     plan = read_request(body)                 # the SDK's JSON SampleRequest -> inference.SampleRequest (400s here)
+    check_vocabulary(plan, sampler)           # every token id inside the served model's vocabulary (400 naming it)
     request_id = start(client, team, sampler, plan)     # sampled in a thread of the API process
     outcome = peek(client, team, request_id)            # retrieve_future: try_again, the result, or a failure
 
@@ -24,6 +25,8 @@ import logging
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -88,14 +91,17 @@ def _tokens(prompt: Any) -> list[int]:
     if not isinstance(chunks, list) or not chunks:
         raise TinkerError(400, "prompt.chunks must be a non-empty list")
     tokens: list[int] = []
-    for chunk in chunks:
+    for index, chunk in enumerate(chunks):
         kind = chunk.get("type", "encoded_text") if isinstance(chunk, dict) else None
         if kind != "encoded_text":
             raise unsupported(f"{kind} prompt chunks (token chunks only)")
         ids = chunk.get("tokens")
-        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 1 << 31
-                                                for t in ids):
-            raise TinkerError(400, "prompt chunk tokens must be a list of token ids (non-negative integers)")
+        if not isinstance(ids, list):
+            raise TinkerError(400, f"prompt.chunks[{index}].tokens must be a list of token ids")
+        for position, token in enumerate(ids):
+            if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < 1 << 31:
+                raise TinkerError(400, f"prompt.chunks[{index}].tokens[{position}] = {str(token)[:40]} is not a "
+                                       "token id (token ids are non-negative integers below 2^31)")
         tokens.extend(ids)
     if not tokens:
         raise TinkerError(400, "the prompt has no tokens")
@@ -169,6 +175,46 @@ def read_request(body: Any) -> Plan:
         prompt_ids=tokens, max_tokens=max_tokens or NO_LIMIT, temperature=temperature, top_p=top_p, n=num_samples,
         seed=seed, stop=stop, stop_token_ids=stop_ids, logprobs=True, prompt_logprobs=want_prompt)
     return Plan(request=request, last_n=last_n)
+
+
+@lru_cache(maxsize=256)
+def _vocab_size(config_path: str, mtime_ns: int) -> int | None:
+    try:
+        config = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    nested = config.get("text_config") if isinstance(config, dict) else None
+    for source in (nested, config):
+        value = source.get("vocab_size") if isinstance(source, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def vocab_size(model_dir: str) -> int | None:
+    """The model's vocabulary size (its embedding rows: config.json `vocab_size`), None when it cannot be read."""
+    path = Path(model_dir) / "config.json"
+    try:
+        mtime_ns = path.stat().st_mtime_ns
+    except OSError:
+        return None
+    return _vocab_size(str(path), mtime_ns)
+
+
+def check_vocabulary(plan: Plan, sampler: dict[str, Any]) -> None:
+    """A 400 naming the first prompt token or stop token id outside the served model's vocabulary: such an id would
+    reach the shared inference instance (the instance refuses it too, alone, should the config not say)."""
+    vocab = vocab_size(str(sampler["model_dir"]))
+    if vocab is None:
+        return
+    for position, token in enumerate(plan.request.prompt_ids):
+        if token >= vocab:
+            raise TinkerError(400, f"prompt token {position} is {token}, outside the model's vocabulary (token ids "
+                                   f"0 to {vocab - 1})")
+    for position, token in enumerate(plan.request.stop_token_ids):
+        if token >= vocab:
+            raise TinkerError(400, f"sampling_params.stop[{position}] is token {token}, outside the model's "
+                                   f"vocabulary (token ids 0 to {vocab - 1})")
 
 
 # -- running and retrieving -----------------------------------------------------------------------------------------

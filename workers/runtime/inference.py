@@ -13,6 +13,11 @@ removes the state only while the request list is empty, in one atomic step, so n
 A retired key (`keys.inference_retire`: superseded sampler weights) stops as soon as it is idle. A request with
 `prompt_logprobs` gets the logprob of each prompt token given the ones before (None for the first) in its sample 0's
 `done` event, from one forward pass of the served model over the prompt.
+
+Instances are shared (every team using one base model sends to its key), so a request is checked before it enters
+the engine: token ids (prompt and stop ids) must lie in the model's vocabulary (`vocab_size` of the embedding), and a
+prompt that still fails its prompt-logprob pass is refused alone. A bad request gets its own `error` event
+(`invalid_request`); the batch, and other callers' requests in flight, go on.
 """
 
 from __future__ import annotations
@@ -88,6 +93,7 @@ class _Pending:
     request: dict[str, Any]
     left: int  # samples not finished yet
     prompt_logprobs: list[float | None] | None = None
+    device_seconds: float = 0.0  # its rows' shares of the engine's steps (usage: each `done` carries the total so far)
 
 
 class _Batcher(ContinuousBatcher):
@@ -126,6 +132,7 @@ class InferenceInstance:
         self.in_flight = 0
         self.served = 0
         self.engine: HFEngine | None = None
+        self.stepped_at = time.monotonic()  # the end of the engine's previous step (or when it became busy)
         self._stop_if_empty = client.register_script(_STOP_IF_EMPTY)
 
     # -- state ----------------------------------------------------------------------------------------------------
@@ -156,7 +163,14 @@ class InferenceInstance:
             pipe.execute()
 
     def _on_step(self, rows: list[_Row], finished: set[int]) -> None:
-        """After a step: the new token of every unfinished row of a streaming caller (finished rows go in `done`)."""
+        """After a step: the new token of every unfinished row of a streaming caller (finished rows go in `done`).
+        The step's time is shared equally by its rows' requests (their usage in device-seconds)."""
+        now = time.monotonic()
+        share, self.stepped_at = (now - self.stepped_at) / max(1, len(rows)), now
+        for row in rows:
+            owner = self.pending.get(row.request.meta["rid"])
+            if owner is not None:
+                owner.device_seconds += share
         with self.client.pipeline(transaction=False) as pipe:
             count = 0
             for row in rows:
@@ -191,8 +205,21 @@ class InferenceInstance:
                 or not 0 < float(request["top_p"]) <= 1:
             self._refuse(request, "need a non-empty prompt, max_tokens >= 1, temperature >= 0 and 0 < top_p <= 1")
             return
-        self.pending[rid] = _Pending(request, n, self._prompt_logprobs(prompt) if request.get("prompt_logprobs")
-                                     else None)
+        problem = self._token_problem(prompt, request.get("stop_token_ids") or ())
+        if problem is not None:
+            self._refuse(request, problem)
+            return
+        prompt_logprobs = None
+        if request.get("prompt_logprobs"):
+            try:
+                prompt_logprobs = self._prompt_logprobs(prompt)
+            except (IndexError, ValueError, RuntimeError) as err:  # this request's pass failed, not the instance
+                log.warning("inference %s: prompt logprobs of request %s failed: %s", self.key, rid, err)
+                self._refuse(request, f"computing the prompt's logprobs failed: {type(err).__name__}: {err}")
+                return
+        self.pending[rid] = _Pending(request, n, prompt_logprobs)
+        if self.in_flight == 0:  # the engine was idle: its next step's time starts now
+            self.stepped_at = time.monotonic()
         with self.client.pipeline(transaction=False) as pipe:
             self._reply(request, pipe, event="accepted")
             pipe.execute()
@@ -205,6 +232,19 @@ class InferenceInstance:
             yield GenerationRequest(f"{rid}:{k}", prompt, sampling,
                                     meta={"rid": rid, "sample": k,
                                           "stop_token_ids": frozenset(request.get("stop_token_ids") or ())})
+
+    def _token_problem(self, prompt: list[int], stop_ids: Any) -> str | None:
+        """Why the ids cannot enter the engine (an id outside the embedding would crash the whole batch), or None."""
+        assert self.engine is not None
+        vocab = int(self.engine.model.get_input_embeddings().num_embeddings)
+        for position, token in enumerate(prompt):
+            if not 0 <= token < vocab:
+                return (f"prompt token {position} is {token}, outside the model's vocabulary (token ids 0 to "
+                        f"{vocab - 1})")
+        for position, token in enumerate(stop_ids):
+            if not isinstance(token, int) or isinstance(token, bool) or not 0 <= token < vocab:
+                return f"stop token {position} is {token!r}, outside the model's vocabulary (0 to {vocab - 1})"
+        return None
 
     def _prompt_logprobs(self, prompt: list[int]) -> list[float | None]:
         """log p(prompt[i] | prompt[:i]) under the served model (temperature 1); None for the first token."""
@@ -252,7 +292,8 @@ class InferenceInstance:
         with self.client.pipeline(transaction=False) as pipe:
             self._reply(pending.request, pipe, event="done", sample=k, tokens=result.response_ids,
                         logprobs=result.logprobs if pending.request.get("logprobs") else None,
-                        finish=result.finish_reason, **({"prompt_logprobs": pending.prompt_logprobs}
+                        finish=result.finish_reason, device_seconds=pending.device_seconds,
+                        **({"prompt_logprobs": pending.prompt_logprobs}
                                                         if k == 0 and pending.prompt_logprobs is not None else {}))
             pipe.execute()
         pending.left -= 1

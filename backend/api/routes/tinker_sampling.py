@@ -84,5 +84,6 @@ async def asample(request: Request, auth: Auth, session: SessionDep, client: Red
         sampler_id = await run_in_threadpool(_sampler_of, session, client, auth.team, settings.artifacts,
                                              model_path=model_path, base_model=base_model)
         record = await run_in_threadpool(sampling.get_sampler, client, auth.team, sampler_id)
+    await run_in_threadpool(sampling.check_vocabulary, plan, record)
     request_id = await run_in_threadpool(sampling.start, client, auth.team, record, plan)
     return future(request_id, None, sample_sequence_ids=[f"{request_id}.{k}" for k in range(plan.request.n)])
