@@ -1,4 +1,5 @@
-"""`streamrl login | logout | whoami | init-admin`: get a token and keep it in the CLI config."""
+"""`streamrl login | logout | whoami | init-admin | platform-admin`: get a token and keep it in the CLI config; the
+operator's account commands (written to the database)."""
 
 from __future__ import annotations
 
@@ -107,8 +108,28 @@ def init_admin(
     typer.echo(f"created {email}, owner of team {team!r}; logged in to {url} (token saved in {config_path()})")
 
 
+def platform_admin(
+    email: str,
+    revoke: bool = typer.Option(False, "--revoke", help="take the platform admin flag away instead"),
+) -> None:
+    """Make an existing account a platform admin (device catalog), or --revoke it: written to the database
+    (STREAMRL_DATABASE_URL), so only whoever runs the installation can. Unlike STREAMRL_PLATFORM_ADMINS, this names a
+    self-registered account too: use it once you know the account is the person's."""
+    from contract.settings import ConfigError, load_settings
+    from streamrl.cli.bootstrap import set_platform_admin
+
+    try:
+        database_url = load_settings().database_url
+    except ConfigError as exc:
+        raise CLIError(str(exc)) from None
+    if not set_platform_admin(database_url, email, grant=not revoke):
+        raise CLIError(f"no account has the email {email.strip().lower()}")
+    typer.echo(f"{email.strip().lower()} is {'no longer ' if revoke else ''}a platform admin")
+
+
 def register(app: typer.Typer) -> None:
     app.command("login")(login)
     app.command("logout")(logout)
     app.command("whoami")(whoami)
     app.command("init-admin")(init_admin)
+    app.command("platform-admin")(platform_admin)

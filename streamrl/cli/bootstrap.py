@@ -77,6 +77,26 @@ def create_owner(database_url: str, email: str, password: str, team: str) -> Non
         engine.dispose()
 
 
+def set_platform_admin(database_url: str, email: str, *, grant: bool) -> bool:
+    """Flag (or unflag) an existing account as a platform admin, straight in the database: the operator's own way to
+    vouch for an account (a self-registered one included). False when no account has that email."""
+    from sqlalchemy import select
+
+    from backend.db.models import User
+    from backend.db.session import make_engine, session_scope
+
+    engine = make_engine(database_url)
+    try:
+        with session_scope(engine) as session:
+            user = session.scalar(select(User).where(User.email == email.strip().lower()))
+            if user is None:
+                return False
+            user.is_platform_admin = grant
+            return True
+    finally:
+        engine.dispose()
+
+
 def bootstrap_admin(api_url: str, data_dir: Path, database_url: str) -> str | None:
     """Log the CLI in as the embedded setup's owner; on a database without users, create that owner first.
 

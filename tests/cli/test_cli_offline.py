@@ -146,3 +146,36 @@ def test_init_admin_direct_writes_the_database(tmp_path: Path, monkeypatch: pyte
     again = runner.invoke(app, args)
     assert again.exit_code == 1
     assert again.stderr.startswith("error: could not create ops@example.com: ") and "already registered" in again.stderr
+
+
+def test_platform_admin_flags_an_account_in_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy import select
+
+    from backend.db.models import User
+    from backend.db.session import make_engine, session_scope
+    from backend.services import sessions, teams
+
+    url = f"sqlite:///{tmp_path / 'ops.db'}"
+    monkeypatch.setenv("STREAMRL_DATABASE_URL", url)
+    monkeypatch.setenv("STREAMRL_DATA_DIR", str(tmp_path))
+    assert runner.invoke(app, ["migrate"]).exit_code == 0
+    engine = make_engine(url)
+    with session_scope(engine) as session:  # the first account (the operator's), then one registered through the API
+        teams.register(session=session, email="first@example.com", password="pw-12345678", team_name="ops")
+        teams.register_public(session=session, email="Ops@Example.com", password="pw-12345678", team_name="other")
+
+    def operator_status() -> bool:
+        with session_scope(engine) as session:
+            user = session.scalar(select(User).where(User.email == "ops@example.com"))
+            assert user is not None and user.self_registered
+            return sessions.is_platform_admin(user, ["ops@example.com"])
+
+    assert operator_status() is False  # listed, but self-registered: the list alone gives it nothing
+    granted = runner.invoke(app, ["platform-admin", "OPS@example.com"])
+    assert granted.exit_code == 0 and granted.stdout.strip() == "ops@example.com is a platform admin", granted.output
+    assert operator_status() is True
+    assert runner.invoke(app, ["platform-admin", "ops@example.com", "--revoke"]).exit_code == 0
+    assert operator_status() is False
+    missing = runner.invoke(app, ["platform-admin", "nobody@example.com"])
+    assert missing.exit_code == 1 and "no account has the email nobody@example.com" in missing.stderr
+    engine.dispose()
