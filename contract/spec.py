@@ -25,6 +25,7 @@ from contract.catalog import (
     EnvironmentName,
 )
 from contract.environments import PYTHON, bind_builtin
+from contract.scheduling import PRIORITIES, Priority
 from contract.spec_base import StrictModel, check_json_value, choice_list
 from contract.spec_operations import (
     AutoscaleSpec,
@@ -349,6 +350,11 @@ class JobSpec(StrictModel):
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="device-seconds and tokens the job may use; "
                                "at 100% it pauses at a checkpoint until a limit is raised")
+    priority: Priority = Field("normal", json_schema_extra=choice_list(PRIORITIES),
+                               description="scheduling class: the queue orders by it first; at most the team's "
+                               "max_priority quota")
+    preemptible: bool = Field(True, description="the scheduler may hand the job back at a checkpoint for a "
+                              "higher-priority or under-share job (it resumes from there); false: team admins only")
     seed: int = Field(0, ge=0, le=MAX_SEED)
 
     @model_validator(mode="after")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 from sqlalchemy import select
@@ -15,6 +15,7 @@ from backend.schemas.auth import Quotas, TeamPublic
 from backend.schemas.common import Page
 from backend.schemas.jobs import JobPublic, Progress
 from backend.services.job_data import summary_columns
+from contract.scheduling import Priority
 from contract.sharing import stored_spec_shares_generation, stored_spec_shares_training
 
 M = TypeVar("M", bound=BaseModel)
@@ -28,7 +29,8 @@ def page_of(schema: type[M], rows: Sequence[Any], total: int | None = None) -> P
 def team_public(team: Team, role: Role | None = None) -> TeamPublic:
     quotas = Quotas(
         max_concurrent_jobs=team.max_concurrent_jobs, max_generation_instances=team.max_generation_instances,
-        max_device_hours_per_month=team.max_device_hours_per_month,
+        max_device_hours_per_month=team.max_device_hours_per_month, share=team.share,
+        max_priority=cast(Priority, team.max_priority),
     )
     return TeamPublic(id=team.id, name=team.name, quotas=quotas, role=role)
 

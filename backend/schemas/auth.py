@@ -6,6 +6,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from backend.db.enums import Role
 from backend.schemas.common import MAX_ID, ORMModel, RequestModel, UtcDatetime
+from contract.scheduling import PRIORITIES, Priority
+from contract.spec_base import choice_list
 
 PASSWORD_RULE = "10-200 characters, 5+ distinct, not a common password, not containing the email's name"
 
@@ -42,6 +44,8 @@ class Quotas(BaseModel):
     max_generation_instances: int = Field(ge=0, le=100_000)
     max_device_hours_per_month: float | None = Field(None, ge=0, description="device-hours (both pools) per calendar "
                                                       "month (UTC); null: no budget")
+    share: float = Field(1.0, description="fair-share weight: the scheduler splits contended slots in proportion")
+    max_priority: Priority = Field("normal", description="the highest JobSpec.priority the team's jobs may ask for")
 
 
 class QuotasUpdate(RequestModel):
@@ -49,6 +53,9 @@ class QuotasUpdate(RequestModel):
     max_generation_instances: int | None = Field(None, ge=0, le=100_000)
     max_device_hours_per_month: float | None = Field(None, ge=0, le=1e9, description="the team's monthly budget of "
                                                       "device-hours; an explicit null removes it")
+    share: float | None = Field(None, gt=0, le=1000, description="fair-share weight (default 1)")
+    max_priority: Priority | None = Field(None, json_schema_extra=choice_list(PRIORITIES),
+                                          description="the highest JobSpec.priority the team's jobs may ask for")
 
 
 class TeamPublic(BaseModel):

@@ -30,6 +30,7 @@ from backend.services.job_data import (
 )
 from backend.services.job_notes import has_tag, matches_text
 from backend.services.models import find_model
+from backend.services.scheduling import team_priority
 from backend.services.trackers import register_runs
 from contract.rewards import validate_reward_spec
 from contract.spec import JobSpec
@@ -85,6 +86,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
     """A queued job; refuses unregistered models, other teams' datasets and server paths, and any job while the
     team's monthly budget is used up. `api_key_id`: the key that submitted it (its usage is reported under it)."""
     check_team_budget(session, team)
+    spec = team_priority(team, spec)  # 422 above the team's max_priority; unset: the default, at most that
     model = find_model(session=session, team_id=team.id, name=spec.model)
     if model is None:
         raise InvalidInput(

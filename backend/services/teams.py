@@ -91,12 +91,17 @@ def default_team_id(*, session: Session, user: User) -> int | None:
 
 
 def update_quotas(
-    *, session: Session, team: Team, max_concurrent_jobs: int | None, max_generation_instances: int | None
+    *, session: Session, team: Team, max_concurrent_jobs: int | None, max_generation_instances: int | None,
+    share: float | None = None, max_priority: str | None = None,
 ) -> Team:
     if max_concurrent_jobs is not None:
         team.max_concurrent_jobs = max_concurrent_jobs
     if max_generation_instances is not None:
         team.max_generation_instances = max_generation_instances
+    if share is not None:
+        team.share = share
+    if max_priority is not None:
+        team.max_priority = max_priority
     session.flush()
     return team
 

@@ -40,6 +40,8 @@ def update_quotas(body: QuotasUpdate, auth: AdminAuth, session: SessionDep) -> T
         team=auth.team,
         max_concurrent_jobs=body.max_concurrent_jobs,
         max_generation_instances=body.max_generation_instances,
+        share=body.share,
+        max_priority=body.max_priority,
     )
     if "max_device_hours_per_month" in body.model_fields_set:  # null removes the budget; its paused jobs resume
         team.max_device_hours_per_month = body.max_device_hours_per_month

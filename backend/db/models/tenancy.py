@@ -19,6 +19,8 @@ class Team(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     max_concurrent_jobs: Mapped[int] = mapped_column(default=2)
     max_generation_instances: Mapped[int] = mapped_column(default=8)
+    share: Mapped[float] = mapped_column(default=1.0, server_default="1")  # fair-share weight (backend/scheduler)
+    max_priority: Mapped[str] = mapped_column(String(16), default="normal", server_default="normal")  # JobSpec.priority
     # device-hours (both pools) the team may use per calendar month (UTC); None: no budget (backend/services/budgets)
     max_device_hours_per_month: Mapped[float | None]
     hub_token_sealed: Mapped[str | None] = mapped_column(Text)  # the team's Hugging Face token, encrypted (secret_box)
