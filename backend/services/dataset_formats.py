@@ -127,8 +127,13 @@ def _table_rows(content: bytes, fmt: str) -> list[tuple[str, Any]]:
         raise InvalidInput(f"not a readable {fmt} file ({exc})", loc=("body", "file")) from None
     if table.num_rows > MAX_ROWS:
         raise UploadTooLarge(f"the file holds {table.num_rows} rows; a dataset holds at most {MAX_ROWS}")
+    try:
+        pylist = table.to_pylist()
+    except (pa.ArrowException, ValueError) as exc:  # e.g. a string column that is not UTF-8
+        raise InvalidInput(f"not a readable {fmt} file ({type(exc).__name__}: {str(exc)[:200]})",
+                           loc=("body", "file")) from None
     rows = []
-    for index, row in enumerate(table.to_pylist(), start=1):
+    for index, row in enumerate(pylist, start=1):
         where = f"row {index}"
         for column in CHAT_COLUMNS:  # CSV cells are text: a JSON list there is a conversation
             value = row.get(column)
