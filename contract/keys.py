@@ -259,3 +259,25 @@ def share_state(key: str) -> str:
 def share_starting(key: str) -> str:
     """Set (NX, with a TTL) by the controller when it sends the shared instance's task, until its first heartbeat."""
     return f"streamrl:shared:{key}:starting"
+
+
+def job_preempt(job_id: int) -> str:
+    """Set by the scheduler (backend/controller/admission.py): JSON {reason, deadline}. The driver hands the job back
+    at its next checkpoint, or at `deadline` (epoch seconds) with a checkpoint of its last step, whichever is first."""
+    return f"{prefix(job_id)}:preempt"
+
+
+def job_admitted(job_id: int) -> str:
+    """JSON {at, iteration}: when the scheduler last admitted the job and its iteration then (a job is not preempted
+    before its first checkpoint after that)."""
+    return f"{prefix(job_id)}:admitted"
+
+
+def scheduler_queue() -> str:
+    """JSON {job_id: {position, reason, waiting_for, eta_s, needs}} of every waiting item, written by each pass."""
+    return "streamrl:scheduler:queue"
+
+
+def scheduler_recent() -> str:
+    """Hash team id -> JSON {share, at}: each team's decayed recent standing (backend/scheduler/history.py)."""
+    return "streamrl:scheduler:recent"
