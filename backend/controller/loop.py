@@ -4,7 +4,8 @@
 
 Between passes it blocks on the API's wake-up list (`keys.controller_wake`, pushed after every job change), so a
 submitted or cancelled job is acted on at once; without a wake-up the next pass comes after `interval`, or after
-`idle_interval` while there is no job to watch (an idle platform then costs almost no CPU). A pass that fails (a
+`idle_interval` while there is no job to watch (an idle platform then costs almost no CPU; the watch loop slows down
+too). A pass that fails (a
 database or Redis hiccup) is logged and retried at the next one. Beside the passes a `WatchLoop` thread sends due
 alert deliveries, records stalls and mirrors trackers (backend/controller/watch.py); with `once` it runs one step of
 each after the pass.
@@ -49,7 +50,9 @@ def run_controller(*, interval: float = 1.0, idle_interval: float = 10.0, once: 
             watch.step()
             watch.tracker_step()
             return
-        wait_for_wake(client, keys.controller_wake(), interval if busy else max(interval, idle_interval))
+        watch.set_busy(busy)
+        if wait_for_wake(client, keys.controller_wake(), interval if busy else max(interval, idle_interval)):
+            watch.set_busy(True)  # a job changed: watch at full pace until a pass says there is nothing to watch
 
 
 def wait_for_wake(client: Any, key: str, timeout_s: float) -> bool:
