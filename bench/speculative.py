@@ -5,7 +5,9 @@ the hf engine at batch `--batch`, `--prompts` prompts x `--group` samples per it
 request seeds in both arms (seeded sampling emits the same tokens with and without speculation: hf_speculative.py),
 `--rounds` interleaved rounds of `--iterations` iterations each (different prompts per iteration); per arm the median
 round. Tail phase = from the moment 90% of an iteration's samples have finished to its last finish; its tokens/s
-counts the tokens the remaining rows emitted in it. A greedy pass checks the outputs are identical.
+counts the tokens the remaining rows emitted in it. A greedy pass checks the outputs are identical. Times are wall
+clock; the `_cpu` figures use this process's CPU time instead (one torch thread), which other processes on a busy
+machine disturb far less.
 
 End-to-end part (`--e2e`, the real platform through bench/modes.py --speculative): sync and async jobs with
 `generation.speculative` off and group, interleaved repeats, median samples/s and the reward of the last iterations.
@@ -58,19 +60,21 @@ def iteration_requests(engine: HFEngine, iteration: int, prompts: int, group: in
 def run_iteration(engine: HFEngine, requests: list[GenerationRequest]) -> dict[str, float]:
     """One iteration's requests through a fresh batch; tokens/s overall and in the tail phase."""
     batcher = engine._batcher()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     results: list[GenerationResult] = []
     tail_from = math.ceil(0.9 * len(requests))
-    tail_start, tail_base, tail_rows = 0.0, 0, []
+    tail_start = tail_cpu = 0.0
+    tail_base, tail_rows = 0, []
     for result in batcher.run(iter(requests)):
         results.append(result)
         if len(results) == tail_from:
-            tail_start, tail_rows = time.perf_counter(), list(batcher.rows)
+            tail_start, tail_cpu, tail_rows = time.perf_counter(), time.process_time(), list(batcher.rows)
             tail_base = sum(len(row.response_ids) for row in tail_rows)
-    end = time.perf_counter()
+    end, cpu_end = time.perf_counter(), time.process_time()
     tail_tokens = sum(len(row.response_ids) for row in tail_rows) - tail_base
     tokens = sum(len(r.response_ids) for r in results)
-    return {"seconds": end - t0, "tokens": tokens, "tail_seconds": end - tail_start, "tail_tokens": tail_tokens,
+    return {"seconds": end - t0, "cpu_seconds": cpu_end - c0, "tokens": tokens, "tail_seconds": end - tail_start,
+            "tail_cpu_seconds": cpu_end - tail_cpu, "tail_tokens": tail_tokens,
             "forwards": sum(r.forward_passes for r in results), "drafted": sum(r.draft_tokens for r in results),
             "accepted": sum(r.accepted_tokens for r in results),
             "outputs": {r.request_id: tuple(r.response_ids) for r in results}}  # type: ignore[dict-item]
@@ -99,7 +103,8 @@ def engine_part(args: argparse.Namespace, model_dir: Path) -> dict[str, float]:
             rounds[arm].append(total)
             print(f"round {round_ + 1} {arm:5s} tokens/s={total['tokens'] / total['seconds']:8.1f} "
                   f"tail tokens/s={total['tail_tokens'] / total['tail_seconds']:8.1f} "
-                  f"(tail {total['tail_seconds']:.2f} of {total['seconds']:.2f} s) "
+                  f"(tail {total['tail_seconds']:.2f} of {total['seconds']:.2f} s; cpu {total['tail_cpu_seconds']:.2f} "
+                  f"of {total['cpu_seconds']:.2f} s) "
                   f"tokens/forward={total['tokens'] / total['forwards']:.2f} "
                   f"acceptance={total['accepted'] / max(total['drafted'], 1):.2f}", flush=True)
     same_sampled = outputs["off"] == outputs["group"]
@@ -108,13 +113,17 @@ def engine_part(args: argparse.Namespace, model_dir: Path) -> dict[str, float]:
         set_arm(engine, arm)
         greedy[arm] = run_iteration(engine, [GenerationRequest(r.request_id, r.prompt_ids, SamplingParams(
             temperature=0, max_tokens=args.max_tokens)) for r in workloads[0]])["outputs"]
-    median = {arm: sorted(rounds[arm], key=lambda t: t["tail_tokens"] / t["tail_seconds"])[args.rounds // 2]
-              for arm in ARMS}
-    off, on = median["off"], median["group"]
-    tokens_s = {arm: statistics.median(t["tokens"] / t["seconds"] for t in rounds[arm]) for arm in ARMS}
+    def median(arm: str, tokens: str, seconds: str) -> float:
+        return statistics.median(t[tokens] / t[seconds] for t in rounds[arm])
+
+    def ratio(tokens: str, seconds: str) -> float:
+        return median("group", tokens, seconds) / median("off", tokens, seconds)
+
+    on = rounds["group"][-1]
     print(f"greedy identical: {greedy['off'] == greedy['group']}; seeded sampling identical: {same_sampled}")
-    return {"tail_tokens_ratio": (on["tail_tokens"] / on["tail_seconds"]) / (off["tail_tokens"] / off["tail_seconds"]),
-            "tokens_ratio": tokens_s["group"] / tokens_s["off"],
+    return {"tail_tokens_ratio": ratio("tail_tokens", "tail_seconds"), "tokens_ratio": ratio("tokens", "seconds"),
+            "tail_tokens_ratio_cpu": ratio("tail_tokens", "tail_cpu_seconds"),
+            "tokens_ratio_cpu": ratio("tokens", "cpu_seconds"),
             "acceptance": on["accepted"] / max(on["drafted"], 1), "tokens_per_forward": on["tokens"] / on["forwards"],
             "greedy_identical": float(greedy["off"] == greedy["group"]), "sampled_identical": float(same_sampled)}
 
@@ -168,7 +177,8 @@ def main() -> None:
           f"e2e_sync_ratio={e2e.get('e2e_sync_ratio', float('nan')):.3f} "
           f"e2e_async_ratio={e2e.get('e2e_async_ratio', float('nan')):.3f} "
           f"acceptance={figures['acceptance']:.3f} tokens_per_forward={figures['tokens_per_forward']:.3f} "
-          f"tokens_ratio={figures['tokens_ratio']:.3f} greedy_identical={int(figures['greedy_identical'])} "
+          f"tokens_ratio={figures['tokens_ratio']:.3f} tail_tokens_ratio_cpu={figures['tail_tokens_ratio_cpu']:.3f} "
+          f"tokens_ratio_cpu={figures['tokens_ratio_cpu']:.3f} greedy_identical={int(figures['greedy_identical'])} "
           f"sampled_identical={int(figures['sampled_identical'])} "
           f"reward_off={e2e.get('reward_off', float('nan')):.3f} "
           f"reward_group={e2e.get('reward_group', float('nan')):.3f}")

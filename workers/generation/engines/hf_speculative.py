@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from contract.spec import SPECULATIVE_TAIL_DIVISOR, SpeculativeMode
-from workers.generation.engines.sampling import sample_tokens
+from workers.generation.engines.sampling import sample_with_uniforms
 
 if TYPE_CHECKING:
-    from workers.generation.engines.hf_batch import ContinuousBatcher
+    from workers.generation.engines.hf_batch import ContinuousBatcher, _Row
 
-K_INIT = 4  # draft tokens a row starts with
-K_MAX = 8  # and at most
+K_INIT = 8  # draft tokens a row starts with
+K_MAX = 16  # and at most
 
 
 @dataclass(frozen=True)
@@ -99,21 +99,7 @@ def verify_step(batcher: ContinuousBatcher, drafts: list[list[int]]) -> list[int
                             past_key_values=batcher.cache, use_cache=True)
     logits = out.logits  # (B, K+1, V)
 
-    emitted: list[list[tuple[int, float]]] = [[] for _ in rows]
-    active = list(range(len(rows)))
-    for j in range(k_max + 1):
-        if not active:
-            break
-        picked = [rows[i] for i in active]
-        tokens, logprobs = sample_tokens(logits[active, j], [r.request.sampling for r in picked],
-                                         [r.rng for r in picked])
-        still = []
-        for i, token, logprob in zip(active, tokens.tolist(), logprobs.tolist(), strict=True):
-            emitted[i].append((token, logprob))
-            if j < len(drafts[i]) and token == drafts[i][j]:
-                still.append(i)
-        active = still
-
+    emitted = _choose_tokens(logits, rows, drafts)
     kept = [len(e) for e in emitted]  # cache columns a row keeps: its last token and the accepted drafts
     new_width = width + max(kept)
     batcher.truncate_cache(new_width)
@@ -129,3 +115,36 @@ def verify_step(batcher: ContinuousBatcher, drafts: list[list[int]]) -> list[int
     finished = batcher.emit([[t for t, _ in got] for got in emitted], [[lp for _, lp in got] for got in emitted])
     batcher.compact_if_wasteful()
     return finished
+
+
+def _choose_tokens(logits: torch.Tensor, rows: list[_Row], drafts: list[list[int]]) -> list[list[tuple[int, float]]]:
+    """Each row's emitted (token, behaviour logprob): positions 0..len(draft) chosen as a plain decode step would
+    (one sampling call for all of them), kept up to and including the first that differs from the draft. Each row
+    peeks at the uniforms of all its positions, then its generator is rewound and advanced by the tokens emitted
+    only, so it ends exactly where a plain decode of those tokens leaves it."""
+    flat_rows, flat_pos, uniforms, states = [], [], [], []
+    for i, (row, draft) in enumerate(zip(rows, drafts, strict=True)):
+        states.append(row.rng.getstate())
+        for j in range(len(draft) + 1):
+            flat_rows.append(i)
+            flat_pos.append(j)
+            uniforms.append(row.rng.random())
+    index_rows = torch.tensor(flat_rows, device=logits.device)
+    index_pos = torch.tensor(flat_pos, device=logits.device)
+    tokens, logprobs = sample_with_uniforms(logits[index_rows, index_pos], [rows[i].request.sampling
+                                                                           for i in flat_rows], uniforms)
+    chosen = list(zip(tokens.tolist(), logprobs.tolist(), strict=True))
+    emitted: list[list[tuple[int, float]]] = []
+    at = 0
+    for row, draft, state in zip(rows, drafts, states, strict=True):
+        got = []
+        for j in range(len(draft) + 1):
+            got.append(chosen[at + j])
+            if j == len(draft) or chosen[at + j][0] != draft[j]:
+                break
+        at += len(draft) + 1
+        row.rng.setstate(state)
+        for _ in got:
+            row.rng.random()
+        emitted.append(got)
+    return emitted

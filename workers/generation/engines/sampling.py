@@ -40,6 +40,13 @@ def sample_tokens(
     Row i uses its own `rngs[i]` (one uniform draw per token, inverse-CDF sampling), so a seeded request samples the
     same tokens whatever else is in the batch.
     """
+    return sample_with_uniforms(logits, params, [rng.random() for rng in rngs])
+
+
+def sample_with_uniforms(
+    logits: torch.Tensor, params: list[SamplingParams], uniforms: list[float]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`sample_tokens` with row i's uniform given (`uniforms[i]`; ignored for greedy rows)."""
     logits = logits.float()
     batch = logits.shape[0]
     temps = torch.tensor([logprob_temperature(p) for p in params], device=logits.device)  # (B,)
@@ -53,9 +60,9 @@ def sample_tokens(
         scaled = scaled.masked_fill(~nucleus, float("-inf"))
     logp = scaled.log_softmax(dim=-1)  # (B, V)
 
-    uniforms = torch.tensor([rng.random() for rng in rngs], device=logits.device, dtype=torch.float64)  # (B,)
+    drawn_u = torch.tensor(uniforms, device=logits.device, dtype=torch.float64)  # (B,)
     cdf = logp.double().exp().cumsum(dim=-1)  # (B, V)
-    drawn = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True).squeeze(-1)  # (B,)
+    drawn = torch.searchsorted(cdf, (drawn_u * cdf[:, -1])[:, None], right=True).squeeze(-1)  # (B,)
     drawn = drawn.clamp(max=logits.shape[-1] - 1)
     tokens = torch.where(greedy, logits.argmax(dim=-1), drawn)  # (B,)
     chosen = logp.gather(-1, tokens[:, None]).squeeze(-1)  # (B,)
