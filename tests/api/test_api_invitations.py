@@ -39,8 +39,8 @@ def _login(client: TestClient, email: str, password: str = PASSWORD, team_id: in
     return client.post(f"{API}/auth/login", json=body)
 
 
-def _session(client: TestClient, email: str, team_id: int | None = None) -> dict[str, Any]:
-    answer = _login(client, email, team_id=team_id)
+def _session(client: TestClient, email: str, team_id: int | None = None, password: str = PASSWORD) -> dict[str, Any]:
+    answer = _login(client, email, password, team_id=team_id)
     assert answer.status_code == 200, answer.text
     return dict(answer.json())
 
@@ -94,21 +94,10 @@ def test_an_admin_cannot_take_over_another_teams_account(app_client: TestClient)
     registered = app_client.post(f"{API}/auth/register",
                                  json={"email": ghost, "password": "ghosts-own-secret", "team_name": ghost})
     assert registered.status_code == 201
-    ghost_session = _session_with(app_client, ghost, "ghosts-own-secret")
+    ghost_session = _session(app_client, ghost, password="ghosts-own-secret")
     assert ghost_session["team"]["name"] == ghost
-    assert [i["team_id"] for i in _received(app_client, _bearer(ghost_session["token"]))] == [
-        landed_team_id(app_client, attacker)
-    ]
-
-
-def _session_with(client: TestClient, email: str, password: str) -> dict[str, Any]:
-    answer = _login(client, email, password)
-    assert answer.status_code == 200, answer.text
-    return dict(answer.json())
-
-
-def landed_team_id(client: TestClient, headers: dict[str, str]) -> int:
-    return int(client.get(f"{API}/teams/current", headers=headers).json()["id"])
+    attacker_team = app_client.get(f"{API}/teams/current", headers=attacker).json()["id"]
+    assert [i["team_id"] for i in _received(app_client, _bearer(ghost_session["token"]))] == [attacker_team]
 
 
 def test_accept_decline_revoke_and_expiry(pg_backend: Any, app_client: TestClient, world: Any) -> None:
