@@ -22,6 +22,9 @@ Interface (stable: other APIs build on it):
   with logprobs (`Delta`). `retire(client, model_dir, adapter_dir)`: that key's instance stops as soon as it is idle
   (superseded weights), not after its idle timeout; a later request for the key starts it again. Call them from sync
   code (FastAPI runs sync endpoints in its threadpool).
+- Usage: `meter` (optional, on every call) hears once, when the call ends (done, failed or abandoned), of
+  `CallUsage(device_seconds, tokens_generated)`: its requests' shares of the instance's engine steps (each step's time
+  split equally among the rows in it; the instance reports them in its `done` events) and the tokens it sampled.
 - Errors: `InferenceError` with `code`: `no_workers` (no generation worker registered), `load_failed` (the model or
   adapter could not be loaded: the message says why), `timeout` (says what was awaited: a free generation slot, the
   model loading, or generation), `instance_lost` (the instance died while serving the request), `invalid_request`
@@ -52,7 +55,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -94,6 +97,15 @@ class SampleResult:
     logprobs: list[float] | None
     finish_reason: str  # "stop" | "length"
     prompt_logprobs: list[float | None] | None = None
+
+
+@dataclass(frozen=True)
+class CallUsage:
+    device_seconds: float
+    tokens_generated: int
+
+
+Meter = Callable[[CallUsage], None]
 
 
 @dataclass(frozen=True)
@@ -194,16 +206,29 @@ def _ensure_instance(client: redis.Redis, key: str, model_dir: str, adapter_dir:
 
 # -- one call -------------------------------------------------------------------------------------------------------
 def sample_deltas(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: str | None,
-                  requests: list[SampleRequest], timeout_s: float = 120.0) -> Iterator[Delta]:
+                  requests: list[SampleRequest], timeout_s: float = 120.0, meter: Meter | None = None
+                  ) -> Iterator[Delta]:
     """`sample_stream` with each delta's logprobs (None unless the request asked for them)."""
-    return _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=True)
+    return _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=True, meter=meter)
 
 
 def _deltas(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | None,
-            requests: list[SampleRequest], timeout_s: float, *, stream: bool) -> Iterator[Delta]:
+            requests: list[SampleRequest], timeout_s: float, *, stream: bool,
+            meter: Meter | None = None) -> Iterator[Delta]:
     """The deltas of one call; `stream`: the instance sends tokens as they are generated, else each sample once."""
     if not requests:
         return
+    seconds = [0.0] * len(requests)  # each request's device-seconds so far (its latest `done` says)
+    sampled = [0]  # tokens yielded
+    try:
+        yield from _call(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream, seconds, sampled)
+    finally:
+        if meter is not None and (any(seconds) or sampled[0]):
+            meter(CallUsage(sum(seconds), sampled[0]))
+
+
+def _call(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | None, requests: list[SampleRequest],
+          timeout_s: float, stream: bool, seconds: list[float], sampled: list[int]) -> Iterator[Delta]:
     for index, request in enumerate(requests):
         _check(request, index)
     key = inference_key(model_dir, adapter_dir)
@@ -260,6 +285,9 @@ def _deltas(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str 
                 new_logprobs = (list(logprobs)[start:] if kind == "done" else list(logprobs)) \
                     if requests[index].logprobs and logprobs is not None else None
                 sent[index][k] += len(new)
+                sampled[0] += len(new)
+                if kind == "done":
+                    seconds[index] = max(seconds[index], float(event.get("device_seconds") or 0.0))
                 finish = str(event["finish"]) if kind == "done" else None
                 if finish is not None:
                     remaining -= 1
@@ -298,22 +326,23 @@ def retire(client: redis.Redis, model_dir: str, adapter_dir: str | None, ttl_s: 
 
 
 def sample_stream(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: str | None,
-                  requests: list[SampleRequest], timeout_s: float = 120.0
+                  requests: list[SampleRequest], timeout_s: float = 120.0, meter: Meter | None = None
                   ) -> Iterator[tuple[int, int, list[int], str | None]]:
     """(request index, sample index, new token ids, finish reason or None) as tokens arrive."""
     for delta in sample_deltas(client, team_id=team_id, model_dir=model_dir, adapter_dir=adapter_dir,
-                               requests=requests, timeout_s=timeout_s):
+                               requests=requests, timeout_s=timeout_s, meter=meter):
         yield delta.request, delta.sample, delta.token_ids, delta.finish_reason
 
 
 def sample(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: str | None,
-           requests: list[SampleRequest], timeout_s: float = 120.0) -> list[list[SampleResult]]:
+           requests: list[SampleRequest], timeout_s: float = 120.0,
+           meter: Meter | None = None) -> list[list[SampleResult]]:
     """Every request's `n` samples, in order; blocks until all are done (InferenceError otherwise)."""
     tokens: list[list[list[int]]] = [[[] for _ in range(r.n)] for r in requests]
     logprobs: list[list[list[float]]] = [[[] for _ in range(r.n)] for r in requests]
     finish: list[list[str]] = [["length"] * r.n for r in requests]
     prompt: list[list[float | None] | None] = [None] * len(requests)
-    for delta in _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=False):
+    for delta in _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=False, meter=meter):
         tokens[delta.request][delta.sample].extend(delta.token_ids)
         if delta.logprobs is not None:
             logprobs[delta.request][delta.sample].extend(delta.logprobs)

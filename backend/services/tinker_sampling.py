@@ -232,10 +232,12 @@ def _response(results: list[inference.SampleResult], plan: Plan) -> dict[str, An
                           for r in results]}
 
 
-def _run(client: redis.Redis, team_id: int, sampler: dict[str, Any], plan: Plan, request_id: str) -> None:
+def _run(client: redis.Redis, team_id: int, sampler: dict[str, Any], plan: Plan, request_id: str,
+         meter: inference.Meter | None = None) -> None:
     try:
         results = inference.sample(client, team_id=team_id, model_dir=sampler["model_dir"],
-                                   adapter_dir=sampler["adapter_dir"], requests=[plan.request], timeout_s=TIMEOUT_S)
+                                   adapter_dir=sampler["adapter_dir"], requests=[plan.request], timeout_s=TIMEOUT_S,
+                                   meter=meter)
         store_result(client, request_id, _response(results[0], plan))
     except inference.InferenceError as err:
         category = "user" if err.code == "invalid_request" else "server"
@@ -249,11 +251,12 @@ def _run(client: redis.Redis, team_id: int, sampler: dict[str, Any], plan: Plan,
         client.delete(_pending_key(request_id))
 
 
-def start(client: redis.Redis, team: Team, sampler: dict[str, Any], plan: Plan) -> str:
-    """Sample in the background; the request id for retrieve_future."""
+def start(client: redis.Redis, team: Team, sampler: dict[str, Any], plan: Plan,
+          meter: inference.Meter | None = None) -> str:
+    """Sample in the background; the request id for retrieve_future. `meter` records the call's usage."""
     request_id = f"{PREFIX}{team.id}.{secrets.token_hex(8)}"
     client.set(_pending_key(request_id), "1", ex=int(TIMEOUT_S + PENDING_MARGIN_S))
-    _executor.submit(_run, client, team.id, sampler, plan, request_id)
+    _executor.submit(_run, client, team.id, sampler, plan, request_id, meter)
     return request_id
 
 

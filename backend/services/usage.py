@@ -9,21 +9,26 @@ What one iteration row counts (`iteration_usage`, from the keys the driver recor
 - tokens: `tokens_generated` (response tokens the policy sampled) and `tokens_trained` (prompt + response tokens
   the trainer processed; a Tinker step's `tokens`).
 Rows are written in the transaction that records the iteration, replacing any earlier rows of that (job, iteration):
-a job's usage is its recorded iterations'. (On-demand inference calls are not metered yet; `job_id` may be None
-for such rows.)
+a job's usage is its recorded iterations'. On-demand inference (the OpenAI chat route, the Tinker API's sample) adds
+one generation row per call, without a job, under the caller's team and API key (`inference_meter`): its requests'
+shares of the instance's engine steps (backend/services/inference.py) and the tokens it sampled.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, case, delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
 from backend.db.models import ApiKey, Job, Team, UsageRecord
+from backend.services.inference import CallUsage, Meter
 
+log = logging.getLogger(__name__)
 GroupBy = Literal["team", "job", "key", "day"]
 GROUPINGS: tuple[GroupBy, ...] = ("team", "job", "key", "day")
 TINKER_TAG = "tinker"  # backend/services/tinker.py TAG (imported there from here would make a cycle)
@@ -102,6 +107,24 @@ def record_iteration_usage(*, session: Session, job: Job, iteration: int, metric
                     for share in iteration_usage(job.spec or {}, metrics))
 
 
+def inference_meter(session_factory: sessionmaker[Session], team_id: int, api_key_id: int | None) -> Meter:
+    """A `meter` for backend/services/inference.py that records the call's usage in a session of its own. A failed
+    write is logged, never raised: the caller already has its samples."""
+
+    def record(used: CallUsage) -> None:
+        try:
+            with session_factory() as session:
+                session.add(UsageRecord(team_id=team_id, job_id=None, api_key_id=api_key_id, pool="generation",
+                                        source="inference", iteration=None,
+                                        device_seconds=max(0.0, used.device_seconds),
+                                        tokens_generated=max(0, used.tokens_generated), tokens_trained=0))
+                session.commit()
+        except SQLAlchemyError as err:
+            log.warning("usage of an inference call of team %s not recorded: %s", team_id, err)
+
+    return record
+
+
 # -- reads -------------------------------------------------------------------------------------------------------
 def _sums() -> list[Any]:
     generation = UsageRecord.pool == "generation"
@@ -150,7 +173,7 @@ def usage_rows(*, session: Session, team: Team, group_by: GroupBy, start: dateti
     query = (select(column, label, *_sums()).outerjoin(model, model.id == column).where(*where)
              .group_by(column, label))
     rows = session.execute(query).all()
-    none_label = "no job" if group_by == "job" else "sessions (no API key)"
+    none_label = "on-demand inference" if group_by == "job" else "sessions (no API key)"
     out = [UsageRow(row[0], str(row[1]) if row[0] is not None else none_label, _totals(row[2:])) for row in rows]
     return sorted(out, key=lambda r: (-r.totals.device_seconds, -r.totals.tokens, r.id or 0))
 

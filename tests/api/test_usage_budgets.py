@@ -212,7 +212,7 @@ def test_the_budget_pass_warns_pauses_and_resumes_when_the_limit_is_raised(
     assert app_client.get(f"{API}/jobs/{job['id']}", headers=member).json()["status"] == "running"
     assert _events(world.backend, job["id"], "budget_resumed")
     with world.backend.session() as session:
-        assert session.get(Job, job["id"]).paused_for is None  # type: ignore[union-attr]
+        assert session.get(Job, job["id"]).paused_for is None
     client.close()
 
 

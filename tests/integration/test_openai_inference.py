@@ -174,3 +174,33 @@ def test_models_and_chat_completions(platform: Any, setup: Setup) -> None:
     # nothing more to serve: both instances (base, base + adapter) stop by themselves after their idle timeout
     wait_until(lambda: not list(platform.client.scan_iter(match="streamrl:inference:*:state")), IDLE_S + 30,
                "the idle inference instances to stop")
+
+
+def test_inference_calls_are_metered_under_the_callers_key(platform: Any, setup: Setup) -> None:
+    import httpx
+
+    api = httpx.Client(base_url=setup.url.removesuffix("/openai/v1") + "/api/v1",
+                       headers={"Authorization": f"Bearer {setup.key}"}, timeout=30)
+
+    def by_key() -> dict[str, Any]:
+        rows = api.get("/usage", params={"group_by": "key"}).json()["rows"]
+        return next((r for r in rows if r["name"] == "sdk"), {"tokens_generated": 0, "device_seconds": 0.0})
+
+    before = by_key()
+    client = openai.OpenAI(base_url=setup.url, api_key=setup.key, max_retries=0)
+    plain = client.chat.completions.create(model="chat-tiny", messages=MESSAGES, n=2, seed=1, max_tokens=5)
+    chunks = list(client.chat.completions.create(model="chat-tiny", messages=MESSAGES, seed=2, max_tokens=4,
+                                                 stream=True, stream_options={"include_usage": True}))
+    assert plain.usage is not None and chunks[-1].usage is not None
+    sampled = plain.usage.completion_tokens + chunks[-1].usage.completion_tokens
+    # each call's row is written when it ends (the stream's once the server closed it)
+    after = wait_until(lambda: (now := by_key())["tokens_generated"] - before["tokens_generated"] >= sampled and now,
+                       30, "both calls' usage rows")
+    assert after["tokens_generated"] - before["tokens_generated"] == sampled
+    assert after["generation_device_seconds"] > before.get("generation_device_seconds", 0.0)
+    assert after["training_device_seconds"] == before.get("training_device_seconds", 0.0)
+    jobs = api.get("/usage", params={"group_by": "job"}).json()["rows"]
+    assert any(r["id"] is None and r["name"] == "on-demand inference" for r in jobs)
+    other = httpx.get(setup.url.removesuffix("/openai/v1") + "/api/v1/usage", params={"group_by": "key"},
+                      headers={"Authorization": f"Bearer {setup.other_key}"}).json()
+    assert all(r["name"] != "sdk" for r in other["rows"])  # another team sees none of it

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
@@ -22,6 +22,7 @@ from backend.db.models import Team
 from backend.services import inference
 from backend.services import openai_inference as chat
 from backend.services.openai_compat import OpenAIError
+from backend.services.usage import inference_meter
 
 router = APIRouter(route_class=OpenAIRoute, include_in_schema=False, dependencies=[Depends(reject_unknown_query)])
 TIMEOUT_S = 120.0
@@ -59,11 +60,13 @@ def _choice_logprobs(prepared: chat.Prepared, ids: list[int], values: list[float
 
 @router.post("/chat/completions", response_model=None)
 def create_chat_completion(body: Annotated[Any, Body()], auth: MemberAuth, session: SessionDep,
-                           client: RedisDep) -> dict[str, Any] | StreamingResponse:
+                           client: RedisDep, http: Request) -> dict[str, Any] | StreamingResponse:
     request, prepared = _resolved(session, auth.team, body)
     completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    meter = inference_meter(http.app.state.session_factory, auth.team.id, auth.api_key.id if auth.api_key else None)
     call: dict[str, Any] = {"team_id": auth.team.id, "model_dir": prepared.served.model_dir,
-            "adapter_dir": prepared.served.adapter_dir, "requests": [prepared.sample], "timeout_s": TIMEOUT_S}
+            "adapter_dir": prepared.served.adapter_dir, "requests": [prepared.sample], "timeout_s": TIMEOUT_S,
+            "meter": meter}
     if request.stream:
         deltas = inference.sample_deltas(client, **call)
         try:

@@ -15,6 +15,7 @@ from backend.api.routes.tinker_common import Auth, Body, TinkerRoute, future
 from backend.db.models import Team
 from backend.services import tinker as svc
 from backend.services import tinker_sampling as sampling
+from backend.services.usage import inference_meter
 
 router = APIRouter(route_class=TinkerRoute, include_in_schema=False)
 
@@ -85,5 +86,6 @@ async def asample(request: Request, auth: Auth, session: SessionDep, client: Red
                                              model_path=model_path, base_model=base_model)
         record = await run_in_threadpool(sampling.get_sampler, client, auth.team, sampler_id)
     await run_in_threadpool(sampling.check_vocabulary, plan, record)
-    request_id = await run_in_threadpool(sampling.start, client, auth.team, record, plan)
+    meter = inference_meter(request.app.state.session_factory, auth.team.id, auth.api_key.id if auth.api_key else None)
+    request_id = await run_in_threadpool(sampling.start, client, auth.team, record, plan, meter)
     return future(request_id, None, sample_sequence_ids=[f"{request_id}.{k}" for k in range(plan.request.n)])

@@ -2,8 +2,7 @@
 
 A job's iteration writes one row per pool (generation, training) in the transaction that records the iteration, keyed
 by (job, iteration, pool): an iteration recorded again (a driver resumed from a checkpoint) replaces its rows, so a
-job's usage is exactly its recorded iterations'. (A row without a job, `iteration` None, is for work outside jobs,
-such as on-demand inference, which is not metered yet.)
+job's usage is exactly its recorded iterations'. On-demand inference writes one row per call (no job, `iteration` None).
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ class UsageRecord(Base):
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"), index=True)
     pool: Mapped[str] = mapped_column(String(16))  # generation | training (contract.usage.POOLS)
-    source: Mapped[str] = mapped_column(String(16))  # job | tinker (inference: reserved for on-demand calls)
-    iteration: Mapped[int | None]  # the job's iteration (1-based); None: work outside an iteration
+    source: Mapped[str] = mapped_column(String(16))  # job | tinker | inference
+    iteration: Mapped[int | None]  # the job's iteration (1-based); None: an inference call
     device_seconds: Mapped[float] = mapped_column(default=0.0)
     tokens_generated: Mapped[int] = mapped_column(default=0)
     tokens_trained: Mapped[int] = mapped_column(default=0)
