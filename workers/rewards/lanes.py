@@ -100,7 +100,7 @@ class Lanes:
         """(index, outcome) of each item as soon as it is scored, in any order; once `cancel` is set (or the reader
         stops reading) the rest of the batch is dropped and its running calls are killed."""
         batch = _Batch(list(items))
-        if not batch.items:
+        if not batch.items or (cancel is not None and cancel.is_set()):
             return
         self._open(len(batch.items))
         for index in range(len(batch.items)):

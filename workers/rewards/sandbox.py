@@ -326,7 +326,7 @@ class PythonReward(Reward):
         outcomes: list[RewardOutcome | None] = [None] * len(batch)
         for index, outcome in self.score_each(batch):
             outcomes[index] = outcome
-        return [outcome for outcome in outcomes if outcome is not None]
+        return [outcome or RewardOutcome.failed("not scored") for outcome in outcomes]  # each is, uncancelled
 
     def close(self) -> None:
         self.lanes.close()
