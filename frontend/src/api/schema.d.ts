@@ -2445,6 +2445,19 @@ export interface components {
              * @default job
              */
             name?: string;
+            /**
+             * Preemptible
+             * @description the scheduler may hand the job back at a checkpoint for a higher-priority or under-share job (it resumes from there); false: team admins only
+             * @default true
+             */
+            preemptible?: boolean;
+            /**
+             * Priority
+             * @description scheduling class: the queue orders by it first; at most the team's max_priority quota
+             * @default normal
+             * @enum {string}
+             */
+            priority?: "low" | "normal" | "high";
             /** @description a reward spec as in a job's `reward` (a grader or a built-in; not python) */
             reward?: components["schemas"]["RewardSpec"];
             /**
@@ -3079,6 +3092,19 @@ export interface components {
             max_device_hours_per_month?: number | null;
             /** Max Generation Instances */
             max_generation_instances: number;
+            /**
+             * Max Priority
+             * @description the highest JobSpec.priority the team's jobs may ask for
+             * @default normal
+             * @enum {string}
+             */
+            max_priority?: "low" | "normal" | "high";
+            /**
+             * Share
+             * @description fair-share weight: the scheduler splits contended slots in proportion
+             * @default 1
+             */
+            share?: number;
         };
         /** QuotasUpdate */
         QuotasUpdate: {
@@ -3091,6 +3117,16 @@ export interface components {
             max_device_hours_per_month?: number | null;
             /** Max Generation Instances */
             max_generation_instances?: number | null;
+            /**
+             * Max Priority
+             * @description the highest JobSpec.priority the team's jobs may ask for
+             */
+            max_priority?: ("low" | "normal" | "high") | null;
+            /**
+             * Share
+             * @description fair-share weight (default 1)
+             */
+            share?: number | null;
         };
         /** RegisterRequest */
         RegisterRequest: {
@@ -3598,12 +3634,12 @@ export interface components {
             device_seconds: number;
             /**
              * Generation Device Seconds
-             * @description generation instances' device time (each iteration's time x its live instances x devices per instance)
+             * @description generation instances' device time (each iteration's time x its live instances x devices per instance; inference calls' shares of the engine's steps)
              */
             generation_device_seconds: number;
             /**
              * Tokens Generated
-             * @description response tokens the policy sampled
+             * @description response tokens the policy (or an inference call) sampled
              */
             tokens_generated: number;
             /**
@@ -3650,12 +3686,12 @@ export interface components {
             device_seconds: number;
             /**
              * Generation Device Seconds
-             * @description generation instances' device time (each iteration's time x its live instances x devices per instance)
+             * @description generation instances' device time (each iteration's time x its live instances x devices per instance; inference calls' shares of the engine's steps)
              */
             generation_device_seconds: number;
             /**
              * Id
-             * @description the team's, job's or API key's id; null: no job (group_by job), sessions without a key (group_by key), a day
+             * @description the team's, job's or API key's id; null: on-demand inference (group_by job), sessions without a key (group_by key), a day
              */
             id: number | null;
             /**
@@ -3665,7 +3701,7 @@ export interface components {
             name: string;
             /**
              * Tokens Generated
-             * @description response tokens the policy sampled
+             * @description response tokens the policy (or an inference call) sampled
              */
             tokens_generated: number;
             /**
