@@ -136,15 +136,17 @@ def _capacity_info(snapshot: Snapshot, item: Waiting, free: Pools, position: int
                    behind: bool) -> QueueInfo:
     short_training = item.training > free.training
     pool = "training_slots" if short_training or item.generation_min == 0 else "generation_slots"
+    name = pool.replace("_", " ")
+    have = max(0, free.training if pool == "training_slots" else free.generation)
+    total = snapshot.training_slots if pool == "training_slots" else snapshot.generation_slots
     if behind and item.training <= free.training and item.generation_min <= free.generation:
-        name = pool.replace("_", " ")
-        why = f"waiting for {name}: the free ones are reserved for an item ahead in the queue (starting this one " \
-              "now would delay it)"
+        why = f"waiting for {name}: {have} of {total} free, held for a job ahead in the queue (it starts first; " \
+              "starting this one now would delay it)"
     elif pool == "training_slots":
-        why = f"waiting for training slots: needs {item.training}, {max(0, free.training)} of " \
-              f"{snapshot.training_slots} free"
+        gang = f" (a training.devices: {item.training} job starts its {item.training} ranks together)" \
+            if item.training > 1 else ""
+        why = f"waiting for training slots: needs {item.training}{gang}, {have} of {total} free"
     else:
-        why = f"waiting for generation slots: needs {item.generation_min}, {max(0, free.generation)} of " \
-              f"{snapshot.generation_slots} free"
+        why = f"waiting for generation slots: needs {item.generation_min}, {have} of {total} free"
     eta = None if not math.isfinite(start) else max(0.0, start - snapshot.now)
     return QueueInfo(position, pool, why, eta, _needs(item))

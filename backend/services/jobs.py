@@ -1,4 +1,5 @@
-"""Jobs: submission, the enforced state machine, user actions (cancel/pause/resume/scale), quotas and admission.
+"""Jobs: submission, the enforced state machine, user actions (cancel/pause/resume/scale) and quotas (admission by
+the scheduler: backend/services/admission.py).
 
 Desired state lives here (status, target_instances); the controller reconciles the running world towards it.
 Quota rules: `max_concurrent_jobs` caps jobs in ACTIVE_JOB_STATUSES (starting, running; a paused job has released
@@ -293,52 +294,3 @@ def job_devices(job: Job) -> int:
     return int((job.spec.get("training") or {}).get("devices", 1) or 1)
 
 
-def admit_queued_jobs(
-    *, session: Session, training: TrainingSlots | None = None, waiting: Callable[[Job, str], None] | None = None
-) -> list[Job]:
-    """queued -> starting, oldest first, while each team has a free job slot and generation instances to spare, and
-    (when `training` is known) the job's whole gang of training slots is free: a job needing more slots than are free
-    waits, and so does every job behind it (first come, first served: slots freed for a waiting gang are never taken
-    by a later job), unless it needs more slots than the pool has at all. `waiting(job, reason)` hears of each job
-    held for training slots.
-
-    Called by the controller (one leader); team rows are locked FOR UPDATE where the database supports it.
-    """
-    admitted: list[Job] = []
-    queued: Sequence[Job] = session.scalars(select(Job).where(Job.status == JobStatus.queued).order_by(Job.id)).all()
-    usage: dict[int, tuple[Team, int, int]] = {}  # team id -> (team, active jobs, targeted instances)
-    free = training.free if training is not None else None
-    room = dict(training.room) if training is not None else {}
-    blocked = False  # an older job waits for training slots
-    for job in queued:
-        if job.team_id not in usage:
-            team = session.scalar(select(Team).where(Team.id == job.team_id).with_for_update())
-            assert team is not None
-            usage[job.team_id] = (team, *_active_usage(session, job.team_id))
-        team, active, instances = usage[job.team_id]
-        if active >= team.max_concurrent_jobs or instances + job.target_instances > team.max_generation_instances:
-            continue  # the team's quota holds it; a smaller job of the team behind it may still fit
-        if free is not None and training is not None:
-            trial = dict(room)
-            needed = training.needed(job, trial)
-            if blocked or needed > free:
-                if waiting is not None:
-                    waiting(job, _gang_reason(needed, training, free, blocked))
-                blocked = blocked or needed <= training.slots  # one that can never fit holds nobody up
-                continue
-            free, room = free - needed, trial
-        transition_job(session=session, job=job, to=JobStatus.starting)
-        usage[job.team_id] = (team, active + 1, instances + job.target_instances)
-        admitted.append(job)
-    session.flush()
-    return admitted
-
-
-def _gang_reason(needed: int, training: TrainingSlots, free: int, behind: bool) -> str:
-    ranks = f"a training.devices: {needed} job starts its {needed} ranks together" if needed > 1 else "its driver"
-    if needed > training.slots:
-        return (f"waiting for training slots: needs {needed}, the training pool has {training.slots} (add workers "
-                "with `streamrl worker --pool training`)")
-    if behind:
-        return f"waiting for training slots: an older job waits for its gang first ({free} of {training.slots} free)"
-    return f"waiting for training slots: needs {needed} ({ranks}), {free} of {training.slots} free"

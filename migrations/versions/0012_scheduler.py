@@ -18,7 +18,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     with op.batch_alter_table('teams') as batch:
-        batch.add_column(sa.Column('share', sa.Float(), nullable=False, server_default='1'))
+        batch.add_column(sa.Column('share', sa.Double(), nullable=False, server_default='1'))
         batch.add_column(sa.Column('max_priority', sa.String(16), nullable=False, server_default='normal'))
 
 

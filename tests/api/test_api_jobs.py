@@ -9,7 +9,8 @@ from sqlalchemy import func, select
 
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
-from backend.services.jobs import admit_queued_jobs, record_iteration, transition_job
+from backend.services.admission import admit_queued_jobs
+from backend.services.jobs import record_iteration, transition_job
 
 API = "/api/v1"
 

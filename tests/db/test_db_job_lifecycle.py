@@ -9,8 +9,9 @@ from sqlalchemy import select
 
 from backend.db.enums import JOB_TRANSITIONS, TERMINAL_JOB_STATUSES, JobStatus, can_transition
 from backend.db.models import Job, JobEvent
+from backend.services.admission import admit_queued_jobs
 from backend.services.errors import InvalidTransition
-from backend.services.jobs import admit_queued_jobs, record_event, record_iteration, transition_job
+from backend.services.jobs import record_event, record_iteration, transition_job
 
 LIFECYCLE = [JobStatus.starting, JobStatus.running, JobStatus.paused, JobStatus.running, JobStatus.succeeded]
 

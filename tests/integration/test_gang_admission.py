@@ -53,7 +53,7 @@ def test_a_gang_waits_for_all_its_slots_and_nobody_takes_them(setup: Any) -> Non
             health = jobs_health(session=session, jobs=[session.get(Job, gang)])[gang]
         assert events[gang] == ["waiting for training slots: needs 2 (a training.devices: 2 job starts its 2 ranks "
                                 "together), 1 of 2 free"], events
-        assert events[later] and "an older job waits for its gang first" in events[later][0], events
+        assert events[later] and "held for a job ahead in the queue" in events[later][0], events
         assert health.state == "queued" and health.summary.startswith("waiting for training slots: needs 2")
 
         with backend.session() as session:

@@ -61,7 +61,7 @@ def test_backfill_only_when_it_does_not_delay_the_head() -> None:
     d = decide(snap([head, short, long], running, training=4))
     assert d.admit == [2]
     assert d.queue[1].eta_s == 600
-    assert "reserved for an item ahead" in d.queue[3].reason
+    assert "held for a job ahead in the queue" in d.queue[3].reason
 
 
 def test_backfill_into_slots_the_head_leaves_over() -> None:

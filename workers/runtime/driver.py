@@ -33,7 +33,7 @@ from workers.runtime.context import JobContext, JobSetupError
 from workers.runtime.dispatching import PromptDispatcher
 from workers.runtime.ranks import rank_handing_back, start_trainer
 from workers.runtime.recorder import IterationRecorder, RewardFailed
-from workers.runtime.shutdown import HandBack, ShutdownWatch
+from workers.runtime.shutdown import HandBack, ShutdownWatch, preemption_due
 from workers.runtime.source import Host, SampleSource
 from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
@@ -128,9 +128,9 @@ class Driver:
         except Superseded:  # the controller started a newer driver: it owns the job now
             outcome = None
             self.superseded = True
-        except HandBack:
+        except HandBack as handing:
             outcome = None
-            self._hand_back()
+            self._hand_back(str(handing) or None)
         except RanksLost as err:  # like a dead driver: the controller restarts the job's ranks from the checkpoint
             outcome = None
             log.error("job %s: %s", self.job_id, err)
@@ -175,14 +175,19 @@ class Driver:
             self.reporter.beat_driver(self.job_id)
         self.shutdown.check()
 
-    def _hand_back(self) -> None:
-        """The worker is shutting down: keep what was trained (a checkpoint at the last optimizer step)."""
+    def _hand_back(self, preempted: str | None = None) -> None:
+        """The worker is shutting down, or the scheduler preempted the job (`preempted`: why): keep what was trained
+        (a checkpoint at the last optimizer step)."""
         trained, latest = self.trainer.iteration, ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         if trained > 0 and (latest is None or ckpt.checkpoint_iteration(latest) != trained):
             with contextlib.suppress(JobSetupError):  # an event; the next driver resumes from the newest that stands
                 self._checkpoint(trained)
         if self.ctx.redis is not None:
             self.ctx.redis.set(keys.driver_handback(self.job_id), trained, ex=86400)
+        if preempted:
+            self.reporter.record_event(self.job_id, "scheduler", f"driver handed the job back after "
+                                       f"{self.trainer.iteration} iterations (checkpointed): {preempted}")
+            return
         self.reporter.record_event(self.job_id, "worker", f"training worker shutting down: driver handed the job "
                                    f"back after {self.trainer.iteration} iterations (checkpointed)")
 
@@ -233,8 +238,9 @@ class Driver:
         return [r for group in groups for r in group]
 
     def check_runnable(self) -> None:
-        """Raise JobCancelled when the job was cancelled (or failed elsewhere), HandBack when the worker shuts down;
-        wait while it is paused."""
+        """Raise JobCancelled when the job was cancelled (or failed elsewhere), HandBack when the worker shuts down
+        or the scheduler preempted the job (at its next checkpoint, or once the grace period is over); wait while it
+        is paused."""
         while True:
             if self.shutdown.requested.is_set() or rank_handing_back(self.ctx):
                 raise HandBack()
@@ -244,6 +250,9 @@ class Driver:
             if status in TERMINAL_JOB_STATUSES:
                 raise JobCancelled(status)
             if status != JobStatus.paused:
+                if (preempted := preemption_due(self.ctx.redis, self.job_id, self.trainer.iteration,
+                                                self.spec.checkpoint.interval)) is not None:
+                    raise HandBack(preempted)
                 return
             self._checkpoint_paused()
             with self.rec.phase("waiting"):
