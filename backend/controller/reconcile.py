@@ -1,7 +1,9 @@
 """The reconcile loop: drive the running world towards the desired state kept in the database.
 
 One pass (`reconcile_once`):
-1. admit queued jobs within their team's quotas, and send each admitted job's driver task (`training.run_job`);
+1. one scheduling pass (backend/services/admission.py): admit queued jobs by priority and fair share within their
+   team's quotas, flag preemptions, and send each admitted job's driver task (`training.run_job`); a preempted job
+   whose driver handed it back returns to `queued`;
 2. fail jobs whose driver never started or stopped heart-beating, with an error that says what to do;
 3. per active job: mark silent instances dead, run the autoscaler for `auto` jobs, start instances up to the
    target and stop the surplus (a stop flag the instance checks between requests);
@@ -26,13 +28,14 @@ from sqlalchemy.orm import Session
 from backend.controller import sharing
 from backend.controller.budgets import enforce_budgets
 from backend.controller.capacity import PoolCapacity, generation_capacity, queued_ahead, training_slots
+from backend.controller.preemption import requeue_preempted
 from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
 from backend.services import tinker_parking
+from backend.services.admission import schedule_pass
 from backend.services.jobs import (
-    admit_queued_jobs,
     job_devices,
     record_event,
     shared_training_jobs,
@@ -117,14 +120,19 @@ def reconcile_once(
     with session_scope(engine) as session:
         def waiting(job: Job, reason: str) -> None:  # one event per job and reason
             if client.set(keys.noted(job.id, f"gang:{reason}"), 1, nx=True, ex=86400):
+                pool = "generation_slots" if reason.startswith("waiting for generation") else "training_slots"
                 record_event(session=session, job_id=job.id, kind="capacity", message=reason,
-                             data={"devices": job_devices(job), "waiting": "training_slots"})
+                             data={"devices": job_devices(job), "waiting": pool})
 
-        for job in admit_queued_jobs(session=session, training=training_slots(session, client), waiting=waiting):
+        pool = generation_capacity(session, client, timeouts.instance_heartbeat_s)
+        scheduled = schedule_pass(session=session, client=client, training=training_slots(session, client),
+                                  generation=(pool.free, pool.slots) if pool is not None else None, waiting=waiting)
+        for job in scheduled.admitted:
             report.admitted.append(job.id)
             # a resumed job starts clean: no leftover end marker or driver bookkeeping from its previous run
             client.delete(keys.job_done(job.id), keys.driver_sent(job.id), keys.driver_lost_at(job.id),
-                          keys.driver_handback(job.id), keys.driver_seen(job.id), keys.driver_share(job.id))
+                          keys.driver_handback(job.id), keys.driver_seen(job.id), keys.driver_share(job.id),
+                          keys.job_preempt(job.id))
             clear_tally(client, job.id)  # a resumed job is judged on its new rewards only
     with session_scope(engine) as session:
         enforce_budgets(session, client)  # pause the jobs over a budget, resume those it paused that have room
@@ -339,6 +347,8 @@ def recover_driver(session: Session, job: Job, spec: JobSpec, client: redis.Redi
         return _fail(session, job, client, f"no training worker picked this job up within "
                      f"{timeouts.driver_start_s:.0f}s; start one with `streamrl worker --pool training`")
     handed_back = client.get(keys.driver_handback(job.id)) is not None
+    if handed_back and requeue_preempted(session, job, client):  # the scheduler's preemption: back in the queue
+        return
     if not handed_back and job.driver_failures >= spec.failover.max_restarts:
         report.jobs_failed.append(job.id)
         return _fail(session, job, client, f"the training driver died {job.driver_failures + 1} times (no heartbeat "
