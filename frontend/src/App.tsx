@@ -10,6 +10,7 @@ import { PlannerPage } from "./pages/Planner";
 import { SamplesSideBySidePage } from "./pages/SamplesSideBySide";
 import { SignInPage } from "./pages/SignIn";
 import { SubmitJobPage } from "./pages/SubmitJob";
+import { InvitationsBadge } from "./pages/InvitationsCard";
 import { TeamPage } from "./pages/Team";
 import { SessionProvider, useSession } from "./session";
 
@@ -45,7 +46,7 @@ function Shell() {
         <NavLink to="/graders">Graders</NavLink>
         <NavLink to="/planner">Planner</NavLink>
         <NavLink to="/cluster">Cluster</NavLink>
-        <NavLink to="/team">Team</NavLink>
+        <NavLink to="/team">Team <InvitationsBadge /></NavLink>
         <NavLink to="/alerts">Alerts</NavLink>
         <span className="spacer" />
         <TeamSwitcher />

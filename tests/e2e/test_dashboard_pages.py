@@ -110,6 +110,7 @@ def test_sign_in_and_switch_team(page: Page, api_server: Server, make_api: MakeA
 
     switcher = page.get_by_label("team", exact=True)
     expect(switcher.locator("option")).to_have_count(1)  # invited, not yet a member
+    expect(page.get_by_test_id("invitations-badge")).to_have_text("1")  # next to the Team link, on every page
     page.get_by_role("link", name="Team").click()
     invitations = page.get_by_test_id("my-invitations")
     expect(invitations).to_contain_text(f"lab-{tag}")
@@ -118,6 +119,7 @@ def test_sign_in_and_switch_team(page: Page, api_server: Server, make_api: MakeA
     page.get_by_role("button", name=f"accept invitation to lab-{tag}").click()
     expect(page.get_by_test_id("joined-team")).to_contain_text(f"You joined team lab-{tag}")
     expect(switcher.locator("option")).to_have_count(2)  # the new team is in the switcher at once
+    expect(page.get_by_test_id("invitations-badge")).to_have_count(0)
     switcher.select_option(label=f"lab-{tag}")
     expect(page.get_by_test_id("whoami")).to_contain_text(f"{hana} · viewer")
     page.get_by_role("link", name="Team").click()

@@ -136,3 +136,14 @@ export function MyInvitations({ onError }: { onError: (err: unknown) => void }) 
     </Card>
   );
 }
+
+/** A count next to the Team link while invitations addressed to the user wait for an answer. */
+export function InvitationsBadge() {
+  const mine = useApiQuery(["auth", "invitations"], () => unwrap(api.GET("/api/v1/auth/invitations")));
+  const count = mine.data?.length ?? 0;
+  return count ? (
+    <span className="badge" data-testid="invitations-badge" title={`${count} team invitation${count > 1 ? "s" : ""} to answer`}>
+      {count}
+    </span>
+  ) : null;
+}
