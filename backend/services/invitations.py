@@ -6,6 +6,7 @@ Invariants:
 - Only the account whose email the invitation names joins, by accepting it from its own session, while it is pending,
   unexpired, and its sender may still grant its role in that team (a removed admin's invitations die with them).
 - Only an owner may invite an owner (the rule of `teams.check_may_grant`).
+- A team holds at most `MAX_OPEN_PER_TEAM` open invitations (nobody's list can be flooded from one team).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from backend.services.auth import as_utc, hash_password
 from backend.services.errors import Conflict, Forbidden, not_found
 from backend.services.sessions import check_password_strength
 from backend.services.teams import check_may_grant, create_user, normalize_email
+
+MAX_OPEN_PER_TEAM = 200
 
 
 def is_open(invitation: Invitation) -> bool:
@@ -55,6 +58,11 @@ def invite(
                                  Invitation.status == InvitationStatus.pending).order_by(Invitation.id.desc()).limit(1)
     )
     if invitation is None:
+        open_count = session.scalar(select(func.count()).select_from(Invitation).where(
+            Invitation.team_id == team.id, Invitation.status == InvitationStatus.pending,
+            Invitation.expires_at > utcnow()))
+        if (open_count or 0) >= MAX_OPEN_PER_TEAM:
+            raise Conflict(f"the team already has {MAX_OPEN_PER_TEAM} open invitations: revoke some first")
         invitation = Invitation(team_id=team.id, email=email, status=InvitationStatus.pending)
         session.add(invitation)
     invitation.role, invitation.invited_by_id = role, actor.id

@@ -220,3 +220,19 @@ def _register_as(client: TestClient, email: str) -> str:
     answer = client.post(f"{API}/auth/register", json={"email": email, "password": PASSWORD, "team_name": team})
     assert answer.status_code == 201, answer.text
     return team
+
+
+def test_a_team_holds_a_bounded_number_of_open_invitations(
+    app_client: TestClient, world: Any, monkeypatch: Any
+) -> None:
+    from backend.services import invitations
+
+    monkeypatch.setattr(invitations, "MAX_OPEN_PER_TEAM", 2)
+    admin = world.headers("admin")
+    sent = [_invite(app_client, admin, f"many-{n}-{uuid.uuid4().hex[:6]}@example.com") for n in range(3)]
+    assert [answer.status_code for answer in sent] == [201, 201, 409]
+    assert "2 open invitations" in sent[2].json()["detail"]
+    assert _invite(app_client, admin, sent[0].json()["email"], role="viewer").status_code == 201  # renewing is fine
+    revoked = app_client.delete(f"{API}/teams/current/invitations/{sent[0].json()['id']}", headers=admin)
+    assert revoked.status_code == 204
+    assert _invite(app_client, admin, f"more-{uuid.uuid4().hex[:6]}@example.com").status_code == 201
