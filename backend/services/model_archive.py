@@ -24,8 +24,10 @@ from backend.services.errors import InvalidInput
 MAX_MEMBERS = 10_000
 CHUNK = 1 << 20
 # what a corrupt or truncated member raises while it is read (zip CRC checks, zlib/gzip, lzma and bz2 streams: bz2's
-# and gzip's are OSErrors without an errno, unlike a real I/O error such as a full disk)
-_CORRUPT = (zipfile.BadZipFile, tarfile.TarError, zlib.error, lzma.LZMAError, EOFError, ValueError, OSError)
+# and gzip's are OSErrors without an errno, unlike a real I/O error such as a full disk), and what zipfile raises for
+# a compression method it lacks (NotImplementedError) or an encrypted member (RuntimeError)
+_CORRUPT = (zipfile.BadZipFile, tarfile.TarError, zlib.error, lzma.LZMAError, EOFError, ValueError, OSError,
+            NotImplementedError, RuntimeError)
 
 
 class ArchiveInvalid(InvalidInput):
@@ -138,7 +140,8 @@ def extract_archive(content: bytes, dest: Path, *, max_bytes: int) -> Path:
     except _CORRUPT as exc:  # after the members' checks: the data itself is corrupt or cut off
         if isinstance(exc, OSError) and exc.errno is not None:
             raise  # the server's disk, not the upload
-        raise ArchiveInvalid(f"the archive is corrupt or truncated ({exc.__class__.__name__}: {str(exc)[:200]})") \
+        why = f"{exc.__class__.__name__}: {str(exc)[:200]}"
+        raise ArchiveInvalid(f"the archive is corrupt, truncated or uses what this server cannot unpack ({why})") \
             from None
     entries = [p for p in dest.iterdir() if p.name not in ("__MACOSX",)]
     if len(entries) == 1 and entries[0].is_dir() and not (dest / "config.json").exists():

@@ -96,15 +96,35 @@ def zip_collision() -> bytes:
     return buffer.getvalue()
 
 
+def zip_flagged(tmp_path: Path, *, method: int | None = None, encrypted: bool = False) -> bytes:
+    """A valid model zip whose members claim an unsupported compression method, or encryption."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in model_files(tmp_path):
+            archive.writestr(name, data or b"")
+    raw = bytearray(buffer.getvalue())
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # local headers, central directory
+        at = raw.find(signature)
+        while at >= 0:
+            if method is not None:
+                raw[at + flags_at + 2:at + flags_at + 4] = struct.pack("<H", method)
+            if encrypted:
+                raw[at + flags_at:at + flags_at + 2] = struct.pack("<H", 1)
+            at = raw.find(signature, at + 4)
+    return bytes(raw)
+
+
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
 ARCHIVES: list[tuple[str, Callable[[Path], bytes], str]] = [
-    ("zip-declared-smaller", zip_declared_smaller, "corrupt or truncated"),
+    ("zip-declared-smaller", zip_declared_smaller, "corrupt, truncated"),
     ("tar-truncated", lambda t: tar_gz([*model_files(t), ("model/pad", random.Random(0).randbytes(100_000))])[:50_000],
-     "corrupt or truncated"),
+     "corrupt, truncated"),
     ("tar-file-then-dir", lambda t: tar_gz([*model_files(t), ("model/x", b"1"), ("model/x/y", b"2")]), "collides"),
     ("tar-dir-then-file", lambda t: tar_gz([*model_files(t), ("model/x/y", b"2"), ("model/x", b"1")]), "collides"),
     ("tar-duplicate", lambda t: tar_gz([*model_files(t), ("model/x", b"1"), ("model/x", b"2")]), "collides"),
     ("zip-file-then-dir", lambda t: zip_collision(), "collides"),
+    ("zip-method-99", lambda t: zip_flagged(t, method=99), "corrupt, truncated"),
+    ("zip-encrypted", lambda t: zip_flagged(t, encrypted=True), "corrupt, truncated"),
     ("vocab-string", lambda t: tar_gz(model_files(t, config(vocab_size="abc"))), "`vocab_size` must be an integer"),
     ("vocab-list", lambda t: tar_gz(model_files(t, config(vocab_size=[]))), "`vocab_size` must be an integer"),
     ("vocab-1e400", lambda t: tar_gz(model_files(t, raw_file("config.json", json.dumps(
