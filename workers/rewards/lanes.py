@@ -23,12 +23,9 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from workers.rewards.base import RewardOutcome
-
-if TYPE_CHECKING:
-    from workers.rewards.sandbox import SandboxWorker
 
 MAX_WIDTH = 4  # lanes of one reward at most
 MEMORY_BUDGET_MB = 2048  # the lanes' address-space limits (memory_mb each) add up to at most this
@@ -36,6 +33,20 @@ CANCEL_POLL_S = 0.1  # how often a waiting reader looks at its `cancel` event
 JOIN_S = 5.0  # close: how long to wait for a lane's thread after its call was killed
 
 Item = tuple[str, str, Mapping[str, Any] | None]
+
+
+class LaneWorker(Protocol):
+    """What a lane drives: workers/rewards/sandbox.py's SandboxWorker."""
+
+    def call(self, prompt: str, response: str, meta: Mapping[str, Any],
+             cancel: threading.Event | None = None) -> RewardOutcome: ...
+
+    def interrupt(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+W = TypeVar("W", bound=LaneWorker)
 
 
 def lane_width(memory_mb: int) -> int:
@@ -54,7 +65,7 @@ class _Batch:
 
 
 class _Lane:
-    def __init__(self, worker: SandboxWorker, tasks: queue.SimpleQueue[tuple[_Batch, int] | None], name: str):
+    def __init__(self, worker: LaneWorker, tasks: queue.SimpleQueue[tuple[_Batch, int] | None], name: str):
         self.worker, self.tasks = worker, tasks
         self.batch: _Batch | None = None  # whose call runs now; set before the call looks at `abandoned`
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -77,10 +88,10 @@ class _Lane:
                 self.batch = None
 
 
-class Lanes:
-    """Up to `width` SandboxWorkers (`first`, then more made by `make_worker` when a batch needs them)."""
+class Lanes(Generic[W]):
+    """Up to `width` workers (`first`, then more made by `make_worker` when a batch needs them)."""
 
-    def __init__(self, first: SandboxWorker, make_worker: Callable[[], SandboxWorker], width: int):
+    def __init__(self, first: W, make_worker: Callable[[], W], width: int):
         self.make_worker, self.width = make_worker, max(1, width)
         self.workers = [first]
         self.tasks: queue.SimpleQueue[tuple[_Batch, int] | None] = queue.SimpleQueue()

@@ -297,9 +297,10 @@ class PythonReward(Reward):
     def __init__(self, code: str, *, timeout_s: float = 2.0, memory_mb: int = 256, mode: str | None = None,
                  width: int | None = None):
         first = SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb, mode=mode)
-        self.lanes = Lanes(first, lambda: SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb,
-                                                        mode=first.mode),
-                           lane_width(memory_mb) if width is None else width)
+        def another() -> SandboxWorker:
+            return SandboxWorker(code, timeout_s=timeout_s, memory_mb=memory_mb, mode=first.mode)
+
+        self.lanes = Lanes(first, another, lane_width(memory_mb) if width is None else width)
 
     @property
     def worker(self) -> SandboxWorker:
