@@ -1,5 +1,6 @@
-"""API load benchmark: p50/p99 latency and requests/s of `GET /jobs` and `GET /jobs/{id}/iterations` under 50
-concurrent clients, with one job running that has a few hundred iterations recorded (what a dashboard polls).
+"""API load benchmark: p50/p99 latency and requests/s of what a dashboard polls (`GET /jobs`, `GET /jobs/{id}`,
+`GET /jobs/{id}/iterations`, `GET /jobs/{id}/samples`, in turn) under 50 concurrent clients, with one job running
+that has a few hundred iterations and their samples recorded. Each route's p99 is printed too.
 
 The running job's writes are the driver's: `DatabaseReporter` (the same class the runtime uses, on the live channel
 of the same Redis) records an iteration with its samples and an event every `--write-interval` seconds while the
@@ -10,7 +11,8 @@ Starts its own API server (uvicorn, the same factory `streamrl up` runs) on a fr
 the baseline is one uvicorn worker, the candidate `--workers N` (default: the CPU count).
 
 Run: `python bench/api_load.py [--requests 2000] [--clients 50] [--sqlite] [--write-interval 0.5]`.
-Final line: `RESULT p50_ms=... p99_ms=... req_s=... baseline_p99_ms=... p99_ratio=...`.
+Final line: `RESULT p50_ms=... p99_ms=... req_s=... baseline_p99_ms=... p99_ratio=...` (and one `RESULT route=...`
+line per route of the candidate).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from backend.db.migrate import upgrade_database  # noqa: E402
-from backend.db.models import Iteration, Job, Membership, Model, Team, User  # noqa: E402
+from backend.db.models import Iteration, Job, JobSample, Membership, Model, Team, User  # noqa: E402
 from backend.db.session import make_engine, normalize_database_url, session_scope  # noqa: E402
 from backend.reporting import DatabaseReporter  # noqa: E402
 from backend.services.auth import issue_session_token  # noqa: E402
@@ -89,6 +91,9 @@ def seed(url: str, workdir: Path, jobs: int, iterations: int) -> tuple[str, int]
         ids = [create_job(session=session, team=team, user=user, spec=spec).id for _ in range(jobs)]
         session.get(Job, ids[0]).status = JobStatus.running  # type: ignore[union-attr]
         session.add_all(Iteration(job_id=ids[0], iteration=i + 1, metrics=METRICS) for i in range(iterations))
+        session.add_all(JobSample(job_id=ids[0], iteration=i + 1, sample_id=f"{ids[0]}:{i + 1}:{k}", prompt=f"q{k}",
+                                  response="a" * 40, reward=1.0, length=40, policy_version=i, instance_id="gen-0")
+                        for i in range(iterations) for k in range(4))
         token = issue_session_token(user_id=user.id, team_id=team.id, secret_key=SECRET, ttl_s=3600)
     engine.dispose()
     return token, ids[0]
@@ -141,14 +146,22 @@ class RawClient:
             self.writer.close()
 
 
-async def load(base: str, token: str, job_id: int, requests: int, clients: int) -> tuple[list[float], float, int]:
-    """`requests` GETs from `clients` concurrent clients, alternating the two routes; (latencies s, wall s, errors)."""
-    paths = ["/api/v1/jobs", f"/api/v1/jobs/{job_id}/iterations?limit=500"]
-    latencies: list[float] = []
+ROUTES = ("/jobs", "/jobs/{id}", "/jobs/{id}/iterations?limit=500", "/jobs/{id}/samples?limit=50")
+
+
+def routes(job_id: int) -> list[str]:
+    return ["/api/v1" + route.replace("{id}", str(job_id)) for route in ROUTES]
+
+
+async def load(base: str, token: str, job_id: int, requests: int,
+               clients: int) -> tuple[list[tuple[str, float]], float, int]:
+    """`requests` GETs from `clients` concurrent clients, the routes in turn; ((path, latency s), wall s, errors)."""
+    paths = routes(job_id)
+    latencies: list[tuple[str, float]] = []
     errors = 0
     queue: asyncio.Queue[str] = asyncio.Queue()
     for i in range(requests):
-        queue.put_nowait(paths[i % 2])
+        queue.put_nowait(paths[i % len(paths)])
     host, _, port = base.removeprefix("http://").partition(":")
 
     async def client() -> None:
@@ -159,7 +172,7 @@ async def load(base: str, token: str, job_id: int, requests: int, clients: int) 
                 path = queue.get_nowait()
                 start = time.perf_counter()
                 status = await http.get(path)
-                latencies.append(time.perf_counter() - start)
+                latencies.append((path, time.perf_counter() - start))
                 errors += status != 200
         finally:
             await http.close()
@@ -210,14 +223,21 @@ def measure(url: str, workdir: Path, token: str, job_id: int, workers: int, args
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    ordered = sorted(latencies)
-    figures = {"workers": workers, "p50_ms": 1000 * statistics.median(ordered),
-               "p99_ms": 1000 * ordered[int(0.99 * (len(ordered) - 1))], "req_s": len(ordered) / wall,
-               "errors": errors}
+    ordered = sorted(seconds for _, seconds in latencies)
+    per_route = {route: p99([s for p, s in latencies if p == path])
+                 for route, path in zip(ROUTES, routes(job_id), strict=True)}
+    figures = {"workers": workers, "p50_ms": 1000 * statistics.median(ordered), "p99_ms": 1000 * p99(ordered),
+               "req_s": len(ordered) / wall, "errors": errors, "routes": per_route}
     print(f"workers={workers}: p50 {figures['p50_ms']:.0f} ms, p99 {figures['p99_ms']:.0f} ms, "
-          f"{figures['req_s']:.0f} req/s, {errors} errors; the running job recorded {written} iterations meanwhile",
+          f"{figures['req_s']:.0f} req/s, {errors} errors; the running job recorded {written} iterations meanwhile; "
+          "p99 per route: " + ", ".join(f"{route} {1000 * value:.0f} ms" for route, value in per_route.items()),
           flush=True)
     return figures
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.99 * (len(ordered) - 1))] if ordered else float("nan")
 
 
 def main() -> None:
@@ -245,6 +265,8 @@ def main() -> None:
     print(f"RESULT p50_ms={candidate['p50_ms']:.1f} p99_ms={candidate['p99_ms']:.1f} req_s={candidate['req_s']:.1f} "
           f"baseline_p99_ms={baseline['p99_ms']:.1f} p99_ratio={candidate['p99_ms'] / baseline['p99_ms']:.2f} "
           f"errors={candidate['errors'] + baseline['errors']}")
+    for route, value in candidate["routes"].items():
+        print(f"RESULT route={route.split('?')[0]} p99_ms={1000 * value:.1f}")
 
 
 if __name__ == "__main__":

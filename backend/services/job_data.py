@@ -90,13 +90,19 @@ def record_checkpoint(*, session: Session, job_id: int, iteration: int, path: st
     return row
 
 
-def summary_columns() -> tuple[Any, Any, Any, Any]:
+def silent_cutoff() -> datetime:
+    """Instances that last beat before this are silent (neither running nor pending)."""
+    return datetime.now(UTC) - timedelta(seconds=SILENT_AFTER_S)
+
+
+def summary_columns(cutoff: Any = None) -> tuple[Any, Any, Any, Any]:
     """A job's summary as scalar subqueries correlated to `Job`, so a listing (or one job) comes in one round trip:
     (running generation instances, pending ones, latest iteration metrics, creator email). Running = heart-beating
     within SILENT_AFTER_S (as the job's health counts them); pending = asked for, never picked up by a worker; a
-    silent instance is neither (the health endpoint lists it)."""
+    silent instance is neither (the health endpoint lists it). `cutoff`: `silent_cutoff()` now, or a bind parameter
+    for a statement built once and executed many times (its value: `silent_cutoff()` at each execution)."""
     live = (GenerationInstance.job_id == Job.id, GenerationInstance.status.in_(LIVE_INSTANCE_STATUSES))
-    cutoff = datetime.now(UTC) - timedelta(seconds=SILENT_AFTER_S)
+    cutoff = silent_cutoff() if cutoff is None else cutoff
     running = select(func.count()).where(*live, GenerationInstance.heartbeat_at >= cutoff).correlate(Job)
     pending = select(func.count()).where(*live, GenerationInstance.heartbeat_at.is_(None)).correlate(Job)
     latest = (

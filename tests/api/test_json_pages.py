@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from backend.api.presenters import job_row_public
 from backend.db.enums import JobStatus
@@ -112,3 +113,71 @@ def test_iteration_timestamps_with_and_without_microseconds(pg_backend: Any, reg
     with pg_backend.client() as client:
         page = client.get(f"{API}/jobs/{job_id}/iterations", headers=pg_backend.auth_headers(user, team)).json()
     assert [row["created_at"] for row in page["data"]] == ["2026-03-04T05:06:07Z", "2026-03-04T05:06:07.000001Z"]
+
+
+@pytest.mark.parametrize("backend_name", ["pg_backend", "sqlite_backend"])
+def test_one_job_json_equals_the_schema_serialization(
+    backend_name: str, request: pytest.FixtureRequest, register_model: Any
+) -> None:
+    """`GET /jobs/{id}` is spliced like the list (services/json_pages.job_page): equal to `JobPublic` for each job."""
+    from backend.services.jobs import get_job_row
+
+    backend = request.getfixturevalue(backend_name)
+    team, user = _seed(backend, register_model)
+    headers = backend.auth_headers(user, team)
+    with backend.client() as client:
+        listed = json.loads(client.get(f"{API}/jobs", headers=headers).content)["data"]
+        for job in listed:
+            answer = client.get(f"{API}/jobs/{job['id']}", headers=headers)
+            assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+            with backend.session() as session:
+                row = get_job_row(session=session, team=session.get(Team, team.id), job_id=job["id"])
+                expected = job_row_public(*row).model_dump_json()
+            assert json.loads(answer.content) == json.loads(expected) == job
+        other = backend.make_team()
+        foreign = client.get(f"{API}/jobs/{listed[0]['id']}", headers=backend.auth_headers(
+            backend.make_user(team=other), other))
+        assert foreign.status_code == 404
+
+
+@pytest.mark.parametrize("backend_name", ["pg_backend", "sqlite_backend"])
+def test_samples_json_equals_the_schema_serialization(
+    backend_name: str, request: pytest.FixtureRequest, register_model: Any
+) -> None:
+    """`GET /jobs/{id}/samples` is spliced from columns (services/json_pages.samples_page): equal to
+    `Page[SamplePublic]` of the ORM rows, newest first, filtered by iteration, with every optional field set or not."""
+    from backend.db.models import JobSample
+    from backend.schemas.common import Page
+    from backend.schemas.jobs import SamplePublic
+    from backend.services.job_data import list_samples
+
+    backend = request.getfixturevalue(backend_name)
+    team, user = _seed(backend, register_model)
+    headers = backend.auth_headers(user, team)
+    with backend.session() as session:
+        job_id = session.scalar(select(Job.id).where(Job.team_id == team.id).order_by(Job.id))
+        episode = {"turns": 2, "messages": [{"role": "user", "content": 'é "q"\n'}], "segments": [[0, 3, True]]}
+        for number in range(6):
+            session.add(JobSample(
+                job_id=job_id, iteration=1 + number % 2, sample_id=f"{job_id}:{number}", prompt=f'p{number} "é"\n',
+                response="🚀" * number, reward=[0.5, 1.0, -2.25, 1e-7, 3.0, 0.0][number], length=number,
+                policy_version=number, instance_id="gen-0" if number % 2 else "",
+                reward_components={"a": 1, "b": 0.5} if number % 3 == 0 else None,
+                reward_error="timed out" if number == 4 else None, truncated=number == 5,
+                episode=episode if number == 2 else None))
+    with backend.client() as client:
+        for params in ({}, {"limit": 2}, {"iteration": 2}, {"iteration": 9}, {"iteration": 1, "limit": 1}):
+            answer = client.get(f"{API}/jobs/{job_id}/samples", params=params, headers=headers)
+            assert answer.status_code == 200 and answer.headers["content-type"] == "application/json"
+            with backend.session() as session:
+                rows = list_samples(session=session, job_id=job_id, iteration=params.get("iteration"),
+                                    limit=params.get("limit", 50))
+                expected = Page(data=[SamplePublic.model_validate(r) for r in rows], count=len(rows)).model_dump_json()
+            assert json.loads(answer.content) == json.loads(expected), params
+        page = json.loads(client.get(f"{API}/jobs/{job_id}/samples", headers=headers).content)
+        assert [s["sample_id"] for s in page["data"]] == [f"{job_id}:{n}" for n in range(5, -1, -1)]
+        assert page["data"][-1]["reward_components"] == {"a": 1.0, "b": 0.5}
+        assert page["data"][3]["episode"] == episode
+        other = backend.make_team()
+        assert client.get(f"{API}/jobs/{job_id}/samples", headers=backend.auth_headers(
+            backend.make_user(team=other), other)).status_code == 404

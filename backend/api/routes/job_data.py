@@ -54,18 +54,19 @@ def list_iterations(
     return Response(page, media_type="application/json")
 
 
-@router.get("/samples")
+@router.get("/samples", response_model=Page[SamplePublic])
 def list_samples(
     job_id: IdPath,
     auth: ViewerAuth,
     session: SessionDep,
     iteration: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-) -> Page[SamplePublic]:
+) -> Response:
     """Recent finished samples (newest first), optionally of one iteration."""
-    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
-    rows = job_data.list_samples(session=session, job_id=job.id, iteration=iteration, limit=limit)
-    return page_of(SamplePublic, rows)
+    page = json_pages.samples_page(session=session, team=auth.team, job_id=job_id, iteration=iteration, limit=limit)
+    if page is None:  # after the query checks: 422 before 404
+        raise not_found("job", job_id)
+    return Response(page, media_type="application/json")
 
 
 @router.get("/timeline")

@@ -49,6 +49,7 @@ class JobEvent(Base):
     """Typed log line of a job (kind e.g. `status`, `scale`, `created`, `worker`, `error`)."""
 
     __tablename__ = "job_events"
+    __table_args__ = (Index("ix_job_events_job_id_id", "job_id", "id"),)  # polling after an id reads only what is new
 
     id: Mapped[int] = mapped_column(primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)

@@ -16,6 +16,7 @@ class JobSample(Base):
     __table_args__ = (
         UniqueConstraint("job_id", "sample_id"),
         Index("ix_job_samples_job_id_iteration", "job_id", "iteration"),
+        Index("ix_job_samples_job_id_id", "job_id", "id"),  # the newest-first page reads `limit` rows, not the job's
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
