@@ -112,9 +112,6 @@ class InvitationCreate(RequestModel):
         return None
 
 
-MemberCreate = InvitationCreate  # POST /teams/current/members: the old name of an invitation
-
-
 class InvitationPublic(BaseModel):
     """An invitation as its team sees it; the same fields whether or not the email has an account."""
 
