@@ -255,3 +255,19 @@ def test_budget_events_reach_the_alert_rules(app_client: TestClient, world: Any,
         assert deliveries[0].payload["data"]["budget"] == "limits.max_tokens"
         assert session.scalar(select(UsageRecord.tokens_trained).where(UsageRecord.job_id == job["id"],
                                                                       UsageRecord.pool == "training")) == 100
+
+
+def test_prometheus_series_per_team(pg_backend: Any, app_client: TestClient, world: Any) -> None:
+    job = world.submit(app_client)
+    _record(world.backend, job["id"], range(1, 3))  # 20 s training, 40 s generation, 80 and 200 tokens
+    app_client.patch(f"{API}/teams/current/quotas", json={"max_device_hours_per_month": 2.5},
+                     headers=world.headers(Role.admin))
+    with pg_backend.client(metrics_token="usage-metrics-token") as client:
+        text = client.get("/metrics", headers={"Authorization": "Bearer usage-metrics-token"}).text
+    team = world.team.name
+    assert f'streamrl_team_device_seconds_total{{pool="training",team="{team}"}} 20.0' in text
+    assert f'streamrl_team_device_seconds_total{{pool="generation",team="{team}"}} 40.0' in text
+    assert f'streamrl_team_tokens_total{{kind="generated",team="{team}"}} 80.0' in text
+    assert f'streamrl_team_tokens_total{{kind="trained",team="{team}"}} 200.0' in text
+    assert f'streamrl_team_month_device_hours{{team="{team}"}} {60 / 3600}' in text
+    assert f'streamrl_team_budget_device_hours{{team="{team}"}} 2.5' in text
