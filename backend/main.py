@@ -34,6 +34,7 @@ from backend.api.routes import (
     openai_compat,
     openai_inference,
     plans,
+    queue,
     runs,
     samples,
     stream,
@@ -50,7 +51,7 @@ from contract.settings import ConfigError, Settings, get_settings
 
 API_PREFIX = "/api/v1"
 # the API itself: always included
-ROUTERS = (health, auth, teams, keys, models, datasets, jobs, job_data, stream, alerts, trackers, usage)
+ROUTERS = (health, auth, teams, keys, models, datasets, jobs, job_data, stream, alerts, trackers, usage, queue)
 # features an operator may leave out of an API process (settings.disabled_routers): the planner's simulations,
 # run comparison, exports, the sample browser, the cluster view, the grader test bench
 OPTIONAL_ROUTERS = {"plans": plans, "runs": runs, "exports": exports, "samples": samples, "cluster": cluster,

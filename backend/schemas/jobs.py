@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from backend.db.enums import JobStatus
 from backend.schemas.common import ORMModel, Page, RequestModel, UtcDatetime
+from backend.schemas.queue import QueuePublic
 from contract.spec import JobSpec
 from contract.spec_operations import LimitsSpec
 
@@ -44,6 +45,8 @@ class JobPublic(BaseModel):
     ptl_profile: dict[str, Any] | None
     tags: list[str]  # sorted, unique
     notes: str
+    queue: QueuePublic | None = Field(None, description="a queued job's place in the scheduler's queue and why it "
+                                      "waits; null otherwise")
 
 
 JobsPublic = Page[JobPublic]

@@ -199,13 +199,17 @@ def _apply_preemptions(session: Session, client: redis.Redis, result: PassResult
 
 def _store_queue(client: redis.Redis | None, entries: dict[int, dict[str, Any]]) -> None:
     if client is not None:
-        client.set(keys.scheduler_queue(), json.dumps({str(k): v for k, v in entries.items()}), ex=600)
+        items = {str(k): v for k, v in entries.items()}
+        client.set(keys.scheduler_queue(), json.dumps({"at": time.time(), "items": items}), ex=600)
 
 
-def stored_queue(client: redis.Redis | None) -> dict[int, dict[str, Any]]:
-    """The last pass's queue entries by job id (empty when Redis is out or no pass ran lately)."""
+def stored_queue(client: redis.Redis | None) -> tuple[float | None, dict[int, dict[str, Any]]]:
+    """(when, entries by job id) of the last pass's queue; (None, {}) when Redis is out or no pass ran lately."""
     raw = client.get(keys.scheduler_queue()) if client is not None else None
-    return {int(k): v for k, v in json.loads(raw).items()} if raw else {}
+    if not raw:
+        return None, {}
+    stored = json.loads(raw)
+    return float(stored["at"]), {int(k): v for k, v in stored["items"].items()}
 
 
 def _recent(client: redis.Redis | None, now: float) -> dict[int, float]:
