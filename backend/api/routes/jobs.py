@@ -10,14 +10,16 @@ from sqlalchemy.orm import Session
 
 from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, TagQuery, TextQuery, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
-from backend.api.presenters import job_public, job_row_public
+from backend.api.presenters import job_public
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
 from backend.schemas.common import MAX_OFFSET
 from backend.schemas.jobs import JobAnnotate, JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
-from backend.services import budgets, job_notes, json_pages
+from backend.services import budgets, job_notes, json_pages, scheduling
 from backend.services import jobs as job_service
+from backend.services.errors import not_found
 from backend.services.live import publish_live, wake_controller
+from backend.services.queue_view import with_queue
 
 router = APIRouter(prefix="/jobs", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
@@ -43,6 +45,7 @@ def _last_event_id(session: Session, job_id: int) -> int:
 @router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def submit_job(spec: JobCreate, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep) -> JobPublic:
     """Submit a job (member); it waits in `queued` until the controller admits it within the team's quotas."""
+    scheduling.check_preemptible(auth.role, spec)
     job = job_service.create_job(session=session, team=auth.team, user=auth.user, spec=spec,
                                  api_key_id=auth.api_key.id if auth.api_key else None)
     return _commit_and_publish(session, redis, job, since_event_id=0)
@@ -52,6 +55,7 @@ def submit_job(spec: JobCreate, auth: MemberAuth, session: SessionDep, redis: Op
 def list_jobs(
     auth: ViewerAuth,
     session: SessionDep,
+    redis: OptionalRedisDep,
     status: JobStatus | None = None,
     name: Annotated[str | None, Query(min_length=1, max_length=200, description="substring of the job name")] = None,
     tag: TagQuery = None,
@@ -59,17 +63,22 @@ def list_jobs(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> Response:
-    """The team's jobs, newest first, filtered by status, name, tag and/or text in the name, tags or notes."""
+    """The team's jobs, newest first, filtered by status, name, tag and/or text in the name, tags or notes; a queued
+    job's `queue` says where it stands and why it waits."""
     page = json_pages.jobs_page(
         session=session, team=auth.team, status=status, name=name, tag=tag, q=q, limit=limit, offset=offset
     )
-    return Response(page, media_type="application/json")
+    return Response(with_queue(page, session=session, client=redis, team=auth.team), media_type="application/json")
 
 
-@router.get("/{job_id}")
-def get_job(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> JobPublic:
-    """One job with its progress and latest metrics."""
-    return job_row_public(*job_service.get_job_row(session=session, team=auth.team, job_id=job_id))
+@router.get("/{job_id}", response_model=JobPublic)
+def get_job(job_id: IdPath, auth: ViewerAuth, session: SessionDep, redis: OptionalRedisDep) -> Response:
+    """One job with its progress and latest metrics, and while it is queued its `queue` entry (position, reason,
+    what it waits for, ETA)."""
+    page = json_pages.job_page(session=session, team=auth.team, job_id=job_id)
+    if page is None:
+        raise not_found("job", job_id)
+    return Response(with_queue(page, session=session, client=redis, team=auth.team), media_type="application/json")
 
 
 @router.patch("/{job_id}")
