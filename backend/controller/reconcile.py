@@ -313,7 +313,8 @@ def _reconcile_tinker(session: Session, job: Job, sender: TaskSender, client: re
                      data={"driver": "sent"})
     if _driver_lost(client, job, timeouts):
         error = tinker_parking.worker_lost(session, client, job) if job.status == JobStatus.running else (
-            f"no training worker picked the session up within {timeouts.driver_start_s:.0f}s")
+            f"the training session did not start: no training worker picked it up within "
+            f"{timeouts.driver_start_s:.0f}s, or its worker died while loading the model")
         if error is not None:
             report.jobs_failed.append(job.id)
             _fail(session, job, client, error)

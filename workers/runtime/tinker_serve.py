@@ -9,11 +9,11 @@ Invariants:
   yet served, so a restored session serves exactly what is left. Every `tinker_park_every` steps the session also
   saves its park state while it runs; after a kill -9 it restores that and runs the calls served since (still in the
   stream) again, writing their results again; steps whose calls the stream no longer holds are reported lost (an
-  event, and `steps_lost` in the next call's metrics), and a restored session whose next seq id never comes while
+  event, and `steps_lost:max` in the next call's metrics), and a restored session whose next seq id never comes while
   later ones wait (their calls lost with the stream) skips to those after GAP_S;
 - the park state is saved (atomically, workers/runtime/tinker_park.py) before the stream is trimmed and before the job
-  says `parked`; the heartbeat stops before it says so (the controller never sees a parked job's old beat as a new
-  session's);
+  says `parked`; the heartbeat stops and its key is removed before it says so (the controller never takes a parked
+  session's last beat for the beat of the session that restores it);
 - no job stays parked with a call waiting: after saying `parked` the task reads the stream once more and queues the
   job again itself if a call came meanwhile (the API queues it for every later call).
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from contract import keys
+from contract import keys, liveness
 from contract.reporter import Reporter
 from contract.states import TERMINAL_JOB_STATUSES, JobStatus
 from workers.runtime import tinker_park
@@ -156,7 +156,7 @@ class SessionServer:
             if self.shutdown.check():
                 return self._park(session, beat, "its worker is shutting down")
             now = time.monotonic()
-            if now - last_call > self.idle_s:
+            if now - last_call > self.idle_s and self.gap_since is None:  # not idle: calls wait behind a gap
                 return self._park(session, beat, f"no call for {self.idle_s:g}s")
             if now - last_check > STATUS_CHECK_S:
                 last_check = now
@@ -197,7 +197,7 @@ class SessionServer:
             # what the request cost here (the API drops it; bench/tinker_api.py reads it from Redis)
             result["timing"] = {"seq": self.next_seq, "kind": kind, "compute_s": time.perf_counter() - started}
             if self.lost_steps and isinstance(result.get("metrics"), dict):
-                result["metrics"]["steps_lost"] = float(self.lost_steps)  # the client hears it once
+                result["metrics"]["steps_lost:max"] = float(self.lost_steps)  # the client hears it once
                 self.lost_steps = 0
         except (ValueError, FileNotFoundError) as err:
             result = {"error": str(err), "category": "user"}
@@ -223,6 +223,7 @@ class SessionServer:
     def _park(self, session: TinkerSession, beat: Heartbeat, reason: str) -> str:
         save_s = self._save(session)
         beat.stop()
+        self.client.delete(liveness.driver_key(self.job_id))  # no later session of the job is mistaken for this one
         self.reporter.set_job_status(self.job_id, JobStatus.parked)
         self.reporter.record_event(self.job_id, "tinker", (
             f"parked ({reason}) at step {session.step}: adapter and optimizer state saved in {save_s:.2f}s, its "
