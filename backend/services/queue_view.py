@@ -110,7 +110,8 @@ def with_queue(page: bytes, *, session: Session, client: redis.Redis | None, tea
     _, stored = stored_queue(client)
     if not stored:
         return page
-    waiting = list(session.scalars(select(Job.id).where(Job.id.in_(list(stored)), Job.team_id == team.id)))
+    waiting = list(session.scalars(select(Job.id).where(Job.id.in_(list(stored)), Job.team_id == team.id,
+                                                        Job.status == JobStatus.queued)))
     if not waiting:
         return page
     entries = queue_entries(session=session, client=client, team=team, job_ids=waiting)

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from backend.db import Job, JobStatus
 from backend.services.admission import schedule_pass
 from backend.services.jobs import TrainingSlots
+from contract import keys
 
 API = "/api/v1"
 
@@ -58,11 +59,18 @@ def test_team_share_and_max_priority_are_admin_quotas(app_client: TestClient, pg
 
 
 def test_a_queued_job_says_why_and_who_holds_it(app_client: TestClient, pg_backend: Any, make_world: Any) -> None:
+    client = redis.Redis.from_url(pg_backend.settings.redis_url)
+    try:
+        _queue_says_why(app_client, pg_backend, make_world, client)
+    finally:
+        client.delete(keys.scheduler_queue())  # job ids of this database mean other jobs in another test's
+
+
+def _queue_says_why(app_client: TestClient, pg_backend: Any, make_world: Any, client: redis.Redis) -> None:
     ours, theirs = make_world(pg_backend, max_concurrent_jobs=1), make_world(pg_backend)
     first = ours.submit(app_client, name="first-of-ours")
     second = ours.submit(app_client, name="second-of-ours")
     hidden = theirs.submit(app_client, name="their-secret-run")
-    client = redis.Redis.from_url(pg_backend.settings.redis_url)
     with pg_backend.session() as session:  # the whole training pool is busy: only quotas and capacity decide
         schedule_pass(session=session, client=client, training=TrainingSlots(slots=1, free=1))
         for job_id in (first["id"], hidden["id"]):  # these two hold slots (another test's queued job may have
