@@ -132,7 +132,8 @@ def e2e_part(args: argparse.Namespace) -> dict[str, float]:
     command = [sys.executable, str(REPO / "bench" / "modes.py"), "--speculative", "--iterations",
                str(args.e2e_iterations), "--repeats", str(args.e2e_repeats), "--max-tokens", str(args.max_tokens),
                "--prompts", str(args.prompts), "--group", str(args.group), "--gen-batch", str(args.batch),
-               "--device", args.device]
+               "--device", args.device, "--preset", args.preset, "--sft-seconds", str(args.sft_seconds),
+               *(["--model", args.model] if args.model else [])]
     print("e2e:", " ".join(command[1:]), flush=True)
     out = subprocess.run(command, capture_output=True, text=True, check=False)
     print(out.stdout[-4000:], out.stderr[-2000:] if out.returncode else "", flush=True)

@@ -10,7 +10,8 @@
 # the three comparisons of issue #26, each printing its own RESULT lines: bench/multitenant.py (4 LoRA jobs on one
 # shared engine vs one engine each; then bench/multi_lora_forward.py, the shared engine's two multi-LoRA forwards;
 # bench/train_memory.py, 4 LoRA trainers in 4 processes vs one shared training process, GPU memory included),
-# bench/modes.py --partial-rollouts (async with in-flight weight updates vs draining) and bench/peer_trl.py (the
+# bench/modes.py --partial-rollouts (async with in-flight weight updates vs draining), bench/speculative.py (grouped
+# speculative decoding vs none on the hf engine: tail tokens/s, sync and async samples/s) and bench/peer_trl.py (the
 # platform's defaults vs TRL's GRPOTrainer). On a GPU all but peer_trl run with --device cuda (every engine and
 # trainer on GPU 0); peer_trl pins CPU core sets. Record what they print.
 #
@@ -122,6 +123,9 @@ if [ "$benches" = 1 ]; then
   echo "gpu_check: bench/modes.py --partial-rollouts --engine $engine --device $bench_device"
   "$PYTHON" bench/modes.py --partial-rollouts --iterations 10 --max-tokens 512 --max-staleness 2 --repeats 3 \
     --engine "$engine" --device "$bench_device" --preset "$([ "$mode" = gpu ] && echo tiny-15m || echo tiny-1m)"
+  echo "gpu_check: bench/speculative.py --e2e --device $bench_device"
+  "$PYTHON" bench/speculative.py --e2e --device "$bench_device" --e2e-iterations 10 --e2e-repeats 2 \
+    --preset "$([ "$mode" = gpu ] && echo tiny-15m || echo tiny-1m)"
   # TRL runs in its own venv, which the bench installs from PyPI on first use: skipped where PyPI is unreachable
   echo "gpu_check: bench/peer_trl.py"
   "$PYTHON" bench/peer_trl.py || echo "gpu_check: bench/peer_trl.py failed (its TRL venv needs PyPI the first time)"

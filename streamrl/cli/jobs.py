@@ -103,7 +103,8 @@ def submit(
 @jobs_app.command("list")
 def list_jobs(
     ctx: typer.Context,
-    status: str | None = typer.Option(None, "--status", help="queued|starting|running|paused|succeeded|failed|..."),
+    status: str | None = typer.Option(None, "--status",
+                                      help="queued|starting|running|paused|parked|succeeded|failed|..."),
     name: str | None = typer.Option(None, "--name", help="filter by name"),
     tag: str | None = typer.Option(None, "--tag", help="only jobs carrying this tag"),
     search: str | None = typer.Option(None, "--search", "-q", help="text in the name, tags or notes (any case)"),

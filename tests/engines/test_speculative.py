@@ -14,6 +14,7 @@ from scipy.stats import chi2_contingency
 from transformers import DynamicCache
 
 from contract.sample import PromptRequest
+from contract.spec import JobSpec
 from workers.core import to_sample
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
 from workers.generation.engines.hf import HFEngine
@@ -186,3 +187,13 @@ def test_iteration_metrics_report_acceptance_and_tokens_per_forward(model_dir: P
     assert spec["tokens_per_forward"] > 1.0 and 0 < spec["spec_acceptance"] <= 1
     assert spec["tail_tokens_per_forward"] >= spec["tokens_per_forward"]  # every pass speculated here
     assert plain["tail_phase_seconds"] >= 0 and spec["tail_phase_seconds"] >= 0
+
+
+def test_job_spec_setting_reaches_the_engine(model_dir: Path) -> None:
+    """`generation.speculative`: auto (default) and group speculate in the tail (a quarter of the batch), off never."""
+    base = {"name": "j", "model": "m", "dataset": {"builtin": "long_tail"}}
+    for mode, rows in (("auto", 16), ("group", 16), ("off", 0)):
+        spec = JobSpec.model_validate({**base, "generation": {"batch_size": 64, "speculative": mode}})
+        engine = HFEngine.from_spec(spec, model_dir, "cpu")
+        assert engine.speculation.max_rows == rows and engine.speculation.enabled == (rows > 0)
+    assert JobSpec.model_validate(base).generation.speculative == "auto"

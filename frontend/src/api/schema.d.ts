@@ -466,7 +466,8 @@ export interface paths {
         };
         /**
          * List Jobs
-         * @description The team's jobs, newest first, filtered by status, name, tag and/or text in the name, tags or notes.
+         * @description The team's jobs, newest first, filtered by status, name, tag and/or text in the name, tags or notes; a queued
+         *     job's `queue` says where it stands and why it waits.
          */
         get: operations["list_jobs_api_v1_jobs_get"];
         put?: never;
@@ -490,7 +491,8 @@ export interface paths {
         };
         /**
          * Get Job
-         * @description One job with its progress and latest metrics.
+         * @description One job with its progress and latest metrics, and while it is queued its `queue` entry (position, reason,
+         *     what it waits for, ETA).
          */
         get: operations["get_job_api_v1_jobs__job_id__get"];
         put?: never;
@@ -1059,6 +1061,27 @@ export interface paths {
          * @description Drop an override: a default device reverts to its defaults, an added device disappears (platform admin).
          */
         delete: operations["delete_device_api_v1_plans_devices__name__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/queue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Queue
+         * @description Waiting items by position with their reason, ETA and slots asked for, and the queue grouped by team and
+         *     priority; another team's items carry no job id, name or team name.
+         */
+        get: operations["get_queue_api_v1_queue_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -2371,6 +2394,8 @@ export interface components {
             ptl_profile: {
                 [key: string]: unknown;
             } | null;
+            /** @description a queued job's place in the scheduler's queue and why it waits; null otherwise */
+            queue?: components["schemas"]["QueuePublic"] | null;
             /**
              * Running Instances
              * @description generation instances heart-beating now (pending and silent ones are not running)
@@ -2399,6 +2424,13 @@ export interface components {
             tags: string[];
             /** Target Instances */
             target_instances: number;
+        };
+        /** JobRef */
+        JobRef: {
+            /** Id */
+            id: number;
+            /** Name */
+            name: string;
         };
         /** JobScale */
         JobScale: {
@@ -3081,6 +3113,108 @@ export interface components {
             /** Data */
             data: components["schemas"]["PromptSummary"][];
         };
+        /**
+         * QueueGroup
+         * @description Waiting items of one team and priority, with the slots they ask for.
+         */
+        QueueGroup: {
+            /** Generation Slots */
+            generation_slots: number;
+            /** Own */
+            own: boolean;
+            /** Priority */
+            priority: string;
+            /** Team */
+            team: string;
+            /** Training Slots */
+            training_slots: number;
+            /** Waiting */
+            waiting: number;
+        };
+        /**
+         * QueueItemPublic
+         * @description One waiting item in the whole queue; another team's item has no id, name or team name.
+         */
+        QueueItemPublic: {
+            /** Eta S */
+            eta_s: number | null;
+            /** Job Id */
+            job_id: number | null;
+            /** Job Name */
+            job_name: string | null;
+            /** Needs */
+            needs: {
+                [key: string]: number;
+            };
+            /** Own */
+            own: boolean;
+            /** Position */
+            position: number;
+            /** Priority */
+            priority: string;
+            /** Reason */
+            reason: string;
+            /** Team */
+            team: string;
+            /** Waiting For */
+            waiting_for: string;
+        };
+        /** QueueListing */
+        QueueListing: {
+            /** Groups */
+            groups: components["schemas"]["QueueGroup"][];
+            /** Items */
+            items: components["schemas"]["QueueItemPublic"][];
+            /**
+             * Updated S
+             * @description seconds since the scheduler's last pass; null: none lately
+             */
+            updated_s?: number | null;
+        };
+        /**
+         * QueuePublic
+         * @description Why a queued job or session waits. Holders are named for the caller's own team; another team's are counts.
+         */
+        QueuePublic: {
+            /**
+             * Eta S
+             * @description estimated seconds until it starts (from recorded iteration times); null when no estimate exists
+             */
+            eta_s?: number | null;
+            /**
+             * Held By
+             * @description the caller's team's jobs holding the resource
+             */
+            held_by?: components["schemas"]["JobRef"][];
+            /**
+             * Held By Other Teams
+             * @description jobs of other teams holding it
+             * @default 0
+             */
+            held_by_other_teams?: number;
+            /**
+             * Needs
+             * @description slots it takes at start, per pool
+             */
+            needs?: {
+                [key: string]: number;
+            };
+            /**
+             * Position
+             * @description 1 = the next to start
+             */
+            position: number;
+            /**
+             * Reason
+             * @description what it waits for and who holds it
+             */
+            reason: string;
+            /**
+             * Waiting For
+             * @description training_slots | generation_slots | quota:max_concurrent_jobs | quota:max_generation_instances
+             */
+            waiting_for: string;
+        };
         /** Quotas */
         Quotas: {
             /** Max Concurrent Jobs */
@@ -3251,6 +3385,8 @@ export interface components {
             ptl_profile: {
                 [key: string]: unknown;
             } | null;
+            /** @description a queued job's place in the scheduler's queue and why it waits; null otherwise */
+            queue?: components["schemas"]["QueuePublic"] | null;
             /**
              * Running Instances
              * @description generation instances heart-beating now (pending and silent ones are not running)
@@ -8354,6 +8490,80 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_queue_api_v1_queue_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueListing"];
+                };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
             401: {

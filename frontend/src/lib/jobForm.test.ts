@@ -204,3 +204,13 @@ describe("training.share", () => {
     expect((off.training as { share: unknown; lora: unknown })).toMatchObject({ share: false, lora: null });
   });
 });
+
+describe("generation.speculative", () => {
+  it("sends the choice and round-trips it through clone", () => {
+    expect(DEFAULT_FORM["generation.speculative"]).toBe("auto");
+    expect(toSpec(DEFAULT_FORM).generation).toMatchObject({ speculative: "auto" });
+    expect(toSpec({ ...DEFAULT_FORM, "generation.speculative": "off" }).generation).toMatchObject({ speculative: "off" });
+    expect(fromSpec({ name: "s", generation: { speculative: "group" } })["generation.speculative"]).toBe("group");
+    expect(fromSpec({ name: "old" })["generation.speculative"]).toBe("auto");
+  });
+});

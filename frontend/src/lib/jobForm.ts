@@ -64,6 +64,7 @@ export const DEFAULT_FORM = {
   "generation.max_tokens": "32",
   "generation.temperature": "1.0",
   "generation.share": "auto" as ShareChoice, // LoRA jobs only (shareSpec); the control is shown with LoRA on
+  "generation.speculative": "auto" as "auto" | "group" | "off", // grouped speculative decoding (hf engine)
   "training.devices": "1",
   "training.iterations": "60",
   "training.prompts_per_iteration": "8",
@@ -173,6 +174,7 @@ export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, 
       batch_size: num(form["generation.batch_size"]),
       max_tokens: num(form["generation.max_tokens"]),
       temperature: num(form["generation.temperature"]),
+      speculative: form["generation.speculative"],
       share: shareSpec(form),
     },
     training: {

@@ -34,7 +34,7 @@ type Action = "pause" | "resume" | "cancel";
 const ACTIONS: Record<Action, string[]> = {
   pause: ["running"],
   resume: ["paused"],
-  cancel: ["queued", "starting", "running", "paused"],
+  cancel: ["queued", "starting", "running", "paused", "parked"],
 };
 
 export function JobDetailPage() {
@@ -72,6 +72,12 @@ export function JobDetailPage() {
       ],
       skew: [s("skew_p99_p50", "p99/p50 skew", COLORS.orange), s("len_p99", "p99 length", COLORS.purple, "right")],
       rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
+      // grouped speculative decoding (generation.speculative): draft acceptance, tokens per forward, the tail's length
+      speculation: [
+        s("spec_acceptance", "draft acceptance", COLORS.green),
+        s("tokens_per_forward", "tokens per forward pass", COLORS.blue),
+        s("tail_phase_seconds", "tail phase s (last 10% of samples)", COLORS.orange, "right"),
+      ],
       instances: [s("instances", "producing instances", COLORS.blue), s("instances_live", "live instance rows", COLORS.grey)],
       turns: [
         s("turns_mean", "turns mean", COLORS.purple),
@@ -118,6 +124,7 @@ export function JobDetailPage() {
   const alpha = spec.dispatch?.alpha ?? 0.2;
   const episodic = Boolean(spec.environment) || turns.turns.length > 0 || typeof latest.turns_mean === "number";
   const dot = liveIndicator(job.status, live.connected);
+  const speculated = series.speculation.some((line) => line.points.length > 0);
   const samplesRate = currentRate(job.status, health, latest.samples_per_s);
   const tokensRate = currentRate(job.status, health, latest.tokens_per_s);
 
@@ -216,6 +223,7 @@ export function JobDetailPage() {
         <Card title="Skew over iterations"><LineChart syncKey={`job-${job.id}`} series={series.skew} /></Card>
         {episodic ? <Card title="Turns over iterations"><div data-testid="turns-chart"><LineChart syncKey={`job-${job.id}`} series={series.turns} /></div></Card> : null}
         <Card title="Pipeline timeline" className="wide" actions={
+        {speculated ? <Card title="Speculative decoding"><div data-testid="speculation-chart"><LineChart syncKey={`job-${job.id}`} series={series.speculation} markers={markers} /></div></Card> : null}
           <select aria-label="timeline scope" value={timelineScope} onChange={(e) => setTimelineScope(e.target.value as "recent" | "all")}>
             <option value="recent">last 2 minutes (live)</option>
             <option value="all">whole job</option>

@@ -223,6 +223,14 @@ function SubmitJobForm() {
                 {ENGINES.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
               </select>
             </Field>
+            <Field label="Speculative decoding" error={err("generation.speculative")}
+              hint="drafts from the other samples of each prompt group, verified in one forward pass: same tokens, faster long tail (hf engine)">
+              <select name="speculative" value={form["generation.speculative"]} onChange={set("generation.speculative")}>
+                <option value="auto">automatic (on where measured faster)</option>
+                <option value="group">group drafts (hf)</option>
+                <option value="off">off</option>
+              </select>
+            </Field>
           </div>
           <div className="row" data-testid="lora-fields">
             <Field label="Fine-tuning" error={err("training.lora")} hint="LoRA trains and syncs a small adapter only">

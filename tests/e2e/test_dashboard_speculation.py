@@ -1,0 +1,58 @@
+"""The job page charts grouped speculative decoding per iteration (draft acceptance, tokens per forward pass and the
+tail phase's seconds) for a job that recorded them, and shows no such chart for one that did not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from e2e_runs import finished_run, new_team
+from e2e_support import Server, open_signed_in
+from playwright.sync_api import Page, expect
+from sqlalchemy import Engine
+
+from backend.db import Iteration
+from backend.db.session import make_engine, session_scope
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def engine(pg_url: str) -> Iterator[Engine]:
+    engine = make_engine(pg_url)
+    yield engine
+    engine.dispose()
+
+
+def test_speculation_chart_shows_acceptance_tokens_per_forward_and_tail(page: Page, api_server: Server,
+                                                                        engine: Engine) -> None:
+    world = new_team(api_server, "speculation")
+    job = finished_run(engine, world, "spec-group", [0.2, 0.4, 0.6], generation={"speculative": "group"})
+    figures = {1: (0.5, 1.8, 4.0), 2: (0.6, 2.1, 3.0), 3: (0.75, 2.5, 2.0)}
+    with session_scope(engine) as session:  # what the recorder writes for a speculating job
+        for row in session.query(Iteration).filter(Iteration.job_id == job["id"]):
+            acceptance, per_forward, tail = figures[row.iteration]
+            row.metrics = {**row.metrics, "spec_acceptance": acceptance, "tokens_per_forward": per_forward,
+                           "tail_phase_seconds": tail}
+    plain = finished_run(engine, world, "spec-off", [0.2, 0.4], generation={"speculative": "off"})
+
+    open_signed_in(page, api_server, world.token, f"/jobs/{job['id']}")
+    chart = page.get_by_test_id("speculation-chart")
+    expect(chart.locator("canvas")).to_have_count(1)
+    legend = chart.locator(".u-legend")
+    for label in ("draft acceptance", "tokens per forward pass", "tail phase s"):
+        expect(legend).to_contain_text(label)
+    over = chart.locator(".u-over")
+    over.scroll_into_view_if_needed()  # below the fold: the mouse hovers what the viewport shows
+    expect(over).to_be_visible()
+    box = over.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)  # iteration 1 at the left edge
+    values = legend.locator(".u-series .u-value")
+    expect(values.nth(1)).to_have_text("0.5")
+    expect(values.nth(2)).to_have_text("1.8")
+    expect(values.nth(3)).to_have_text("4")
+
+    open_signed_in(page, api_server, world.token, f"/jobs/{plain['id']}")
+    expect(page.get_by_role("heading", name="Throughput", exact=True)).to_be_visible()
+    expect(page.get_by_test_id("speculation-chart")).to_have_count(0)
