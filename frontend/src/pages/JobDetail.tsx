@@ -24,6 +24,7 @@ import { useSession } from "../session";
 import { Checkpoints } from "./Checkpoints";
 import { EventsLog } from "./EventsLog";
 import { JobNotes } from "./JobNotes";
+import { JobLimits } from "./JobLimits";
 import { ExportMenu, SpecYaml } from "./JobTools";
 import { SampleBrowser } from "./SampleBrowser";
 import { ScalingPanel } from "./ScalingPanel";
@@ -236,6 +237,7 @@ export function JobDetailPage() {
         <Card title="Iteration time breakdown"><LineChart syncKey={`job-${job.id}`} series={series.time} markers={markers} /></Card>
         <Card title="Staleness"><LineChart syncKey={`job-${job.id}`} series={series.staleness} markers={markers} /></Card>
         <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} health={health} />
+        <JobLimits job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
         <Card title="Checkpoints" className="wide"><Checkpoints jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status}
           lora={Boolean(spec.training?.lora)} /></Card>

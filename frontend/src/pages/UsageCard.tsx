@@ -5,6 +5,7 @@ import { api, unwrap } from "../api/client";
 import type { components } from "../api/schema";
 import { BarChart } from "../components/BarChart";
 import { Card, Field } from "../components/ui";
+import { lastDays } from "../lib/budget";
 import { download } from "../lib/download";
 import { useApiQuery } from "../lib/queries";
 
@@ -14,12 +15,6 @@ const TRAIN_COLOR = "#f59e0b";
 
 function hours(seconds: number): string {
   return (seconds / 3600).toFixed(seconds >= 36 ? 2 : 4);
-}
-
-/** The last `count` days (UTC, YYYY-MM-DD), oldest first. */
-export function lastDays(count: number, now: Date = new Date()): string[] {
-  const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
-  return Array.from({ length: count }, (_, i) => new Date(today - (count - 1 - i) * 86_400_000).toISOString().slice(0, 10));
 }
 
 interface UsageRow {
