@@ -124,14 +124,14 @@ def policy_of(settings: Settings) -> Policy:
 
 def parse_url(url: str) -> Target:
     """Strict parsing: EgressRefused for anything a lenient client might read differently than this check does."""
-    if UNSAFE_CHARACTERS.search(url):
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise EgressRefused("must be an http:// or https:// URL")
+    if UNSAFE_CHARACTERS.search(url):  # on the text as given: urlsplit drops CR, LF and tab
         raise EgressRefused("the URL contains whitespace, a control character (CR, LF, ...) or a backslash")
     if not url.isascii():
         raise EgressRefused("the URL must be ASCII: write an international host name in its xn-- form and "
                             "percent-encode the path")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise EgressRefused("must be an http:// or https:// URL")
     if "@" in parts.netloc:
         raise EgressRefused("user-info (user@ or user:password@ before the host) is not allowed in the URL")
     host = (parts.hostname or "").rstrip(".")

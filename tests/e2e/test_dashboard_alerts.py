@@ -122,6 +122,14 @@ def test_tracker_connections_on_the_team_page(page: Page, api_server: Server, ma
     assert "tok-never-shown-again" not in api.http.get("/trackers", headers={
         "Authorization": f"Bearer {session['token']}"}).text
     shot(page, "61-trackers")
+    moved = page.get_by_test_id("tracker-mlflow")  # a new URL: the stored token will not follow it
+    moved.locator("input[name=tracking_uri]").fill("https://mlflow.example.com")
+    expect(moved).to_contain_text("forgotten on save: the server URL changed")
+    moved.get_by_role("button", name="Save mlflow").click()
+    expect(moved).not_to_contain_text("forgotten on save")  # saved and reloaded
+    expect(moved).not_to_contain_text("leave empty to keep it")
+    assert api.http.get("/trackers", headers={"Authorization": f"Bearer {session['token']}"}).json()["data"][0][
+        "secrets"] == {"token": False, "password": False}
 
 
 def test_submit_form_names_trackers(page: Page, api_server: Server, make_api: MakeApi) -> None:

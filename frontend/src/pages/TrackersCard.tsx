@@ -22,6 +22,7 @@ const FIELDS: Record<Kind, { name: string; label: string; secret?: boolean }[]> 
   ],
 };
 const KEY = ["trackers"];
+const URL_FIELD: Record<Kind, string> = { mlflow: "tracking_uri", wandb: "base_url" };
 
 export function TrackersCard({ isAdmin }: { isAdmin: boolean }) {
   const list = useQuery({ queryKey: KEY, queryFn: () => unwrap(api.GET("/api/v1/trackers")) });
@@ -48,6 +49,11 @@ function TrackerForm({ kind, current, isAdmin }: { kind: Kind; current?: Connect
   const [error, setError] = useState<unknown>(null);
   const fields = error instanceof ApiError ? error.fields : {};
   const reload = () => queryClient.invalidateQueries({ queryKey: KEY });
+  // a new server URL drops the stored secrets not given again in the same save (they never follow a URL change)
+  const moved = current !== undefined && (values[URL_FIELD[kind]] ?? "") !== String(shown?.[URL_FIELD[kind]] ?? "");
+  const secretHint = (name: string) =>
+    !current?.secrets[name] ? "not set" : moved ? "set, but forgotten on save: the server URL changed (enter it again)"
+      : "set (leave empty to keep it)";
 
   const save = async (e: FormEvent) => {
     e.preventDefault();
@@ -79,7 +85,7 @@ function TrackerForm({ kind, current, isAdmin }: { kind: Kind; current?: Connect
       <ErrorBanner error={error} />
       {FIELDS[kind].map((f) => (
         <Field key={f.name} label={f.label} error={fields[f.name]}
-          hint={f.secret ? (current?.secrets[f.name] ? "set (leave empty to keep it)" : "not set") : undefined}>
+          hint={f.secret ? secretHint(f.name) : undefined}>
           <input name={f.name} type={f.secret ? "password" : "text"} autoComplete={f.secret ? "new-password" : "off"}
             value={values[f.name] ?? ""} disabled={!isAdmin}
             onChange={(e) => setValues({ ...values, [f.name]: e.target.value })} />
