@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from backend.db.models import Job, JobEvent, Team
@@ -44,7 +45,12 @@ class Budget:
 
 
 def job_limits(job: Job) -> LimitsSpec:
-    return LimitsSpec.model_validate((job.spec or {}).get("limits") or {})
+    """The job's `limits`; a stored value that does not validate (written around the API) counts as none here (the
+    controller fails such a job for its invalid spec), so one bad row never stops the budget pass."""
+    try:
+        return LimitsSpec.model_validate((job.spec or {}).get("limits") or {})
+    except ValidationError:
+        return LimitsSpec()
 
 
 def team_budget(team: Team, month: UsageTotals | None) -> Budget | None:

@@ -271,3 +271,20 @@ def test_prometheus_series_per_team(pg_backend: Any, app_client: TestClient, wor
     assert f'streamrl_team_tokens_total{{kind="trained",team="{team}"}} 200.0' in text
     assert f'streamrl_team_month_device_hours{{team="{team}"}} {60 / 3600}' in text
     assert f'streamrl_team_budget_device_hours{{team="{team}"}} 2.5' in text
+
+
+def test_a_stored_spec_with_bad_limits_does_not_stop_the_budget_pass(app_client: TestClient, world: Any,
+                                                                     redis_url: str) -> None:
+    bad = world.submit(app_client, name="bad-limits")
+    good = world.submit(app_client, name="good-limits", limits={"max_tokens": 10})
+    with world.backend.session() as session:
+        row = session.get(Job, bad["id"])
+        assert row is not None
+        row.spec, row.status = {**row.spec, "limits": {"max_tokens": "lots"}}, JobStatus.running
+    _set_status(world.backend, good["id"], JobStatus.running)
+    _record(world.backend, good["id"], range(1, 2))
+    client = redis.Redis.from_url(redis_url)
+    with world.backend.session() as session:
+        paused, _ = enforce_budgets(session, client)
+    client.close()
+    assert good["id"] in paused and bad["id"] not in paused
