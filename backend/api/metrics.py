@@ -1,5 +1,5 @@
-"""Prometheus: request counts and latency by route template, jobs by status, and usage per team (read from the
-database at scrape).
+"""Prometheus: request counts and latency by route template, jobs by status, usage per team and the scheduler's queue
+per pool (read from the database at scrape).
 
 GET /metrics answers only a bearer token equal to `settings.metrics_token` (jobs by status span every team); without
 that setting it is off (404)."""
@@ -21,7 +21,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from backend.db.enums import InstanceStatus, JobStatus
 from backend.db.models import GenerationInstance, Job, Team, UsageRecord
+from backend.services.admission import waiting_demand
 from backend.services.usage import team_month_totals
+from contract.scheduling import PRIORITIES
 
 
 class JobStatusCollector(Collector):
@@ -85,6 +87,45 @@ class UsageCollector(Collector):
         yield from (seconds, tokens, month, budget)
 
 
+class QueueCollector(Collector):
+    """The scheduler's queue per pool, what an autoscaler of the worker Deployments scales on (deploy/k8s-autoscaling):
+    waiting items, the device slots they ask for and the slots held now (docs/operator.md, "Scaling the pools from
+    the queue")."""
+
+    def __init__(self, session_factory: sessionmaker) -> None:
+        self.session_factory = session_factory
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        depth = GaugeMetricFamily("streamrl_queue_depth", "Queued jobs and sessions waiting for a pool's slots, by "
+                                  "priority", labels=["pool", "priority"])
+        demand = GaugeMetricFamily("streamrl_queue_demand_slots", "Device slots the queued items ask for, by pool",
+                                   labels=["pool"])
+        held = GaugeMetricFamily("streamrl_pool_slots_held", "Device slots held now, by pool (training: the gangs of "
+                                 "starting, running and paused jobs; generation: live instances)", labels=["pool"])
+        holding = (JobStatus.starting, JobStatus.running, JobStatus.paused)
+        live = (InstanceStatus.starting, InstanceStatus.running)
+        with self.session_factory() as session:
+            queued = list(session.scalars(select(Job).where(Job.status == JobStatus.queued)))
+            holders = list(session.scalars(select(Job).where(Job.status.in_(holding))))
+            instances = session.scalar(select(func.count(GenerationInstance.id)).where(
+                GenerationInstance.status.in_(live))) or 0
+        held.add_metric(["training"], sum(waiting_demand(job)[0] for job in holders))
+        held.add_metric(["generation"], int(instances))
+        items: dict[tuple[str, str], int] = {}
+        slots = {"training": 0, "generation": 0}
+        for job in queued:
+            priority = str(job.spec.get("priority", "normal"))
+            for pool, asked in zip(("training", "generation"), waiting_demand(job), strict=True):
+                if asked:
+                    items[(pool, priority)] = items.get((pool, priority), 0) + 1
+                    slots[pool] += asked
+        for pool in ("training", "generation"):
+            for priority in PRIORITIES:
+                depth.add_metric([pool, priority], items.get((pool, priority), 0))
+            demand.add_metric([pool], slots[pool])
+        yield from (depth, demand, held)
+
+
 def route_template(request: Request, api_prefix: str = "/api/v1") -> str:
     """The matched route's path template (FastAPI nests included routers: their route paths lack the API prefix)."""
     template = getattr(request.scope.get("route"), "path", None)
@@ -110,6 +151,7 @@ def install_metrics(app: FastAPI, session_factory: sessionmaker) -> None:
     latency = Histogram("streamrl_http_request_seconds", "HTTP latency", ["method", "route"], registry=registry)
     registry.register(JobStatusCollector(session_factory))
     registry.register(UsageCollector(session_factory))
+    registry.register(QueueCollector(session_factory))
 
     async def observe(scope: Scope, receive: Receive, send: Send, app: ASGIApp) -> None:
         """Count and time every HTTP request (a plain ASGI wrapper: BaseHTTPMiddleware costs a task per request)."""

@@ -109,10 +109,11 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def current_team(self) -> JSON:
         return self._json("GET", "/teams/current")
 
-    def update_quotas(self, *, max_concurrent_jobs: int | None = None,
-                      max_generation_instances: int | None = None) -> JSON:
+    def update_quotas(self, *, max_concurrent_jobs: int | None = None, max_generation_instances: int | None = None,
+                      share: float | None = None, max_priority: str | None = None) -> JSON:
         return self._json("PATCH", "/teams/current/quotas", json=_drop_none(
-            {"max_concurrent_jobs": max_concurrent_jobs, "max_generation_instances": max_generation_instances}))
+            {"max_concurrent_jobs": max_concurrent_jobs, "max_generation_instances": max_generation_instances,
+             "share": share, "max_priority": max_priority}))
 
     def set_monthly_budget(self, device_hours: float | None) -> JSON:
         """The team's `max_device_hours_per_month` (admin); None removes the budget."""
@@ -289,6 +290,10 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def cluster(self) -> JSON:
         """Workers by pool and node, their holders and resource samples, queue depths, pending instances."""
         return self._json("GET", "/cluster")
+
+    def queue(self) -> JSON:
+        """The scheduler's queue: waiting items in order with their reasons, and the queue by team and priority."""
+        return self._json("GET", "/queue")
 
     def run_grader(self, grader: JSON, *, output_text: str, item: JSON | None = None, prompt: str = "") -> JSON:
         """Score one sample with a reward/grader spec (POST /graders/run): reward, sub_rewards, passed, error. A spec

@@ -112,6 +112,11 @@ def _priority(job: Job) -> int:
     return PRIORITY_RANK.get(str(job.spec.get("priority", "normal")), PRIORITY_RANK["normal"])
 
 
+def waiting_demand(job: Job) -> tuple[int, int]:
+    """(training slots, generation instances) a queued job asks for: what the queue metrics add up per pool."""
+    return job_devices(job), job.target_instances if _own_generation(job) else 0
+
+
 def _own_generation(job: Job) -> bool:
     """The job runs generation instances of its own (not colocated, not on shared instances)."""
     return job.spec.get("mode") != "colocated" and not is_tinker_job(job)

@@ -37,6 +37,7 @@ COMMAND_MODULES = [
     "streamrl.cli.graders",  # graders run (score a sample with a grader spec)
     "streamrl.cli.chat_cmds",  # chat MODEL MESSAGE (OpenAI chat completion on the generation pool)
     "streamrl.cli.usage_cmds",  # usage, jobs limits, team budget
+    "streamrl.cli.queue_cmds",  # queue (the scheduler's queue: position, priority, why, ETA)
 ]
 
 app = typer.Typer(

@@ -46,14 +46,19 @@ def quotas(
     ctx: typer.Context,
     max_concurrent_jobs: int | None = typer.Option(None, "--max-concurrent-jobs", min=0),
     max_generation_instances: int | None = typer.Option(None, "--max-generation-instances", min=0),
+    share: float | None = typer.Option(None, "--share", min=0.001, help="fair-share weight (default 1)"),
+    max_priority: str | None = typer.Option(None, "--max-priority", help="low | normal | high: the highest "
+                                            "priority the team's jobs may ask for"),
 ) -> None:
     """Show the team's quotas, or change them (admin)."""
     with client(ctx) as api:
-        if max_concurrent_jobs is None and max_generation_instances is None:
+        if max_concurrent_jobs is None and max_generation_instances is None and share is None and \
+                max_priority is None:
             team = api.current_team()
         else:
             team = api.update_quotas(max_concurrent_jobs=max_concurrent_jobs,
-                                     max_generation_instances=max_generation_instances)
+                                     max_generation_instances=max_generation_instances, share=share,
+                                     max_priority=max_priority)
     if not emit_json(ctx, team):
         print_fields(team.get("quotas") or {})
 

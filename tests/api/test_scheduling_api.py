@@ -103,3 +103,29 @@ def _queue_says_why(app_client: TestClient, pg_backend: Any, make_world: Any, cl
                           for i in others)
     assert "first-of-ours" not in str(listing) and "second-of-ours" not in str(listing)
     assert any(g["own"] and g["priority"] == "normal" and g["waiting"] == 1 for g in listing["groups"])
+
+
+def _gauge(text: str, name: str, **labels: str) -> float:
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    line = next(line for line in text.splitlines() if line.startswith(f"{name}{{{wanted}}}"))
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_queue_metrics_per_pool(pg_backend: Any, make_world: Any) -> None:
+    world = make_world(pg_backend, max_concurrent_jobs=0)  # nothing of this team is admitted: it all waits
+    with pg_backend.client(metrics_token="queue-metrics-token") as client:
+        def scrape() -> str:
+            return client.get("/metrics", headers={"Authorization": "Bearer queue-metrics-token"}).text
+
+        before = scrape()
+        world.submit(client, training={"devices": 2}, generation={"instances": 3})
+        world.submit(client, priority="low", mode="colocated")
+        after = scrape()
+    assert _gauge(after, "streamrl_queue_depth", pool="training", priority="normal") == \
+        _gauge(before, "streamrl_queue_depth", pool="training", priority="normal") + 1
+    assert _gauge(after, "streamrl_queue_depth", pool="training", priority="low") == \
+        _gauge(before, "streamrl_queue_depth", pool="training", priority="low") + 1
+    assert _gauge(after, "streamrl_queue_demand_slots", pool="training") == \
+        _gauge(before, "streamrl_queue_demand_slots", pool="training") + 3
+    assert _gauge(after, "streamrl_queue_demand_slots", pool="generation") == \
+        _gauge(before, "streamrl_queue_demand_slots", pool="generation") + 3  # the colocated job asks for none
