@@ -91,8 +91,10 @@ class SessionServer:
                 f"{self.idle_s:g}s without a call"))
         else:
             self.next_seq, self.created, self.may_skip = int(state["next_seq"]), bool(state["created"]), True
-            woken, _ = self.client.pipeline().get(keys.tinker_woken(self.job_id)).delete(
-                keys.tinker_woken(self.job_id)).execute()
+            pipe = self.client.pipeline()
+            pipe.get(keys.tinker_woken(self.job_id))
+            pipe.delete(keys.tinker_woken(self.job_id))
+            woken = pipe.execute()[0]
             restore_s = time.time() - float(woken) if woken is not None else load_s
             self.reporter.record_event(self.job_id, "tinker", (
                 f"resumed from its park at step {session.step} in {restore_s:.2f}s (from the call that woke it to "
@@ -106,7 +108,8 @@ class SessionServer:
     def _entries(self) -> list[tuple[int, str]]:
         """(seq, request id) of every call the stream holds now."""
         found = []
-        for _, fields in self.client.xrange(self.stream):  # type: ignore[union-attr]
+        entries: Any = self.client.xrange(self.stream)
+        for _, fields in entries:
             get = {_text(k): _text(v) for k, v in fields.items()}
             found.append((int(get["seq"]) if get["seq"] else -1, get["request_id"]))
         return found
