@@ -312,9 +312,10 @@ def _reconcile_tinker(session: Session, job: Job, sender: TaskSender, client: re
         record_event(session=session, job_id=job.id, kind="worker", message="tinker session task sent",
                      data={"driver": "sent"})
     if _driver_lost(client, job, timeouts):
-        error = tinker_parking.worker_lost(session, client, job) if job.status == JobStatus.running else (
-            f"the training session did not start: no training worker picked it up within "
-            f"{timeouts.driver_start_s:.0f}s, or its worker died while loading the model")
+        picked_up = job.status == JobStatus.running or client.exists(keys.driver_seen(job.id))
+        error = tinker_parking.worker_lost(session, client, job) if picked_up else (
+            f"no training worker picked the session up within {timeouts.driver_start_s:.0f}s; start one with "
+            "`streamrl worker --pool training`")
         if error is not None:
             report.jobs_failed.append(job.id)
             _fail(session, job, client, error)

@@ -12,11 +12,12 @@ from contract.states import (  # noqa: F401 - the control plane's names for them
 )
 
 # queued -> starting -> running <-> paused -> succeeded | failed | cancelled
-# Tinker sessions also park: running -> parked (state on disk, no slot) -> queued (a call arrived) | ended
+# Tinker sessions also park: running -> parked (state on disk, no slot) -> queued (a call arrived) | ended;
+# starting -> parked when a session's worker is lost while it restores
 # Preemption (backend/scheduler): running -> queued once the driver handed the job back at a checkpoint
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.queued: frozenset({JobStatus.starting, JobStatus.cancelled, JobStatus.failed}),
-    JobStatus.starting: frozenset({JobStatus.running, JobStatus.failed, JobStatus.cancelled}),
+    JobStatus.starting: frozenset({JobStatus.running, JobStatus.parked, JobStatus.failed, JobStatus.cancelled}),
     JobStatus.running: frozenset({JobStatus.paused, JobStatus.parked, JobStatus.queued, JobStatus.succeeded,
                                   JobStatus.failed, JobStatus.cancelled}),
     JobStatus.parked: frozenset({JobStatus.queued, JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled}),

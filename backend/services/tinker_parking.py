@@ -6,7 +6,8 @@ job is `parked`, holds no training slot and counts against no quota. Here:
 
     wake(session, client, job)         a call was appended to a parked session's stream: queue the job again (the
                                        controller admits it like any job; the session restores and serves the call)
-    worker_lost(session, client, job)  the controller found a running session's worker gone (kill -9, OOM): park it
+    worker_lost(session, client, job)  the controller found a session's worker gone (kill -9, OOM; while it ran or
+                                       while it restored): park it
                                        at its last automatic park and queue it again if calls wait, or fail it the
                                        MAX_UNPLANNED-th time
     parking_info(session, job)         what GET of a training run says about parking and the last restore
