@@ -62,7 +62,7 @@ def colocated_turn(job_id: int) -> str:
 
 def tinker_requests(job_id: int) -> str:
     """Stream of a Tinker training session's requests (one entry = one SDK call, with its seq id), read in seq order
-    by the session's worker (workers/runtime/tinker_session.py)."""
+    by the session's worker (workers/runtime/tinker_serve.py); a park trims it to the calls not yet served."""
     return f"{prefix(job_id)}:tinker:requests"
 
 
