@@ -20,12 +20,18 @@ from backend.services.jobs import get_job
 from backend.services.usage import GroupBy, UsageTotals, month_start, team_month_totals, usage_rows
 
 router = APIRouter(prefix="/usage", tags=["usage"], responses=errors(*AUTHENTICATED))
+ISO_MOMENT = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?$"
 CSV_COLUMNS = ("group_by", "id", "name", "generation_device_seconds", "training_device_seconds", "device_seconds",
                "tokens_generated", "tokens_trained")
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+def _moment(text: str, name: str) -> datetime:
+    """An ISO date or date-time (UTC unless it has an offset); 422 naming the query parameter otherwise."""
+    try:
+        moment = datetime.fromisoformat(text)
+        return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"`{name}` is not a valid ISO date or time: {text!r}", loc=("query", name)) from None
 
 
 def _figures(totals: UsageTotals) -> dict[str, float | int]:
@@ -44,9 +50,9 @@ def get_usage(
     auth: ViewerAuth,
     session: SessionDep,
     group_by: GroupBy = "team",
-    start: Annotated[datetime | None, Query(alias="from", description="ISO date or time, inclusive (default: the "
-                                            "start of this month, UTC)")] = None,
-    end: Annotated[datetime | None, Query(alias="to", description="exclusive (default: now)")] = None,
+    start: Annotated[str | None, Query(alias="from", pattern=ISO_MOMENT, description="ISO date or time, inclusive "
+                                       "(default: the start of this month, UTC; no offset: UTC)")] = None,
+    end: Annotated[str | None, Query(alias="to", pattern=ISO_MOMENT, description="exclusive (default: now)")] = None,
     job_id: Annotated[int | None, Query(ge=1, le=MAX_ID, description="only this job's usage")] = None,
     key_id: Annotated[int | None, Query(ge=1, le=MAX_ID, description="only this API key's usage")] = None,
     output: Annotated[Literal["json", "csv"] | None, Query(alias="format", description="csv: text/csv (as Accept: "
@@ -55,7 +61,8 @@ def get_usage(
     """The team's usage in [from, to): device-seconds per pool and tokens, grouped by `team`, `job`, `key` (API
     key) or `day`; the team's monthly budget beside it. Another team's job or key is 404."""
     now = datetime.now(UTC)
-    begin, finish = _utc(start) if start else month_start(now), _utc(end) if end else now
+    begin = _moment(start, "from") if start else month_start(now)
+    finish = _moment(end, "to") if end else now
     if begin >= finish:
         raise InvalidInput(f"`from` ({begin.isoformat()}) must be before `to` ({finish.isoformat()})",
                            loc=("query", "from"))

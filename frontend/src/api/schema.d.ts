@@ -740,9 +740,31 @@ export interface paths {
         };
         /**
          * List Samples
-         * @description Recent finished samples (newest first), optionally of one iteration.
+         * @description Recent finished samples (newest first), optionally of one iteration and within the trajectory explorer's
+         *     filters (reward, length, policy version, staleness, mismatch).
          */
         get: operations["list_samples_api_v1_jobs__job_id__samples_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/samples/{sample_id}/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sample Tokens
+         * @description A stored sample's per-token record (the trajectory explorer): behaviour and trainer logprobs, versions,
+         *     advantage, loss mask. 404 when the sample is not stored or was stored without one (e.g. before this record).
+         */
+        get: operations["sample_tokens_api_v1_jobs__job_id__samples__sample_id__tokens_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1580,6 +1602,18 @@ export interface components {
              */
             is_cap?: number;
             /**
+             * Is Level
+             * @description training-inference correction (workers/training/algorithms/importance.py): token: each token's weight min(pi_trainer/pi_behaviour, is_cap); sequence: one weight per sample, the product of its tokens' ratios, capped at is_cap. With sequence or is_mask the PPO ratio is taken against the trainer's own logprobs and the weight corrects for the behaviour policy (decoupled PPO); with token and no is_mask the ratio is taken against the behaviour logprobs directly (no weight)
+             * @default token
+             * @enum {string}
+             */
+            is_level?: "token" | "sequence";
+            /**
+             * Is Mask
+             * @description [low, high]: masked importance sampling: a token (is_level token) or a whole sample (sequence) whose ratio pi_trainer/pi_behaviour leaves [low, high] gets no loss
+             */
+            is_mask?: number[] | null;
+            /**
              * Kl Coef
              * @description k3 KL to the frozen reference policy
              * @default 0
@@ -1591,6 +1625,12 @@ export interface components {
              * @default 0.95
              */
             lam?: number;
+            /**
+             * Mismatch Ratio
+             * @description c of the mismatch_out_fraction metric: the share of on-policy tokens whose ratio pi_trainer/pi_behaviour leaves [1/c, c]
+             * @default 2
+             */
+            mismatch_ratio?: number;
             /**
              * Name
              * @default grpo
@@ -2057,6 +2097,13 @@ export interface components {
              * @default 32
              */
             batch_size?: number;
+            /**
+             * Dtype
+             * @description engine hf: weights and activations of generation (bfloat16: faster on GPUs; the behaviour logprobs then differ from the float32 trainer's, see the mismatch_* metrics and algorithm.is_mask); engine vllm: set vllm.dtype instead
+             * @default float32
+             * @enum {string}
+             */
+            dtype?: "float32" | "bfloat16" | "float16";
             /**
              * Engine
              * @default hf
@@ -3437,6 +3484,8 @@ export interface components {
             iteration: number;
             /** Length */
             length: number;
+            /** Mismatch */
+            mismatch?: number | null;
             /** Policy Version */
             policy_version: number;
             /** Prompt */
@@ -3458,6 +3507,39 @@ export interface components {
              * @default false
              */
             truncated?: boolean;
+        };
+        /**
+         * SampleTokensPublic
+         * @description The trajectory explorer's per-token record of one stored sample (all lists have one entry per response token):
+         *     `current` is the trainer's logprob at the step that trained the sample (version `trained_version`).
+         */
+        SampleTokensPublic: {
+            /** Advantage */
+            advantage: number;
+            /** Behaviour */
+            behaviour: number[];
+            /** Current */
+            current: number[];
+            /** Iteration */
+            iteration: number;
+            /** Loss Mask */
+            loss_mask?: number[] | null;
+            /** Mismatch */
+            mismatch?: number | null;
+            /** Pieces */
+            pieces: string[];
+            /** Reward */
+            reward: number;
+            /** Reward Components */
+            reward_components?: {
+                [key: string]: number;
+            } | null;
+            /** Sample Id */
+            sample_id: string;
+            /** Trained Version */
+            trained_version: number;
+            /** Versions */
+            versions: number[][];
         };
         /** SessionResponse */
         SessionResponse: {
@@ -7049,6 +7131,16 @@ export interface operations {
             query?: {
                 iteration?: number | null;
                 limit?: number;
+                min_reward?: number | null;
+                max_reward?: number | null;
+                min_length?: number | null;
+                max_length?: number | null;
+                policy_version?: number | null;
+                /** @description versions behind the trainer */
+                min_staleness?: number | null;
+                max_staleness?: number | null;
+                /** @description the sample's mean k3 mismatch */
+                min_mismatch?: number | null;
             };
             header?: never;
             path: {
@@ -7066,6 +7158,84 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Page_SamplePublic_"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    sample_tokens_api_v1_jobs__job_id__samples__sample_id__tokens_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                job_id: number;
+                sample_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SampleTokensPublic"];
                 };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
@@ -9857,7 +10027,7 @@ export interface operations {
         parameters: {
             query?: {
                 group_by?: "team" | "job" | "key" | "day";
-                /** @description ISO date or time, inclusive (default: the start of this month, UTC) */
+                /** @description ISO date or time, inclusive (default: the start of this month, UTC; no offset: UTC) */
                 from?: string | null;
                 /** @description exclusive (default: now) */
                 to?: string | null;
