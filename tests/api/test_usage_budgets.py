@@ -288,3 +288,21 @@ def test_a_stored_spec_with_bad_limits_does_not_stop_the_budget_pass(app_client:
         paused, _ = enforce_budgets(session, client)
     client.close()
     assert good["id"] in paused and bad["id"] not in paused
+
+
+def test_usage_groupings_on_sqlite(sqlite_backend: Any, make_world: Any) -> None:
+    world = make_world(sqlite_backend)
+    with sqlite_backend.client() as client:
+        job = world.submit(client, name="on-sqlite")
+        _record(sqlite_backend, job["id"], range(1, 3))
+        viewer = world.headers(Role.viewer)
+        for group_by, name in (("team", world.team.name), ("job", "on-sqlite"), ("key", "sessions (no API key)")):
+            rows = client.get(f"{API}/usage", params={"group_by": group_by}, headers=viewer).json()["rows"]
+            assert [(r["name"], r["device_seconds"]) for r in rows] == [(name, pytest.approx(60.0))]
+        days = client.get(f"{API}/usage", params={"group_by": "day"}, headers=viewer).json()["rows"]
+        assert len(days) == 1 and len(days[0]["name"]) == 10 and days[0]["tokens_trained"] == 200
+        client.patch(f"{API}/teams/current/quotas", json={"max_device_hours_per_month": 0.01},
+                     headers=world.headers(Role.admin))
+        refused = client.post(f"{API}/jobs", json={"name": "x", "model": "tiny", "dataset": {"builtin": "arithmetic"}},
+                              headers=world.headers(Role.member))
+        assert refused.status_code == 403 and refused.json()["budget"] == "max_device_hours_per_month"
