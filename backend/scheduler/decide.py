@@ -16,7 +16,7 @@ import math
 
 from backend.scheduler.order import fair_order, fifo_order
 from backend.scheduler.preempt import plan_preemptions
-from backend.scheduler.snapshot import Decisions, Pools, QueueInfo, Running, Snapshot, TeamQuota, Waiting
+from backend.scheduler.snapshot import DEFAULT_QUOTA, Decisions, Pools, QueueInfo, Running, Snapshot, TeamQuota, Waiting
 
 
 class _Releases:
@@ -66,7 +66,7 @@ def decide(snapshot: Snapshot) -> Decisions:
     position = 0
     for item in order:
         held = usage.setdefault(item.team, [0, 0, 0])
-        quota = snapshot.teams.get(item.team, TeamQuota())
+        quota = snapshot.teams.get(item.team, DEFAULT_QUOTA)
         fits = item.training <= free.training and item.generation_min <= free.generation
         capped = _quota_hold(item, held, quota)
         if capped is None and fits and (head is None or (not fifo and _backfills(snapshot, item, shadow, spare))):
@@ -134,19 +134,33 @@ def _never_fits(snapshot: Snapshot, item: Waiting, position: int) -> QueueInfo:
 
 def _capacity_info(snapshot: Snapshot, item: Waiting, free: Pools, position: int, start: float,
                    behind: bool) -> QueueInfo:
-    short_training = item.training > free.training
-    pool = "training_slots" if short_training or item.generation_min == 0 else "generation_slots"
-    name = pool.replace("_", " ")
-    have = max(0, free.training if pool == "training_slots" else free.generation)
+    pool = "training_slots" if item.training > free.training or item.generation_min == 0 else "generation_slots"
+    ahead = behind and item.training <= free.training and item.generation_min <= free.generation
+    eta = None if not math.isfinite(start) else max(0.0, start - snapshot.now)
+    have = free.training if pool == "training_slots" else free.generation
+    need = item.training if pool == "training_slots" else item.generation_min
+    return QueueInfo(position, pool, _reason(snapshot, pool, need, max(0, have), ahead), eta,
+                     {"training": item.training, "generation": item.generation_min})
+
+
+_REASONS: dict[tuple[str, int, int, int, bool], str] = {}  # few distinct texts per pass: built once each
+
+
+def _reason(snapshot: Snapshot, pool: str, need: int, have: int, ahead: bool) -> str:
     total = snapshot.training_slots if pool == "training_slots" else snapshot.generation_slots
-    if behind and item.training <= free.training and item.generation_min <= free.generation:
+    cached = _REASONS.get((pool, need, have, total, ahead))
+    if cached is not None:
+        return cached
+    name = pool.replace("_", " ")
+    if ahead:
         why = f"waiting for {name}: {have} of {total} free, held for a job ahead in the queue (it starts first; " \
               "starting this one now would delay it)"
     elif pool == "training_slots":
-        gang = f" (a training.devices: {item.training} job starts its {item.training} ranks together)" \
-            if item.training > 1 else ""
-        why = f"waiting for training slots: needs {item.training}{gang}, {have} of {total} free"
+        gang = f" (a training.devices: {need} job starts its {need} ranks together)" if need > 1 else ""
+        why = f"waiting for training slots: needs {need}{gang}, {have} of {total} free"
     else:
-        why = f"waiting for generation slots: needs {item.generation_min}, {have} of {total} free"
-    eta = None if not math.isfinite(start) else max(0.0, start - snapshot.now)
-    return QueueInfo(position, pool, why, eta, _needs(item))
+        why = f"waiting for generation slots: needs {need}, {have} of {total} free"
+    if len(_REASONS) > 10_000:
+        _REASONS.clear()
+    _REASONS[(pool, need, have, total, ahead)] = why
+    return why

@@ -11,7 +11,7 @@ import heapq
 from collections import defaultdict
 from collections.abc import Iterator
 
-from backend.scheduler.snapshot import Snapshot, Waiting, standing
+from backend.scheduler.snapshot import DEFAULT_QUOTA, Snapshot, Waiting
 
 
 def fifo_order(snapshot: Snapshot) -> list[Waiting]:
@@ -24,22 +24,31 @@ def fair_order(snapshot: Snapshot, usage: dict[int, list[int]]) -> Iterator[Wait
     per_team: dict[int, list[Waiting]] = defaultdict(list)
     for item in snapshot.waiting:
         per_team[item.team].append(item)
-    virtual = {team: list(usage.get(team, (0, 0)))[:2] for team in per_team}
+    pools = (snapshot.training_slots or 1, snapshot.generation_slots or 1)
+    held = {team: list(usage.get(team, (0, 0)))[:2] for team in per_team}
+    scale = {team: (1.0 / max(snapshot.teams.get(team, DEFAULT_QUOTA).share, 1e-9),
+                    snapshot.teams.get(team, DEFAULT_QUOTA).recent) for team in per_team}
+
+    def key(team: int, head: Waiting) -> tuple[int, float, float, int, int]:
+        # standing(): the weighted dominant share held (plus the queued items ahead of it) and the recent average
+        t, g = held[team]
+        inverse_weight, recent = scale[team]
+        return -head.priority, max(t / pools[0], g / pools[1]) * inverse_weight + recent, head.submitted, head.id, team
+
     heap: list[tuple[int, float, float, int, int]] = []
     for team, items in per_team.items():
         items.sort(key=lambda w: (-w.priority, w.submitted, w.id), reverse=True)  # pop() from the end = next
-        heapq.heappush(heap, _key(snapshot, team, items[-1], virtual[team]))
+        heap.append(key(team, items[-1]))
+    heapq.heapify(heap)
     while heap:
-        *_, team = heapq.heappop(heap)
+        team = heap[0][-1]
         items = per_team[team]
         item = items.pop()
         yield item
-        held = virtual[team]
-        held[0] += item.training
-        held[1] += item.generation_min
+        counted = held[team]
+        counted[0] += item.training
+        counted[1] += item.generation_min
         if items:
-            heapq.heappush(heap, _key(snapshot, team, items[-1], held))
-
-
-def _key(snapshot: Snapshot, team: int, head: Waiting, held: list[int]) -> tuple[int, float, float, int, int]:
-    return -head.priority, standing(held[0], held[1], snapshot, team), head.submitted, head.id, team
+            heapq.heapreplace(heap, key(team, items[-1]))
+        else:
+            heapq.heappop(heap)

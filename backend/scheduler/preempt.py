@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from backend.scheduler.snapshot import (
+    DEFAULT_QUOTA,
     PRIORITIES,
     Decisions,
     Pools,
     Running,
     Snapshot,
-    TeamQuota,
     Waiting,
     standing,
 )
@@ -34,7 +34,7 @@ def plan_preemptions(snapshot: Snapshot, blocked: list[tuple[Waiting, float]], u
     if not blocked:
         return
     active = {r.team for r in snapshot.running} | {w.team for w in snapshot.waiting}
-    fair = 1.0 / sum(snapshot.teams.get(team, TeamQuota()).share for team in active)
+    fair = 1.0 / sum(snapshot.teams.get(team, DEFAULT_QUOTA).share for team in active)
     held = {team: list(values[:2]) for team, values in usage.items()}
 
     def share(team: int) -> float:

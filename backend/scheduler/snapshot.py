@@ -25,6 +25,9 @@ class TeamQuota:
     recent: float = 0.0  # the team's weighted dominant share averaged over the recent past (decayed; Slurm-style)
 
 
+DEFAULT_QUOTA = TeamQuota()  # a team the snapshot does not list: weight 1, no caps
+
+
 @dataclass(frozen=True)
 class Waiting:
     """An item waiting for slots: a queued job, Tinker session or fine-tuning job."""
@@ -105,5 +108,5 @@ def standing(training: int, generation: int, snapshot: Snapshot, team: int) -> f
     """What orders teams: the weighted dominant share of the slots it holds now plus its recent average, so a team
     whose big gang just ended does not jump ahead of teams that waited through it (gangs larger than a team's fair
     share are fair only over time)."""
-    quota = snapshot.teams.get(team, TeamQuota())
+    quota = snapshot.teams.get(team, DEFAULT_QUOTA)
     return dominant_share(training, generation, snapshot, quota.share) + quota.recent
