@@ -110,10 +110,12 @@ class StreamRLClient(AlertsClient, TrackersClient):
         return self._json("GET", "/teams/current")
 
     def update_quotas(self, *, max_concurrent_jobs: int | None = None, max_generation_instances: int | None = None,
-                      share: float | None = None, max_priority: str | None = None) -> JSON:
+                      share: float | None = None, max_priority: str | None = None,
+                      max_device_hours_per_month: float | None = None) -> JSON:
+        """Change the given quotas (None: unchanged; `set_monthly_budget(None)` removes the monthly budget)."""
         return self._json("PATCH", "/teams/current/quotas", json=_drop_none(
             {"max_concurrent_jobs": max_concurrent_jobs, "max_generation_instances": max_generation_instances,
-             "share": share, "max_priority": max_priority}))
+             "share": share, "max_priority": max_priority, "max_device_hours_per_month": max_device_hours_per_month}))
 
     def set_monthly_budget(self, device_hours: float | None) -> JSON:
         """The team's `max_device_hours_per_month` (admin); None removes the budget."""

@@ -49,16 +49,19 @@ def quotas(
     share: float | None = typer.Option(None, "--share", min=0.001, help="fair-share weight (default 1)"),
     max_priority: str | None = typer.Option(None, "--max-priority", help="low | normal | high: the highest "
                                             "priority the team's jobs may ask for"),
+    max_device_hours_per_month: float | None = typer.Option(None, "--max-device-hours-per-month", min=0,
+                                                            help="the monthly budget (`team budget --remove` lifts "
+                                                            "it)"),
 ) -> None:
     """Show the team's quotas, or change them (admin)."""
     with client(ctx) as api:
         if max_concurrent_jobs is None and max_generation_instances is None and share is None and \
-                max_priority is None:
+                max_priority is None and max_device_hours_per_month is None:
             team = api.current_team()
         else:
             team = api.update_quotas(max_concurrent_jobs=max_concurrent_jobs,
                                      max_generation_instances=max_generation_instances, share=share,
-                                     max_priority=max_priority)
+                                     max_priority=max_priority, max_device_hours_per_month=max_device_hours_per_month)
     if not emit_json(ctx, team):
         print_fields(team.get("quotas") or {})
 

@@ -44,6 +44,8 @@ def test_usage_limits_and_budget(cli: Invoke, owner: str, api_server: Server, tm
     negative = cli("jobs", "limits", str(job_id), "--max-tokens", "-3")
     assert negative.exit_code == 1 and "max_tokens" in negative.stderr and "Traceback" not in negative.stderr
 
+    quotas = cli("team", "quotas", "--max-device-hours-per-month", "5")
+    assert quotas.exit_code == 0 and "max_device_hours_per_month  5\n" in quotas.stdout
     assert cli("team", "budget", "0.01").exit_code == 0  # 36 device-seconds: used up by the 60 recorded
     shown = cli("--json", "team", "budget").json()
     assert isinstance(shown, dict) and shown["max_device_hours_per_month"] == 0.01
