@@ -5,9 +5,11 @@
 
 Prints the SFT summary, one line per RL iteration, the held-out reward curve (mean exact-match reward of one seeded
 sample per held-out prompt at the training temperature) and a final line
-    RESULT reward_start=X reward_end=Y gain=G seconds=S sft_seconds=A rl_seconds=B
-reward_start is measured on the SFT model before any RL step, reward_end after the last one; seconds covers
-everything (model build, SFT, RL, evaluations).
+    RESULT reward_start=X reward_end=Y gain=G reward_best=B best_iteration=I reward_final=Y final_minus_best=D ...
+reward_start is measured on the SFT model before any RL step, reward_end (= reward_final) after the last one,
+reward_best is the highest held-out reward of the curve (at best_iteration); seconds covers everything (model
+build, SFT, RL, evaluations). Before it, the training signals per 20 iterations (entropy, clip fraction, grad norm,
+mismatch KL) say why the curve moves.
 
 Task choice: one-digit addition (`--digits 1`). A 1M model does not get past ~0% exact match on two-digit addition
 within a minute of SFT on 2 shared cores, so RL would see no reward; on one digit, 100 SFT steps give a model with
@@ -142,10 +144,32 @@ def run(args: argparse.Namespace, work: Path) -> None:
     for iteration, value in result.eval_curve:
         print(f"  {iteration:4d}: {value:.3f} " + "#" * round(value * 50))
     start, end = result.eval_curve[0][1], result.eval_curve[-1][1]
+    best_at, best = max(result.eval_curve, key=lambda point: point[1])  # the first iteration at the highest reward
+    print_training_signals(result.records, spec.training.grad_clip)
     print(
-        f"RESULT reward_start={start:.3f} reward_end={end:.3f} gain={end - start:.3f} "
+        f"RESULT reward_start={start:.3f} reward_end={end:.3f} gain={end - start:.3f} reward_best={best:.3f} "
+        f"best_iteration={best_at} reward_final={end:.3f} final_minus_best={end - best:.3f} "
         f"seconds={time.perf_counter() - started:.1f} sft_seconds={sft.seconds:.1f} rl_seconds={rl_seconds:.1f}"
     )
+
+
+def print_training_signals(records: list[IterationRecord], grad_clip: float, window: int = 20) -> None:
+    """Means of the training signals per `window` iterations (training reward, entropy, clip fraction, grad norm
+    and the share of steps whose grad norm exceeded the clip, mismatch KL): what to read beside the held-out curve."""
+    print(f"training signals per {window} iterations (means):")
+    for start in range(0, len(records), window):
+        part = records[start : start + window]
+
+        def mean(key: str, part: list[IterationRecord] = part) -> float:
+            values = [float(r.metrics[key]) for r in part if r.metrics.get(key) is not None]
+            return statistics.fmean(values) if values else float("nan")
+
+        over = sum(1 for r in part if float(r.metrics.get("grad_norm") or 0.0) > grad_clip) / len(part)
+        print(f"  {part[0].iteration:4d}-{part[-1].iteration:4d}: reward={mean('reward_mean'):.3f} "
+              f"entropy={mean('entropy'):.3f} clip_frac={mean('clip_frac'):.3f} grad_norm={mean('grad_norm'):.2f} "
+              f"grad_max={max(float(r.metrics.get('grad_norm') or 0.0) for r in part):.1f} "
+              f"grad_clipped_steps={over:.2f} mismatch_kl={mean('mismatch_kl'):.2e} "
+              f"flat_groups={mean('reward_flat_groups'):.2f}")
 
 
 def long_tail_samples(model_dir: Path, n_prompts: int, group_size: int, seed: int) -> list[Sample]:

@@ -19,8 +19,11 @@ BUDGET_RESUMED = "budget_resumed"  # the limit has room again: the controller re
 LIMITS = "limits"  # a job's `limits` changed (PATCH /jobs/{id}); data: {<name>: {"from", "to"}}
 
 # What a notification rule can subscribe to, and the job events that trigger each.
-AlertEvent = Literal["job_failed", "job_succeeded", "job_stalled", "training_signal", "budget"]
-ALERT_EVENTS: tuple[AlertEvent, ...] = ("job_failed", "job_succeeded", "job_stalled", "training_signal", "budget")
+# `training_mismatch`: the `mismatch_high` training signal alone (it also counts as a `training_signal`).
+AlertEvent = Literal["job_failed", "job_succeeded", "job_stalled", "training_signal", "training_mismatch", "budget"]
+ALERT_EVENTS: tuple[AlertEvent, ...] = ("job_failed", "job_succeeded", "job_stalled", "training_signal",
+                                        "training_mismatch", "budget")
+MISMATCH_CHECK = "mismatch_high"  # backend/services/signals.py
 
 
 def alert_event_of(kind: str, data: dict | None) -> AlertEvent | None:
@@ -34,3 +37,14 @@ def alert_event_of(kind: str, data: dict | None) -> AlertEvent | None:
     if kind in (BUDGET_WARNING, BUDGET_EXCEEDED):
         return "budget"
     return None
+
+
+def alert_events_of(kind: str, data: dict | None) -> tuple[AlertEvent, ...]:
+    """Every alert a job event triggers, most specific first: a `mismatch_high` training signal is both
+    `training_mismatch` and `training_signal` (a rule subscribed to both gets one delivery)."""
+    alert = alert_event_of(kind, data)
+    if alert is None:
+        return ()
+    if alert == "training_signal" and data is not None and data.get("check") == MISMATCH_CHECK:
+        return ("training_mismatch", alert)
+    return (alert,)

@@ -43,6 +43,8 @@ MODES: dict[str, dict[str, str]] = {  # the dashboard's labels (OpenAPI `x-choic
     "async": {"label": "async (bounded-staleness pipelining)"},
 }
 VLLMDtype = Literal["auto", "float32", "float16", "bfloat16"]
+ISLevel = Literal["token", "sequence"]  # algorithm.is_level
+HFDtype = Literal["float32", "bfloat16", "float16"]  # generation.dtype (the hf engine)
 BuiltinTask = Literal["arithmetic", "long_tail"]
 WeightSyncBackend = Literal["p2p", "shared_store", "auto"]
 MAX_SEED = 2**31 - 1
@@ -172,6 +174,23 @@ class AlgorithmSpec(StrictModel):
     lam: float = Field(0.95, ge=0, le=1, description="GAE lambda")
     vf_coef: float = Field(0.5, ge=0, description="PPO value-loss weight")
     is_cap: float = Field(2.0, ge=1, description="truncation of the importance ratio vs behaviour logprobs")
+    is_level: ISLevel = Field("token", description="training-inference correction (workers/training/algorithms/"
+                              "importance.py): token: each token's weight min(pi_trainer/pi_behaviour, is_cap); "
+                              "sequence: one weight per sample, the product of its tokens' ratios, capped at is_cap. "
+                              "With sequence or is_mask the PPO ratio is taken against the trainer's own logprobs and "
+                              "the weight corrects for the behaviour policy (decoupled PPO); with token and no is_mask "
+                              "the ratio is taken against the behaviour logprobs directly (no weight)")
+    is_mask: list[float] | None = Field(None, min_length=2, max_length=2, description="[low, high]: masked "
+                                        "importance sampling: a token (is_level token) or a whole sample (sequence) "
+                                        "whose ratio pi_trainer/pi_behaviour leaves [low, high] gets no loss")
+    mismatch_ratio: float = Field(2.0, gt=1, description="c of the mismatch_out_fraction metric: the share of "
+                                  "on-policy tokens whose ratio pi_trainer/pi_behaviour leaves [1/c, c]")
+
+    @model_validator(mode="after")
+    def _check_is_mask(self) -> AlgorithmSpec:
+        if self.is_mask is not None and not 0 <= self.is_mask[0] < 1 < self.is_mask[1]:
+            raise ValueError(f"is_mask: [low, high] needs 0 <= low < 1 < high (got {self.is_mask})")
+        return self
 
 
 class VLLMSpec(StrictModel):
@@ -199,6 +218,9 @@ class GenerationSpec(StrictModel):
     temperature: float = Field(1.0, ge=0, le=10)
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int = Field(64, ge=1, le=131_072)
+    dtype: HFDtype = Field("float32", description="engine hf: weights and activations of generation (bfloat16: "
+                           "faster on GPUs; the behaviour logprobs then differ from the float32 trainer's, see the "
+                           "mismatch_* metrics and algorithm.is_mask); engine vllm: set vllm.dtype instead")
     stop: list[str] = Field(
         default_factory=list, max_length=MAX_STOP_STRINGS, description=f"up to {MAX_STOP_STRINGS} stop strings"
     )
@@ -246,6 +268,8 @@ class GenerationSpec(StrictModel):
 
     @model_validator(mode="after")
     def _engine_settings(self) -> GenerationSpec:
+        if self.engine != "hf" and self.dtype != "float32":
+            raise ValueError(f"dtype applies to engine 'hf' only; engine {self.engine!r}: set vllm.dtype")
         if self.engine != "vllm" and self.vllm != VLLMSpec():
             raise ValueError(f"`vllm` settings apply to engine 'vllm' only (this spec uses {self.engine!r})")
         if self.vllm.max_model_len is not None and self.vllm.max_model_len <= self.max_tokens:

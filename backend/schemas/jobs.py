@@ -116,6 +116,25 @@ class SamplePublic(ORMModel):
     # multi-turn episodes: turns, end, turn_rewards, turn_spans, messages, trained_tokens, context_tokens and
     # segments ([{start, end, trained, text}]: the response cut into the policy's tokens and the environment's)
     episode: dict[str, Any] | None = None
+    mismatch: float | None = None  # mean k3 (trainer vs behaviour logprobs) over the sample's on-policy tokens
+
+
+class SampleTokensPublic(BaseModel):
+    """The trajectory explorer's per-token record of one stored sample (all lists have one entry per response token):
+    `current` is the trainer's logprob at the step that trained the sample (version `trained_version`)."""
+
+    sample_id: str
+    iteration: int
+    pieces: list[str]
+    behaviour: list[float]
+    current: list[float]
+    versions: list[list[int]]  # version marks: [[token_index, version], ...] (token i: the last mark at or before i)
+    trained_version: int
+    advantage: float
+    loss_mask: list[int] | None = None  # None: every token trained
+    reward: float
+    reward_components: dict[str, float] | None = None
+    mismatch: float | None = None
 
 
 class SpanPublic(ORMModel):

@@ -18,7 +18,7 @@ from backend.schemas.alerts import AlertRuleCreate, AlertRuleUpdate
 from backend.services.egress import EgressRefused, check_url
 from backend.services.errors import InvalidInput, not_found
 from backend.services.secret_box import seal
-from contract.events import alert_event_of
+from contract.events import alert_events_of
 from contract.settings import Settings
 
 
@@ -132,22 +132,23 @@ def make_test_delivery(*, session: Session, team: Team, rule: AlertRule) -> Aler
 
 def enqueue_for_event(session: Session, event: JobEvent) -> int:
     """Pending deliveries for every enabled rule of the job's team subscribed to what `event` means; their count."""
-    alert = alert_event_of(event.kind, event.data)
-    if alert is None:
+    alerts = alert_events_of(event.kind, event.data)
+    if not alerts:
         return 0
     job = session.get(Job, event.job_id)
     if job is None:
         return 0
-    rules = [rule for rule in session.scalars(select(AlertRule).where(AlertRule.team_id == job.team_id,
-                                                                       AlertRule.enabled.is_(True)))
-             if alert in rule.events]
-    if not rules:
+    matched = [(rule, next(alert for alert in alerts if alert in rule.events))
+               for rule in session.scalars(select(AlertRule).where(AlertRule.team_id == job.team_id,
+                                                                   AlertRule.enabled.is_(True)))
+               if any(alert in rule.events for alert in alerts)]  # each rule once, under its most specific alert
+    if not matched:
         return 0
     team = session.get(Team, job.team_id)
-    body = payload(event=alert, team=team, job=job, message=event.message, data=event.data,
-                   at=event.created_at.isoformat())
-    for rule in rules:
+    for rule, alert in matched:
+        body = payload(event=alert, team=team, job=job, message=event.message, data=event.data,
+                       at=event.created_at.isoformat())
         session.add(AlertDelivery(rule_id=rule.id, job_id=job.id, event_id=event.id, event=alert, payload=body,
                                   next_attempt_at=event.created_at))
     session.flush()
-    return len(rules)
+    return len(matched)

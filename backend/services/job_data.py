@@ -74,6 +74,10 @@ def record_samples(*, session: Session, job_id: int, samples: Iterable[dict[str,
     return len(fresh)
 
 
+def get_sample(*, session: Session, job_id: int, sample_id: str) -> JobSample | None:
+    return session.scalar(select(JobSample).where(JobSample.job_id == job_id, JobSample.sample_id == sample_id))
+
+
 def record_spans(*, session: Session, job_id: int, spans: Iterable[dict[str, Any]]) -> None:
     """Append timeline spans: dicts with lane, kind, start, end (epoch seconds)."""
     session.add_all(TimelineSpan(job_id=job_id, **span) for span in spans)

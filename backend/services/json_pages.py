@@ -177,7 +177,7 @@ def job_page(*, session: Session, team: Team, job_id: int) -> bytes | None:
 _SAMPLE_COLUMNS = (
     JobSample.sample_id, JobSample.iteration, JobSample.prompt, JobSample.response, JobSample.reward, JobSample.length,
     JobSample.policy_version, JobSample.instance_id, JobSample.reward_components, JobSample.reward_error,
-    JobSample.truncated, cast(JobSample.episode, Text),
+    JobSample.truncated, cast(JobSample.episode, Text), JobSample.mismatch,
 )
 
 
@@ -186,11 +186,26 @@ def _team_job() -> Select[Any]:
     return select(Job.id).where(Job.id == bindparam("job_id"), Job.team_id == bindparam("team_id"))
 
 
-@lru_cache(maxsize=2)
-def _newest_samples(of_iteration: bool) -> Select[Any]:
+# the trajectory explorer's filters: name -> the condition it adds (bound to a parameter of the same name);
+# staleness = the version trained at (iteration - 1) minus the version that sampled it
+SAMPLE_FILTERS: dict[str, Any] = {
+    "iteration": lambda: JobSample.iteration == bindparam("iteration"),
+    "min_reward": lambda: JobSample.reward >= bindparam("min_reward"),
+    "max_reward": lambda: JobSample.reward <= bindparam("max_reward"),
+    "min_length": lambda: JobSample.length >= bindparam("min_length"),
+    "max_length": lambda: JobSample.length <= bindparam("max_length"),
+    "policy_version": lambda: JobSample.policy_version == bindparam("policy_version"),
+    "min_staleness": lambda: JobSample.iteration - 1 - JobSample.policy_version >= bindparam("min_staleness"),
+    "max_staleness": lambda: JobSample.iteration - 1 - JobSample.policy_version <= bindparam("max_staleness"),
+    "min_mismatch": lambda: JobSample.mismatch >= bindparam("min_mismatch"),
+}
+
+
+@lru_cache(maxsize=64)
+def _newest_samples(filters: frozenset[str]) -> Select[Any]:
     query = select(*_SAMPLE_COLUMNS).where(JobSample.job_id == bindparam("job_id"))
-    if of_iteration:
-        query = query.where(JobSample.iteration == bindparam("iteration"))
+    for name in sorted(filters):
+        query = query.where(SAMPLE_FILTERS[name]())
     return query.order_by(JobSample.id.desc()).limit(bindparam("limit"))
 
 
@@ -202,7 +217,7 @@ def _number(value: float | None) -> str:
 def sample_json(row: Sequence[Any]) -> str:
     """One `SamplePublic` from a `_SAMPLE_COLUMNS` row."""
     (sample_id, iteration, prompt, response, reward, length, version, instance, components, error, truncated,
-     episode) = row
+     episode, mismatch) = row
     parts = "null" if components is None else (
         "{" + ",".join(f"{_string(str(name))}:{_number(value)}" for name, value in components.items()) + "}")
     return (
@@ -210,16 +225,21 @@ def sample_json(row: Sequence[Any]) -> str:
         f'"response":{_string(response)},"reward":{_number(reward)},"length":{int(length)},'
         f'"policy_version":{int(version)},"instance_id":{_string(instance)},"reward_components":{parts},'
         f'"reward_error":{_string(error)},"truncated":{"true" if truncated else "false"},'
-        f'"episode":{_stored(episode)}}}'
+        f'"episode":{_stored(episode)},"mismatch":{_number(mismatch)}}}'
     )
 
 
-def samples_page(*, session: Session, team: Team, job_id: int, iteration: int | None, limit: int) -> bytes | None:
-    """The team's job's newest samples (of one iteration, if given) as `Page[SamplePublic]` JSON; None when the job
-    is not the team's. The page reads the (job_id, id) index backwards: `limit` rows, whatever the job's total."""
+def samples_page(*, session: Session, team: Team, job_id: int, iteration: int | None, limit: int,
+                 filters: dict[str, float | None] | None = None) -> bytes | None:
+    """The team's job's newest samples (of one iteration, if given; within `filters`, keys of SAMPLE_FILTERS) as
+    `Page[SamplePublic]` JSON; None when the job is not the team's. The page reads the (job_id, id) index
+    backwards: `limit` rows, whatever the job's total."""
     if session.connection().scalar(_team_job(), {"job_id": job_id, "team_id": team.id}) is None:
         return None
-    values = {"job_id": job_id, "limit": limit, **({} if iteration is None else {"iteration": iteration})}
-    rows = session.connection().execute(_newest_samples(iteration is not None), values).all()
+    given = {name: value for name, value in (filters or {}).items() if value is not None}
+    if iteration is not None:
+        given["iteration"] = iteration
+    values = {"job_id": job_id, "limit": limit, **given}
+    rows = session.connection().execute(_newest_samples(frozenset(given)), values).all()
     items = ",".join(sample_json(row) for row in rows)
     return f'{{"data":[{items}],"count":{len(rows)}}}'.encode()

@@ -11,6 +11,10 @@ Checks, worst first (`WINDOW` = the newest 3 iterations must all agree, so one o
 - `kl_blowup` (warning): KL to the reference above `KL_LIMIT` nats/token: the policy ran away from it.
 - `entropy_collapse` (warning): entropy below `ENTROPY_FLOOR` after starting at least 10x higher: the policy is
   (nearly) deterministic and stopped exploring.
+- `mismatch_high` (warning): the training-inference mismatch (`mismatch_kl`, k3 KL between the behaviour logprobs
+  and the trainer's on the same tokens at the same version) above `MISMATCH_KL_LIMIT`: the engine samples from a
+  policy the trainer does not compute (bf16 rounding, a kernel difference); alert rules can subscribe to it alone
+  (`training_mismatch`).
 Reads are batched over the listed jobs (three queries whatever their number).
 
 Hysteresis of the `training_signal` events (backend/controller/signal_events.py): a check fires once its condition
@@ -30,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from backend.db.models import Iteration, Job
 from backend.schemas.dashboard import JobHealth, TrainingSignal
+from contract.events import MISMATCH_CHECK
 
 WINDOW = 3
 CLEAR_AFTER = 3  # a fired check's event clears after this many consecutive iterations without its condition
@@ -38,6 +43,9 @@ STUCK_ITERATIONS = 20
 STUCK_TOLERANCE = 1e-3
 KL_LIMIT = 1.0
 ENTROPY_FLOOR = 0.01
+# nats/token. float32 engine and trainer: ~1e-7 and below; bf16 generation on a float32 trainer: ~1e-3 (bench/
+# mismatch.py); past 1e-2 a sizeable share of tokens is off by more than 15% in probability
+MISMATCH_KL_LIMIT = 0.01
 GROUPED_ALGORITHMS = ("grpo", "rloo")  # advantages are relative to the group: a flat group teaches nothing
 FLAT = 1e-9
 
@@ -95,6 +103,7 @@ def _conditions(history: History, spec: dict[str, Any]) -> dict[str, Callable[[d
         "all_truncated": lambda m: (_number(m, "truncated_fraction") or 0.0) >= 1.0 - FLAT,
         "kl_blowup": lambda m: (_number(m, "kl") or 0.0) > KL_LIMIT,
         "entropy_collapse": collapsed,
+        MISMATCH_CHECK: lambda m: (_number(m, "mismatch_kl") or 0.0) > MISMATCH_KL_LIMIT,
     }
 
 
@@ -157,6 +166,13 @@ def check_history(history: History, spec: dict[str, Any]) -> list[TrainingSignal
             check="entropy_collapse", severity="warning", since_iteration=since,
             message=f"entropy fell from {start:.3f} to {_number(latest, 'entropy') or 0:.4f}: the policy stopped "
                     "exploring; lower training.lr or set algorithm.entropy_coef"))
+    if _all(history, condition[MISMATCH_CHECK]):
+        out.append(TrainingSignal(
+            check=MISMATCH_CHECK, severity="warning", since_iteration=since,
+            message=f"training-inference mismatch: mismatch_kl {_number(latest, 'mismatch_kl') or 0:.3g} nats/token "
+                    f"(above {MISMATCH_KL_LIMIT:g}) for the last {WINDOW} iterations: the engine samples from "
+                    "another policy than the trainer computes; generate in float32 (generation.dtype, "
+                    "generation.vllm.dtype) or correct with algorithm.is_level: sequence and algorithm.is_mask"))
     return out
 
 

@@ -10,7 +10,7 @@ from training_fixtures import make_group
 
 from contract.spec import AlgorithmSpec
 from workers.training.algorithms import LossInputs, setup_algorithm
-from workers.training.algorithms.base import truncated_is_weight
+from workers.training.algorithms.importance import truncated_is_weight
 from workers.training.algorithms.ppo import gae
 
 torch.set_num_threads(1)

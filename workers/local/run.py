@@ -40,6 +40,8 @@ class IterationRecord:
         text = (f"iter {self.iteration:4d} reward={self.reward:.3f} loss={m.get('loss', 0.0):+.4f} "
                 f"kl={m.get('kl') or 0.0:.4f} entropy={m.get('entropy') or 0.0:.3f} "
                 f"clip={m.get('clip_frac') or 0.0:.3f} grad={m.get('grad_norm') or 0.0:.3f} lr={m.get('lr', 0.0):.2e}")
+        if m.get("mismatch_kl") is not None:  # training-inference mismatch of the on-policy tokens
+            text += f" mismatch_kl={m['mismatch_kl']:.1e}"
         if self.eval_reward is not None:
             text += f" eval={self.eval_reward:.3f}"
         return text + " " + " ".join(f"{k}={v:.2f}s" for k, v in self.seconds.items())

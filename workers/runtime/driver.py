@@ -117,7 +117,7 @@ class Driver:
             for it in range(self.trainer.iteration, self.spec.training.iterations):
                 self.check_runnable()
                 result = self.iteration(it)
-                self.rec.finish(it, result.samples, result.step, result.extra)
+                self.rec.finish(it, result.samples, result.step, result.extra, trace=self.trainer.token_trace)
                 last = it + 1 == self.spec.training.iterations
                 if (it + 1) % self.spec.checkpoint.interval == 0 or last:
                     self._checkpoint(it + 1, final=last)

@@ -11,6 +11,8 @@ import numpy as np
 from contract import version_marks
 from contract.sample import Sample
 
+MISMATCH_KEYS = ("mismatch_kl", "mismatch_abs_mean", "mismatch_abs_max", "mismatch_out_fraction", "mismatch_tokens")
+
 
 def length_metrics(lengths: Sequence[int]) -> dict[str, float]:
     if not lengths:
@@ -140,8 +142,10 @@ def producing_instances(samples: Sequence[Sample]) -> int:
 
 
 def trainer_metrics(step: dict[str, float]) -> dict[str, float]:
-    """The optimizer step's metrics under the API's names (loss, kl, entropy, clip_frac) plus grad_norm."""
-    keep = ("loss", "kl", "entropy", "clip_frac", "ratio", "grad_norm", "lr", "is_weight", "policy_loss", "value_loss")
+    """The optimizer step's metrics under the API's names (loss, kl, entropy, clip_frac) plus grad_norm and the
+    training-inference mismatch (workers/training/mismatch.py)."""
+    keep = ("loss", "kl", "entropy", "clip_frac", "ratio", "grad_norm", "lr", "is_weight", "policy_loss", "value_loss",
+            "is_masked_fraction", *MISMATCH_KEYS)
     return {name: float(step[name]) for name in keep if name in step}
 
 

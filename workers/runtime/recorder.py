@@ -9,7 +9,7 @@ Phases: generating, training, waiting (trainer starved), weight_sync. Rows use t
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -46,8 +46,10 @@ class IterationRecorder:
         self.seconds[name] = self.seconds.get(name, 0.0) + max(0.0, end - start)
         self.spans.add(SPAN_KIND[name], start, end)
 
-    def finish(self, it: int, samples: list[Sample], step: dict[str, float], extra: dict[str, Any]) -> dict[str, Any]:
-        """Iteration `it` (0-based) is trained: assemble its row, record it (1-based) and start the next clock."""
+    def finish(self, it: int, samples: list[Sample], step: dict[str, float], extra: dict[str, Any],
+               trace: Callable[[Sample], dict[str, Any] | None] | None = None) -> dict[str, Any]:
+        """Iteration `it` (0-based) is trained: assemble its row, record it (1-based) and start the next clock.
+        `trace`: each kept sample's per-token record (the trainer's `token_trace`) for the trajectory explorer."""
         now = time.time()
         row: dict[str, Any] = {ROW_KEY[name]: seconds for name, seconds in self.seconds.items()}
         row.update(self.values)
@@ -65,7 +67,8 @@ class IterationRecorder:
         if any(s.loss_mask is not None for s in samples):  # episodes: turns beside each length (long-tail views)
             row["turns"] = [s.turns for s in samples[: self.telemetry.lengths_per_iteration]]
         row = metrics.finite(row)
-        kept = [sample_row(s, it) for s in samples[: self.telemetry.samples_per_iteration]]
+        kept = [sample_row(s, it, trace(s) if trace is not None else None)
+                for s in samples[: self.telemetry.samples_per_iteration]]
         self.reporter.record_iteration(self.job_id, it + 1, row, kept)
         self.report_reward_errors(it, samples)
         self.spans.flush()  # the trainer lane reaches the live timeline every iteration, like the instances' lanes
@@ -91,8 +94,9 @@ class RewardFailed(RuntimeError):
     """Every sample of an iteration has a reward error: the job fails with the first message."""
 
 
-def sample_row(sample: Sample, iteration: int) -> dict[str, Any]:
-    return {"iteration": iteration + 1, "sample_id": sample.sample_id, "prompt": sample.prompt_text,
+def sample_row(sample: Sample, iteration: int, tokens: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"tokens": tokens, "mismatch": None if tokens is None else tokens.get("mismatch"),
+            "iteration": iteration + 1, "sample_id": sample.sample_id, "prompt": sample.prompt_text,
             "response": sample.response_text, "reward": float(sample.reward), "length": len(sample.response_ids),
             "policy_version": sample.policy_version, "instance_id": sample.instance_id,
             "reward_components": dict(sample.reward_components) or None, "reward_error": sample.reward_error,

@@ -56,6 +56,7 @@ from workers.training.algorithms import Metrics
 from workers.training.batch import PolicyOutputs
 from workers.training.checkpoint import bundle, load_sharded
 from workers.training.faults import RanksLost
+from workers.training.mismatch import MismatchSums
 from workers.training.rank_group import RankGroup, rank_timeout_s, split_shares
 from workers.training.trainer import TOKEN_WEIGHTED, Trainer, load_policy
 
@@ -154,6 +155,10 @@ class DistributedTrainer(Trainer):
         self._tokens, self._samples = int(round(total[0])), int(round(total[1]))
         names = len(TOKEN_WEIGHTED)
         self._weighted = {name: total[2 + i] for i, name in enumerate(TOKEN_WEIGHTED) if total[2 + names + i] > 0}
+        mine = self._mismatch  # sums over every rank's tokens; the max stays this rank's (no max-reduce here)
+        tokens, kl, abs_delta, outside = self.group.all_reduce_sum(
+            [mine.tokens, mine.kl, mine.abs_delta, mine.outside])
+        self._mismatch = MismatchSums(tokens, kl, abs_delta, mine.abs_max, outside)
 
     def _grad_norm(self, clipped: torch.Tensor) -> float:
         full = getattr(clipped, "full_tensor", None)

@@ -15,6 +15,7 @@ stream allows and still get the gradient of one big batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,11 @@ from workers.training.batch import (
     sequence_length,
     token_budget_batches,
 )
+from workers.training.mismatch import MismatchSums, mismatch_sums, on_policy_mask, sample_mismatch, token_deltas
 
 # metrics averaged over tokens across the micro-steps of one iteration
-TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight")
+TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight",
+                  "is_masked_fraction")
 
 
 def load_policy(model_dir: str | Path, device: torch.device) -> Any:
@@ -70,7 +73,10 @@ class Trainer:
         self.device = torch.device(device)
         self.model_dir = Path(model_dir)
         self.algorithm = setup_algorithm(spec.algorithm)
-        self.use_trainer_old_logprobs = use_trainer_old_logprobs
+        # decoupled PPO (ratio vs the trainer's own logprobs, IS weight vs the behaviour's): asked for, or implied by
+        # a sequence-level or masked importance weight (algorithms/importance.py)
+        self.use_trainer_old_logprobs = use_trainer_old_logprobs or spec.algorithm.is_level == "sequence" \
+            or spec.algorithm.is_mask is not None
         torch.manual_seed(spec.seed)
         self.lora = spec.training.lora
         self.model = load_policy(model_dir, self.device)
@@ -103,6 +109,8 @@ class Trainer:
             self.optimizer, lambda step: min(1.0, (step + 1) / (warmup_steps + 1))
         )
         self.iteration = 0  # optimizer steps taken
+        self.traces: dict[str, SampleTrace] = {}  # the last optimizer step's samples, by sample_id
+        self.traced_version = 0  # the version those samples were trained at
         self.version = 0  # weights version: the initial weights are 0, +1 per optimizer step
         self._reset_accumulation()
 
@@ -143,6 +151,7 @@ class Trainer:
             old_values=outputs.values.detach() if outputs.values is not None else None,
         )
         loss, metrics = self.algorithm.loss(self.algorithm.prepare(inputs))
+        self._observe_mismatch(samples, advantages, outputs.logprobs, batch.behaviour_logprobs, batch.mask)
         tokens = batch.num_tokens
         self._backward(loss, tokens, outputs)
         self._tokens += tokens
@@ -170,6 +179,8 @@ class Trainer:
         metrics = {name: total / max(self._tokens, 1) for name, total in self._weighted.items()}
         metrics.setdefault("kl", 0.0)  # k3 KL to the reference; 0.0 when no reference is loaded (kl_coef == 0)
         metrics.update(grad_norm=grad_norm, lr=lr, tokens=float(self._tokens), samples=float(self._samples))
+        metrics.update(self._mismatch.metrics())
+        self.traces, self.traced_version = self._traces, self.version - 1
         self._reset_accumulation()
         return metrics
 
@@ -322,6 +333,41 @@ class Trainer:
         self._tokens = 0
         self._samples = 0
         self._weighted: dict[str, float] = {}
+        self._mismatch = MismatchSums()
+        self._traces: dict[str, SampleTrace] = {}
+
+    def _observe_mismatch(self, samples: list[Sample], advantages: Sequence[float], logprobs: torch.Tensor,
+                          behaviour: torch.Tensor, mask: torch.Tensor) -> None:
+        """Add this micro-batch's on-policy tokens to the iteration's mismatch sums and keep each sample's trainer
+        logprobs (the trajectory explorer's `current`)."""
+        on_policy = on_policy_mask(samples, self.version, mask.cpu())  # (B, T)
+        current, behaviour = logprobs.detach().float().cpu(), behaviour.float().cpu()
+        self._mismatch = self._mismatch.add(mismatch_sums(current, behaviour, on_policy,
+                                                          self.spec.algorithm.mismatch_ratio))
+        per_sample = sample_mismatch(token_deltas(current, behaviour), on_policy)
+        for row, (sample, advantage) in enumerate(zip(samples, advantages, strict=True)):
+            self._traces[sample.sample_id] = SampleTrace(current[row, : len(sample.response_ids)].tolist(),
+                                                         float(advantage), per_sample[row])
+
+    def token_trace(self, sample: Sample) -> dict[str, Any] | None:
+        """The trajectory explorer's per-token record of a sample the last optimizer step trained (None if it did
+        not): token pieces, behaviour and trainer logprobs (4 decimals), version marks, advantage, loss mask."""
+        trace = self.traces.get(sample.sample_id)
+        if trace is None:
+            return None
+        return {"pieces": [self.tokenizer.decode([t]) for t in sample.response_ids],
+                "behaviour": [round(v, 4) for v in sample.behaviour_logprobs],
+                "current": [round(v, 4) for v in trace.current],
+                "versions": sample.version_marks or [[0, sample.policy_version]],
+                "trained_version": self.traced_version, "advantage": round(trace.advantage, 4),
+                "loss_mask": sample.loss_mask, "mismatch": trace.mismatch}
+
+
+@dataclass
+class SampleTrace:
+    current: list[float]  # the trainer's logprob of each response token, at the version before the step
+    advantage: float
+    mismatch: float | None  # mean k3 over the sample's on-policy tokens (workers/training/mismatch.py)
 
 
 def merge_metrics(parts: list[Metrics]) -> Metrics:

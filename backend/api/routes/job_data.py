@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Path, Query, Response
 
 from backend.api.deps import IdPath, SessionDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
@@ -15,6 +15,7 @@ from backend.schemas.jobs import (
     IterationPublic,
     JobEventPublic,
     SamplePublic,
+    SampleTokensPublic,
     SpanPublic,
     TimelinePublic,
 )
@@ -61,12 +62,42 @@ def list_samples(
     session: SessionDep,
     iteration: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    min_reward: Annotated[float | None, Query(ge=-1e9, le=1e9)] = None,
+    max_reward: Annotated[float | None, Query(ge=-1e9, le=1e9)] = None,
+    min_length: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    max_length: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    policy_version: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    min_staleness: Annotated[int | None, Query(ge=0, le=MAX_ID, description="versions behind the trainer")] = None,
+    max_staleness: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    min_mismatch: Annotated[float | None, Query(ge=0, le=1e9, description="the sample's mean k3 mismatch")] = None,
 ) -> Response:
-    """Recent finished samples (newest first), optionally of one iteration."""
-    page = json_pages.samples_page(session=session, team=auth.team, job_id=job_id, iteration=iteration, limit=limit)
+    """Recent finished samples (newest first), optionally of one iteration and within the trajectory explorer's
+    filters (reward, length, policy version, staleness, mismatch)."""
+    filters = {"min_reward": min_reward, "max_reward": max_reward, "min_length": min_length,
+               "max_length": max_length, "policy_version": policy_version, "min_staleness": min_staleness,
+               "max_staleness": max_staleness, "min_mismatch": min_mismatch}
+    page = json_pages.samples_page(session=session, team=auth.team, job_id=job_id, iteration=iteration, limit=limit,
+                                   filters=filters)
     if page is None:  # after the query checks: 422 before 404
         raise not_found("job", job_id)
     return Response(page, media_type="application/json")
+
+
+@router.get("/samples/{sample_id}/tokens")
+def sample_tokens(
+    job_id: IdPath, sample_id: Annotated[str, Path(min_length=1, max_length=200)], auth: ViewerAuth,
+    session: SessionDep,
+) -> SampleTokensPublic:
+    """A stored sample's per-token record (the trajectory explorer): behaviour and trainer logprobs, versions,
+    advantage, loss mask. 404 when the sample is not stored or was stored without one (e.g. before this record)."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
+    sample = job_data.get_sample(session=session, job_id=job.id, sample_id=sample_id)
+    if sample is None or sample.tokens is None:
+        raise not_found("sample tokens", sample_id)
+    return SampleTokensPublic.model_validate({**sample.tokens, "sample_id": sample.sample_id,
+                                              "iteration": sample.iteration, "reward": sample.reward,
+                                              "reward_components": sample.reward_components,
+                                              "mismatch": sample.mismatch})
 
 
 @router.get("/timeline")

@@ -34,6 +34,10 @@ class JobSample(Base):
     truncated: Mapped[bool] = mapped_column(default=False, server_default=false())  # cut by max_tokens
     # a multi-turn episode: turns, conversation, loss-mask segments (workers/core/episode.py `episode_record`)
     episode: Mapped[dict[str, Any] | None]
+    # the trajectory explorer (workers/training/trainer.py `token_trace`): per-token pieces, behaviour and trainer
+    # logprobs, version marks, advantage, loss mask; and the sample's mismatch (mean k3 over its on-policy tokens)
+    tokens: Mapped[dict[str, Any] | None]
+    mismatch: Mapped[float | None]
     created_at: Mapped[datetime] = created_at_column()
 
 

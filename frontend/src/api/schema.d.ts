@@ -1450,7 +1450,7 @@ export interface components {
              */
             enabled?: boolean;
             /** Events */
-            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[];
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "training_mismatch" | "budget")[];
             /** Name */
             name: string;
             /**
@@ -1484,7 +1484,7 @@ export interface components {
             /** Enabled */
             enabled: boolean;
             /** Events */
-            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[];
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "training_mismatch" | "budget")[];
             /** Id */
             id: number;
             /** Name */
@@ -1527,7 +1527,7 @@ export interface components {
             /** Enabled */
             enabled: boolean;
             /** Events */
-            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[];
+            events: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "training_mismatch" | "budget")[];
             /** Id */
             id: number;
             /** Name */
@@ -1558,7 +1558,7 @@ export interface components {
             /** Enabled */
             enabled?: boolean | null;
             /** Events */
-            events?: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "budget")[] | null;
+            events?: ("job_failed" | "job_succeeded" | "job_stalled" | "training_signal" | "training_mismatch" | "budget")[] | null;
             /** Name */
             name?: string | null;
             /** Recipients */
@@ -3755,7 +3755,7 @@ export interface components {
              * Check
              * @enum {string}
              */
-            check: "nan_loss" | "reward_constant" | "all_truncated" | "reward_stuck" | "kl_blowup" | "entropy_collapse";
+            check: "nan_loss" | "reward_constant" | "all_truncated" | "reward_stuck" | "kl_blowup" | "entropy_collapse" | "mismatch_high";
             /** Message */
             message: string;
             /**

@@ -15,6 +15,7 @@ const EVENTS: { value: AlertEvent; label: string }[] = [
   { value: "job_stalled", label: "job stalled" },
   { value: "job_succeeded", label: "job succeeded" },
   { value: "training_signal", label: "training-signal warning" },
+  { value: "training_mismatch", label: "training-inference mismatch high" },
   { value: "budget", label: "budget at 80% / paused at 100%" },
 ];
 const RULES_KEY = ["alerts", "rules"];

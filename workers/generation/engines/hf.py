@@ -66,6 +66,7 @@ class HFEngine(GenerationEngine):
     @classmethod
     def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> HFEngine:
         return cls(model_dir, max_batch_size=spec.generation.batch_size, seed=spec.seed, device=device,
+                   dtype=spec.generation.dtype,
                    lora=spec.training.lora,  # lora: the base model plus each published adapter
                    speculative=spec.generation.speculative)
 

@@ -11,9 +11,10 @@ Off-policy correction (which log-probabilities are used where):
   * `logprobs` = log pi_theta(y_t): the current policy, with gradient.
   Without `old_logprobs` the PPO ratio is r_t = pi_theta / pi_behaviour (behaviour logprobs act as the old policy),
   clipped to [1 - eps, 1 + eps]; no extra weight. With `old_logprobs` the ratio is r_t = pi_theta / pi_old (clipped)
-  and every token loss is multiplied by the truncated importance weight w_t = min(pi_old / pi_behaviour, is_cap)
-  (detached): decoupled PPO with truncated IS, which corrects staleness and engine/trainer mismatch without letting
-  one stale token dominate the step.
+  and every token loss is multiplied by a detached importance weight against the behaviour policy: by default the
+  truncated token weight w_t = min(pi_old / pi_behaviour, is_cap); `algorithm.is_level: sequence` and
+  `algorithm.is_mask` give sequence-level truncated IS and masked IS (`importance.py`). Decoupled PPO, which corrects
+  staleness and engine/trainer mismatch without letting one stale token dominate the step.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from torch import Tensor
 from contract.registry import Registry
 from contract.sample import Sample
 from contract.spec import AlgorithmSpec
+from workers.training.algorithms.importance import importance_weight
 
 Metrics = dict[str, float]
 # name -> Algorithm class; each algorithm module registers itself (`@ALGORITHMS.register(...)`, contract/registry.py)
@@ -66,7 +68,7 @@ def k3_kl(logprobs: Tensor, ref_logprobs: Tensor) -> Tensor:
     return torch.exp(delta) - delta - 1.0
 
 
-def clipped_policy_loss(batch: LossInputs, clip_eps: float, is_cap: float) -> tuple[Tensor, Metrics]:
+def clipped_policy_loss(batch: LossInputs, spec: AlgorithmSpec) -> tuple[Tensor, Metrics]:
     """Per-token clipped surrogate -min(r A, clip(r, 1-eps, 1+eps) A) (B, T), times w_t when `old_logprobs` is given.
 
     `batch.advantages` must be token-level (after `prepare`). Returns the per-token loss (unreduced) and metrics.
@@ -74,24 +76,20 @@ def clipped_policy_loss(batch: LossInputs, clip_eps: float, is_cap: float) -> tu
     assert batch.advantages is not None, "call Algorithm.prepare before the loss"
     old = batch.old_logprobs if batch.old_logprobs is not None else batch.behaviour_logprobs
     ratio = torch.exp(batch.logprobs - old)  # (B, T)
+    clip_eps = spec.clip_eps
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
     per_token = -torch.min(ratio * batch.advantages, clipped * batch.advantages)  # (B, T)
     metrics: Metrics = {}
     if batch.old_logprobs is not None:
-        is_weight = truncated_is_weight(batch.old_logprobs, batch.behaviour_logprobs, is_cap)  # (B, T)
-        per_token = per_token * is_weight
-        metrics["is_weight"] = float(masked_mean(is_weight, batch.mask))
+        is_weight, is_metrics = importance_weight(batch.old_logprobs, batch.behaviour_logprobs, batch.mask, spec)
+        per_token = per_token * is_weight  # (B, T)
+        metrics.update(is_metrics)
     low = (ratio < 1.0 - clip_eps) & (batch.advantages < 0)
     high = (ratio > 1.0 + clip_eps) & (batch.advantages > 0)
     is_clipped = low | high
     metrics["clip_frac"] = float(masked_mean(is_clipped.float(), batch.mask))
     metrics["ratio"] = float(masked_mean(ratio.detach(), batch.mask))
     return per_token, metrics
-
-
-def truncated_is_weight(old_logprobs: Tensor, behaviour_logprobs: Tensor, is_cap: float) -> Tensor:
-    """w_t = min(pi_old(y_t) / pi_behaviour(y_t), is_cap), detached (truncated importance sampling)."""
-    return torch.exp(old_logprobs - behaviour_logprobs).clamp(max=is_cap).detach()
 
 
 def add_common_terms(per_token: Tensor, batch: LossInputs, spec: AlgorithmSpec, metrics: Metrics) -> Tensor:
@@ -150,7 +148,7 @@ class Algorithm(ABC):
         """Token-level mean loss over the batch's real tokens, and float metrics (clip_frac, kl, entropy, ...)."""
         if batch.advantages is None:
             batch = self.prepare(batch)
-        per_token, metrics = clipped_policy_loss(batch, self.spec.clip_eps, self.spec.is_cap)
+        per_token, metrics = clipped_policy_loss(batch, self.spec)
         loss = add_common_terms(per_token, batch, self.spec, metrics)
         metrics["loss"] = float(loss.detach())
         return loss, metrics

@@ -72,7 +72,7 @@ class PPO(Algorithm):
         if batch.advantages is None:
             batch = self.prepare(batch)
         assert batch.values is not None and batch.old_values is not None and batch.returns is not None
-        per_token, metrics = clipped_policy_loss(batch, self.spec.clip_eps, self.spec.is_cap)
+        per_token, metrics = clipped_policy_loss(batch, self.spec)
         policy_loss = add_common_terms(per_token, batch, self.spec, metrics)
         value_loss = clipped_value_loss(batch.values, batch.old_values, batch.returns, batch.mask, self.spec.clip_eps)
         loss = policy_loss + self.spec.vf_coef * value_loss

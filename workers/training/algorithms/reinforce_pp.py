@@ -75,7 +75,7 @@ class ReinforcePP(Algorithm):
     def loss(self, batch: LossInputs) -> tuple[Tensor, Metrics]:
         if batch.advantages is None:
             batch = self.prepare(batch)
-        per_token, metrics = clipped_policy_loss(batch, self.spec.clip_eps, self.spec.is_cap)
+        per_token, metrics = clipped_policy_loss(batch, self.spec)
         spec_without_kl_term = self.spec.model_copy(update={"kl_coef": 0.0})
         loss = add_common_terms(per_token, batch, spec_without_kl_term, metrics)
         metrics["loss"] = float(loss.detach())
