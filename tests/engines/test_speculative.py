@@ -197,3 +197,19 @@ def test_job_spec_setting_reaches_the_engine(model_dir: Path) -> None:
         engine = HFEngine.from_spec(spec, model_dir, "cpu")
         assert engine.speculation.max_rows == rows and engine.speculation.enabled == (rows > 0)
     assert JobSpec.model_validate(base).generation.speculative == "auto"
+
+
+def test_drafts_stop_at_the_models_last_position(model_dir: Path) -> None:
+    """Rows end at the model's position limit exactly where they end without speculation (drafts never need a
+    position past it)."""
+    engine = HFEngine(model_dir, max_batch_size=8)
+    requests = group_requests(engine, SamplingParams(temperature=0))
+    outputs = {}
+    for speculative in (False, True):
+        speculating(engine, speculative)
+        batcher = engine._batcher()
+        batcher.max_positions = 30  # prompts of 4-19 tokens: every long row hits it
+        outputs[speculative] = {r.request_id: (r.response_ids, r.finish_reason) for r in batcher.run(iter(requests))}
+    assert outputs[True] == outputs[False]
+    assert all(len(r.prompt_ids) + len(outputs[True][r.request_id][0]) <= 30 for r in requests)
+    assert sum(reason == "length" for _, reason in outputs[True].values()) >= 8

@@ -70,7 +70,9 @@ def drafts_for(batcher: ContinuousBatcher) -> list[list[int]] | None:
         return None
     drafts = []
     for row in batcher.rows:
-        room = row.request.sampling.max_tokens - len(row.response_ids) - 1  # the step emits one more than accepted
+        used = len(row.request.prompt_ids) + len(row.response_ids)
+        room = min(row.request.sampling.max_tokens - len(row.response_ids),  # the step emits one more than accepted
+                   batcher.max_positions - used) - 1  # and the drafts' positions must exist
         k = min(row.draft_k, spec.k_max, max(room, 0))
         drafts.append(batcher.drafter.propose(row.draft, k) if row.draft is not None else [])
     return drafts if any(drafts) else None
