@@ -9,6 +9,10 @@
 (b) Server overhead of forward_backward and optim_step on a trivial batch (one datum of 4 tokens): the wall time of
     the SDK call (`.result()`) minus the compute time the session measured for it (each stored result's `timing`,
     read from Redis), p50 per round, median over rounds. Target: < 30 ms.
+(c) Parking (docs/tinker.md#parking): a training client left idle for STREAMRL_TINKER_IDLE_S (set to IDLE_S here) is
+    parked; the wall time of its next forward_backward (the restore: admission, the task's start, loading the model
+    and the park state, then the call) against the same call on the warm session just before, and the session's own
+    `restore_s` (its `resumed` event).
 
 Starts its own platform in a temporary directory: embedded Redis, SQLite, the API (uvicorn, one process), one
 generation and one training worker (`streamrl worker`, pinned to core 0 and core 1; one slot each) and the controller
@@ -16,7 +20,8 @@ loop (a thread). Idle inference instances stop after 5 s (STREAMRL_INFERENCE_IDL
 does not hold the one generation slot into the job's run.
 
 Run: `python bench/tinker_api.py [--rounds 3] [--steps 4] [--prompts 4] [--group 8] [--max-tokens 16] [--calls 30]`.
-Final line: `RESULT sdk_samples_s=... job_samples_s=... sdk_vs_job=... fb_overhead_ms=... optim_overhead_ms=...`.
+Final line: `RESULT sdk_samples_s=... job_samples_s=... sdk_vs_job=... fb_overhead_ms=... optim_overhead_ms=...
+restore_wall_s=... restore_event_s=... warm_call_ms=... restore_vs_warm=...`.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ sys.path.insert(0, str(REPO))
 from processes import child_pythonpath, stop_process_groups  # noqa: E402  (bench/, the script's directory)
 
 SECRET = "bench-tinker-secret-key-0123456789abcdef"
+IDLE_S = 20  # STREAMRL_TINKER_IDLE_S: longer than any gap of the SDK run between its calls (a step's sampling)
 
 
 @contextmanager
@@ -185,6 +191,43 @@ def overhead_round(service: Any, client: Any, calls: int) -> tuple[float, float]
             1000 * statistics.median(w[1] - c for w, c in zip(measured, opt, strict=True)))
 
 
+def restore_round(service: Any) -> tuple[float, float, float]:
+    """(seconds of the first call after a park, the session's restore_s event, ms of the same call warm)."""
+    from sqlalchemy import select
+    from tinker import types
+
+    from backend.db import Job, JobEvent, JobStatus
+    from backend.db.session import session_scope
+
+    trainer = service.create_lora_training_client(base_model="chat", rank=8, seed=0).result(timeout=600)
+    batch = [types.Datum(model_input=types.ModelInput.from_ints([5, 9, 12, 7]),
+                         loss_fn_inputs={"target_tokens": [9, 12, 7, 3], "weights": [1.0] * 4})]
+    for _ in range(3):
+        t0 = time.perf_counter()
+        trainer.forward_backward(batch, "cross_entropy").result(timeout=60)
+    warm = time.perf_counter() - t0
+
+    def job() -> Job:
+        with session_scope() as session:
+            found = session.scalar(select(Job).where(Job.name == trainer.model_id))
+            assert found is not None
+            return found
+
+    deadline = time.monotonic() + IDLE_S + 120
+    while job().status != JobStatus.parked:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{trainer.model_id} did not park")
+        time.sleep(0.5)
+    t0 = time.perf_counter()
+    trainer.forward_backward(batch, "cross_entropy").result(timeout=600)
+    wall = time.perf_counter() - t0
+    with session_scope() as session:
+        data = session.scalars(select(JobEvent.data).where(JobEvent.job_id == job().id, JobEvent.kind == "tinker")
+                               .order_by(JobEvent.id.desc())).all()
+    event = next(float(d["restore_s"]) for d in data if d and d.get("tinker") == "resumed")
+    return wall, event, 1000 * warm
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
@@ -205,7 +248,8 @@ def main() -> None:
         os.environ.update({"STREAMRL_DATA_DIR": str(data_dir), "STREAMRL_REDIS_URL": redis_server.url,
                            "STREAMRL_SECRET_KEY": SECRET, "STREAMRL_AUTO_MIGRATE": "false", "OMP_NUM_THREADS": "1",
                            "TOKENIZERS_PARALLELISM": "false", "STREAMRL_DEVICE": "cpu",
-                           "STREAMRL_INFERENCE_IDLE_S": "5"})  # a run's last sampler frees the slot for the next
+                           "STREAMRL_INFERENCE_IDLE_S": "5",  # a run's last sampler frees the slot for the next
+                           "STREAMRL_TINKER_IDLE_S": str(IDLE_S)})
         procs: list[subprocess.Popen[bytes]] = []
         stop = threading.Event()
         try:
@@ -244,7 +288,7 @@ def main() -> None:
 
             threading.Thread(target=control, daemon=True).start()
             client = redis.Redis.from_url(redis_server.url)
-            sdk, job, fwd, opt = [], [], [], []
+            sdk, job, fwd, opt, restores = [], [], [], [], []
             for round_ in range(args.rounds):
                 service = tinker.ServiceClient(base_url=f"{base}/tinker", api_key=key)
                 sdk.append(sdk_run(service, args, seed=round_))
@@ -255,16 +299,23 @@ def main() -> None:
                 service.close("success").result()
                 fwd.append(fb_ms)
                 opt.append(opt_ms)
+                service = tinker.ServiceClient(base_url=f"{base}/tinker", api_key=key)
+                restores.append(restore_round(service))
+                service.close("success").result()
                 print(f"round {round_ + 1}: sdk {sdk[-1]:.2f} samples/s, job {job[-1]:.2f} samples/s, overhead "
-                      f"forward_backward {fb_ms:.1f} ms, optim_step {opt_ms:.1f} ms (p50)", flush=True)
+                      f"forward_backward {fb_ms:.1f} ms, optim_step {opt_ms:.1f} ms (p50); restore "
+                      f"{restores[-1][0]:.2f} s (event {restores[-1][1]:.2f} s, warm call {restores[-1][2]:.1f} ms)",
+                      flush=True)
         finally:
             stop.set()
             stop_process_groups(procs)
             redis_server.stop()
     s, j = statistics.median(sdk), statistics.median(job)
+    wall, event, warm = (statistics.median(r[i] for r in restores) for i in range(3))
     print(f"RESULT sdk_samples_s={s:.2f} job_samples_s={j:.2f} sdk_vs_job={s / j:.2f} "
           f"fb_overhead_ms={statistics.median(fwd):.1f} optim_overhead_ms={statistics.median(opt):.1f} "
-          f"target_overhead_ms=30 rounds={args.rounds}")
+          f"target_overhead_ms=30 restore_wall_s={wall:.2f} restore_event_s={event:.2f} warm_call_ms={warm:.1f} "
+          f"restore_vs_warm={1000 * wall / warm:.0f} rounds={args.rounds}")
 
 
 if __name__ == "__main__":

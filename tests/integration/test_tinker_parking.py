@@ -225,3 +225,23 @@ def test_a_kill_9_resumes_from_the_last_park_and_reports_lost_steps(parking: tup
     lost = _tinker_events(platform, job.id, "steps_lost")
     assert lost and lost[-1]["steps_lost"] == 1 and lost[-1]["step"] == steps_before, lost
     service.close("success").result()
+
+
+def test_the_schedulers_preemption_flag_parks_a_running_session(parking: tuple[Platform, str]) -> None:
+    """The scheduler's `keys.job_preempt` flag (backend/services/admission.py) parks a session at once: its slot is
+    free within a read of its stream, and its next call restores it where it was."""
+    platform, url = parking
+    platform.wait_registered("training")
+    service = tinker.ServiceClient(base_url=url, api_key=_key(platform, platform.team.id, platform.user.id))
+    trainer = service.create_lora_training_client(base_model="tiny", rank=4, seed=7).result(timeout=240)
+    _steps(trainer, 1)
+    before = _loss(trainer)
+    job = _job(platform, trainer.model_id)
+    assert job.status == JobStatus.running
+    platform.client.set(keys.job_preempt(job.id), '{"reason": "a high priority job of another team waits"}')
+    parked = wait_until(lambda: _tinker_events(platform, job.id, "parked"), 2 * IDLE_S,
+                        "the flagged session to park before its idle timeout", logs=platform.logs_tail)
+    assert parked[-1]["reason"] == "preempted: a high priority job of another team waits"
+    assert not platform.client.exists(keys.job_preempt(job.id))
+    assert _loss(trainer) == pytest.approx(before, rel=1e-5)
+    service.close("success").result()

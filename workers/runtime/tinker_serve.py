@@ -1,7 +1,8 @@
 """The `training.tinker_session` task body: serve one Tinker training client's calls in the SDK's seq order, park the
 session when it is idle or its worker shuts down, and restore it when a call comes (docs/tinker.md#parking).
 
-    queued -> starting -> running --(no call for tinker_idle_s, or a warm shutdown)--> parked (no process, no slot)
+    queued -> starting -> running --(no call for tinker_idle_s, a warm shutdown, or the scheduler's preemption flag
+                                     `keys.job_preempt`)--> parked (no process, no slot)
     parked --(a call: the API, or this task finding one that came while it parked)--> queued -> ... restored
 
 Invariants:
@@ -158,6 +159,10 @@ class SessionServer:
                 self._check_lost(session)
             if self.shutdown.check():
                 return self._park(session, beat, "its worker is shutting down")
+            preempted = self.client.getdel(keys.job_preempt(self.job_id))  # the scheduler wants its slot
+            if preempted is not None:
+                why = json.loads(preempted).get("reason", "by the scheduler")
+                return self._park(session, beat, f"preempted: {why}")
             now = time.monotonic()
             if now - last_call > self.idle_s and self.gap_since is None:  # not idle: calls wait behind a gap
                 return self._park(session, beat, f"no call for {self.idle_s:g}s")
