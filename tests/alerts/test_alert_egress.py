@@ -150,3 +150,22 @@ def test_webhook_urls_are_masked_below_admin(pg_backend: Any) -> None:
         for role in (Role.admin, Role.owner):
             assert client.get(f"{API}/{rule['id']}", headers=headers[role]).json()["url"] == secret_url
         assert json.dumps(client.get(API, headers=headers[Role.admin]).json()).count(secret_url) == 1
+
+
+def test_answers_logged_before_are_not_shown(pg_backend: Any) -> None:
+    """A delivery logged by an older version kept up to 200 characters of the answer: the API shows the status."""
+    team, headers = _team(pg_backend)
+    with pg_backend.session() as session:
+        rule = AlertRule(team_id=team.id, name="r", events=["job_failed"], channel="webhook",
+                         url="https://hooks.example.com/x", recipients=[])
+        session.add(rule)
+        session.flush()
+        session.add(AlertDelivery(rule_id=rule.id, event="test", payload={}, state="failed", attempts=1,
+                                  last_status_code=502, last_error="HTTP 502: upstream db-7.internal:5432 refused",
+                                  log=[{"at": "2026-01-01T00:00:00+00:00", "status_code": 502, "ms": 3,
+                                        "error": "HTTP 502: upstream db-7.internal:5432 refused"}]))
+    with pg_backend.client() as client:
+        log = client.get(f"{API}/{rule.id}/deliveries", headers=headers[Role.viewer])
+    assert log.status_code == 200 and "db-7.internal" not in log.text
+    shown = log.json()["data"][0]
+    assert shown["last_error"] == "HTTP 502" and shown["log"][0]["error"] == "HTTP 502"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Any
 from urllib.parse import SplitResult, urlsplit
 
 from fastapi import APIRouter, Path, Query, Response, status
@@ -23,6 +24,7 @@ from backend.services import alerts as alert_service
 
 router = APIRouter(prefix="/alerts", tags=["alerts"], responses=errors(*AUTHENTICATED))
 RuleId = Annotated[int, Path(ge=1, le=MAX_ID, description="alert rule id")]
+ANSWER_AFTER_STATUS = re.compile(r"^(HTTP \d{3}):.*", re.DOTALL)
 
 
 def masked_url(url: str | None) -> str | None:
@@ -53,9 +55,18 @@ def rule_public(rule: AlertRule, *, reveal_url: bool = True) -> AlertRulePublic:
     )
 
 
+def status_only(error: str | None) -> str | None:
+    """An attempt's error without a receiver's answer (rows logged before answers were left out had `HTTP 500: ...`)."""
+    return ANSWER_AFTER_STATUS.sub(r"\1", error) if error else error
+
+
 def delivery_public(row: AlertDelivery) -> AlertDeliveryPublic:
     public = AlertDeliveryPublic.model_validate(row)
-    return public if row.state == "pending" else public.model_copy(update={"next_attempt_at": None})
+    log = [entry.model_copy(update={"error": status_only(entry.error)}) for entry in public.log]
+    update: dict[str, Any] = {"log": log, "last_error": status_only(public.last_error)}
+    if row.state != "pending":
+        update["next_attempt_at"] = None
+    return public.model_copy(update=update)
 
 
 @router.get("/rules")
