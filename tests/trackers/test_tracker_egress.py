@@ -141,7 +141,7 @@ def test_stored_credentials_never_reach_a_new_host(pg_backend: Any, tmp_path: Pa
     assert capture.requests, "the controller did not reach the tracker"
     assert all("authorization" not in request for request in capture.requests), capture.requests
     with pg_backend.session() as session:
-        session.get(Job, job_id).status = JobStatus.cancelled  # type: ignore[union-attr]
+        session.get(Job, job_id).status = JobStatus.cancelled
 
 
 def test_a_stored_internal_url_is_refused_when_the_controller_connects(pg_backend: Any, tmp_path: Path,
@@ -155,4 +155,4 @@ def test_a_stored_internal_url_is_refused_when_the_controller_connects(pg_backen
     assert run.down_since is not None and "refused by the egress policy" in (run.last_error or ""), run.last_error
     assert capture.requests == []
     with pg_backend.session() as session:
-        session.get(Job, job_id).status = JobStatus.cancelled  # type: ignore[union-attr]
+        session.get(Job, job_id).status = JobStatus.cancelled
