@@ -118,7 +118,8 @@ def _quota_hold(item: Waiting, held: list[int], quota: TeamQuota) -> tuple[str, 
 
 
 def _needs(item: Waiting) -> dict[str, int]:
-    return {"training": item.training, "generation": item.generation_min}
+    """What the item asks for: its gang of training slots and its target generation instances."""
+    return {"training": item.training, "generation": item.generation}
 
 
 def _never_fits(snapshot: Snapshot, item: Waiting, position: int) -> QueueInfo:
@@ -139,8 +140,7 @@ def _capacity_info(snapshot: Snapshot, item: Waiting, free: Pools, position: int
     eta = None if not math.isfinite(start) else max(0.0, start - snapshot.now)
     have = free.training if pool == "training_slots" else free.generation
     need = item.training if pool == "training_slots" else item.generation_min
-    return QueueInfo(position, pool, _reason(snapshot, pool, need, max(0, have), ahead), eta,
-                     {"training": item.training, "generation": item.generation_min})
+    return QueueInfo(position, pool, _reason(snapshot, pool, need, max(0, have), ahead), eta, _needs(item))
 
 
 _REASONS: dict[tuple[str, int, int, int, bool], str] = {}  # few distinct texts per pass: built once each

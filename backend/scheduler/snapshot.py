@@ -86,7 +86,7 @@ class QueueInfo:
     waiting_for: str  # training_slots | generation_slots | quota:max_concurrent_jobs | quota:max_generation_instances
     reason: str  # one line, resource-level (the API adds who holds it, per caller)
     eta_s: float | None  # estimated seconds until it starts; None when no estimate exists
-    needs: dict[str, int] = field(default_factory=dict)  # {"training": n, "generation": m}
+    needs: dict[str, int] = field(default_factory=dict)  # {"training": gang, "generation": target instances}
 
 
 @dataclass

@@ -19,7 +19,8 @@ class QueuePublic(BaseModel):
                              "quota:max_generation_instances")
     eta_s: float | None = Field(None, description="estimated seconds until it starts (from recorded iteration "
                                 "times); null when no estimate exists")
-    needs: dict[str, int] = Field(default_factory=dict, description="slots it takes at start, per pool")
+    needs: dict[str, int] = Field(default_factory=dict, description="slots it asks for per pool: its gang of "
+                                  "training slots and its target generation instances (it may start with fewer)")
     held_by: list[JobRef] = Field(default_factory=list, description="the caller's team's jobs holding the resource")
     held_by_other_teams: int = Field(0, description="jobs of other teams holding it")
 

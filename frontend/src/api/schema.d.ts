@@ -414,6 +414,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/evaluations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Evaluations
+         * @description The team's evaluations, newest first (of one job with `job_id`).
+         */
+        get: operations["list_evaluations_api_v1_evaluations_get"];
+        put?: never;
+        /**
+         * Create Evaluation
+         * @description Queue an evaluation (`{id, status}`); it runs on a generation slot. A model or job that is not the team's: 404;
+         *     a suite that does not validate: 422 naming the field.
+         */
+        post: operations["create_evaluation_api_v1_evaluations_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/evaluations/{evaluation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Evaluation
+         * @description The evaluation: status, summary and per-row outputs and scores.
+         */
+        get: operations["get_evaluation_api_v1_evaluations__evaluation_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/graders/run": {
         parameters: {
             query?: never;
@@ -1771,6 +1816,12 @@ export interface components {
         /** CheckpointPublic */
         CheckpointPublic: {
             /**
+             * Best
+             * @description the job's best checkpoint by checkpoint.metric (checkpoint.select best)
+             * @default false
+             */
+            best?: boolean;
+            /**
              * Created At
              * Format: date-time
              */
@@ -1779,6 +1830,15 @@ export interface components {
             iteration: number;
             /** Path */
             path: string;
+            /**
+             * Scores
+             * @description evaluation suite -> its summary (mean, pass@1, pass@k...) on this checkpoint
+             */
+            scores?: {
+                [key: string]: {
+                    [key: string]: number;
+                };
+            };
         };
         /** CheckpointSpec */
         CheckpointSpec: {
@@ -1790,9 +1850,23 @@ export interface components {
             interval?: number;
             /**
              * Keep
+             * @description select latest: the newest `keep`; select best: the top `keep` by `metric` plus the newest (for resume) and any not scored yet
              * @default 3
              */
             keep?: number;
+            /**
+             * Metric
+             * @description select best: '<suite>/mean', '<suite>/pass@1' or '<suite>/pass@k' of an `evaluation` suite (higher is better)
+             * @default
+             */
+            metric?: string;
+            /**
+             * Select
+             * @description which checkpoints retention keeps
+             * @default latest
+             * @enum {string}
+             */
+            select?: "latest" | "best";
         };
         /** ClusterPublic */
         ClusterPublic: {
@@ -2052,6 +2126,173 @@ export interface components {
         ErrorBody: {
             /** Detail */
             detail: string | components["schemas"]["ValidationIssue"][];
+        };
+        /** EvalSamplingSpec */
+        EvalSamplingSpec: {
+            /**
+             * Max Tokens
+             * @default 64
+             */
+            max_tokens?: number;
+            /**
+             * Temperature
+             * @description 0: greedy
+             * @default 1
+             */
+            temperature?: number;
+            /**
+             * Top P
+             * @default 1
+             */
+            top_p?: number;
+        };
+        /**
+         * EvalSuiteSpec
+         * @description One evaluation suite (docs/user-guide.md#evaluation-suites): every prompt of `dataset`'s eval split (a built-in
+         *     task's `eval_prompts` rows, a file's last `eval_prompts` rows, or all of an uploaded dataset's rows when it has no
+         *     more than `eval_prompts`) sampled `samples_per_prompt` times and scored by `reward` (or `grader`: the same
+         *     vocabulary, a grader type). A sample passes when its score is >= `pass_threshold`; pass@k uses the unbiased
+         *     estimator 1 - C(n-c, k)/C(n, k) (contract/evaluation.py).
+         */
+        EvalSuiteSpec: {
+            dataset: components["schemas"]["DatasetSpec"];
+            /** @description a grader (string_check, text_similarity, python, multi...) instead of reward */
+            grader?: components["schemas"]["RewardSpec"] | null;
+            /**
+             * K
+             * @description pass@k's k; None: samples_per_prompt
+             */
+            k?: number | null;
+            /**
+             * Name
+             * @description letters, digits, _ . - (metric names are <name>/mean, <name>/pass@1, <name>/pass@k)
+             */
+            name: string;
+            /**
+             * Pass Threshold
+             * @description a sample with score >= this passes (pass@1, pass@k)
+             * @default 1
+             */
+            pass_threshold?: number;
+            /** @description how a sample is scored; None with no grader: the job's reward */
+            reward?: components["schemas"]["RewardSpec"] | null;
+            /**
+             * Samples Per Prompt
+             * @default 1
+             */
+            samples_per_prompt?: number;
+            sampling?: components["schemas"]["EvalSamplingSpec"];
+        };
+        /**
+         * EvaluationCreate
+         * @description Evaluate `model` (a registered model name, or `job:<id>@best|@last|@<iteration>`) or a job's `checkpoint`
+         *     (`job_id` + `checkpoint`: an iteration, `best` or `last`) on `suite`: a suite object, or the name of one of the
+         *     job's suites.
+         */
+        EvaluationCreate: {
+            /**
+             * Checkpoint
+             * @description iteration, 'best' or 'last' (default last)
+             */
+            checkpoint?: number | string | null;
+            /** Job Id */
+            job_id?: number | null;
+            /** Model */
+            model?: string | null;
+            /** Suite */
+            suite: components["schemas"]["EvalSuiteSpec"] | string;
+        };
+        /** EvaluationDetail */
+        EvaluationDetail: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Error */
+            error: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /** Iteration */
+            iteration: number | null;
+            /** Job Id */
+            job_id: number | null;
+            /** Model */
+            model: string;
+            /**
+             * Rows
+             * @description per prompt: its outputs and their scores
+             */
+            rows?: components["schemas"]["EvaluationRow"][];
+            /**
+             * Status
+             * @description queued | running | succeeded | failed
+             */
+            status: string;
+            /** Suite */
+            suite: {
+                [key: string]: unknown;
+            };
+            /** Suite Name */
+            suite_name: string;
+            /**
+             * Summary
+             * @description mean, pass@1, pass@k, k, prompts, samples
+             */
+            summary?: {
+                [key: string]: number;
+            } | null;
+        };
+        /** EvaluationPublic */
+        EvaluationPublic: {
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Error */
+            error: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /** Iteration */
+            iteration: number | null;
+            /** Job Id */
+            job_id: number | null;
+            /** Model */
+            model: string;
+            /**
+             * Status
+             * @description queued | running | succeeded | failed
+             */
+            status: string;
+            /** Suite Name */
+            suite_name: string;
+            /**
+             * Summary
+             * @description mean, pass@1, pass@k, k, prompts, samples
+             */
+            summary?: {
+                [key: string]: number;
+            } | null;
+        };
+        /** EvaluationRow */
+        EvaluationRow: {
+            /** Answer */
+            answer?: unknown;
+            /** Errors */
+            errors?: string[];
+            /** Outputs */
+            outputs: string[];
+            /** Prompt */
+            prompt: string;
+            /** Prompt Id */
+            prompt_id: string;
+            /** Scores */
+            scores: number[];
         };
         /**
          * FailoverSpec
@@ -2498,6 +2739,17 @@ export interface components {
             dispatch?: components["schemas"]["DispatchSpec"];
             /** @description multi-turn episodes with an environment (tools, feedback); None: one prompt, one completion, scored by `reward` */
             environment?: components["schemas"]["EnvironmentSpec"] | null;
+            /**
+             * Evaluation
+             * @description evaluation suites run on checkpoints every evaluation_every iterations and after the last, on generation slots, while training goes on
+             */
+            evaluation?: components["schemas"]["EvalSuiteSpec"][];
+            /**
+             * Evaluation Every
+             * @description evaluate every N iterations (rounded up to a checkpoint: an evaluation runs on the checkpoint saved then); 0: after the last iteration only
+             * @default 0
+             */
+            evaluation_every?: number;
             failover?: components["schemas"]["FailoverSpec"];
             generation?: components["schemas"]["GenerationSpec"];
             /** @description device-seconds and tokens the job may use; at 100% it pauses at a checkpoint until a limit is raised */
@@ -3241,7 +3493,7 @@ export interface components {
             held_by_other_teams?: number;
             /**
              * Needs
-             * @description slots it takes at start, per pool
+             * @description slots it asks for per pool: its gang of training slots and its target generation instances (it may start with fewer)
              */
             needs?: {
                 [key: string]: number;
@@ -5706,6 +5958,237 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Page_dict_str__Any__"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_evaluations_api_v1_evaluations_get: {
+        parameters: {
+            query?: {
+                job_id?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationPublic"][];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_evaluation_api_v1_evaluations_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluationCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_evaluation_api_v1_evaluations__evaluation_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                evaluation_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationDetail"];
                 };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */

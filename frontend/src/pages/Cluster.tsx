@@ -1,12 +1,14 @@
 /**
  * The cluster: pools (workers, slots, busy, queued tasks), each worker by pool and node with its device sets, the jobs
  * holding its slots and CPU/memory (and GPU) over the last 30 minutes, and the team's pending instances with why they
- * wait. One request (`GET /cluster`), refetched every 5 s.
+ * wait, and the scheduler's queue by team and priority (components/QueueCard.tsx). `GET /cluster` and `GET /queue`,
+ * refetched every 5 s.
  */
 import { useQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { api, unwrap } from "../api/client";
 import { LineChart } from "../components/LineChart";
+import { QueueCard } from "../components/QueueCard";
 import { Card, ErrorBanner, formatNumber } from "../components/ui";
 import { resourceSeries, type Worker } from "../lib/cluster";
 
@@ -33,6 +35,7 @@ export function ClusterPage() {
               ))}
             </tbody>
           </table>
+          <QueueCard />
           <Card title={`Pending instances (${data.pending.length})`}>
             {data.pending.length === 0 ? <p className="muted">None: every instance asked for has a worker slot.</p> : (
               <ul className="pending" data-testid="pending">
