@@ -25,6 +25,7 @@ from backend.db import Dataset, GenerationInstance, Job
 from backend.db.enums import can_transition
 from backend.db.session import session_scope
 from backend.schemas.jobs import JobEventPublic
+from backend.services import evaluations
 from backend.services.job_data import record_checkpoint, record_iteration, record_samples, record_spans
 from backend.services.jobs import record_event, transition_job
 from backend.services.live import publish_live
@@ -146,6 +147,20 @@ class DatabaseReporter(Reporter):
             event = record_event(session=session, job_id=job_id, kind=kind, message=message, data=data)
             public = JobEventPublic.model_validate(event).model_dump(mode="json")
         publish_live(self.client, job_id, "event", public)
+
+    @_retrying
+    def request_evaluations(self, job_id: int, iteration: int, path: str) -> int:
+        if self.client is None:
+            return 0
+        return len(evaluations.request_for_checkpoint(self.client, job_id, iteration, path))
+
+    @_retrying
+    def pending_evaluations(self, job_id: int) -> int:
+        return evaluations.pending(job_id)
+
+    @_retrying
+    def checkpoint_metric(self, job_id: int, metric: str) -> dict[int, float | None]:
+        return evaluations.checkpoint_values(job_id, metric)
 
     @_retrying
     def record_spans(self, job_id: int, spans: list[dict[str, Any]]) -> None:

@@ -100,6 +100,19 @@ class Reporter(ABC):
         """`running` once it produces; `stopped` when it exits; `dead` with the `error` when its task failed (the
         controller stops replacing instances that keep failing the same way). A `dead` row stays dead."""
 
+    # -- evaluation suites (contract/evaluation.py); a reporter without a control plane runs none ------------------
+    def request_evaluations(self, job_id: int, iteration: int, path: str) -> int:
+        """Queue the job's evaluation suites on its checkpoint `iteration` at `path`; how many were queued."""
+        return 0
+
+    def pending_evaluations(self, job_id: int) -> int:
+        """The job's evaluations queued or running."""
+        return 0
+
+    def checkpoint_metric(self, job_id: int, metric: str) -> dict[int, float | None]:
+        """Each recorded checkpoint's value of `metric` ("<suite>/<stat>"); None: not scored yet."""
+        return {}
+
 
 _TRANSITIONS = {  # the subset of the control plane's state machine the runtime asks for
     JobStatus.queued: {JobStatus.starting, JobStatus.running, JobStatus.failed, JobStatus.cancelled},

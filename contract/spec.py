@@ -350,6 +350,47 @@ class TrainingSpec(StrictModel):
         return "auto" if value == "broadcast" else value
 
 
+class EvalSamplingSpec(StrictModel):
+    temperature: float = Field(1.0, ge=0, le=10, description="0: greedy")
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(64, ge=1, le=131_072)
+
+
+class EvalSuiteSpec(StrictModel):
+    """One evaluation suite (docs/user-guide.md#evaluation-suites): every prompt of `dataset`'s eval split (a built-in
+    task's `eval_prompts` rows, a file's last `eval_prompts` rows, or all of an uploaded dataset's rows when it has no
+    more than `eval_prompts`) sampled `samples_per_prompt` times and scored by `reward` (or `grader`: the same
+    vocabulary, a grader type). A sample passes when its score is >= `pass_threshold`; pass@k uses the unbiased
+    estimator 1 - C(n-c, k)/C(n, k) (contract/evaluation.py)."""
+
+    name: str = Field(..., pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="letters, digits, _ . - (metric names "
+                      "are <name>/mean, <name>/pass@1, <name>/pass@k)")
+    dataset: DatasetSpec
+    reward: RewardSpec | None = Field(None, description="how a sample is scored; None with no grader: the job's reward")
+    grader: RewardSpec | None = Field(None, description="a grader (string_check, text_similarity, python, multi...) "
+                                      "instead of reward")
+    samples_per_prompt: int = Field(1, ge=1, le=128)
+    k: int | None = Field(None, ge=1, le=128, description="pass@k's k; None: samples_per_prompt")
+    pass_threshold: float = Field(1.0, description="a sample with score >= this passes (pass@1, pass@k)")
+    sampling: EvalSamplingSpec = Field(default_factory=EvalSamplingSpec)
+
+    @model_validator(mode="after")
+    def _one_scorer(self) -> EvalSuiteSpec:
+        if self.reward is not None and self.grader is not None:
+            raise ValueError("give reward or grader, not both")
+        if self.k is not None and self.k > self.samples_per_prompt:
+            raise ValueError(f"k ({self.k}) must be at most samples_per_prompt ({self.samples_per_prompt})")
+        return self
+
+    @property
+    def scorer(self) -> RewardSpec | None:
+        return self.grader if self.grader is not None else self.reward
+
+    @property
+    def pass_k(self) -> int:
+        return self.k or self.samples_per_prompt
+
+
 class JobSpec(StrictModel):
     """One RL job. Defaults give a small, sane GRPO run."""
 
@@ -370,6 +411,12 @@ class JobSpec(StrictModel):
     dispatch: DispatchSpec = Field(default_factory=DispatchSpec)
     autoscale: AutoscaleSpec = Field(default_factory=AutoscaleSpec)
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    evaluation: list[EvalSuiteSpec] = Field(default_factory=list, max_length=16, description="evaluation suites "
+                                            "run on checkpoints every evaluation_every iterations and after the "
+                                            "last, on generation slots, while training goes on")
+    evaluation_every: int = Field(0, ge=0, le=1_000_000, description="evaluate every N iterations (rounded up to a "
+                                  "checkpoint: an evaluation runs on the checkpoint saved then); 0: after the last "
+                                  "iteration only")
     failover: FailoverSpec = Field(default_factory=FailoverSpec)
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     limits: LimitsSpec = Field(default_factory=LimitsSpec, description="device-seconds and tokens the job may use; "
@@ -380,6 +427,21 @@ class JobSpec(StrictModel):
     preemptible: bool = Field(True, description="the scheduler may hand the job back at a checkpoint for a "
                               "higher-priority or under-share job (it resumes from there); false: team admins only")
     seed: int = Field(0, ge=0, le=MAX_SEED)
+
+    @model_validator(mode="after")
+    def _evaluation_consistent(self) -> JobSpec:
+        names = [suite.name for suite in self.evaluation]
+        if len(set(names)) != len(names):
+            raise ValueError(f"evaluation: suite names must be unique (got {names})")
+        for index, suite in enumerate(self.evaluation):
+            if suite.scorer is None and self.grading is None:
+                raise ValueError(f"evaluation[{index}]: give reward or grader (the job has no reward to reuse)")
+        if self.checkpoint.select == "best":
+            suite_name, _, stat = self.checkpoint.metric.partition("/")
+            if suite_name not in names:
+                raise ValueError(f"checkpoint.metric {self.checkpoint.metric!r} names no evaluation suite "
+                                 f"(suites: {names or 'none'}); select: best needs one")
+        return self
 
     @model_validator(mode="after")
     def _weight_sync_needs_instances(self) -> JobSpec:

@@ -88,7 +88,20 @@ class TelemetrySpec(StrictModel):
 
 class CheckpointSpec(StrictModel):
     interval: int = Field(10, ge=1, le=1_000_000, description="checkpoint every N iterations")
-    keep: int = Field(3, ge=1, le=1000)
+    keep: int = Field(3, ge=1, le=1000, description="select latest: the newest `keep`; select best: the top `keep` "
+                      "by `metric` plus the newest (for resume) and any not scored yet")
+    select: Literal["latest", "best"] = Field("latest", description="which checkpoints retention keeps")
+    metric: str = Field("", max_length=200, description="select best: '<suite>/mean', '<suite>/pass@1' or "
+                        "'<suite>/pass@k' of an `evaluation` suite (higher is better)")
+
+    @model_validator(mode="after")
+    def _metric_named(self) -> CheckpointSpec:
+        if self.select == "best":
+            suite, _, stat = self.metric.partition("/")
+            if not suite or stat not in ("mean", "pass@1", "pass@k"):
+                raise ValueError(f"metric: select best needs '<suite>/mean', '<suite>/pass@1' or '<suite>/pass@k' "
+                                 f"(got {self.metric!r})")
+        return self
 
 
 class LimitsSpec(StrictModel):

@@ -112,6 +112,17 @@ def run_grader(request_id: str, payload: dict[str, Any]) -> str:
     return f"grader run {request_id} answered"
 
 
+@app.task(name=tasks.RUN_EVALUATION)
+def run_evaluation(evaluation_id: int) -> str:
+    """One evaluation suite on one model, on a generation slot (backend/services/evaluations.py,
+    workers/runtime/evaluation.py)."""
+    from backend.services.evaluations import DatabaseEvaluationStore
+    from workers.runtime.components import worker_device
+    from workers.runtime.evaluation import run_evaluation as run
+
+    return run(evaluation_id, DatabaseEvaluationStore(), worker_device())
+
+
 @app.task(name=tasks.TINKER_SESSION, bind=True)
 def tinker_session(self: Task, job_id: int) -> str:
     """A Tinker training session (docs/tinker.md): serves its TrainingClient's requests in seq order, holding one

@@ -339,6 +339,16 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def job_checkpoints(self, job_id: int) -> JSON:
         return self._json("GET", f"/jobs/{job_id}/checkpoints")
 
+    # ---- evaluations ------------------------------------------------------------------------------------------------
+    def create_evaluation(self, body: dict[str, Any]) -> JSON:
+        return self._json("POST", "/evaluations", json=body)
+
+    def get_evaluation(self, evaluation_id: int) -> JSON:
+        return self._json("GET", f"/evaluations/{evaluation_id}")
+
+    def list_evaluations(self, job_id: int | None = None) -> JSON:
+        return self._json("GET", "/evaluations", params={"job_id": job_id} if job_id else None)
+
     def stream_job(self, job_id: int) -> Iterator[SSEEvent]:
         """Live events of a job (`metrics`, `event`, `status`, `timeline`, `samples`) until the server ends the
         stream. No read timeout: the generator blocks until the next event; close it to stop listening."""

@@ -152,3 +152,6 @@ class CheckpointPublic(ORMModel):
     iteration: int
     path: str
     created_at: UtcDatetime
+    scores: dict[str, dict[str, float]] = Field(default_factory=dict, description="evaluation suite -> its summary "
+                                                 "(mean, pass@1, pass@k...) on this checkpoint")
+    best: bool = Field(False, description="the job's best checkpoint by checkpoint.metric (checkpoint.select best)")

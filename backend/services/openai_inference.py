@@ -3,7 +3,8 @@ backend/api/routes/openai_inference.py; docs/openai.md#chat-completions-and-mode
 
 - A model id is a ready model the team registered (its `name`), a fine-tuning job's `fine_tuned_model`
   (`ft:<base>:<team>:<suffix>:<job id>`: the job's newest checkpoint, once it succeeded) or one of its checkpoints
-  (`...:ckpt-step-<iteration>`), the ids backend/services/openai_compat.py gives them. Any other id, another team's
+  (`...:ckpt-step-<iteration>`), the ids backend/services/openai_compat.py gives them, or a job checkpoint's stable
+  alias `job:<id>@best|@last|@<iteration>` (backend/services/model_aliases.py). Any other id, another team's
   included, is a 404.
 - A checkpoint of a LoRA job is served as the base model plus the checkpoint's adapter (`adapter/`, PEFT layout); any
   other checkpoint as the model directory it is.
@@ -25,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from backend.db.enums import JobStatus
 from backend.db.models import Checkpoint, Job, JobEvent, Model, Team
+from backend.services import model_aliases
 from backend.services.chat_preview import ChatRenderer
 from backend.services.errors import InvalidInput
 from backend.services.inference import SampleRequest
@@ -94,6 +96,11 @@ def _not_found(model_id: str) -> OpenAIError:
 
 def resolve(session: Session, team: Team, model_id: str) -> Served:
     """The team's model `model_id` (404 otherwise, whoever owns it)."""
+    if model_aliases.is_alias(model_id):  # job:<id>@best | @last | @<iteration> (backend/services/model_aliases.py)
+        found = model_aliases.resolve_alias(session, team, model_id)
+        if found is None:
+            raise _not_found(model_id)
+        return _served_checkpoint(session, team, model_id, *found)
     match = CHECKPOINT.match(model_id)
     if match is None:
         model = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == model_id))
@@ -111,6 +118,10 @@ def resolve(session: Session, team: Team, model_id: str) -> Served:
     checkpoint = session.scalar(query.order_by(Checkpoint.iteration.desc()).limit(1))
     if checkpoint is None:
         raise _not_found(model_id)
+    return _served_checkpoint(session, team, model_id, job, checkpoint)
+
+
+def _served_checkpoint(session: Session, team: Team, model_id: str, job: Job, checkpoint: Checkpoint) -> Served:
     adapter = Path(checkpoint.path) / ADAPTER_DIR
     lora = (job.spec.get("training") or {}).get("lora")
     if lora and adapter.is_dir():

@@ -37,11 +37,15 @@ class _ChunkReader:
 
 @checkpoints_app.command("list")
 def list_checkpoints(ctx: typer.Context, job_id: int) -> None:
-    """Checkpoints saved by a job, oldest first."""
+    """Checkpoints saved by a job, oldest first: the best (checkpoint.select best) and each suite's mean."""
     with client(ctx) as api:
         page = api.job_checkpoints(job_id)
     if not emit_json(ctx, page):
-        print_table(page.get("data", []), ["iteration", "path", "created_at"], empty="(no checkpoints)")
+        rows = [{**c, "best": "best" if c.get("best") else "",
+                 "scores": " ".join(f"{suite}={values.get('mean', 0):.4g}"
+                                    for suite, values in (c.get("scores") or {}).items())}
+                for c in page.get("data", [])]
+        print_table(rows, ["iteration", "best", "scores", "path", "created_at"], empty="(no checkpoints)")
 
 
 @checkpoints_app.command("download")

@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "streamrl.cli.make_cmds",  # make-model, make-dataset (tiny local models, built-in task files)
     "streamrl.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
     "streamrl.cli.checkpoints",  # checkpoints list|download
+    "streamrl.cli.eval_cmds",  # eval run|get|list (evaluation suites on demand)
     "streamrl.cli.alerts",  # alerts list|create|update|delete|test|log
     "streamrl.cli.trackers",  # trackers list|set|delete|runs
     "streamrl.cli.cluster",  # cluster (workers, slots, queues, pending instances)

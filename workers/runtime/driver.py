@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import time
 import traceback
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from typing import Any
 import torch
 
 from contract import keys
+from contract.evaluation import retained
 from contract.sample import PromptRequest, Sample
 from contract.states import TERMINAL_JOB_STATUSES, JobStatus
 from workers.core.chat import ChatEncoder
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 PAUSE_POLL_S = 0.5
 CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S = 3, 1.0  # tries per checkpoint, first backoff (doubling)
 CHECKPOINT_FAILURES_ALLOWED = 3  # checkpoints in a row that may fail before the job does
+EVALUATION_WAIT_S = 1800.0  # how long a finished job waits for its last checkpoint's evaluations
 
 
 class JobCancelled(Exception):
@@ -119,8 +122,12 @@ class Driver:
                 result = self.iteration(it)
                 self.rec.finish(it, result.samples, result.step, result.extra, trace=self.trainer.token_trace)
                 last = it + 1 == self.spec.training.iterations
-                if (it + 1) % self.spec.checkpoint.interval == 0 or last:
+                evaluate = self.evaluation_due(it + 1)
+                if (it + 1) % self.spec.checkpoint.interval == 0 or last or evaluate:
                     self._checkpoint(it + 1, final=last)
+                    if evaluate:
+                        self._request_evaluations(it + 1)
+            self._await_evaluations()
             self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
             outcome = "succeeded"
         except JobCancelled:
@@ -296,8 +303,56 @@ class Driver:
                 raise JobSetupError(str(err)) from err
             return
         self.checkpoint_failures = 0
-        ckpt.prune_checkpoints(self.ctx.checkpoints_dir, self.spec.checkpoint.keep)
+        self._retain()
         self.reporter.record_checkpoint(self.job_id, iteration, str(path))
+
+    # -- evaluation suites (spec.evaluation; backend/services/evaluations.py runs them on generation slots) ---------
+    def evaluation_due(self, trained: int) -> bool:
+        every = self.spec.evaluation_every
+        return bool(self.spec.evaluation) and ((every > 0 and trained % every == 0)
+                                               or trained == self.spec.training.iterations)
+
+    def _request_evaluations(self, trained: int) -> None:
+        latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+        if latest is None or ckpt.checkpoint_iteration(latest) != trained:
+            return  # the checkpoint could not be written (an event says so): nothing to evaluate
+        queued = self.reporter.request_evaluations(self.job_id, trained, str(latest))
+        if queued:
+            self.reporter.record_event(self.job_id, "evaluation", f"{queued} evaluation suite(s) queued on the "
+                                       f"checkpoint at iteration {trained}", {"iteration": trained, "suites": queued})
+
+    def _await_evaluations(self) -> None:
+        """The last checkpoint's evaluations decide the best one: wait for them (at most EVALUATION_WAIT_S, the job
+        still cancellable), then apply retention once more with every score known."""
+        if not self.spec.evaluation:
+            return
+        deadline = time.monotonic() + EVALUATION_WAIT_S
+        while self.reporter.pending_evaluations(self.job_id) and time.monotonic() < deadline:
+            self.check_runnable()
+            with self.rec.phase("waiting"):
+                time.sleep(PAUSE_POLL_S)
+        if self.reporter.pending_evaluations(self.job_id):
+            self.reporter.record_event(self.job_id, "evaluation", f"evaluations still pending after "
+                                       f"{EVALUATION_WAIT_S:.0f}s: the job ends without them (they finish later and "
+                                       "mark the best checkpoint; retention ran without their scores)")
+        self._retain()
+
+    def _retain(self) -> None:
+        """checkpoint.select latest: the newest `keep`; best: the top `keep` by checkpoint.metric, the newest, and
+        those whose evaluation is still to come (contract/evaluation.py `retained`)."""
+        policy, root = self.spec.checkpoint, self.ctx.checkpoints_dir
+        if policy.select != "best":
+            ckpt.prune_checkpoints(root, policy.keep)
+            return
+        found = {ckpt.checkpoint_iteration(p): p for p in root.glob("iter_*") if p.is_dir()
+                 and not p.name.endswith(".tmp")}
+        scored = self.reporter.checkpoint_metric(self.job_id, policy.metric)
+        values = {it: scored.get(it) if scored.get(it) is not None or self.evaluation_due(it) else float("-inf")
+                  for it in found}
+        keep = retained(list(found), values, keep=policy.keep, select="best")
+        for it, path in found.items():
+            if it not in keep:
+                shutil.rmtree(path, ignore_errors=True)
 
     def _resume_from_checkpoint(self) -> None:
         """Resume from the newest checkpoint whose iteration's row is recorded: a checkpoint newer than the rows (a

@@ -2,6 +2,7 @@
 
 from backend.db.models.alerts import AlertDelivery, AlertRule
 from backend.db.models.assets import Dataset, Model
+from backend.db.models.evaluations import Evaluation
 from backend.db.models.fleet import GenerationInstance, Worker
 from backend.db.models.jobs import Checkpoint, Iteration, Job, JobEvent
 from backend.db.models.security import LoginFailure, RevokedSession
@@ -16,6 +17,7 @@ __all__ = [
     "ApiKey",
     "Checkpoint",
     "Dataset",
+    "Evaluation",
     "GenerationInstance",
     "Invitation",
     "InvitationStatus",

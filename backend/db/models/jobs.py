@@ -79,3 +79,6 @@ class Checkpoint(Base):
     iteration: Mapped[int]
     path: Mapped[str] = mapped_column(String(1000))
     created_at: Mapped[datetime] = created_at_column()
+    # evaluation suites' summaries: suite name -> {mean, pass@1, pass@k, ...} (backend/services/evaluations.py)
+    scores: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    best: Mapped[bool] = mapped_column(default=False)  # the job's highest by checkpoint.metric (select: best)

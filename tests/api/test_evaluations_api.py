@@ -1,0 +1,82 @@
+"""POST/GET /evaluations without workers: what is refused (422 naming the field, 404 for what is not the team's) and
+what a queued evaluation looks like; a checkpoint's `best` and `scores` in GET /jobs/{id}/checkpoints; the
+`job:<id>@...` aliases resolve only the team's checkpoints still on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from backend.db.enums import Role
+from backend.db.models import Checkpoint, Evaluation
+from backend.services import model_aliases
+from backend.services.evaluations import DatabaseEvaluationStore
+
+SUITE = {"name": "held", "dataset": {"builtin": "arithmetic", "eval_prompts": 2}, "reward": {"type": "exact_match"}}
+
+
+def test_create_refuses_bad_input_and_what_is_not_the_teams(pg_backend: Any, world: Any, other_world: Any) -> None:
+    with pg_backend.client() as client:
+        member = world.headers(Role.member)
+        cases = [({"model": "tiny", "suite": {**SUITE, "k": 3}}, 422, "samples_per_prompt"),
+                 ({"suite": SUITE}, 422, "give model, or job_id"),
+                 ({"model": "tiny", "suite": {**SUITE, "reward": {"type": "nope"}}}, 422, "nope"),
+                 ({"model": "tiny", "suite": {k: v for k, v in SUITE.items() if k != "reward"}}, 422, "reward or"),
+                 ({"model": "tiny", "suite": "held"}, 422, "no suite named"),
+                 ({"model": "missing", "suite": SUITE}, 404, "not found"),
+                 ({"model": "job:999999@best", "suite": SUITE}, 404, "not found")]
+        for body, status, text in cases:
+            response = client.post("/api/v1/evaluations", json=body, headers=member)
+            assert response.status_code == status and text in response.text, (body, response.text)
+        viewer = client.post("/api/v1/evaluations", json={"model": "tiny", "suite": SUITE},
+                             headers=world.headers(Role.viewer))
+        assert viewer.status_code == 403
+
+        job = world.submit(client, evaluation=[SUITE], checkpoint={"select": "best", "metric": "held/mean"})
+        with pg_backend.session() as session:
+            session.add(Checkpoint(job_id=job["id"], iteration=2, path=str(pg_backend.settings.artifacts)))
+        theirs = client.post("/api/v1/evaluations", json={"job_id": job["id"], "checkpoint": 2, "suite": "held"},
+                             headers=other_world.headers(Role.member))
+        assert theirs.status_code == 404, theirs.text
+        created = client.post("/api/v1/evaluations", json={"job_id": job["id"], "checkpoint": 2, "suite": "held"},
+                              headers=member)
+        assert created.status_code == 202, created.text
+        body = created.json()
+        assert body["status"] == "queued" and body["model"] == f"job:{job['id']}@2" and body["iteration"] == 2
+        assert client.get(f"/api/v1/evaluations/{body['id']}", headers=other_world.headers(Role.viewer)).status_code \
+            == 404
+        detail = client.get(f"/api/v1/evaluations/{body['id']}", headers=world.headers(Role.viewer)).json()
+        assert detail["suite"]["reward"]["type"] == "exact_match" and detail["rows"] == []
+
+        store = DatabaseEvaluationStore(pg_backend.engine)  # as the runner: claim, then finish
+        task = store.claim(body["id"])
+        assert task is not None and store.claim(body["id"]) is None  # claimed once
+        store.finish(body["id"], {"mean": 0.5, "pass@1": 0.5, "pass@k": 0.5, "k": 1.0, "prompts": 2.0,
+                                  "samples": 2.0}, [])
+        listed = client.get(f"/api/v1/jobs/{job['id']}/checkpoints", headers=member).json()["data"]
+        assert listed == [{**listed[0], "best": True, "scores": {"held": {"mean": 0.5, "pass@1": 0.5, "pass@k": 0.5,
+                                                                          "k": 1.0, "prompts": 2.0, "samples": 2.0}}}]
+
+
+def test_aliases_resolve_the_teams_checkpoints_on_disk(pg_backend: Any, world: Any, other_world: Any,
+                                                       tmp_path: Path) -> None:
+    with pg_backend.client() as client:
+        job = world.submit(client)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "c").mkdir()
+    with pg_backend.session() as session:
+        session.add_all([Checkpoint(job_id=job["id"], iteration=1, path=str(tmp_path / "a"), best=True),
+                         Checkpoint(job_id=job["id"], iteration=2, path=str(tmp_path / "b")),  # deleted from disk
+                         Checkpoint(job_id=job["id"], iteration=3, path=str(tmp_path / "c"))])
+    with pg_backend.session() as session:
+        def iteration(team: Any, name: str) -> int | None:
+            found = model_aliases.resolve_alias(session, team, name)
+            return found[1].iteration if found else None
+
+        assert iteration(world.team, f"job:{job['id']}@best") == 1
+        assert iteration(world.team, f"job:{job['id']}@last") == 3
+        assert iteration(world.team, f"job:{job['id']}@3") == 3
+        assert iteration(world.team, f"job:{job['id']}@2") is None  # pruned
+        assert iteration(other_world.team, f"job:{job['id']}@best") is None
+        assert iteration(world.team, f"job:{job['id']}@worst") is None
+        assert session.query(Evaluation).filter_by(job_id=job["id"]).count() == 0
