@@ -200,7 +200,7 @@ def _classify(
         return "failed", job.error or "no error recorded", job.error
     if status == JobStatus.queued:
         capacity = facts.events.get("capacity", "")
-        if capacity.startswith("waiting for training slots"):
+        if capacity.startswith("waiting for"):  # the scheduler's reason: slots of a pool, or the team's quota
             return "queued", capacity, None
         return "queued", "waiting for a free job slot", None
     if status == JobStatus.paused:
