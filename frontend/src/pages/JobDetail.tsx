@@ -64,6 +64,12 @@ export function JobDetailPage() {
       throughput: [s("samples_per_s", "samples/s", COLORS.blue), s("tokens_per_s", "tokens/s", COLORS.green, "right")],
       reward: [s("reward_mean", "reward", COLORS.green), s("kl", "KL", COLORS.purple, "right")],
       staleness: [s("staleness_mean", "mean staleness", COLORS.orange), s("stale_dropped", "stale dropped", COLORS.red, "right")],
+      // training-inference mismatch of the on-policy tokens (workers/training/mismatch.py)
+      mismatch: [
+        s("mismatch_kl", "mismatch KL (k3)", COLORS.red),
+        s("mismatch_abs_mean", "mean |Δlogp|", COLORS.orange),
+        s("mismatch_out_fraction", "tokens outside [1/c, c]", COLORS.purple, "right"),
+      ],
       time: [
         s("gen_seconds", "generation s", COLORS.blue),
         s("train_seconds", "training s", COLORS.green),
@@ -236,6 +242,7 @@ export function JobDetailPage() {
         </Card>
         <Card title="Iteration time breakdown"><LineChart syncKey={`job-${job.id}`} series={series.time} markers={markers} /></Card>
         <Card title="Staleness"><LineChart syncKey={`job-${job.id}`} series={series.staleness} markers={markers} /></Card>
+        {series.mismatch[0].points.length > 0 ? <Card title="Training-inference mismatch"><div data-testid="mismatch-chart"><LineChart syncKey={`job-${job.id}`} series={series.mismatch} markers={markers} /></div></Card> : null}
         <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} health={health} />
         <JobLimits job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>

@@ -1,14 +1,18 @@
 /** Browse generated samples (iteration, prompt, response, reward, length; turns for multi-turn episodes); filter by
- * iteration; click a row to read it in full with its reward components and reward error (an episode: as the
- * conversation, EpisodeView), and open its prompt across the run's iterations (side by side). "Latest first" orders
- * by iteration (newest first), whatever order the REST snapshot and SSE merged them in. */
+ * iteration, reward, length, policy version, staleness and mismatch; click a row to read it in full with its reward
+ * components and reward error (an episode: as the conversation, EpisodeView), its per-token record (TokenTrace: the
+ * trajectory explorer, with a diff against another sample of its group), and open its prompt across the run's
+ * iterations (side by side). "Latest first" orders by iteration (newest first), whatever order the REST snapshot and
+ * SSE merged them in. */
 import { useMemo, useState } from "react";
 import { Link } from "react-router";
 import type { SampleRow } from "../api/types";
 import { formatNumber } from "../components/ui";
 import { readEpisode } from "../lib/episode";
 import { samplesRoute } from "../lib/sideBySide";
+import { matches, NO_FILTERS, staleness, type SampleFilters } from "../lib/tokenTrace";
 import { EpisodeView } from "./EpisodeView";
+import { TokenTrace } from "./TokenTrace";
 
 type SortKey = "latest" | "reward" | "length";
 
@@ -17,17 +21,23 @@ export function SampleBrowser({ samples, jobId }: { samples: SampleRow[]; jobId:
   const [query, setQuery] = useState("");
   const [open, setOpen] = useState<string | null>(null);
   const [iteration, setIteration] = useState<number | null>(null);
+  const [filters, setFilters] = useState<SampleFilters>(NO_FILTERS);
+  const numberFilter = (key: "minReward" | "maxReward" | "maxLength" | "version" | "minMismatch", label: string) => (
+    <input type="number" step="any" aria-label={label} placeholder={label} className="narrow"
+      value={filters[key] ?? ""} onChange={(e) => setFilters({ ...filters, [key]: e.target.value === "" ? null : Number(e.target.value) })} />
+  );
   const iterations = useMemo(() => [...new Set(samples.map((s) => s.iteration))].sort((a, b) => b - a), [samples]);
   const rows = useMemo(() => {
     const q = query.toLowerCase();
     const filtered = samples.filter(
-      (s) => (iteration === null || s.iteration === iteration) && (!q || s.prompt.toLowerCase().includes(q) || s.response.toLowerCase().includes(q)),
+      (s) => (iteration === null || s.iteration === iteration) && matches(s, filters)
+        && (!q || s.prompt.toLowerCase().includes(q) || s.response.toLowerCase().includes(q)),
     );
     if (sort === "reward") return [...filtered].sort((a, b) => (b.reward ?? -Infinity) - (a.reward ?? -Infinity));
     if (sort === "length") return [...filtered].sort((a, b) => b.length - a.length);
     const position = new Map(samples.map((s, i) => [s.sample_id, i]));
     return [...filtered].sort((a, b) => b.iteration - a.iteration || (position.get(b.sample_id) ?? 0) - (position.get(a.sample_id) ?? 0));
-  }, [samples, sort, query, iteration]);
+  }, [samples, sort, query, iteration, filters]);
   const openRow = rows.find((s) => s.sample_id === open);
   const openEpisode = useMemo(() => readEpisode(openRow?.episode), [openRow]);
   const episodes = useMemo(() => samples.some((s) => s.episode), [samples]);
@@ -47,6 +57,19 @@ export function SampleBrowser({ samples, jobId }: { samples: SampleRow[]; jobId:
         </select>
         <span className="muted">{samples.length} samples</span>
       </div>
+      <div className="filters" data-testid="sample-filters">
+        {numberFilter("minReward", "min reward")}
+        {numberFilter("maxReward", "max reward")}
+        {numberFilter("maxLength", "max length")}
+        {numberFilter("version", "policy version")}
+        <select aria-label="staleness filter" value={filters.staleness} onChange={(e) => setFilters({ ...filters, staleness: e.target.value as SampleFilters["staleness"] })}>
+          <option value="any">any staleness</option>
+          <option value="on-policy">on-policy only</option>
+          <option value="stale">stale only</option>
+        </select>
+        {numberFilter("minMismatch", "min mismatch")}
+        <span className="muted" data-testid="filtered-count">{rows.length} shown</span>
+      </div>
       <table className="table compact">
         <thead>
           <tr>
@@ -57,6 +80,8 @@ export function SampleBrowser({ samples, jobId }: { samples: SampleRow[]; jobId:
             <th>Length</th>
             {episodes ? <th>Turns</th> : null}
             <th>Policy v</th>
+            <th>Stale</th>
+            <th>Mismatch</th>
             <th>Instance</th>
           </tr>
         </thead>
@@ -72,6 +97,8 @@ export function SampleBrowser({ samples, jobId }: { samples: SampleRow[]; jobId:
               <td>{s.length}</td>
               {episodes ? <td>{typeof s.episode?.turns === "number" ? s.episode.turns : "–"}</td> : null}
               <td>{s.policy_version}</td>
+              <td>{staleness(s)}</td>
+              <td>{s.mismatch === null || s.mismatch === undefined ? "–" : s.mismatch.toExponential(1)}</td>
               <td>{s.instance_id}</td>
             </tr>
           ))}
@@ -82,6 +109,7 @@ export function SampleBrowser({ samples, jobId }: { samples: SampleRow[]; jobId:
           <Link to={samplesRoute([jobId], openRow.prompt)}>This prompt across iterations and checkpoints →</Link>
           {openRow.reward_error && <p className="error">reward error: {openRow.reward_error}</p>}
           {openEpisode ? <EpisodeView episode={openEpisode} /> : null}
+          <TokenTrace key={openRow.sample_id} jobId={jobId} sample={openRow} samples={samples} />
           {openRow.reward_components && (
             <table className="table compact">
               <thead><tr><th>Reward component</th><th>Value</th></tr></thead>
