@@ -116,8 +116,8 @@ def _hand_backs(snapshot: Snapshot, victims: list[Running], short_t: int, short_
         return []
     chosen: list[Running] = []
     for r in victims:
-        if not r.preemptible or r.protected_until > snapshot.now:
-            continue
+        if not r.preemptible or r.protected_until > snapshot.now or r.est_end - snapshot.now < snapshot.finishing_s:
+            continue  # pinned, before its first checkpoint, or about to end anyway (a restart would cost more)
         holds = shrunk.get(r.id, r.generation)
         if (short_t <= 0 or r.training == 0) and (short_g <= 0 or holds == 0):
             continue  # it holds nothing the item lacks

@@ -71,6 +71,7 @@ class Snapshot:
     hysteresis: float = 0.1  # a team counts as over its share only past fair * (1 + hysteresis)
     share_margin: float = 1.0  # fair-share preemption: the running team's standing > the waiting one's * (1 + margin)
     grace_s: float = 60.0  # a hand-back takes up to this long: an item starting sooner anyway preempts nobody
+    finishing_s: float = 120.0  # a job expected to end within this is never preempted (the controller: 2 x grace)
     preempt_scan: int = 64  # waiting items (in order) considered for preemption per pass
 
 

@@ -82,6 +82,7 @@ def schedule_pass(
     snapshot = Snapshot(
         now, (training.free if training is not None else UNJUDGED) + held_training,
         free_generation + held_generation, quotas, running, items, grace_s=preempt_grace_s(),
+        finishing_s=2 * preempt_grace_s(),
         preempt_scan=64 if client is not None else 0)
     decisions = decide(snapshot)
     result = PassResult(decisions=decisions, jobs={job.id: job for job in [*queued, *holding]})
