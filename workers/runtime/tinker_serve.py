@@ -55,7 +55,10 @@ class SessionServer:
         self.pending: dict[int, tuple[str, str, str, dict[str, Any]]] = {}  # seq -> (entry id, request, kind, payload)
         self.last_id, self.next_seq, self.created = "0-0", 1, False
         self.replay_to: int | None = None  # the newest call a restore runs again (its result was written before)
-        self.lost_checked, self.lost_steps, self.recorded = False, 0, 0  # recorded: the job's newest step row
+        self.lost_checked, self.lost_steps = False, 0
+        # the job's newest step row (now, and as the park knew it): steps recorded after the park and not run again
+        # are lost; a load_state that took the step back never counts as a loss
+        self.recorded, self.park_recorded = 0, 0
         self.gap_since: float | None = None  # a restored session waiting for a seq id with later ones pending
         self.may_skip = False  # a restored session until its first call: calls lost with the stream are skipped
         self.park_file = Path()
@@ -92,6 +95,7 @@ class SessionServer:
                 f"{self.idle_s:g}s without a call"))
         else:
             self.next_seq, self.created, self.may_skip = int(state["next_seq"]), bool(state["created"]), True
+            self.park_recorded = int(state["recorded"])
             pipe = self.client.pipeline()
             pipe.get(keys.tinker_woken(self.job_id))
             pipe.delete(keys.tinker_woken(self.job_id))
@@ -118,7 +122,7 @@ class SessionServer:
     def _check_lost(self, session: TinkerSession) -> None:
         """Once the calls served before a restore ran again: steps recorded then and not redone now are lost."""
         self.lost_checked = True
-        self.lost_steps = max(0, self.recorded - session.step)
+        self.lost_steps = max(0, self.recorded - max(self.park_recorded, session.step))
         if self.lost_steps:
             self.reporter.record_event(self.job_id, "tinker", (
                 f"{self.lost_steps} steps lost: the session's worker died and the calls since its last park are "
@@ -217,8 +221,9 @@ class SessionServer:
     # -- parking --------------------------------------------------------------------------------------------------
     def _save(self, session: TinkerSession) -> float:
         """The park state to disk, then the stream trimmed to the calls not served yet."""
+        self.recorded = max(self.recorded, session.step)
         seconds = tinker_park.save(self.park_file, {**session.snapshot(), "next_seq": self.next_seq,
-                                                            "created": self.created})
+                                                    "created": self.created, "recorded": self.recorded})
         unserved = [entry_id for entry_id, *_ in self.pending.values()]
         if unserved:
             keep_from = min(unserved, key=lambda i: tuple(int(p) for p in i.split("-")))
