@@ -243,7 +243,7 @@ def _remember(session: Session, client: redis.Redis | None, holding: Sequence[Jo
     snapshot = Snapshot(now, training.slots if training is not None else 0, generation[1] if generation else 0,
                         {}, [], [])
     half_life = half_life_s()
-    update: dict[str, str] = {}
+    update: dict[Any, str] = {}  # team id -> JSON (redis-py types its keys as a union)
     for team in set(stored) | set(held):
         t, g = held.get(team, [0, 0])
         weight = teams[team].share if team in teams else 1.0
