@@ -1,9 +1,14 @@
 /** The job's saved checkpoints (HF directories in the artifact store), each downloadable as a tar: the whole
- * checkpoint, the model alone (a LoRA job's merged with its adapter) or, for a LoRA job, the adapter alone. */
+ * checkpoint, the model alone (a LoRA job's merged with its adapter) or, for a LoRA job, the adapter alone. Each shows
+ * its evaluation suites' means and the best one (checkpoint.select best) a badge; Evaluate runs the job's suites on it
+ * (POST /evaluations), listed below with their results. */
 import { useState } from "react";
-import { ErrorBanner, formatTime } from "../components/ui";
+import { api, unwrap } from "../api/client";
+import { jobSpec } from "../api/types";
+import { ErrorBanner, formatNumber, formatTime } from "../components/ui";
 import { download } from "../lib/download";
-import { useCheckpoints } from "../lib/queries";
+import { queryClient, useCheckpoints, useJob } from "../lib/queries";
+import { Evaluations, evaluationsKey } from "./Evaluations";
 
 type Form = "checkpoint" | "merged" | "adapter";
 const LABELS: Record<Form, string> = { checkpoint: "⬇ download", merged: "⬇ merged model", adapter: "⬇ adapter" };
@@ -13,6 +18,8 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
   const { data, error } = useCheckpoints(jobId, iteration, status);
   const [busy, setBusy] = useState<string | null>(null);
   const [downloadError, setDownloadError] = useState<unknown>(null);
+  const job = useJob(jobId).data;
+  const suites = job ? (jobSpec(job).evaluation ?? []).map((suite) => suite.name) : [];
   if (error) return <ErrorBanner error={error} />;
   const rows = data?.data ?? [];
   if (rows.length === 0) return <div className="muted">no checkpoints yet</div>;
@@ -29,13 +36,38 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
       setBusy(null);
     }
   };
+  const evaluate = async (it: number) => {
+    setBusy(`${it}:evaluate`);
+    setDownloadError(null);
+    try {
+      for (const suite of suites) {
+        await unwrap(api.POST("/api/v1/evaluations", { body: { job_id: jobId, checkpoint: it, suite } }));
+      }
+      await queryClient.invalidateQueries({ queryKey: evaluationsKey(jobId) });
+    } catch (err) {
+      setDownloadError(err);
+    } finally {
+      setBusy(null);
+    }
+  };
   return (
     <>
       <ErrorBanner error={downloadError} />
       <ul className="events" data-testid="checkpoints">
         {[...rows].reverse().map((c) => (
           <li key={c.iteration}>
-            <span className="muted">{formatTime(c.created_at)}</span> iteration <b>{c.iteration}</b> <code>{c.path}</code>{" "}
+            <span className="muted">{formatTime(c.created_at)}</span> iteration <b>{c.iteration}</b>{" "}
+            {c.best && <span className="badge" data-testid="best-checkpoint">★ best</span>}{" "}
+            {Object.entries(c.scores ?? {}).map(([suite, values]) => (
+              <span key={suite} className="muted" data-suite={suite}>{suite} {formatNumber(values.mean, 4)} </span>
+            ))}
+            <code>{c.path}</code>{" "}
+            {suites.length > 0 && (
+              <button className="link" disabled={busy !== null} data-action="evaluate"
+                onClick={() => void evaluate(c.iteration)}>
+                {busy === `${c.iteration}:evaluate` ? "queuing…" : "▶ evaluate"}
+              </button>
+            )}
             {forms.map((form) => (
               <button key={form} className="link" disabled={busy !== null} data-form={form}
                 onClick={() => void fetchOne(c.iteration, form)}>
@@ -46,7 +78,9 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
         ))}
       </ul>
       <p className="muted">CLI: <code>streamrl checkpoints download {jobId} --iteration {rows[rows.length - 1].iteration}
-        {lora ? " --form adapter" : ""}</code></p>
+        {lora ? " --form adapter" : ""}</code>{rows.some((c) => c.best) && <> · serve the best as <code>job:{jobId}@best</code> (OpenAI API)</>}</p>
+      <h4>Evaluations</h4>
+      <Evaluations jobId={jobId} />
     </>
   );
 }
