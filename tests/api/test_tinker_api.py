@@ -17,7 +17,7 @@ from tinker.proto.response_conv import deserialize_forward_backward_output, dese
 from waiting import api_in_thread
 
 from backend.db.enums import JobStatus
-from backend.db.models import Job, Team, User
+from backend.db.models import Job, JobEvent, Team, User
 from backend.services import tinker as svc
 from backend.services import tinker_wire as wire
 from backend.services.auth import new_api_key
@@ -243,3 +243,55 @@ def test_bad_sample_requests_are_400s_and_other_teams_samplers_404(pg_backend: A
                       json={"request_id": f"sample.{world.team.id}.0000"}).json()
     assert lost["category"] == "server" and "was lost" in lost["error"]
     service.close("success").result()
+
+
+def test_a_call_to_a_parked_session_queues_it_and_close_ends_it(pg_backend: Any, world: Any, base_url: str,
+                                                                 redis_url: str) -> None:
+    """The request path of a parked session (no workers): its call waits (`paused_capacity`) and queues the job
+    again once; the session's GET says parked; ServiceClient.close() ends a parked session where it is."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    key = api_key(pg_backend, world.team, world.users["member"])
+    headers = {"X-API-Key": key}
+    session_id = httpx.post(f"{base_url}/api/v1/create_session", headers=headers, json={}).json()["session_id"]
+    created = httpx.post(f"{base_url}/api/v1/create_model", headers=headers, json={
+        "session_id": session_id, "model_seq_id": 0, "base_model": "tiny", "lora_config": {"rank": 4}}).json()
+    model_id = created["model_id"]
+    with pg_backend.session() as session:  # served, then idle: parked by its worker (the reporter's transitions)
+        job = session.scalar(select(Job).where(Job.name == model_id))
+        for status in (JobStatus.starting, JobStatus.running, JobStatus.parked):
+            transition_job(session=session, job=job, to=status)
+        job_id = job.id
+    run = httpx.get(f"{base_url}/api/v1/training_runs/{model_id}", headers=headers).json()
+    assert (run["status"], run["parked"], run["restores"], run["last_restore_s"]) == ("parked", True, 0, None)
+    health = httpx.get(f"{base_url.removesuffix('/tinker')}/api/v1/jobs/{job_id}/health",
+                       headers={"Authorization": f"Bearer {key}"}).json()  # the platform API: the same key
+    assert health["state"] == "paused" and health["summary"].startswith("parked"), health
+
+    step = httpx.post(f"{base_url}/api/v1/optim_step", headers=headers,
+                      json={"model_id": model_id, "seq_id": 1, "adam_params": {}}).json()
+    with pg_backend.session() as session:
+        woken = session.get(Job, job_id)
+        assert woken is not None and woken.status == JobStatus.queued  # the controller admits it like any job
+        events = [e.message for e in session.scalars(select(JobEvent).where(JobEvent.job_id == job_id))]
+    assert "woken by a call: queued for a training slot" in events
+    assert client.exists(keys.tinker_woken(job_id))  # the restore latency is measured from here
+    pending = httpx.post(f"{base_url}/api/v1/retrieve_future", headers=headers,
+                         json={"request_id": step["request_id"]}, timeout=30).json()
+    assert pending["type"] == "try_again" and pending["queue_state"] == "paused_capacity"
+    httpx.post(f"{base_url}/api/v1/optim_step", headers=headers,
+               json={"model_id": model_id, "seq_id": 2, "adam_params": {}})  # queued already: no second wake
+    with pg_backend.session() as session:
+        events = [e.message for e in session.scalars(select(JobEvent).where(JobEvent.job_id == job_id))]
+        assert events.count("woken by a call: queued for a training slot") == 1
+        job = session.get(Job, job_id)
+        for status in (JobStatus.starting, JobStatus.running, JobStatus.parked):  # restored, idle, parked again
+            transition_job(session=session, job=job, to=status)
+
+    finished = httpx.post(f"{base_url}/api/v1/sessions/{session_id}/finish", headers=headers)  # close()
+    assert finished.status_code == 200, finished.text
+    with pg_backend.session() as session:
+        ended = session.get(Job, job_id)
+        assert ended is not None and ended.status == JobStatus.succeeded
+    client.close()
