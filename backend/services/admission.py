@@ -211,7 +211,10 @@ def _store_queue(client: redis.Redis | None, entries: dict[int, dict[str, Any]])
 
 def stored_queue(client: redis.Redis | None) -> tuple[float | None, dict[int, dict[str, Any]]]:
     """(when, entries by job id) of the last pass's queue; (None, {}) when Redis is out or no pass ran lately."""
-    raw = client.get(keys.scheduler_queue()) if client is not None else None
+    try:
+        raw = client.get(keys.scheduler_queue()) if client is not None else None
+    except redis.RedisError:  # the pages that show it (GET /jobs) still answer without Redis
+        return None, {}
     if not raw:
         return None, {}
     stored = json.loads(raw)
