@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
@@ -329,9 +330,16 @@ class StreamRLClient(AlertsClient, TrackersClient):
         return self._json("GET", "/samples/by-prompt", params={"job_ids": ",".join(map(str, job_ids)),
                                                               "prompt": prompt})
 
-    def job_samples(self, job_id: int, *, iteration: int | None = None, limit: int | None = None) -> JSON:
+    def job_samples(self, job_id: int, *, iteration: int | None = None, limit: int | None = None,
+                    **filters: float | None) -> JSON:
+        """`filters`: min_reward, max_reward, min_length, max_length, policy_version, min_staleness, max_staleness,
+        min_mismatch (the trajectory explorer's)."""
         return self._json("GET", f"/jobs/{job_id}/samples",
-                          params=_drop_none({"iteration": iteration, "limit": limit}))
+                          params=_drop_none({"iteration": iteration, "limit": limit, **filters}))
+
+    def sample_tokens(self, job_id: int, sample_id: str) -> JSON:
+        """A stored sample's per-token record: pieces, behaviour and trainer logprobs, versions, advantage, mask."""
+        return self._json("GET", f"/jobs/{job_id}/samples/{quote(sample_id, safe='')}/tokens")
 
     def job_timeline(self, job_id: int, *, since: float | None = None) -> JSON:
         return self._json("GET", f"/jobs/{job_id}/timeline", params=_drop_none({"since": since}))

@@ -226,19 +226,50 @@ def samples(
     job_id: int,
     iteration: int | None = typer.Option(None, "--iteration", help="default: the latest samples"),
     limit: int = typer.Option(10, "--limit", min=1),
+    min_reward: float | None = typer.Option(None, "--min-reward"),
+    max_reward: float | None = typer.Option(None, "--max-reward"),
+    max_length: int | None = typer.Option(None, "--max-length"),
+    policy_version: int | None = typer.Option(None, "--policy-version"),
+    min_staleness: int | None = typer.Option(None, "--min-staleness", help="versions behind the trainer"),
+    min_mismatch: float | None = typer.Option(None, "--min-mismatch", help="the sample's mean k3 mismatch"),
+    tokens: str | None = typer.Option(None, "--tokens", help="a sample id: its per-token record instead"),
 ) -> None:
-    """Generated samples of a job: prompt, response, reward, length, policy version, instance."""
+    """Generated samples of a job: prompt, response, reward, length, policy version, instance, mismatch; filtered
+    like the dashboard's trajectory explorer; `--tokens SAMPLE_ID`: one sample token by token (behaviour and
+    trainer logprob, their difference, version, loss mask)."""
+    if tokens is not None:
+        sample_token_table(ctx, job_id, tokens)
+        return
     with client(ctx) as api:
-        page = api.job_samples(job_id, iteration=iteration, limit=limit)
+        page = api.job_samples(job_id, iteration=iteration, limit=limit, min_reward=min_reward, max_reward=max_reward,
+                               max_length=max_length, policy_version=policy_version, min_staleness=min_staleness,
+                               min_mismatch=min_mismatch)
     if emit_json(ctx, page):
         return
     for sample in page.get("data", []):
+        mismatch = "" if sample.get("mismatch") is None else f"  mismatch={sample['mismatch']:.2e}"
         typer.echo(f"--- {sample.get('sample_id')}  reward={sample.get('reward')}  length={sample.get('length')}  "
-                   f"v{sample.get('policy_version')}  {sample.get('instance_id')}")
+                   f"v{sample.get('policy_version')}  {sample.get('instance_id')}{mismatch}")
         typer.echo(f"prompt:   {sample.get('prompt')!r}")
         typer.echo(f"response: {sample.get('response')!r}")
     if not page.get("data"):
         typer.echo("(no samples yet)")
+
+
+def sample_token_table(ctx: typer.Context, job_id: int, sample_id: str) -> None:
+    with client(ctx) as api:
+        record = api.sample_tokens(job_id, sample_id)
+    if emit_json(ctx, record):
+        return
+    typer.echo(f"{sample_id}: reward={record['reward']} advantage={record['advantage']} trained at "
+               f"v{record['trained_version']} mismatch={record.get('mismatch')}")
+    marks, mask = record["versions"], record.get("loss_mask")
+    rows = [{"#": i, "token": repr(piece), "behaviour": f"{b:.4f}", "current": f"{c:.4f}", "delta": f"{c - b:+.4f}",
+             "version": [v for start, v in marks if start <= i][-1],  # the last mark at or before token i
+             "loss": "trained" if mask is None or mask[i] else "context"}
+            for i, (piece, b, c) in enumerate(zip(record["pieces"], record["behaviour"], record["current"],
+                                                  strict=True))]
+    print_table(rows, ["#", "token", "behaviour", "current", "delta", "version", "loss"], empty="(no tokens)")
 
 
 @jobs_app.command("checkpoints")

@@ -46,12 +46,12 @@ def _trained_rows(server: Server, job_id: int) -> tuple[list[dict[str, Any]], di
     samples = [Sample(job_id=job_id, prompt_id="p", group_id="g", sample_id=f"{job_id}:s{i}",
                       policy_version=0 if i < 2 else -1, prompt_ids=prompt, response_ids=ids,
                       behaviour_logprobs=[0.0] * len(ids), finish_reason="stop", reward=[1.0, 0.0, 1.0, 0.0][i],
-                      prompt_text="What is 2 + 3?", response_text=trainer.tokenizer.decode(ids))
+                      prompt_text="What is 2 + 3?", response_text=str(trainer.tokenizer.decode(ids)))
                for i, ids in enumerate(responses)]
     with torch.no_grad():
         exact = policy_forward(trainer.model, collate(samples, trainer.pad_id), 1.0).logprobs
-    for row, sample in enumerate(samples):
-        sample.behaviour_logprobs = [float(v) - 0.5 for v in exact[row, : len(sample.response_ids)]]
+    for index, sample in enumerate(samples):
+        sample.behaviour_logprobs = [float(v) - 0.5 for v in exact[index, : len(sample.response_ids)]]
     trainer.micro_step(samples)
     metrics = trainer.optimizer_step()
     rows = [sample_row(s, 0, trainer.token_trace(s)) for s in samples]
