@@ -1,14 +1,16 @@
 """The job page charts grouped speculative decoding per iteration (draft acceptance, tokens per forward pass and the
-tail phase's seconds) for a job that recorded them, and shows no such chart for one that did not."""
+tail phase's seconds) for a job that recorded them, and shows no such chart for one that did not; the submit form
+sends the `generation.speculative` choice."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 from e2e_runs import finished_run, new_team
 from e2e_support import Server, open_signed_in
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Request, expect
 from sqlalchemy import Engine
 
 from backend.db import Iteration
@@ -56,3 +58,25 @@ def test_speculation_chart_shows_acceptance_tokens_per_forward_and_tail(page: Pa
     open_signed_in(page, api_server, world.token, f"/jobs/{plain['id']}")
     expect(page.get_by_role("heading", name="Throughput", exact=True)).to_be_visible()
     expect(page.get_by_test_id("speculation-chart")).to_have_count(0)
+
+
+def _is_submit(request: Request) -> bool:
+    return request.method == "POST" and request.url.endswith("/api/v1/jobs")
+
+
+def test_submit_form_sends_the_speculative_choice(page: Page, api_server: Server) -> None:
+    world = new_team(api_server, "speculation-form")
+    open_signed_in(page, api_server, world.token, "/submit")
+    expect(page.locator("select[name=model]")).to_have_value("tiny")
+    page.locator("input[name=name]").fill("spec-off")
+    page.locator("select[name=dataset_source]").select_option("builtin")
+    page.locator("select[name=builtin]").select_option("long_tail")
+    speculative = page.locator("select[name=speculative]")
+    expect(speculative).to_have_value("auto")
+    speculative.select_option("off")
+    with page.expect_request(_is_submit) as sent:
+        page.get_by_role("button", name="Submit job").click()
+    assert sent.value.post_data_json["generation"]["speculative"] == "off"
+    expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
+    job = world.api.get(f"/jobs/{int(page.url.rsplit('/', 1)[1])}")
+    assert job["spec"]["generation"]["speculative"] == "off"
