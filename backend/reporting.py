@@ -80,10 +80,13 @@ class DatabaseReporter(Reporter):
                     dataset_path = dataset.storage_path
             graders = {name: find_model(session=session, team_id=job.team_id, name=name)
                        for _, _, name in (model_refs(spec.grading[0]) if spec.grading else [])}
+            teacher = (find_model(session=session, team_id=job.team_id, name=spec.algorithm.teacher)
+                       if spec.algorithm.teacher else None)
             return JobRecord(job_id=job.id, team_id=job.team_id, spec=spec, status=JobStatus(job.status),
                              model_path=model.path if model is not None else None, dataset_path=dataset_path,
                              epoch=job.driver_epoch, recorded_through=job.current_iteration,
-                             grader_models={name: m.path for name, m in graders.items() if m is not None})
+                             grader_models={name: m.path for name, m in graders.items() if m is not None},
+                             teacher_path=teacher.path if teacher is not None else None)
 
     @_retrying
     def job_status(self, job_id: int) -> JobStatus | None:

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-AlgorithmName = Literal["grpo", "ppo", "reinforce_pp", "rloo"]
+AlgorithmName = Literal["distill", "grpo", "ppo", "reinforce_pp", "rloo"]
 EngineName = Literal["hf", "vllm"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 RewardType = Literal["exact_match", "format", "judge", "length_penalty", "model", "multi", "numeric", "regex", "string_check", "text_similarity", "composite", "python"]
 EnvironmentName = Literal["calculator", "guess_number", "python"]
 
 ALGORITHMS: dict[str, dict[str, Any]] = {
+    "distill": {
+        "label": "On-policy distillation",
+        "summary": "Per-token negative reverse KL to a teacher as the advantage, plus (reward_coef) GRPO's reward advantage.",
+        "train_flops_per_param": 8
+    },
     "grpo": {
         "label": "GRPO",
         "summary": "PPO's clipped surrogate with group-normalised advantages, no critic.",

@@ -37,6 +37,7 @@ class JobRecord:
     recorded_through: int | None = None
     # the team's registered models the reward's model-backed graders name: name -> directory (absent: not registered)
     grader_models: dict[str, str] = field(default_factory=dict)
+    teacher_path: str | None = None  # algorithm.teacher's directory (distill; None: no teacher or not registered)
 
 
 class Reporter(ABC):

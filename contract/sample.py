@@ -48,10 +48,15 @@ class Sample:
     draft_tokens: int = 0
     accepted_tokens: int = 0
     speculative_passes: int = 0
+    # on-policy distillation (algorithm.teacher): log pi_teacher of each response token, scored on the instance
+    # (workers/runtime/teacher.py); None: no teacher (older payloads lack the field and read as None)
+    teacher_logprobs: list[float] | None = None
 
     def __post_init__(self) -> None:
         assert len(self.behaviour_logprobs) == len(self.response_ids), "one behaviour logprob per response token"
         assert self.loss_mask is None or len(self.loss_mask) == len(self.response_ids), "one mask entry per token"
+        assert self.teacher_logprobs is None or len(self.teacher_logprobs) == len(self.response_ids), \
+            "one teacher logprob per response token"
         assert self.version_marks is None or (self.version_marks[0][0] == 0 and self.policy_version == min(
             v for _, v in self.version_marks)), "version marks start at token 0; policy_version is the oldest"
 

@@ -185,11 +185,28 @@ class AlgorithmSpec(StrictModel):
                                         "whose ratio pi_trainer/pi_behaviour leaves [low, high] gets no loss")
     mismatch_ratio: float = Field(2.0, gt=1, description="c of the mismatch_out_fraction metric: the share of "
                                   "on-policy tokens whose ratio pi_trainer/pi_behaviour leaves [1/c, c]")
+    # on-policy distillation (name: distill, workers/training/algorithms/distill.py)
+    teacher: str | None = Field(None, min_length=1, max_length=200, description="distill: the team's registered "
+                                "model that scores every sampled token (it must share the student's tokenizer); "
+                                "the per-token advantage is the negative reverse KL log pi_teacher - log pi_student")
+    kl_discount: float = Field(0.0, ge=0, le=1, description="distill: discount of later tokens' reverse KL in a "
+                               "token's advantage (0: each token its own KL; 1: the KL of the rest of the response)")
+    reward_coef: float = Field(0.0, ge=0, description="distill: weight of the task reward's group-normalised "
+                               "advantage (GRPO's) added to every token's distillation advantage (0: teacher only)")
 
     @model_validator(mode="after")
     def _check_is_mask(self) -> AlgorithmSpec:
         if self.is_mask is not None and not 0 <= self.is_mask[0] < 1 < self.is_mask[1]:
             raise ValueError(f"is_mask: [low, high] needs 0 <= low < 1 < high (got {self.is_mask})")
+        return self
+
+    @model_validator(mode="after")
+    def _check_teacher(self) -> AlgorithmSpec:
+        if self.name == "distill" and self.teacher is None:
+            raise ValueError("algorithm distill needs teacher: the registered model to distil from")
+        if self.name != "distill" and self.teacher is not None:
+            raise ValueError(f"teacher is an option of algorithm distill, not of {self.name!r} (use name: distill "
+                             "with reward_coef > 0 to combine the teacher with the task reward)")
         return self
 
 

@@ -23,6 +23,7 @@ from backend.planner.service import suggest_instances
 from backend.services.alerts import enqueue_for_event
 from backend.services.budgets import check_resumable, check_team_budget
 from backend.services.datasets import require_ready
+from backend.services.distill import check_teacher
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
 from backend.services.graders import grader_models, is_reward_model
 from backend.services.job_data import (
@@ -108,6 +109,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
         except ValueError as err:
             raise InvalidInput(str(err), loc=("body", *place)) from err
         grader_models(session, team.id, reward, ("body", *place))  # 422 at the model field a grader names
+    check_teacher(session, team.id, spec, model)  # distill: 404 unknown teacher, 422 another tokenizer
     if spec.dataset.path is not None:
         raise InvalidInput(
             "dataset.path is only for train-local; upload the file (POST /datasets)", loc=("body", "dataset", "path")

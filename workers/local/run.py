@@ -21,7 +21,7 @@ from contract.reporter import JobRecord, MemoryReporter
 from contract.spec import JobSpec
 from contract.states import JobStatus
 from workers.runtime.colocated import LocalRollout
-from workers.runtime.context import JobContext, resolve_grader_models, resolve_model_dir
+from workers.runtime.context import JobContext, resolve_grader_models, resolve_model_dir, resolve_teacher
 from workers.runtime.driver import Driver
 
 LOCAL_JOB_ID = 0
@@ -110,7 +110,7 @@ def train_local(
     out.mkdir(parents=True, exist_ok=True)
     ctx = JobContext(job_id=LOCAL_JOB_ID, team_id=0, spec=spec, model_dir=resolve_model_dir(spec.model, None),
                      job_dir=out, reporter=reporter, redis=None, dataset_params=dict(dataset_params or {}),
-                     grader_models=resolve_grader_models(spec, {}))
+                     grader_models=resolve_grader_models(spec, {}), teacher_dir=resolve_teacher(spec, None))
     driver = Driver(ctx, LocalRollout, device=device, warmup_steps=warmup_steps)
     driver.run()
     if reporter.statuses[LOCAL_JOB_ID] == JobStatus.failed:

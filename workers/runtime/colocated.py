@@ -38,6 +38,7 @@ class LocalRollout(SampleSource):
         reward = components.make_reward(ctx)  # None: an environment job rewarded by its steps alone
         self.reward = TimedReward(reward) if reward is not None else None  # its time: the row's reward_seconds
         self.episodes = components.make_episode_runner(ctx, trainer.tokenizer)  # spec.environment, else None
+        self.teacher = components.make_teacher(ctx, device=str(trainer.device))  # algorithm.teacher, else None
         self.sampling = sampling_params(ctx.spec.generation)
         self.gen_start = 0.0
         self.sync_seconds = 0.0
@@ -72,6 +73,8 @@ class LocalRollout(SampleSource):
         with host.rec.phase("generating"):
             self.gen_start = time.time()
             samples = self._rollout(requests)
+            if self.teacher is not None:
+                self.teacher.score(samples)
         batcher = MicroBatcher(host.trainer.algorithm, host.spec.training)
         by_group: dict[str, list[Sample]] = {}
         for sample in samples:

@@ -27,6 +27,7 @@ from workers.generation.engines import ENGINES
 from workers.rewards import Reward, SandboxUnavailable, build_reward
 from workers.rewards.grader_models import LocalGraderModels
 from workers.runtime.context import HostMissing, JobContext, JobSetupError
+from workers.runtime.teacher import TeacherScorer
 
 log = logging.getLogger(__name__)
 PTL_TOKENS = 16
@@ -81,6 +82,15 @@ def make_reward(ctx: JobContext) -> Reward | None:
                                   f"{', '.join(protections) or 'no details'}",
                                   {"mode": reward.sandbox_mode, "protections": protections})
     return reward
+
+
+def make_teacher(ctx: JobContext, device: str | None = None) -> TeacherScorer | None:
+    """The distillation teacher (algorithm.teacher) scoring this process's samples; None without one."""
+    if ctx.teacher_dir is None:
+        return None
+    if not (ctx.teacher_dir / "config.json").is_file():
+        raise JobSetupError(f"algorithm.teacher: {ctx.spec.algorithm.teacher!r} has no model at {ctx.teacher_dir}")
+    return TeacherScorer(ctx.teacher_dir, ctx.spec.generation.temperature, device or worker_device())
 
 
 def make_episode_runner(ctx: JobContext, tokenizer: Any) -> EpisodeRunner | None:

@@ -46,6 +46,7 @@ class JobContext:
     recorded_through: int | None = None  # the newest iteration whose row is recorded (None: unknown)
     grader_models: dict[str, Path] = field(default_factory=dict)  # the reward's judge / reward models: name -> dir
     base_cache: Path | None = None  # the host's shared frozen weights (workers/models/shared_base.py); None: private
+    teacher_dir: Path | None = None  # algorithm.teacher's model directory (distill), None without a teacher
 
     @property
     def weights_dir(self) -> Path:
@@ -83,6 +84,12 @@ def resolve_grader_models(spec: JobSpec, registered: Mapping[str, str]) -> dict[
     return {name: resolve_model_dir(name, registered.get(name)) for _, _, name in refs}
 
 
+def resolve_teacher(spec: JobSpec, registered: str | None) -> Path | None:
+    """algorithm.teacher's directory: registered in the team, else (train-local) a local model directory."""
+    name = spec.algorithm.teacher
+    return resolve_model_dir(name, registered) if name else None
+
+
 def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifacts: Path,
                  node: str | None = None) -> JobContext:
     record = reporter.load_job(job_id)
@@ -97,6 +104,7 @@ def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifact
                       reporter=reporter, redis=client, dataset_path=record.dataset_path, epoch=record.epoch, node=node,
                       recorded_through=record.recorded_through,
                       grader_models=resolve_grader_models(record.spec, record.grader_models),
+                      teacher_dir=resolve_teacher(record.spec, record.teacher_path),
                       base_cache=base_weights_cache(artifacts))
 
 

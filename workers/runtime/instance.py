@@ -99,6 +99,7 @@ class InstanceRunner:
         self.sampling = sampling_params(self.spec.generation)
         self.engine: Any = None
         self.reward: Any = None
+        self.teacher: Any = None  # algorithm.teacher (workers/runtime/teacher.py), set by open()
         self.episodes: EpisodeRunner | None = None  # spec.environment: each request is a multi-turn episode
         self.live: dict[str, Episode] = {}  # episodes between their first and last turn
         self.turns: deque[GenerationRequest] = deque()  # next turns of live episodes, admitted before new prompts
@@ -135,6 +136,7 @@ class InstanceRunner:
         """The reward (first: a reward this host cannot run fails in a moment), the environment, the engine (a
         private one, or this job's adapter on a shared instance) with the newest weights."""
         self.reward = components.make_reward(self.ctx)
+        self.teacher = components.make_teacher(self.ctx)  # algorithm.teacher (distill), else None
         if self.spec.environment is not None:  # one environment (one jailed process) for every episode
             self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
         with self.spans.span("loading_weights"):
@@ -354,6 +356,10 @@ class InstanceRunner:
                 if outcome.error is None:  # errors were counted as they came
                     self._count_reward(None)
             out.append((sample, flight.entry_id))
+        if self.teacher is not None:  # one batched teacher pass over the outbox (its time counts as scoring's)
+            start = time.monotonic()
+            self.teacher.score([sample for sample, _ in out])
+            self._reward_seconds += time.monotonic() - start
         return out
 
     def _count_reward(self, error: str | None) -> None:

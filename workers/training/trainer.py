@@ -31,6 +31,7 @@ from workers.models.shared_base import MappedBase, map_frozen_weights, share_res
 from workers.models.weights_file import save_weights
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
+from workers.training.algorithms.distill import teacher_matrix
 from workers.training.batch import (
     PolicyOutputs,
     collate,
@@ -43,7 +44,7 @@ from workers.training.mismatch import MismatchSums, mismatch_sums, on_policy_mas
 
 # metrics averaged over tokens across the micro-steps of one iteration
 TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight",
-                  "is_masked_fraction")
+                  "is_masked_fraction", "reverse_kl")
 
 
 def load_policy(model_dir: str | Path, device: torch.device) -> Any:
@@ -149,6 +150,7 @@ class Trainer:
             entropy=outputs.entropy if self.spec.algorithm.entropy_coef > 0 else outputs.entropy.detach(),
             values=outputs.values,
             old_values=outputs.values.detach() if outputs.values is not None else None,
+            teacher_logprobs=self._teacher_logprobs(samples, batch.mask.shape[1]),
         )
         loss, metrics = self.algorithm.loss(self.algorithm.prepare(inputs))
         self._observe_mismatch(samples, advantages, outputs.logprobs, batch.behaviour_logprobs, batch.mask)
@@ -299,6 +301,11 @@ class Trainer:
         if self.value_head is not None:
             params += list(self.value_head.parameters())
         return params
+
+    def _teacher_logprobs(self, samples: list[Sample], columns: int) -> torch.Tensor | None:
+        """The samples' teacher logprobs (B, T) on this device (distill), None when they carry none."""
+        matrix = teacher_matrix(samples, columns)
+        return matrix.to(self.device) if matrix is not None else None
 
     def _reference_logprobs(self, batch: Any, temperature: float) -> torch.Tensor | None:
         """Logprobs under the frozen reference (kl_coef > 0): its own copy, or with LoRA the base model itself,

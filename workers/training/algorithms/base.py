@@ -48,6 +48,8 @@ class LossInputs:
     old_values: Tensor | None = None  # (B, T) value head, no grad, at the start of the iteration (PPO)
     advantages: Tensor | None = None  # (B, T) token advantages: filled by `Algorithm.prepare`
     returns: Tensor | None = None  # (B, T) value targets: filled by `Algorithm.prepare` (PPO)
+    teacher_logprobs: Tensor | None = None  # (B, T) log pi_teacher of the response tokens, NaN where unscored (distill)
+    reverse_kl: Tensor | None = None  # (B, T) log pi_behaviour - log pi_teacher: filled by `Distill.prepare`
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
