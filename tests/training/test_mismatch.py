@@ -10,8 +10,13 @@ import pytest
 import torch
 from training_fixtures import make_group, make_spec
 
+from contract.reporter import JobRecord, MemoryReporter
 from contract.sample import Sample
 from contract.spec import AlgorithmSpec, JobSpec
+from contract.states import JobStatus
+from workers.runtime.colocated import LocalRollout
+from workers.runtime.context import JobContext
+from workers.runtime.driver import Driver
 from workers.training.algorithms import LossInputs, setup_algorithm
 from workers.training.algorithms.importance import importance_weight
 from workers.training.batch import collate, policy_forward
@@ -126,3 +131,40 @@ def test_trainer_reports_mismatch_of_on_policy_tokens_and_keeps_traces(tiny_mode
     assert trace["current"] == pytest.approx([v - 0.5 for v in fresh[1].behaviour_logprobs], abs=2e-4)
     assert trace["mismatch"] == pytest.approx(k3(-0.5), rel=1e-3)
     assert trainer.token_trace(stale[0])["mismatch"] is None  # type: ignore[index]  # no on-policy token
+
+
+def _driver_run(model_dir: Path, out: Path, dtype: str) -> MemoryReporter:
+    spec = JobSpec.model_validate({
+        "model": str(model_dir), "dataset": {"builtin": "arithmetic", "num_prompts": 32},
+        "reward": {"type": "regex", "params": {"pattern": "[0-9]"}},
+        "algorithm": {"name": "grpo", "group_size": 4},
+        "generation": {"max_tokens": 4, "batch_size": 16, "dtype": dtype, "speculative": "off"},
+        "training": {"iterations": 2, "prompts_per_iteration": 2, "micro_batch_size": 8, "lr": 1e-3,
+                     "eval_every": 0},
+        "checkpoint": {"interval": 2, "keep": 1},
+    })
+    reporter = MemoryReporter()
+    reporter.add_job(JobRecord(job_id=5, team_id=0, spec=spec, status=JobStatus.running, model_path=None,
+                               dataset_path=None))
+    ctx = JobContext(job_id=5, team_id=0, spec=spec, model_dir=model_dir, job_dir=out, reporter=reporter, redis=None)
+    Driver(ctx, LocalRollout, device="cpu").run()
+    return reporter
+
+
+def test_a_colocated_job_records_mismatch_and_token_traces(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """float32 engine and trainer agree to float rounding; a bfloat16 engine's logprobs are measurably off. Every
+    stored sample carries its per-token record (trainer logprobs at the version it was trained at)."""
+    matched = _driver_run(tiny_model_dir, tmp_path / "fp32", "float32")
+    rounded = _driver_run(tiny_model_dir, tmp_path / "bf16", "bfloat16")
+    for reporter in (matched, rounded):
+        rows = reporter.iterations[5]
+        assert sorted(rows) == [1, 2] and all(row["mismatch_tokens"] > 0 for row in rows.values())
+        stored = reporter.samples[5]
+        assert stored and all(s["tokens"] is not None for s in stored)
+        first = stored[0]["tokens"]
+        assert len(first["current"]) == len(first["behaviour"]) == len(first["pieces"]) == stored[0]["length"]
+        assert first["trained_version"] == stored[0]["iteration"] - 1
+    fp32 = max(row["mismatch_kl"] for row in matched.iterations[5].values())
+    bf16 = min(row["mismatch_kl"] for row in rounded.iterations[5].values())
+    assert fp32 < 1e-8 < bf16 and bf16 > 100 * fp32
+    assert all(row["mismatch_abs_max"] > 1e-3 for row in rounded.iterations[5].values())
