@@ -354,7 +354,7 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def get_evaluation(self, evaluation_id: int) -> JSON:
         return self._json("GET", f"/evaluations/{evaluation_id}")
 
-    def list_evaluations(self, job_id: int | None = None) -> JSON:
+    def list_evaluations(self, job_id: int | None = None) -> list[JSON]:
         return self._json("GET", "/evaluations", params={"job_id": job_id} if job_id else None)
 
     def stream_job(self, job_id: int) -> Iterator[SSEEvent]:

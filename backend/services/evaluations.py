@@ -11,6 +11,7 @@ generation pool (`generation.run_evaluation`, workers/runtime/evaluation.py).
 
 from __future__ import annotations
 
+import shutil
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +28,7 @@ from backend.services import model_aliases
 from backend.services.errors import InvalidInput, NotFound, not_found
 from backend.services.inference import redis_url_of
 from contract import tasks
-from contract.evaluation import EvaluationStore, EvaluationTask, best_of, metric_value
+from contract.evaluation import EvaluationStore, EvaluationTask, best_of, metric_value, retained
 from contract.rewards import validate_reward_spec
 from contract.spec import EvalSuiteSpec, JobSpec
 
@@ -66,8 +67,10 @@ def _suite(raw: Any, job_spec: JobSpec | None) -> EvalSuiteSpec:
         if grading is None:
             raise InvalidInput("give the suite a reward or a grader", loc=("body", "suite", "reward"))
         suite = suite.model_copy(update={"reward": grading[0]})
+    scorer = suite.scorer
+    assert scorer is not None  # filled from the job's reward above
     try:
-        validate_reward_spec(suite.scorer)
+        validate_reward_spec(scorer)
     except ValueError as err:
         raise InvalidInput(str(err), loc=("body", "suite", "grader" if suite.grader else "reward")) from err
     return suite
@@ -181,6 +184,29 @@ def _mark_best(session: Session, job_id: int) -> None:
         c.best = c.iteration == best
 
 
+def final_retention(session: Session, job_id: int) -> list[int]:
+    """After the last checkpoint's evaluations (the driver does not wait for them): with `checkpoint.select: best`,
+    once the job's final checkpoint is recorded and none of its evaluations is queued or running, delete the
+    checkpoints retention does not keep (a checkpoint never scored counts as lowest). Returns the deleted iterations."""
+    job = session.get(Job, job_id)
+    if job is None:
+        return []
+    spec = JobSpec.model_validate(job.spec)
+    rows = list(session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id)))
+    if spec.checkpoint.select != "best" or not any(c.iteration == spec.training.iterations for c in rows):
+        return []
+    if session.scalar(select(func.count()).where(Evaluation.job_id == job_id, Evaluation.status.in_(ACTIVE))):
+        return []
+    on_disk = {c.iteration: c for c in rows if Path(c.path).is_dir()}
+    values = {it: metric_value(c.scores or {}, spec.checkpoint.metric) for it, c in on_disk.items()}
+    values = {it: float("-inf") if v is None else v for it, v in values.items()}
+    keep = retained(list(on_disk), values, keep=spec.checkpoint.keep, select="best")
+    deleted = sorted(it for it in on_disk if it not in keep)
+    for it in deleted:
+        shutil.rmtree(on_disk[it].path, ignore_errors=True)
+    return deleted
+
+
 class DatabaseEvaluationStore(EvaluationStore):
     def __init__(self, engine: Engine | None = None) -> None:
         self.engine = engine  # None: the configured database
@@ -200,6 +226,7 @@ class DatabaseEvaluationStore(EvaluationStore):
             row = session.get(Evaluation, evaluation_id, with_for_update=True)
             if row is None:
                 return
+            job_id = row.job_id
             row.status, row.summary, row.rows = "succeeded", summary, {"rows": rows}
             row.finished_at = datetime.now(UTC)
             if row.job_id is not None and row.iteration is not None:
@@ -210,9 +237,19 @@ class DatabaseEvaluationStore(EvaluationStore):
                     checkpoint.scores = {**(checkpoint.scores or {}), row.suite_name: summary}
                     session.flush()
                     _mark_best(session, row.job_id)
+        if job_id is not None:
+            self._final_retention(job_id)
 
     def fail(self, evaluation_id: int, error: str) -> None:
         with session_scope(self.engine) as session:
             row = session.get(Evaluation, evaluation_id)
-            if row is not None:
-                row.status, row.error, row.finished_at = "failed", error[:4000], datetime.now(UTC)
+            if row is None:
+                return
+            row.status, row.error, row.finished_at = "failed", error[:4000], datetime.now(UTC)
+            job_id = row.job_id
+        if job_id is not None:
+            self._final_retention(job_id)
+
+    def _final_retention(self, job_id: int) -> None:
+        with session_scope(self.engine) as session:
+            final_retention(session, job_id)

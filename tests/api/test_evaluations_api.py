@@ -80,3 +80,29 @@ def test_aliases_resolve_the_teams_checkpoints_on_disk(pg_backend: Any, world: A
         assert iteration(other_world.team, f"job:{job['id']}@best") is None
         assert iteration(world.team, f"job:{job['id']}@worst") is None
         assert session.query(Evaluation).filter_by(job_id=job["id"]).count() == 0
+
+
+def test_final_retention_after_the_last_evaluation(pg_backend: Any, world: Any, tmp_path: Path) -> None:
+    """The job does not wait for its last checkpoint's evaluations; when the last one ends, retention keeps the top
+    `keep` by the metric plus the newest and deletes the rest (an unscored checkpoint counts as lowest)."""
+    from backend.services.evaluations import final_retention
+
+    with pg_backend.client() as client:
+        job = world.submit(client, evaluation=[SUITE], training={"iterations": 6},
+                           checkpoint={"interval": 2, "keep": 1, "select": "best", "metric": "held/mean"})
+    dirs = {it: tmp_path / f"iter_{it}" for it in (2, 4, 6)}
+    for path in dirs.values():
+        path.mkdir()
+    with pg_backend.session() as session:
+        session.add_all([Checkpoint(job_id=job["id"], iteration=2, path=str(dirs[2]), scores={"held": {"mean": 0.9}}),
+                         Checkpoint(job_id=job["id"], iteration=4, path=str(dirs[4]), scores={"held": {"mean": 0.1}})])
+    with pg_backend.session() as session:
+        assert final_retention(session, job["id"]) == []  # the final checkpoint is not recorded yet
+        session.add(Checkpoint(job_id=job["id"], iteration=6, path=str(dirs[6])))
+        session.add(Evaluation(team_id=world.team.id, job_id=job["id"], iteration=6, model="x", model_dir="x",
+                               suite_name="held", suite=SUITE, status="running"))
+        session.flush()
+        assert final_retention(session, job["id"]) == []  # its evaluation still runs
+        session.query(Evaluation).filter_by(job_id=job["id"]).update({"status": "failed"})
+        assert final_retention(session, job["id"]) == [4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_2", "iter_6"]

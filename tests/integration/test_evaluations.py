@@ -1,11 +1,12 @@
 """Evaluation suites, the best checkpoint and its stable name on the real platform (Celery generation and training
 workers, Postgres, Redis, the API on uvicorn, the official `openai` client).
 
-A job whose learning rate is high enough to change (and wreck) the policy every iteration is evaluated every 2
-iterations on its checkpoints by a suite (greedy, fuzzy match against the answer): `checkpoint.select: best` keeps
-the highest-scoring checkpoint (and the newest) and deletes the rest, marks it `best`, and `job:<id>@best` answers
-through the `openai` client with exactly what the hf engine generates greedily from that checkpoint. On-demand
-evaluations: a registered base model (pass@k from its rows equals the estimator), another team's job (404)."""
+A job rewarded for short answers, with a learning rate high enough to change (and wreck) the policy every iteration,
+is evaluated every 2 iterations on its checkpoints by a suite (greedy, the same length reward): `checkpoint.select:
+best` keeps the highest-scoring checkpoint (and the newest) and deletes the rest, marks it `best`, and
+`job:<id>@best` answers through the `openai` client with exactly what the hf engine generates greedily from that
+checkpoint. On-demand evaluations: a registered base model (pass@k from its rows equals the estimator), another
+team's job (404)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,8 @@ from contract.evaluation import pass_at_k
 
 pytestmark = pytest.mark.integration
 MESSAGES = [{"role": "user", "content": "12+35="}]
-SUITE = {"name": "held", "dataset": {"builtin": "arithmetic", "eval_prompts": 4},
-         "grader": {"type": "text_similarity", "params": {"input": "{{ sample.output_text }}",
-                                                          "reference": "{{ item.answer }}",
-                                                          "evaluation_metric": "fuzzy_match"}},
+SHORT = {"type": "length_penalty", "params": {"target": 0, "coef": 0.02, "max_penalty": 10.0}}  # shorter is better
+SUITE = {"name": "held", "dataset": {"builtin": "arithmetic", "eval_prompts": 4}, "reward": SHORT,
          "samples_per_prompt": 1, "sampling": {"temperature": 0.0, "max_tokens": 8}}
 
 
@@ -98,17 +97,22 @@ def wait_evaluation(client: httpx.Client, evaluation_id: int) -> dict[str, Any]:
 
 def test_best_checkpoint_kept_marked_and_served(platform: Any, setup: Setup) -> None:
     job_id = platform.submit(
-        model="chat-tiny", mode="colocated", generation={"instances": 1, "max_tokens": 8},
+        model="chat-tiny", mode="colocated", generation={"instances": 1, "max_tokens": 8}, reward=SHORT,
         training={"iterations": 6, "prompts_per_iteration": 4, "micro_batch_size": 8, "lr": 0.05},
         evaluation=[SUITE], evaluation_every=2, checkpoint={"interval": 2, "keep": 1, "select": "best",
                                                             "metric": "held/mean"})
     job = platform.wait_done(job_id, timeout_s=600)
     assert job.status.value == "succeeded", (job.error, platform.events(job_id), platform.logs_tail())
-    with api(setup) as client:
-        evaluations = client.get("/evaluations", params={"job_id": job_id}).json()
+    with api(setup) as client:  # the job does not wait for its last evaluation: its result comes after
+        def finished() -> list[dict[str, Any]] | None:
+            found = client.get("/evaluations", params={"job_id": job_id}).json()
+            return found if len(found) == 3 and all(e["status"] not in ("queued", "running") for e in found) else None
+
+        evaluations = wait_until(finished, 300, "the job's evaluations")
         assert sorted(e["iteration"] for e in evaluations) == [2, 4, 6], evaluations
         assert all(e["status"] == "succeeded" for e in evaluations), evaluations
         means = {e["iteration"]: e["summary"]["mean"] for e in evaluations}
+        assert len(set(means.values())) > 1, means  # the checkpoints differ: choosing the best is not trivial
         best = max(means, key=lambda it: (means[it], it))
         listed = client.get(f"/jobs/{job_id}/checkpoints").json()["data"]
         marked = [c["iteration"] for c in listed if c["best"]]
@@ -116,8 +120,8 @@ def test_best_checkpoint_kept_marked_and_served(platform: Any, setup: Setup) -> 
         assert {c["iteration"]: c["scores"]["held"]["mean"] for c in listed if c["scores"]} == means
     with platform.backend.session() as session:
         paths = {c.iteration: Path(c.path) for c in session.query(Checkpoint).filter_by(job_id=job_id)}
-    on_disk = {it for it, path in paths.items() if path.is_dir()}
-    assert on_disk == {best, 6}, (on_disk, means)  # the top 1 by the metric plus the newest; the rest deleted
+    on_disk = wait_until(lambda: (found := {it for it, path in paths.items() if path.is_dir()}) == {best, 6} and found,
+                         30, f"retention to keep the best ({best}) and the newest (6) of {means}")
 
     sdk = openai.OpenAI(base_url=f"{setup.url}/openai/v1", api_key=setup.key, max_retries=0)
     answer = sdk.chat.completions.create(model=f"job:{job_id}@best", messages=MESSAGES, temperature=0, max_tokens=8)
@@ -142,7 +146,7 @@ def test_best_checkpoint_kept_marked_and_served(platform: Any, setup: Setup) -> 
 
 
 def test_on_demand_evaluation_of_a_base_model(platform: Any, setup: Setup) -> None:
-    suite = {**SUITE, "name": "sampled", "samples_per_prompt": 4, "k": 2,
+    suite = {"name": "sampled", "dataset": SUITE["dataset"], "samples_per_prompt": 4, "k": 2,
              "grader": {"type": "string_check", "params": {"input": "{{ sample.output_text }}",
                                                           "reference": "", "operation": "ne"}},
              "sampling": {"temperature": 1.0, "max_tokens": 3}}

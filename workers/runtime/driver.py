@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 PAUSE_POLL_S = 0.5
 CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S = 3, 1.0  # tries per checkpoint, first backoff (doubling)
 CHECKPOINT_FAILURES_ALLOWED = 3  # checkpoints in a row that may fail before the job does
-EVALUATION_WAIT_S = 1800.0  # how long a finished job waits for its last checkpoint's evaluations
 
 
 class JobCancelled(Exception):
@@ -127,7 +126,6 @@ class Driver:
                     self._checkpoint(it + 1, final=last)
                     if evaluate:
                         self._request_evaluations(it + 1)
-            self._await_evaluations()
             self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
             outcome = "succeeded"
         except JobCancelled:
@@ -321,25 +319,11 @@ class Driver:
             self.reporter.record_event(self.job_id, "evaluation", f"{queued} evaluation suite(s) queued on the "
                                        f"checkpoint at iteration {trained}", {"iteration": trained, "suites": queued})
 
-    def _await_evaluations(self) -> None:
-        """The last checkpoint's evaluations decide the best one: wait for them (at most EVALUATION_WAIT_S, the job
-        still cancellable), then apply retention once more with every score known."""
-        if not self.spec.evaluation:
-            return
-        deadline = time.monotonic() + EVALUATION_WAIT_S
-        while self.reporter.pending_evaluations(self.job_id) and time.monotonic() < deadline:
-            self.check_runnable()
-            with self.rec.phase("waiting"):
-                time.sleep(PAUSE_POLL_S)
-        if self.reporter.pending_evaluations(self.job_id):
-            self.reporter.record_event(self.job_id, "evaluation", f"evaluations still pending after "
-                                       f"{EVALUATION_WAIT_S:.0f}s: the job ends without them (they finish later and "
-                                       "mark the best checkpoint; retention ran without their scores)")
-        self._retain()
-
     def _retain(self) -> None:
         """checkpoint.select latest: the newest `keep`; best: the top `keep` by checkpoint.metric, the newest, and
-        those whose evaluation is still to come (contract/evaluation.py `retained`)."""
+        those whose evaluation is still to come (contract/evaluation.py `retained`). The job does not wait for its
+        last evaluations: when they finish, the control plane applies the final retention
+        (backend/services/evaluations.py `final_retention`)."""
         policy, root = self.spec.checkpoint, self.ctx.checkpoints_dir
         if policy.select != "best":
             ckpt.prune_checkpoints(root, policy.keep)
