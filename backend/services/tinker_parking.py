@@ -30,7 +30,7 @@ from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
 from backend.services.jobs import record_event, transition_job
 from backend.services.live import wake_controller
-from contract import keys
+from contract import keys, liveness
 
 MAX_UNPLANNED = 3  # a session whose worker is lost this many times in its life fails
 PARK_FILE = "park.pt"  # workers/runtime/tinker_park.py
@@ -67,12 +67,15 @@ def wake(session: Session, client: redis.Redis, job: Job) -> bool:
 
 
 def worker_lost(session: Session, client: redis.Redis, job: Job) -> str | None:
-    """A running session's worker is gone. Returns the error to fail the job with, or None when it was parked at
+    """A session's worker is gone. Returns the error to fail the job with, or None when it was parked at
     its last automatic park (and queued again when calls wait: the restored session runs the calls served since that
-    park again, from its stream)."""
+    park again, from its stream). A session that parked itself since the controller read it is left alone."""
+    job = _locked(session, job)  # the row as it is now: the session may have parked (and been woken) meanwhile
+    if job.status not in (JobStatus.starting, JobStatus.running) or liveness.driver_alive(client, job.id):
+        return None
     if job.driver_failures + 1 >= MAX_UNPLANNED:
-        return (f"the training session's worker died {job.driver_failures + 1} times in a row; resume from the "
-                "last save_state with create_training_client_from_state_with_optimizer")
+        return (f"the training session's worker died {job.driver_failures + 1} times; resume from the last "
+                "save_state with create_training_client_from_state_with_optimizer")
     job.driver_failures += 1
     transition_job(session=session, job=job, to=JobStatus.parked)
     record_event(session=session, job_id=job.id, kind="tinker", message=(

@@ -13,8 +13,8 @@ Invariants:
   event, and `steps_lost:max` in the next call's metrics), and a restored session whose next seq id never comes while
   later ones wait (their calls lost with the stream) skips to those after GAP_S;
 - the park state is saved (atomically, workers/runtime/tinker_park.py) before the stream is trimmed and before the job
-  says `parked`; the heartbeat stops and its key is removed before it says so (the controller never takes a parked
-  session's last beat for the beat of the session that restores it);
+  says `parked`; the heartbeat stops before it says so and its key goes right after (the controller never takes a
+  parked session's last beat for the beat of the session that restores it, nor a parked session for a lost one);
 - no job stays parked with a call waiting: after saying `parked` the task reads the stream once more and queues the
   job again itself if a call came meanwhile (the API queues it for every later call).
 """
@@ -236,8 +236,8 @@ class SessionServer:
     def _park(self, session: TinkerSession, beat: Heartbeat, reason: str) -> str:
         save_s = self._save(session)
         beat.stop()
-        self.client.delete(liveness.driver_key(self.job_id))  # no later session of the job is mistaken for this one
         self.reporter.set_job_status(self.job_id, JobStatus.parked)
+        self.client.delete(liveness.driver_key(self.job_id))  # no later session of the job is mistaken for this one
         self.reporter.record_event(self.job_id, "tinker", (
             f"parked ({reason}) at step {session.step}: adapter and optimizer state saved in {save_s:.2f}s, its "
             "training slot is free; its next call restores it"),
