@@ -19,7 +19,7 @@ from streamrl.cli.errors import CLIError
 alerts_app = typer.Typer(help="Notification rules of the current team (webhook or e-mail).", no_args_is_help=True)
 RULE_COLUMNS = ["id", "name", "channel", "events", "url", "recipients", "enabled", "secret_set"]
 LOG_COLUMNS = ["id", "event", "state", "attempts", "last_status_code", "last_error", "created_at", "job_id"]
-EVENT_HELP = "repeatable: job_failed, job_succeeded, job_stalled, training_signal, budget"
+EVENT_HELP = "repeatable: job_failed, job_succeeded, job_stalled, training_signal, training_mismatch, budget"
 
 
 @alerts_app.command("list")
