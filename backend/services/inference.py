@@ -89,6 +89,11 @@ class SampleRequest:
     stop_token_ids: list[int] = field(default_factory=list)
     logprobs: bool = False
     prompt_logprobs: bool = False
+    topk_prompt_logprobs: int = 0  # k > 0: the k most likely ids and their logprobs at each prompt position
+    topk_logprobs: int = 0  # k > 0: ... at each sampled step (at the request's temperature)
+
+
+TopK = list[list[Any] | None]  # per position [ids, logprobs] (k each), or None where nothing was computed
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ class SampleResult:
     logprobs: list[float] | None
     finish_reason: str  # "stop" | "length"
     prompt_logprobs: list[float | None] | None = None
+    topk_prompt_logprobs: TopK | None = None
+    topk_logprobs: TopK | None = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +125,8 @@ class Delta:
     logprobs: list[float] | None
     finish_reason: str | None
     prompt_logprobs: list[float | None] | None = None  # on the last delta of sample 0, when the request asked
+    topk_prompt_logprobs: TopK | None = None  # likewise
+    topk_logprobs: TopK | None = None  # on each sample's last delta: every step's, when the request asked
 
 
 def inference_key(model_dir: str, adapter_dir: str | None) -> str:
@@ -292,7 +301,8 @@ def _call(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | 
                 if finish is not None:
                     remaining -= 1
                 if new or finish is not None:
-                    yield Delta(index, k, new, new_logprobs, finish, event.get("prompt_logprobs"))
+                    yield Delta(index, k, new, new_logprobs, finish, event.get("prompt_logprobs"),
+                                event.get("topk_prompt_logprobs"), event.get("topk_logprobs"))
     finally:
         client.delete(*replies)
 
@@ -317,7 +327,8 @@ def _wire(request: SampleRequest) -> dict[str, Any]:
     return {"prompt_ids": list(request.prompt_ids), "max_tokens": int(request.max_tokens),
             "temperature": float(request.temperature), "top_p": float(request.top_p), "n": int(request.n),
             "seed": request.seed, "stop": list(request.stop), "stop_token_ids": list(request.stop_token_ids),
-            "logprobs": bool(request.logprobs), "prompt_logprobs": bool(request.prompt_logprobs)}
+            "logprobs": bool(request.logprobs), "prompt_logprobs": bool(request.prompt_logprobs),
+            "topk_prompt_logprobs": int(request.topk_prompt_logprobs), "topk_logprobs": int(request.topk_logprobs)}
 
 
 def retire(client: redis.Redis, model_dir: str, adapter_dir: str | None, ttl_s: float = 86400) -> None:
@@ -342,6 +353,8 @@ def sample(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: st
     logprobs: list[list[list[float]]] = [[[] for _ in range(r.n)] for r in requests]
     finish: list[list[str]] = [["length"] * r.n for r in requests]
     prompt: list[list[float | None] | None] = [None] * len(requests)
+    topk_prompt: list[TopK | None] = [None] * len(requests)
+    topk: list[list[TopK | None]] = [[None] * r.n for r in requests]
     for delta in _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=False, meter=meter):
         tokens[delta.request][delta.sample].extend(delta.token_ids)
         if delta.logprobs is not None:
@@ -350,6 +363,11 @@ def sample(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: st
             finish[delta.request][delta.sample] = delta.finish_reason
         if delta.prompt_logprobs is not None:
             prompt[delta.request] = delta.prompt_logprobs
+        if delta.topk_prompt_logprobs is not None:
+            topk_prompt[delta.request] = delta.topk_prompt_logprobs
+        if delta.topk_logprobs is not None:
+            topk[delta.request][delta.sample] = delta.topk_logprobs
     return [[SampleResult(token_ids=tokens[i][k], logprobs=logprobs[i][k] if r.logprobs else None,
-                          finish_reason=finish[i][k], prompt_logprobs=prompt[i]) for k in range(r.n)]
+                          finish_reason=finish[i][k], prompt_logprobs=prompt[i], topk_prompt_logprobs=topk_prompt[i],
+                          topk_logprobs=topk[i][k]) for k in range(r.n)]
             for i, r in enumerate(requests)]

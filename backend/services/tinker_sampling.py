@@ -42,6 +42,7 @@ TIMEOUT_S = 300.0  # one sample call, including an instance's start (a free gene
 PENDING_MARGIN_S = 60
 SAMPLER_TTL_S = 7 * 86400
 MAX_SAMPLES = 128
+MAX_TOPK = 64  # topk_prompt_logprobs / topk_sample_logprobs
 NO_LIMIT = 1 << 30  # max_tokens None: until EOS, a stop, or the model's context
 _executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="tinker-sample")
 
@@ -134,13 +135,22 @@ def _stops(stop: Any) -> tuple[list[str], list[int]]:
     raise TinkerError(400, "sampling_params.stop must be non-empty strings or token ids, not a mix")
 
 
+def _topk(body: dict[str, Any], name: str) -> int:
+    value = body.get(name)
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_TOPK:
+        raise TinkerError(400, f"{name} must be an integer from 0 to {MAX_TOPK}, not {str(value)[:40]}")
+    return value
+
+
 def read_request(body: Any) -> Plan:
     """The SDK's JSON SampleRequest as an inference request; what this server does not do is a 400."""
     if not isinstance(body, dict):
         raise TinkerError(400, "the body must be a JSON SampleRequest")
-    for name in ("topk_prompt_logprobs", "topk_sample_logprobs", "prompt_alt_tokens_k"):
-        if body.get(name):
-            raise unsupported(name)
+    if body.get("prompt_alt_tokens_k"):
+        raise unsupported("prompt_alt_tokens_k")
+    topk_prompt, topk_sample = _topk(body, "topk_prompt_logprobs"), _topk(body, "topk_sample_logprobs")
     for name in ("target_prompt_logprobs", "record_stability_info"):
         if body.get(name):
             raise unsupported(name)
@@ -166,14 +176,15 @@ def read_request(body: Any) -> Plan:
     want_prompt = bool(body.get("prompt_logprobs"))
     last_n = body.get("prompt_logprobs_last_n")
     if last_n is not None:
-        if not want_prompt:
-            raise TinkerError(400, "prompt_logprobs_last_n needs prompt_logprobs")
+        if not want_prompt and not topk_prompt:
+            raise TinkerError(400, "prompt_logprobs_last_n needs prompt_logprobs or topk_prompt_logprobs")
         if not isinstance(last_n, int) or isinstance(last_n, bool) or not 1 <= last_n <= len(tokens) - 1:
             raise TinkerError(400, f"prompt_logprobs_last_n must be between 1 and {len(tokens) - 1} (the prompt's "
                                    f"length - 1), not {last_n!r}")
     request = inference.SampleRequest(
         prompt_ids=tokens, max_tokens=max_tokens or NO_LIMIT, temperature=temperature, top_p=top_p, n=num_samples,
-        seed=seed, stop=stop, stop_token_ids=stop_ids, logprobs=True, prompt_logprobs=want_prompt)
+        seed=seed, stop=stop, stop_token_ids=stop_ids, logprobs=True, prompt_logprobs=want_prompt,
+        topk_prompt_logprobs=topk_prompt, topk_logprobs=topk_sample)
     return Plan(request=request, last_n=last_n)
 
 
@@ -222,13 +233,20 @@ def _pending_key(request_id: str) -> str:
     return f"streamrl:tinker:sample_pending:{request_id}"
 
 
+def _last_n(values: list[Any] | None, last_n: int | None) -> list[Any] | None:
+    """prompt_logprobs_last_n: entries before the last n are None."""
+    if values is None or last_n is None:
+        return values
+    return [None] * (len(values) - last_n) + values[-last_n:]
+
+
 def _response(results: list[inference.SampleResult], plan: Plan) -> dict[str, Any]:
     prompt = results[0].prompt_logprobs if plan.request.prompt_logprobs else None
-    if prompt is not None and plan.last_n is not None:
-        skipped: list[float | None] = [None] * (len(prompt) - plan.last_n)
-        prompt = skipped + prompt[-plan.last_n:]
-    return {"proto": "sample", "prompt_logprobs": prompt,
-            "sequences": [{"tokens": r.token_ids, "logprobs": r.logprobs, "stop_reason": r.finish_reason}
+    topk_prompt = results[0].topk_prompt_logprobs if plan.request.topk_prompt_logprobs else None
+    return {"proto": "sample", "prompt_logprobs": _last_n(prompt, plan.last_n),
+            "topk_prompt_logprobs": _last_n(topk_prompt, plan.last_n),
+            "sequences": [{"tokens": r.token_ids, "logprobs": r.logprobs, "stop_reason": r.finish_reason,
+                           "topk_logprobs": r.topk_logprobs if plan.request.topk_logprobs else None}
                           for r in results]}
 
 

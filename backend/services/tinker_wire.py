@@ -20,6 +20,7 @@ import numpy as np
 DTYPE_FLOAT32, DTYPE_INT64, DTYPE_INT32 = 1, 2, 3
 _NUMPY = {DTYPE_FLOAT32: np.float32, DTYPE_INT64: np.int64, DTYPE_INT32: np.int32}
 MAX_ELEMENTS = 1 << 26
+TOPK_EMPTY = -99999.0  # the SDK's sentinel logprob of an empty top-k cell (tinker.types.TopkLogprobs)
 
 
 class WireError(ValueError):
@@ -248,17 +249,42 @@ def write_forward_backward_output(outputs: list[dict[str, list[float]]], metrics
     return body
 
 
-def write_sample_response(sequences: list[dict[str, Any]], prompt_logprobs: list[float | None] | None) -> bytes:
-    """`SampleResponse`: each sequence {tokens, logprobs (or None), stop_reason "stop" | "length"}; prompt logprobs
-    (None entries as NaN, which the SDK reads back as None)."""
+def _topk_message(entries: list[Any], k: int) -> bytes:
+    """`TopkLogprobs`: dense (length, k) int32 ids and float32 logprobs; a None position (or a short row) is filled
+    with the SDK's sentinel (id 0, logprob -99999), which it reads back as None."""
+    ids = np.zeros((len(entries), k), dtype=np.int32)
+    logprobs = np.full((len(entries), k), TOPK_EMPTY, dtype=np.float32)
+    for row, entry in enumerate(entries):
+        if entry is not None:
+            found = min(k, len(entry[0]))
+            ids[row, :found] = entry[0][:found]
+            logprobs[row, :found] = entry[1][:found]
+    return _bytes_field(1, ids.tobytes()) + _bytes_field(2, logprobs.tobytes()) + _varint_field(3, k) + \
+        _varint_field(4, len(entries))
+
+
+def _topk_width(entries: list[Any]) -> int:
+    return max((len(entry[0]) for entry in entries if entry is not None), default=0)
+
+
+def write_sample_response(sequences: list[dict[str, Any]], prompt_logprobs: list[float | None] | None,
+                          topk_prompt_logprobs: list[Any] | None = None) -> bytes:
+    """`SampleResponse`: each sequence {tokens, logprobs (or None), stop_reason "stop" | "length", topk_logprobs (or
+    None)}; prompt logprobs (None entries as NaN, which the SDK reads back as None); top-k entries are
+    `[ids, logprobs]` per position, or None."""
     body = b""
     for sequence in sequences:
         inner = _varint_field(1, 1 if sequence["stop_reason"] == "length" else 0)
         inner += _bytes_field(2, np.asarray(sequence["tokens"], dtype=np.int32).tobytes())
         if sequence.get("logprobs") is not None:
             inner += _bytes_field(3, np.asarray(sequence["logprobs"], dtype=np.float32).tobytes())
+        topk = sequence.get("topk_logprobs")
+        if topk is not None:
+            inner += _bytes_field(4, _topk_message(topk, _topk_width(topk)))
         body += _bytes_field(1, inner)
     if prompt_logprobs is not None:
         values = [math.nan if value is None else value for value in prompt_logprobs]
         body += _bytes_field(2, np.asarray(values, dtype=np.float32).tobytes())
+    if topk_prompt_logprobs is not None:
+        body += _bytes_field(3, _topk_message(topk_prompt_logprobs, _topk_width(topk_prompt_logprobs)))
     return body

@@ -124,11 +124,12 @@ def test_unsupported_calls_and_bad_bodies_are_clear_400s(pg_backend: Any, world:
                          headers={**headers, "Content-Type": "application/x-protobuf"})
     assert garbage.status_code == 400 and "malformed protobuf body" in garbage.json()["detail"]
     request = types.ForwardBackwardRequest(forward_backward_input=types.ForwardBackwardInput(
-        data=[datum([1, 2, 3])], loss_fn="dro"), model_id="x:train:0", seq_id=1)
+        data=[datum([1, 2, 3])], loss_fn="stable_reinforce"), model_id="x:train:0", seq_id=1)
     body = forward_backward_request_to_proto(request).SerializeToString()
     answer = httpx.post(f"{base_url}/api/v1/forward_backward", content=body,
                         headers={**headers, "Content-Type": "application/x-protobuf"})
-    assert answer.status_code == 400 and "not supported by this server: loss_fn 'dro'" in answer.json()["detail"]
+    assert answer.status_code == 400 and "not supported by this server: loss_fn 'stable_reinforce'" in \
+        answer.json()["detail"]
     request = types.ForwardBackwardRequest(forward_backward_input=types.ForwardBackwardInput(
         data=[datum([1, 2, 3], target_tokens=[2, 3, 4])], loss_fn="ppo"), model_id="x:train:0", seq_id=1)
     answer = httpx.post(f"{base_url}/api/v1/forward_backward", headers={
@@ -221,7 +222,10 @@ def test_bad_sample_requests_are_400s_and_other_teams_samplers_404(pg_backend: A
            ({"sampling_params": None}, "sampling_params is required"),
            ({"top_k": 5}, "not supported by this server: sampling_params.top_k"),
            ({"stop": []}, "not supported by this server: sampling_params.stop=[]"),
-           ({"topk_prompt_logprobs": 2}, "not supported by this server: topk_prompt_logprobs"),
+           ({"topk_prompt_logprobs": -1}, "topk_prompt_logprobs must be an integer from 0 to 64"),
+           ({"topk_sample_logprobs": 65}, "topk_sample_logprobs must be an integer from 0 to 64"),
+           ({"topk_sample_logprobs": True}, "topk_sample_logprobs must be an integer"),
+           ({"prompt_alt_tokens_k": 2}, "not supported by this server: prompt_alt_tokens_k"),
            ({"prompt": {"chunks": [{"type": "image", "data": "", "format": "png"}]}},
             "not supported by this server: image prompt chunks")]
     for overrides, message in bad:

@@ -6,6 +6,7 @@ against the SDK raises its reward."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -125,12 +126,60 @@ def test_a_tinker_script_trains_saves_and_resumes(platform: Any, base_url: str) 
         stranger.create_rest_client().list_checkpoints(trainer.model_id).result()
     with pytest.raises(tinker.BadRequestError, match="not supported by this server"):
         service.create_rest_client().publish_checkpoint_from_tinker_path(saved.path).result()
-    with pytest.raises(Exception, match="not supported by this server: loss_fn 'cispo'"):
-        trainer.forward_backward(batch, "cispo").result(timeout=60)
+    _check_policy_losses(trainer, batch)
+    with pytest.raises(Exception, match="not supported by this server: loss_fn 'stable_reinforce'"):
+        trainer.forward_backward(batch, "stable_reinforce").result(timeout=60)
 
     stranger.close("success").result()
     service.close("success").result()  # the sessions end and free their training slots
     platform.wait_status(job_id, {"succeeded"}, timeout_s=30)
+
+
+def _check_policy_losses(trainer: Any, batch: list[types.Datum]) -> None:
+    """cispo, dro and gspo through the SDK against the hand computation on the session's own logprobs (the unit
+    tests in tests/training/test_tinker_losses.py check them, and their gradients, in detail)."""
+    logprobs = [out["logprobs"].tolist() for out in trainer.forward(batch, "cross_entropy").result(timeout=60)
+                .loss_fn_outputs]
+    advantages = [[0.5, -1.0, 2.0, 0.25, -0.5]] * len(batch)
+    shifted = [[v - 0.1 for v in lp] for lp in logprobs]  # sampling logprobs 0.1 below: every ratio is e^0.1
+    data = [types.Datum(model_input=d.model_input, loss_fn_inputs={
+        "target_tokens": d.loss_fn_inputs["target_tokens"], "logprobs": q, "advantages": a})
+        for d, q, a in zip(batch, shifted, advantages, strict=True)]
+    pairs = [(v, a) for lp, adv in zip(logprobs, advantages, strict=True) for v, a in zip(lp, adv, strict=True)]
+    ratio = math.exp(0.1)  # 1.105: inside gspo's default 0.8..1.2; cispo below clips it at 1.05
+    got = trainer.forward(data, "cispo", {"clip_low_threshold": 0.9, "clip_high_threshold": 1.05}).result(timeout=60)
+    assert got.metrics["loss:sum"] == pytest.approx(-sum(1.05 * v * a for v, a in pairs), abs=1e-3)
+    got = trainer.forward(data, "dro", {"beta": 0.3}).result(timeout=60)
+    assert got.metrics["loss:sum"] == pytest.approx(-sum(v * a - 0.15 * 0.01 for v, a in pairs), abs=1e-3)
+    got = trainer.forward(data, "gspo").result(timeout=60)
+    assert got.metrics["loss:sum"] == pytest.approx(-ratio * sum(a for _, a in pairs), abs=1e-3)
+
+
+def _check_topk(named: Any, prompt: types.ModelInput, prompt_ids: list[int], scored: list[float | None],
+                sampled: Any) -> None:
+    """topk_prompt_logprobs and topk_sample_logprobs: per position the k most likely ids, in order, agreeing with
+    the logprobs of the tokens actually there (the prompt's, and the same seeded sample's)."""
+    out = named.sample(prompt, 1, types.SamplingParams(max_tokens=4, temperature=1.0, seed=3),
+                       topk_prompt_logprobs=5, topk_sample_logprobs=3).result(timeout=180)
+    top_prompt, seq = out.topk_prompt_logprobs, out.sequences[0]
+    assert top_prompt is not None and len(top_prompt) == len(prompt_ids) and top_prompt[0] is None
+    assert seq.tokens == sampled.tokens and seq.topk_logprobs is not None and len(seq.topk_logprobs) == len(seq.tokens)
+    positions = [(top_prompt[i], prompt_ids[i], scored[i], 5) for i in range(1, len(prompt_ids))]
+    positions += [(top, token, logprob, 3) for top, token, logprob in zip(seq.topk_logprobs, seq.tokens, seq.logprobs,
+                                                                          strict=True)]
+    inside = 0
+    for top, token, logprob, k in positions:
+        assert top is not None and len(top) == k
+        values = [value for _, value in top]
+        assert values == sorted(values, reverse=True) and sum(math.exp(v) for v in values) <= 1 + 1e-4
+        assert values[0] >= logprob - 1e-4  # nothing is likelier than the most likely
+        if logprob >= values[-1] + 1e-4:  # a token likelier than the k-th is in the list, with its own logprob
+            assert dict(top)[token] == pytest.approx(logprob, abs=1e-4)
+            inside += 1
+    assert inside > 0
+    last = named.sample(prompt, 1, types.SamplingParams(max_tokens=1), True, topk_prompt_logprobs=2,
+                        prompt_logprobs_last_n=3).result(timeout=180).topk_prompt_logprobs
+    assert last is not None and last[:-3] == [None] * (len(prompt_ids) - 3) and all(len(t) == 2 for t in last[-3:])
 
 
 def _reward_rate(sampler: Any, prompt: types.ModelInput, target: int, seed: int) -> float:
@@ -200,6 +249,7 @@ def test_sampling_clients_and_a_grpo_loop(platform: Any, base_url: str) -> None:
         timeout=180).sequences[0]
     rescored = named.compute_logprobs(types.ModelInput.from_ints(prompt_ids + sampled.tokens)).result(timeout=180)
     assert sampled.logprobs == pytest.approx(rescored[len(prompt_ids):], abs=1e-4)  # temperature 1: the same model
+    _check_topk(named, prompt, prompt_ids, scored, sampled)
     stop_at = seq.tokens[2]
     stopped = named.sample(prompt, 1, types.SamplingParams(max_tokens=6, temperature=0.0, stop=[stop_at])).result(
         timeout=180).sequences[0]

@@ -12,7 +12,10 @@ callers) `tokens` after every step, then `done` per sample, or `error`. Stopping
 removes the state only while the request list is empty, in one atomic step, so no request is left behind unserved.
 A retired key (`keys.inference_retire`: superseded sampler weights) stops as soon as it is idle. A request with
 `prompt_logprobs` gets the logprob of each prompt token given the ones before (None for the first) in its sample 0's
-`done` event, from one forward pass of the served model over the prompt.
+`done` event, from one forward pass of the served model over the prompt; `topk_prompt_logprobs` = k adds the k most
+likely ids and their logprobs at each position from that same pass, and `topk_logprobs` = k the k most likely ids at
+each sampled step from the logits the step sampled from (at the request's temperature, as the sampled logprobs are),
+in each sample's `done` event. A top-k entry is `[ids, logprobs]`, or None where nothing was computed.
 
 Instances are shared (every team using one base model sends to its key), so a request is checked before it enters
 the engine: token ids (prompt and stop ids) must lie in the model's vocabulary (`vocab_size` of the embedding), and a
@@ -93,6 +96,7 @@ class _Pending:
     request: dict[str, Any]
     left: int  # samples not finished yet
     prompt_logprobs: list[float | None] | None = None
+    topk_prompt: list[Any] | None = None  # [ids, logprobs] per prompt position (None for the first)
     device_seconds: float = 0.0  # its rows' shares of the engine's steps (usage: each `done` carries the total so far)
 
 
@@ -106,6 +110,13 @@ class _Batcher(ContinuousBatcher):
         self.on_step = on_step
 
     def _append_tokens(self, logits: Any, rows: range) -> list[int]:
+        for offset, i in enumerate(rows):  # top-k of the distribution this step samples from, where asked
+            meta = self.rows[i].request.meta
+            if meta.get("topk"):
+                temperature = self.rows[i].request.sampling.temperature
+                scaled = logits[offset].float() / (temperature if temperature > 0 else 1.0)
+                top = torch.log_softmax(scaled, dim=-1).topk(int(meta["topk"]))
+                meta["topk_out"].append([top.indices.tolist(), top.values.tolist()])
         finished = super()._append_tokens(logits, rows)
         self.on_step([self.rows[i] for i in rows], set(finished))
         return finished
@@ -209,15 +220,16 @@ class InferenceInstance:
         if problem is not None:
             self._refuse(request, problem)
             return
-        prompt_logprobs = None
-        if request.get("prompt_logprobs"):
+        prompt_logprobs, topk_prompt = None, None
+        if request.get("prompt_logprobs") or request.get("topk_prompt_logprobs"):
             try:
-                prompt_logprobs = self._prompt_logprobs(prompt)
+                prompt_logprobs, topk_prompt = self._prompt_logprobs(prompt, int(request.get("topk_prompt_logprobs")
+                                                                                 or 0))
             except (IndexError, ValueError, RuntimeError) as err:  # this request's pass failed, not the instance
                 log.warning("inference %s: prompt logprobs of request %s failed: %s", self.key, rid, err)
                 self._refuse(request, f"computing the prompt's logprobs failed: {type(err).__name__}: {err}")
                 return
-        self.pending[rid] = _Pending(request, n, prompt_logprobs)
+        self.pending[rid] = _Pending(request, n, prompt_logprobs, topk_prompt)
         if self.in_flight == 0:  # the engine was idle: its next step's time starts now
             self.stepped_at = time.monotonic()
         with self.client.pipeline(transaction=False) as pipe:
@@ -230,7 +242,8 @@ class InferenceInstance:
                                       seed=None if seed is None else int(seed) + k)
             self.in_flight += 1
             yield GenerationRequest(f"{rid}:{k}", prompt, sampling,
-                                    meta={"rid": rid, "sample": k,
+                                    meta={"rid": rid, "sample": k, "topk": int(request.get("topk_logprobs") or 0),
+                                          "topk_out": [],
                                           "stop_token_ids": frozenset(request.get("stop_token_ids") or ())})
 
     def _token_problem(self, prompt: list[int], stop_ids: Any) -> str | None:
@@ -246,14 +259,20 @@ class InferenceInstance:
                 return f"stop token {position} is {token!r}, outside the model's vocabulary (0 to {vocab - 1})"
         return None
 
-    def _prompt_logprobs(self, prompt: list[int]) -> list[float | None]:
-        """log p(prompt[i] | prompt[:i]) under the served model (temperature 1); None for the first token."""
+    def _prompt_logprobs(self, prompt: list[int], topk: int = 0) -> tuple[list[float | None], list[Any] | None]:
+        """log p(prompt[i] | prompt[:i]) under the served model (temperature 1), None for the first token; with
+        `topk`, also the k most likely ids and their logprobs at each position (None for the first)."""
         assert self.engine is not None
         with torch.inference_mode():
             ids = torch.tensor([prompt], dtype=torch.long, device=self.engine.device)
             logits = self.engine.model(input_ids=ids).logits[0, :-1].float()
-            chosen = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, 1:, None])[:, 0]
-        return [None, *chosen.cpu().tolist()]
+            logprobs = torch.log_softmax(logits, dim=-1)
+            chosen = logprobs.gather(-1, ids[0, 1:, None])[:, 0]
+            top = logprobs.topk(min(topk, logprobs.shape[-1]), dim=-1) if topk > 0 else None
+        if top is None:
+            return [None, *chosen.cpu().tolist()], None
+        pairs = [list(pair) for pair in zip(top.indices.cpu().tolist(), top.values.cpu().tolist(), strict=True)]
+        return [None, *chosen.cpu().tolist()], [None, *pairs]
 
     def _feed(self) -> Iterator[GenerationRequest | None]:
         last_request = time.monotonic()
@@ -294,7 +313,11 @@ class InferenceInstance:
                         logprobs=result.logprobs if pending.request.get("logprobs") else None,
                         finish=result.finish_reason, device_seconds=pending.device_seconds,
                         **({"prompt_logprobs": pending.prompt_logprobs}
-                                                        if k == 0 and pending.prompt_logprobs is not None else {}))
+                                                        if k == 0 and pending.prompt_logprobs is not None else {}),
+                        **({"topk_prompt_logprobs": pending.topk_prompt}
+                           if k == 0 and pending.topk_prompt is not None else {}),
+                        **({"topk_logprobs": result.meta["topk_out"][:len(result.response_ids)]}
+                           if result.meta.get("topk") else {}))
             pipe.execute()
         pending.left -= 1
         if pending.left == 0:

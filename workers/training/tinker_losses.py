@@ -6,6 +6,11 @@
 - `cross_entropy`: -sum(weights * logprobs) (weights default 1)
 - `importance_sampling`: -sum(exp(logprobs - sampling logprobs) * advantages)
 - `ppo`: -sum(min(r * A, clip(r, clip_low_threshold, clip_high_threshold) * A)), r the same ratio (0.8 / 1.2)
+- `cispo`: -sum(sg(clip(r, low, high)) * logprobs * A): the clipped ratio weights the policy gradient, no token dropped
+- `dro`: -sum(logprobs * A - beta / 2 * (logprobs - sampling logprobs)^2), `beta` default 0.05
+- `gspo` (GSPO-token): every token's ratio has the value of the sequence ratio s = exp(mean over the tokens that
+  `sequence_ratio_mask` marks (default all) of (logprobs - sampling logprobs)) and its own logprob's gradient;
+  then PPO's clipped objective on it
 """
 
 from __future__ import annotations
@@ -47,9 +52,23 @@ def datum_loss(loss_fn: str, logprobs: torch.Tensor, inputs: dict[str, Any], con
     advantages = _input(inputs, "advantages", logprobs)
     if loss_fn == "importance_sampling":
         return -(ratio * advantages).sum()
+    low = float(config.get("clip_low_threshold", 0.8))
+    high = float(config.get("clip_high_threshold", 1.2))
     if loss_fn == "ppo":
-        low = float(config.get("clip_low_threshold", 0.8))
-        high = float(config.get("clip_high_threshold", 1.2))
         clipped = torch.clamp(ratio, low, high)
         return -torch.minimum(ratio * advantages, clipped * advantages).sum()
+    if loss_fn == "cispo":
+        return -(torch.clamp(ratio, low, high).detach() * logprobs * advantages).sum()
+    if loss_fn == "dro":
+        beta = float(config.get("beta", 0.05))
+        penalty = (logprobs - _input(inputs, "logprobs", logprobs)) ** 2
+        return -(logprobs * advantages - 0.5 * beta * penalty).sum()
+    if loss_fn == "gspo":
+        in_ratio = _input(inputs, "sequence_ratio_mask", logprobs, 1.0) != 0
+        if not bool(in_ratio.any()):
+            raise ValueError("loss_fn_inputs.sequence_ratio_mask marks no token: gspo needs at least one")
+        log_ratio = (logprobs.detach() - _input(inputs, "logprobs", logprobs))[in_ratio].mean()
+        token_ratio = torch.exp(log_ratio + logprobs - logprobs.detach())
+        clipped = torch.clamp(token_ratio, low, high)
+        return -torch.minimum(token_ratio * advantages, clipped * advantages).sum()
     raise ValueError(f"unknown loss_fn {loss_fn!r}")

@@ -23,7 +23,7 @@ from backend.services.zstd_body import BodyCorrupt, BodyTooLarge, decompress_cap
 from contract import keys
 
 PREFIX = "/tinker/api/v1"
-LOSSES = ("cross_entropy", "importance_sampling", "ppo")
+LOSSES = ("cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "gspo")
 RETRIEVE_WAIT_S = 10.0
 FULL_CHECK_S = 0.5
 PROTO = "application/x-protobuf"
@@ -200,9 +200,8 @@ async def forward_backward(request: Request, auth: Auth, session: SessionDep, cl
         inputs = {name: tensor.values for name, tensor in datum.loss_fn_inputs.items()}
         if len(datum.tokens) == 0 or "target_tokens" not in inputs:
             raise svc.TinkerError(400, f"data[{index}] needs model_input tokens and loss_fn_inputs.target_tokens")
-        needed = {"cross_entropy": (), "importance_sampling": ("logprobs", "advantages"),
-                  "ppo": ("logprobs", "advantages")}[parsed.loss_fn]
-        for name in ("target_tokens", "weights", *needed):
+        needed = () if parsed.loss_fn == "cross_entropy" else ("logprobs", "advantages")
+        for name in ("target_tokens", "weights", "sequence_ratio_mask", *needed):
             if name in inputs and len(inputs[name]) != len(datum.tokens):
                 raise svc.TinkerError(400, f"data[{index}].loss_fn_inputs.{name} has {len(inputs[name])} entries "
                                            f"for {len(datum.tokens)} input tokens")
@@ -317,8 +316,8 @@ async def retrieve_future(body: RetrieveFuture, auth: Auth, session: SessionDep,
     if result.get("proto") == "forward_backward":
         return Response(wire.write_forward_backward_output(result["outputs"], result["metrics"]), media_type=PROTO)
     if result.get("proto") == "sample":
-        return Response(wire.write_sample_response(result["sequences"], result.get("prompt_logprobs")),
-                        media_type=PROTO)
+        return Response(wire.write_sample_response(result["sequences"], result.get("prompt_logprobs"),
+                                                   result.get("topk_prompt_logprobs")), media_type=PROTO)
     return result
 
 
