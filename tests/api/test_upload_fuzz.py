@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 from minimal_model import write_minimal_model
 
 from backend.db.models import Team, User
+from backend.services import chat_render
 from backend.services.auth import new_api_key
 
 pytestmark = pytest.mark.slow
@@ -197,9 +198,14 @@ def test_fuzzed_uploads_never_answer_500_nor_leave_files(app_client: TestClient,
     assert not server_errors, server_errors[:5]
     assert len(answers) == 310 and any(a[1] in (413, 422, 400) for a in answers)
     assert app_client.get(f"{API}/health").status_code == 200
+    # renderers are a bounded pool of idle children: none busy, none a zombie, none past the pool's size
     children = [p for p in psutil.Process().children(recursive=True)
-                if any("chat_render_child" in part for part in p.cmdline())]
-    assert not children, "a chat-template renderer outlived its request"
+                if p.status() != psutil.STATUS_ZOMBIE and any("chat_render_child" in part for part in p.cmdline())]
+    pooled = {r.process.pid for r in list(chat_render._idle.queue)}
+    assert len(children) <= chat_render.POOL_SIZE and {p.pid for p in children} <= pooled, \
+        "a chat-template renderer outlived its request outside the pool"
+    zombies = [p for p in psutil.Process().children() if p.status() == psutil.STATUS_ZOMBIE]
+    assert not zombies, "a renderer child was never reaped"
     template = Path(model.path) / "chat_template.jinja"
     accepted = {artifacts / "datasets" / str(world.team.id) / f"{i}.jsonl" for i in kept_datasets}
     left = files_under(artifacts) - before - kept - accepted - {template}
