@@ -46,6 +46,7 @@ from contract import keys, liveness, tasks
 from contract.liveness import Timeouts
 from contract.redis_client import connect
 from contract.reward_window import clear_tally, error_rate_exceeded, reward_window
+from contract.settings import get_settings
 from contract.spec import JobSpec
 from contract.tasks import make_celery, platform_redis_url
 
@@ -142,6 +143,7 @@ def reconcile_once(
         for job in jobs:
             _reconcile_job(session, job, sender, client, timeouts, report, capacity)
         _stop_instances_of_finished_jobs(session, client, report)
+        tinker_parking.end_abandoned(session, client, get_settings().artifacts)
         report.jobs_pending = session.scalar(select(func.count()).select_from(Job).where(
             Job.status.in_([JobStatus.queued, JobStatus.starting, JobStatus.running, JobStatus.paused]))) or 0
     return report

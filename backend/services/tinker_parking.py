@@ -10,6 +10,7 @@ job is `parked`, holds no training slot and counts against no quota. Here:
                                        while it restored): park it
                                        at its last automatic park and queue it again if calls wait, or fail it the
                                        MAX_UNPLANNED-th time
+    end_abandoned(session, client, a)  the controller ends parked sessions whose SDK session is gone
     parking_info(session, job)         what GET of a training run says about parking and the last restore
 
 Invariant: the job row is locked (FOR UPDATE) before its status is read and changed, so a call's wake, the session's
@@ -89,6 +90,24 @@ def worker_lost(session: Session, client: redis.Redis, job: Job) -> str | None:
         record_event(session=session, job_id=job.id, kind="tinker", message="queued again: calls are waiting for it",
                      data={"tinker": "woken"})
     return None
+
+
+def end_abandoned(session: Session, client: redis.Redis, artifacts: Path) -> list[int]:
+    """End the parked sessions whose SDK session is gone (no heartbeat for its TTL: the script or notebook exited
+    without ServiceClient.close()), removing their park state; an open notebook's sessions stay parked. Returns the
+    ended job ids."""
+    ended = []
+    for job in session.scalars(select(Job).where(Job.status == JobStatus.parked).with_for_update(skip_locked=True)):
+        sdk_session, _, _ = job.name.partition(":train:")
+        if client.exists(keys.tinker_session(sdk_session)):
+            continue
+        record_event(session=session, job_id=job.id, kind="tinker", message=(
+            "training session ended while parked: its SDK session is gone (no heartbeat; the script exited without "
+            "close()); resume from its last save_state"), data={"tinker": "ended", "reason": "sdk session gone"})
+        transition_job(session=session, job=job, to=JobStatus.succeeded)
+        park_file(artifacts, job).unlink(missing_ok=True)
+        ended.append(job.id)
+    return ended
 
 
 def parking_info(session: Session, job: Job) -> dict[str, Any]:

@@ -299,3 +299,40 @@ def test_a_call_to_a_parked_session_queues_it_and_close_ends_it(pg_backend: Any,
         ended = session.get(Job, job_id)
         assert ended is not None and ended.status == JobStatus.succeeded
     client.close()
+
+
+def test_parked_sessions_of_a_gone_sdk_session_end(pg_backend: Any, world: Any, base_url: str,
+                                                   redis_url: str) -> None:
+    """The controller's sweep: a parked session whose SDK session expired (the script exited without close()) ends
+    and its park state goes; one whose SDK session still beats (an open notebook) stays parked."""
+    import redis
+
+    from backend.services.tinker_parking import end_abandoned, park_file
+
+    client = redis.Redis.from_url(redis_url)
+    headers = {"X-API-Key": api_key(pg_backend, world.team, world.users["member"])}
+    jobs = {}
+    for name in ("gone", "open"):
+        session_id = httpx.post(f"{base_url}/api/v1/create_session", headers=headers, json={}).json()["session_id"]
+        created = httpx.post(f"{base_url}/api/v1/create_model", headers=headers, json={
+            "session_id": session_id, "model_seq_id": 0, "base_model": "tiny", "lora_config": {"rank": 4}}).json()
+        with pg_backend.session() as session:
+            job = session.scalar(select(Job).where(Job.name == created["model_id"]))
+            for status in (JobStatus.starting, JobStatus.running, JobStatus.parked):
+                transition_job(session=session, job=job, to=status)
+            jobs[name] = (job.id, session_id)
+            state = park_file(pg_backend.settings.artifacts, job)
+            state.parent.mkdir(parents=True, exist_ok=True)
+            state.write_bytes(b"park state")
+    client.delete(keys.tinker_session(jobs["gone"][1]))  # its heartbeats stopped SESSION_TTL_S ago
+    with pg_backend.session() as session:
+        ended = end_abandoned(session, client, pg_backend.settings.artifacts)
+    assert jobs["gone"][0] in ended and jobs["open"][0] not in ended
+    with pg_backend.session() as session:
+        gone, still = session.get(Job, jobs["gone"][0]), session.get(Job, jobs["open"][0])
+        assert gone is not None and gone.status == JobStatus.succeeded
+        assert still is not None and still.status == JobStatus.parked
+        assert not park_file(pg_backend.settings.artifacts, gone).exists()
+        assert park_file(pg_backend.settings.artifacts, still).exists()
+        transition_job(session=session, job=still, to=JobStatus.cancelled)
+    client.close()
