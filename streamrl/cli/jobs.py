@@ -41,6 +41,11 @@ def apply_override(spec: dict[str, Any], assignment: str) -> None:
         node[leaf] = value
 
 
+def distill_overrides(teacher: str | None) -> list[str]:
+    """`--teacher NAME` as --set assignments (before the user's own, which may refine them)."""
+    return ["algorithm.name=distill", f"algorithm.teacher={teacher}"] if teacher else []
+
+
 def load_spec(path: Path, name: str | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
     """Read a YAML/JSON spec, apply `--set` overrides and validate it locally, so a typo is reported before anything
     is sent."""
@@ -91,9 +96,12 @@ def submit(
     spec_file: Path = typer.Argument(..., help="JobSpec as YAML or JSON"),
     name: str | None = typer.Option(None, "--name", help="override the spec's name"),
     overrides: list[str] | None = typer.Option(None, "--set", help="KEY=VALUE, repeatable: generation.instances=4"),
+    teacher: str | None = typer.Option(None, "--teacher", help="on-policy distillation from this registered model "
+                                       "(sets algorithm.name=distill and algorithm.teacher; it must share the "
+                                       "model's tokenizer)"),
 ) -> None:
     """Submit a job; it starts `queued` and the controller admits it within the team's quotas."""
-    spec = load_spec(spec_file, name, overrides)
+    spec = load_spec(spec_file, name, [*distill_overrides(teacher), *(overrides or [])])
     with client(ctx) as api:
         job = api.submit_job(spec)
     if not emit_json(ctx, job):

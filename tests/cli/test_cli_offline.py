@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from waiting import environ_snapshot
 
 from streamrl.cli.config import CLIConfig, resolve
-from streamrl.cli.jobs import load_spec
+from streamrl.cli.jobs import distill_overrides, load_spec
 from streamrl.cli.main import COMMAND_MODULES, app, command_names
 
 runner = CliRunner()
@@ -179,3 +179,17 @@ def test_platform_admin_flags_an_account_in_the_database(tmp_path: Path, monkeyp
     missing = runner.invoke(app, ["platform-admin", "nobody@example.com"])
     assert missing.exit_code == 1 and "no account has the email nobody@example.com" in missing.stderr
     engine.dispose()
+
+
+def test_submit_teacher_makes_a_distillation_spec(tmp_path: Path) -> None:
+    """`--teacher NAME` sets algorithm distill with that teacher (checked locally like any spec); a --set after it
+    still applies, and a distill spec without a teacher is refused before anything is sent."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("model: small\ndataset: {builtin: arithmetic}\n")
+    loaded = load_spec(spec, None, [*distill_overrides("big"), "algorithm.reward_coef=0.5"])
+    assert loaded["algorithm"] == {"name": "distill", "teacher": "big", "reward_coef": 0.5}
+    assert distill_overrides(None) == []
+    result = runner.invoke(app, ["--token", "t", "jobs", "submit", str(spec), "--set", "algorithm.name=distill"])
+    assert result.exit_code == 1 and "algorithm distill needs teacher" in result.stderr
+    result = runner.invoke(app, ["--token", "t", "jobs", "submit", "--help"])
+    assert "--teacher" in result.stdout

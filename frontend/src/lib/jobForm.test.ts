@@ -214,3 +214,19 @@ describe("generation.speculative", () => {
     expect(fromSpec({ name: "old" })["generation.speculative"]).toBe("auto");
   });
 });
+
+describe("algorithm distill", () => {
+  it("sends the teacher and reward weight only for distill, and drops a cloned teacher otherwise", () => {
+    const form = { ...DEFAULT_FORM, model: "small", "algorithm.name": "distill", "algorithm.teacher": "big", "algorithm.reward_coef": "0.5" };
+    expect(toSpec(form).algorithm).toEqual({ name: "distill", group_size: 8, kl_coef: 0, teacher: "big", reward_coef: 0.5 });
+    const grpo = toSpec({ ...form, "algorithm.name": "grpo" }).algorithm as Record<string, unknown>;
+    expect(grpo.teacher).toBeNull();
+    expect(grpo.reward_coef).toBeUndefined();
+    const base = { model: "small", algorithm: { name: "distill", teacher: "big", kl_discount: 0.5 } };
+    const cloned = fromSpec(base);
+    expect([cloned["algorithm.name"], cloned["algorithm.teacher"]]).toEqual(["distill", "big"]);
+    const switched = mergeSpec(base, toSpec({ ...cloned, "algorithm.name": "grpo" }));
+    expect((switched.algorithm as Record<string, unknown>).teacher).toBeNull();
+    expect(localErrors({ ...form, "algorithm.reward_coef": "lots" })["algorithm.reward_coef"]).toBe('"lots" is not a number');
+  });
+});

@@ -56,6 +56,8 @@ export const DEFAULT_FORM = {
   "algorithm.name": "grpo",
   "algorithm.group_size": "8",
   "algorithm.kl_coef": "0",
+  "algorithm.teacher": "", // distill only: a registered model sharing the student's tokenizer
+  "algorithm.reward_coef": "0", // distill only: weight of the task reward's group advantage
   mode: "sync",
   max_staleness: "1",
   "generation.engine": "hf",
@@ -165,7 +167,7 @@ export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, 
     dataset,
     reward: environment ? undefined : rewardSpec(form, parsed),
     environment,
-    algorithm: { name: form["algorithm.name"], group_size: num(form["algorithm.group_size"]), kl_coef: num(form["algorithm.kl_coef"]) },
+    algorithm: algorithmSpec(form),
     mode: form.mode,
     max_staleness: num(form.max_staleness),
     generation: {
@@ -191,6 +193,19 @@ export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, 
       min_instances: num(form["autoscale.min_instances"]),
       max_instances: num(form["autoscale.max_instances"]),
     },
+  };
+}
+
+/** `algorithm`; a teacher (and the reward's weight) only for distill, `teacher: null` otherwise, so a clone of a
+ * distillation job switched to another algorithm drops its teacher. */
+function algorithmSpec(form: JobForm): Record<string, unknown> {
+  const distill = form["algorithm.name"] === "distill";
+  return {
+    name: form["algorithm.name"],
+    group_size: num(form["algorithm.group_size"]),
+    kl_coef: num(form["algorithm.kl_coef"]),
+    teacher: distill ? form["algorithm.teacher"] || null : null,
+    reward_coef: distill ? num(form["algorithm.reward_coef"]) : undefined,
   };
 }
 
@@ -259,7 +274,7 @@ export function mergeSpec(base: Obj, patch: Obj): Obj {
 }
 
 const NUMERIC: (keyof JobForm)[] = [
-  "dataset.num_prompts", "algorithm.group_size", "algorithm.kl_coef", "max_staleness", "generation.instances",
+  "dataset.num_prompts", "algorithm.group_size", "algorithm.kl_coef", "algorithm.reward_coef", "max_staleness", "generation.instances",
   "generation.batch_size", "generation.max_tokens", "generation.temperature", "training.devices", "training.iterations",
   "training.prompts_per_iteration", "training.lr", "autoscale.min_instances", "autoscale.max_instances",
   "training.lora.rank", "training.lora.alpha", "training.lora.dropout", "environment.max_turns",

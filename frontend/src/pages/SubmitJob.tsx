@@ -185,6 +185,19 @@ function SubmitJobForm() {
               <input name="kl_coef" inputMode="decimal" value={form["algorithm.kl_coef"]} onChange={set("algorithm.kl_coef")} />
             </Field>
           </div>
+          {form["algorithm.name"] === "distill" ? (
+            <div className="row" data-testid="distill-fields">
+              <Field label="Teacher" error={err("algorithm.teacher", "algorithm")} hint="a registered model with the student's tokenizer; each sampled token's advantage is its negative reverse KL to the teacher">
+                <select name="teacher" value={form["algorithm.teacher"]} onChange={set("algorithm.teacher")}>
+                  <option value="">—</option>
+                  {models.filter((m) => m.name !== form.model).map((m) => <option key={m.id} value={m.name}>{m.name}</option>)}
+                </select>
+              </Field>
+              <Field label="Reward weight" error={err("algorithm.reward_coef")} hint="0: the teacher alone; > 0 adds the task reward's group advantage">
+                <input name="reward_coef" inputMode="decimal" value={form["algorithm.reward_coef"]} onChange={set("algorithm.reward_coef")} />
+              </Field>
+            </div>
+          ) : null}
           <div className="row">
             <Field label="Mode" error={err("mode")}>
               <select name="mode" value={form.mode} onChange={set("mode")}>
