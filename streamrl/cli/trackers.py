@@ -45,7 +45,8 @@ def set_tracker(
     entity: str | None = typer.Option(None, "--entity", help="wandb: entity runs go to"),
     base_url: str | None = typer.Option(None, "--base-url", help="wandb: a self-hosted server"),
 ) -> None:
-    """Create or change a connection (admin); secrets not given are kept, "" clears one."""
+    """Create or change a connection (admin); secrets not given are kept, "" clears one, and a new --tracking-uri or
+    --base-url forgets the stored user and secrets not given with it."""
     if kind not in KINDS:
         raise CLIError(f"kind must be one of {', '.join(KINDS)} (tensorboard needs no connection)")
     given: dict[str, Any] = {"tracking_uri": tracking_uri, "username": username, "password": password,
