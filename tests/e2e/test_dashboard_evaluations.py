@@ -61,3 +61,23 @@ def test_checkpoint_scores_best_badge_rows_and_evaluate(page: Page, api_server: 
     checkpoints.locator("li", has_text="iteration 3").locator("[data-action=evaluate]").click()
     expect(table.locator("tbody tr")).to_have_count(3)
     expect(table.locator("tbody tr").first).to_contain_text("queued")
+
+
+def test_compare_ranks_runs_by_a_suite(page: Page, api_server: Server, engine: Engine) -> None:
+    world = new_team(api_server, "rank")
+    low = finished_run(engine, world, "low", [0.1, 0.2], evaluation=[SUITE])
+    high = finished_run(engine, world, "high", [0.1, 0.2], evaluation=[SUITE])
+    for job, it, scores in ((low, 2, {"held": {"mean": 0.3}, "other": {"mean": 0.9}}),
+                            (high, 2, {"held": {"mean": 0.8, "pass@1": 0.7, "pass@k": 0.95}, "other": {"mean": 0.1}})):
+        add_checkpoint(engine, api_server, job["id"], it)
+        with session_scope(engine) as session:
+            row = session.scalar(select(Checkpoint).where(Checkpoint.job_id == job["id"], Checkpoint.iteration == it))
+            assert row is not None
+            row.scores = scores
+    open_signed_in(page, api_server, world.token, f"/compare?ids={low['id']},{high['id']}")
+    ranking = page.get_by_test_id("suite-ranking")
+    expect(ranking.locator("tbody tr").first).to_contain_text("high")
+    expect(ranking.locator("tbody tr").first).to_contain_text("0.9500")
+    page.get_by_label("rank by suite").select_option("other")
+    expect(ranking.locator("tbody tr").first).to_contain_text("low")
+    shot(page, "61-compare-ranked-by-suite")

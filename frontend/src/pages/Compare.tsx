@@ -1,7 +1,8 @@
 /**
  * Compare 2-8 runs (URL `#/compare?ids=3,7`, so it can be shared): overlaid metric panels on a shared x axis
  * (iteration or wall time since each run's first iteration; the panels zoom together, and hover shows each run's value
- * at that x, interpolated where a run has no point there) and a side-by-side spec diff that marks what differs.
+ * at that x, interpolated where a run has no point there), the runs ranked by an evaluation suite (SuiteRanking.tsx)
+ * and a side-by-side spec diff that marks what differs.
  */
 import { useMemo, useState } from "react";
 import { Link, useSearchParams } from "react-router";
@@ -14,6 +15,7 @@ import { useCompared } from "../lib/queries";
 import { parseIds } from "../lib/runs";
 import { samplesRoute } from "../lib/sideBySide";
 import { specDiff } from "../lib/specDiff";
+import { SuiteRanking } from "./SuiteRanking";
 
 const DEFAULT_PANELS = PREFERRED_METRICS.filter((m) => m !== "reward_errors"); // those a run recorded
 
@@ -112,6 +114,7 @@ export function ComparePage() {
           </tbody>
         </table>
       </Card>
+      <SuiteRanking ids={ids} jobs={loadedJobs} />
       <div className="grid">
         {panels.map((metric) => (
           <Card key={metric} title={metric} actions={<button className="link" onClick={() => togglePanel(metric)} aria-label={`remove ${metric}`}>✕</button>}>
