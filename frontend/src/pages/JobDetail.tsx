@@ -78,13 +78,15 @@ export function JobDetailPage() {
         s("reward_seconds", "reward / grader s", COLORS.red), // scoring on the instances (judges, reward models)
       ],
       skew: [s("skew_p99_p50", "p99/p50 skew", COLORS.orange), s("len_p99", "p99 length", COLORS.purple, "right")],
-      rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
       // grouped speculative decoding (generation.speculative): draft acceptance, tokens per forward, the tail's length
       speculation: [
         s("spec_acceptance", "draft acceptance", COLORS.green),
         s("tokens_per_forward", "tokens per forward pass", COLORS.blue),
         s("tail_phase_seconds", "tail phase s (last 10% of samples)", COLORS.orange, "right"),
       ],
+      rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
+      // on-policy distillation (algorithm distill): the student's reverse KL to its teacher, beside the held-out reward
+      distill: [s("reverse_kl", "reverse KL to the teacher", COLORS.purple), s("eval_reward", "held-out reward", COLORS.green, "right")],
       instances: [s("instances", "producing instances", COLORS.blue), s("instances_live", "live instance rows", COLORS.grey)],
       turns: [
         s("turns_mean", "turns mean", COLORS.purple),
@@ -130,8 +132,9 @@ export function JobDetailPage() {
   const spec = jobSpec(job);
   const alpha = spec.dispatch?.alpha ?? 0.2;
   const episodic = Boolean(spec.environment) || turns.turns.length > 0 || typeof latest.turns_mean === "number";
-  const dot = liveIndicator(job.status, live.connected);
   const speculated = series.speculation.some((line) => line.points.length > 0);
+  const distilled = series.distill[0].points.length > 0;
+  const dot = liveIndicator(job.status, live.connected);
   const samplesRate = currentRate(job.status, health, latest.samples_per_s);
   const tokensRate = currentRate(job.status, health, latest.tokens_per_s);
 
@@ -229,8 +232,9 @@ export function JobDetailPage() {
         {episodic ? <Card title="Turns per episode (beside tokens)"><TurnsHistogram turns={turns.turns} lengths={turns.lengths} /></Card> : null}
         <Card title="Skew over iterations"><LineChart syncKey={`job-${job.id}`} series={series.skew} /></Card>
         {episodic ? <Card title="Turns over iterations"><div data-testid="turns-chart"><LineChart syncKey={`job-${job.id}`} series={series.turns} /></div></Card> : null}
-        <Card title="Pipeline timeline" className="wide" actions={
+        {distilled ? <Card title="Distillation"><div data-testid="distill-chart"><LineChart syncKey={`job-${job.id}`} series={series.distill} markers={markers} /></div></Card> : null}
         {speculated ? <Card title="Speculative decoding"><div data-testid="speculation-chart"><LineChart syncKey={`job-${job.id}`} series={series.speculation} markers={markers} /></div></Card> : null}
+        <Card title="Pipeline timeline" className="wide" actions={
           <select aria-label="timeline scope" value={timelineScope} onChange={(e) => setTimelineScope(e.target.value as "recent" | "all")}>
             <option value="recent">last 2 minutes (live)</option>
             <option value="all">whole job</option>
