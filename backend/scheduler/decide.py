@@ -68,7 +68,7 @@ def decide(snapshot: Snapshot) -> Decisions:
         held = usage.setdefault(item.team, [0, 0, 0])
         quota = snapshot.teams.get(item.team, DEFAULT_QUOTA)
         fits = item.training <= free.training and item.generation_min <= free.generation
-        capped = _quota_hold(item, held, quota)
+        capped = None if quota.max_jobs is None and quota.max_generation is None else _quota_hold(item, held, quota)
         if capped is None and fits and (head is None or (not fifo and _backfills(snapshot, item, shadow, spare))):
             generation = min(item.generation, free.generation)
             free.training, free.generation = free.training - item.training, free.generation - generation

@@ -37,9 +37,13 @@ def plan_preemptions(snapshot: Snapshot, blocked: list[tuple[Waiting, float]], u
     fair = 1.0 / sum(snapshot.teams.get(team, DEFAULT_QUOTA).share for team in active)
     held = {team: list(values[:2]) for team, values in usage.items()}
 
+    standings: dict[int, float] = {}  # per team, dropped whenever its `held` changes
+
     def share(team: int) -> float:
-        t, g = held.get(team, (0, 0))[:2]
-        return standing(t, g, snapshot, team)
+        if team not in standings:
+            t, g = held.get(team, (0, 0))[:2]
+            standings[team] = standing(t, g, snapshot, team)
+        return standings[team]
 
     avail = [free.training, free.generation]
     for r in snapshot.running:  # slots already on their way back
@@ -65,14 +69,17 @@ def plan_preemptions(snapshot: Snapshot, blocked: list[tuple[Waiting, float]], u
                 avail[0], avail[1] = avail[0] + r.training, avail[1] + current
                 held[r.team][0] -= r.training
                 held[r.team][1] -= current
+                standings.pop(r.team, None)
                 decisions.preempt[r.id] = _why(item, r)
             for rid, (current, target) in shrink.items():
                 decisions.shrink[rid] = target
                 avail[1] += current - target
                 held[teams[rid]][1] -= current - target
+                standings.pop(teams[rid], None)
         avail[0], avail[1] = avail[0] - item.training, avail[1] - item.generation_min
         team = held.setdefault(item.team, [0, 0])
         team[0], team[1] = team[0] + item.training, team[1] + item.generation_min
+        standings.pop(item.team, None)
 
 
 def _outranked(snapshot: Snapshot, item: Waiting, candidates: list[Running], taken: set[int],

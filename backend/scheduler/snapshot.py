@@ -81,7 +81,7 @@ class Pools:
     generation: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per waiting item per pass, built in the hot loop
 class QueueInfo:
     position: int  # 1 = next to start
     waiting_for: str  # training_slots | generation_slots | quota:max_concurrent_jobs | quota:max_generation_instances

@@ -17,7 +17,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC
 from typing import Any
 
@@ -96,7 +96,7 @@ def schedule_pass(
     for job_id, info in decisions.queue.items():
         if waiting is not None:
             waiting(result.jobs[job_id], info.reason)
-    _store_queue(client, {job_id: info.__dict__ for job_id, info in decisions.queue.items()})
+    _store_queue(client, {job_id: asdict(info) for job_id, info in decisions.queue.items()})
     _remember(session, client, holding + result.admitted, training, generation, now)
     session.flush()
     return result
