@@ -270,8 +270,9 @@ class GenerationSpec(StrictModel):
         "each running sequence and one forward pass verifies them. Greedy output is unchanged token for token, "
         "sampled output keeps the exact distribution (and a seeded request its tokens); behaviour logprobs are the "
         "target model's. off: never; group: while at most a quarter of the batch is still decoding (the long tail); "
-        "auto (default): group on engines that have it (hf), off on the others (vllm, which refuses group: its "
-        "n-gram speculation returns wrong logprobs for accepted draft tokens when sampling).",
+        "auto (default): each engine's measured default, off for now (hf: the tail decodes 1.5-2x faster, but jobs "
+        "did not gain end to end on 2 shared CPU cores, bench/speculative.py --e2e; vllm refuses group: its n-gram "
+        "speculation returns wrong logprobs for accepted draft tokens when sampling).",
     )
     vllm: VLLMSpec = Field(default_factory=VLLMSpec, description="vLLM engine settings (engine vllm only)")
 

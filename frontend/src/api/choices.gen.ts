@@ -6,6 +6,7 @@ export const CHOICES = {
     { value: "async", label: "async (bounded-staleness pipelining)" },
   ],
   algorithm: [
+    { value: "distill", label: "On-policy distillation" },
     { value: "grpo", label: "GRPO" },
     { value: "ppo", label: "PPO" },
     { value: "reinforce_pp", label: "REINFORCE++" },

@@ -1665,6 +1665,12 @@ export interface components {
              */
             kl_coef?: number;
             /**
+             * Kl Discount
+             * @description distill: discount of later tokens' reverse KL in a token's advantage (0: each token its own KL; 1: the KL of the rest of the response)
+             * @default 0
+             */
+            kl_discount?: number;
+            /**
              * Lam
              * @description GAE lambda
              * @default 0.95
@@ -1681,7 +1687,18 @@ export interface components {
              * @default grpo
              * @enum {string}
              */
-            name?: "grpo" | "ppo" | "reinforce_pp" | "rloo";
+            name?: "distill" | "grpo" | "ppo" | "reinforce_pp" | "rloo";
+            /**
+             * Reward Coef
+             * @description distill: weight of the task reward's group-normalised advantage (GRPO's) added to every token's distillation advantage (0: teacher only)
+             * @default 0
+             */
+            reward_coef?: number;
+            /**
+             * Teacher
+             * @description distill: the team's registered model that scores every sampled token (it must share the student's tokenizer); the per-token advantage is the negative reverse KL log pi_teacher - log pi_student
+             */
+            teacher?: string | null;
             /**
              * Vf Coef
              * @description PPO value-loss weight
@@ -2373,7 +2390,7 @@ export interface components {
             share?: boolean | null;
             /**
              * Speculative
-             * @description grouped speculative decoding (workers/generation/engines/hf_speculative.py): the samples of one prompt group are alike, so a suffix index over the group's prompt and responses proposes draft tokens for each running sequence and one forward pass verifies them. Greedy output is unchanged token for token, sampled output keeps the exact distribution (and a seeded request its tokens); behaviour logprobs are the target model's. off: never; group: while at most a quarter of the batch is still decoding (the long tail); auto (default): group on engines that have it (hf), off on the others (vllm, which refuses group: its n-gram speculation returns wrong logprobs for accepted draft tokens when sampling).
+             * @description grouped speculative decoding (workers/generation/engines/hf_speculative.py): the samples of one prompt group are alike, so a suffix index over the group's prompt and responses proposes draft tokens for each running sequence and one forward pass verifies them. Greedy output is unchanged token for token, sampled output keeps the exact distribution (and a seeded request its tokens); behaviour logprobs are the target model's. off: never; group: while at most a quarter of the batch is still decoding (the long tail); auto (default): each engine's measured default, off for now (hf: the tail decodes 1.5-2x faster, but jobs did not gain end to end on 2 shared CPU cores, bench/speculative.py --e2e; vllm refuses group: its n-gram speculation returns wrong logprobs for accepted draft tokens when sampling).
              * @default auto
              * @enum {string}
              */
@@ -3178,7 +3195,7 @@ export interface components {
              * @default grpo
              * @enum {string}
              */
-            algorithm?: "grpo" | "ppo" | "reinforce_pp" | "rloo";
+            algorithm?: "distill" | "grpo" | "ppo" | "reinforce_pp" | "rloo";
             /**
              * Alpha
              * @default 0.2

@@ -62,6 +62,12 @@ class HFEngine(GenerationEngine):
     # KV cache is also one right-aligned block (hf_batch.py): a batch that never drains keeps its longest row's
     # width, and every row admitted meanwhile attends over that padding; a paged cache (vLLM) has none.
     partial_rollouts_default = False
+    # `generation.speculative: auto`: off. Grouped speculation (hf_speculative.py) speeds up decoding (bench/
+    # speculative.py, tiny-1m warmed on long_tail, 2 shared CPU cores: the tail 1.5x the tokens/s by CPU time,
+    # 1.5-2.1x by wall clock) but the jobs did not gain end to end there (bench/modes.py --speculative, median of 3:
+    # sync 0.92x, async 0.73x the samples/s at equal reward; async was trainer-bound and its training ran slower
+    # beside the busier instance). Set `group` to use it; `auto` turns on once a bench shows jobs gaining.
+    speculative_default: SpeculativeMode = "off"
 
     @classmethod
     def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> HFEngine:
@@ -86,7 +92,8 @@ class HFEngine(GenerationEngine):
         self.seed_rng = random.Random(seed)
         self.ignore_eos = ignore_eos  # benchmarks/profiling: run every request to max_tokens
         self.lora = lora
-        self.speculation = speculation_for(speculative, max_batch_size)
+        self.speculation = speculation_for(self.speculative_default if speculative == "auto" else speculative,
+                                           max_batch_size)
         self.drafter = SuffixDrafter()  # the prompt groups' suffix indexes, kept across generate_stream calls
         self.adapted: Any = None  # LoRA: the peft wrapper of `model` (its adapter layers are injected into `model`)
         self.model: Any = None  # a transformers causal LM (typed loosely: transformers' stubs are partial)

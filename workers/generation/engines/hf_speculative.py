@@ -56,8 +56,9 @@ class Speculation:
 
 
 def speculation_for(mode: SpeculativeMode, max_batch_size: int, max_rows: int | None = None) -> Speculation:
-    """`generation.speculative` for an engine of `max_batch_size` rows; `max_rows` overrides the tail threshold."""
-    if mode == "off":
+    """`generation.speculative` for an engine of `max_batch_size` rows (`auto` resolved by the engine first: its
+    `speculative_default`); `max_rows` overrides the tail threshold."""
+    if mode != "group":
         return Speculation()
     tail = max(1, max_batch_size // SPECULATIVE_TAIL_DIVISOR)
     return Speculation(max_rows=max_rows if max_rows is not None else tail)
