@@ -239,7 +239,7 @@ function SubmitJobForm() {
             <Field label="Speculative decoding" error={err("generation.speculative")}
               hint="drafts from the other samples of each prompt group, verified in one forward pass: same tokens, faster long tail (hf engine)">
               <select name="speculative" value={form["generation.speculative"]} onChange={set("generation.speculative")}>
-                <option value="auto">automatic (on where measured faster)</option>
+                <option value="auto">automatic (the engine default: off for now)</option>
                 <option value="group">group drafts (hf)</option>
                 <option value="off">off</option>
               </select>
