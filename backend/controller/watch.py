@@ -1,6 +1,7 @@
 """The controller's watch loops: background threads beside the reconcile loop. One sends due alert deliveries
 (backend/services/alert_delivery.py) and records stalls (backend/controller/stalls.py) and training-signal changes
-(backend/controller/signal_events.py); the other mirrors iterations
+(backend/controller/signal_events.py) and deletes expired Tinker checkpoints (backend/services/tinker_checkpoints.py);
+the other mirrors iterations
 to experiment trackers (backend/trackers/sync.py), so a slow tracker never delays an alert. Everything they act on
 is a database row, so a restarted controller picks up where the last one stopped; a failing step is logged and
 retried at the next tick, and neither ever delays reconciling.
@@ -24,6 +25,7 @@ from backend.controller.signal_events import note_signals
 from backend.controller.stalls import note_stalls
 from backend.db.session import session_scope
 from backend.services.alert_delivery import deliver_due
+from backend.services.tinker_checkpoints import sweep_expired
 from backend.trackers.sync import OpenSinks, sync_trackers
 from contract.settings import Settings
 
@@ -32,6 +34,7 @@ STALL_EVERY_S = 5.0
 TRACKERS_EVERY_S = 3.0
 IDLE_EVERY_S = 5.0
 IDLE_TRACKERS_EVERY_S = 10.0
+CHECKPOINT_SWEEP_EVERY_S = 5.0  # expired Tinker checkpoints deleted (they already answer 404 once expired)
 
 
 class WatchLoop:
@@ -44,6 +47,7 @@ class WatchLoop:
         self._pace = threading.Condition()  # notified when the loop turns busy or stops
         self._threads: list[threading.Thread] = []
         self._next_stall_check = 0.0
+        self._next_checkpoint_sweep = 0.0
         self.sinks = OpenSinks()
 
     def set_busy(self, busy: bool) -> None:
@@ -60,6 +64,9 @@ class WatchLoop:
             self._next_stall_check = time.monotonic() + STALL_EVERY_S
             self._guard("stall check", self._stalls)
             self._guard("training-signal check", self._signals)
+        if time.monotonic() >= self._next_checkpoint_sweep:
+            self._next_checkpoint_sweep = time.monotonic() + CHECKPOINT_SWEEP_EVERY_S
+            self._guard("tinker checkpoint sweep", lambda: sweep_expired(self.settings.artifacts))
 
     def tracker_step(self) -> None:
         self._guard("tracker sync", lambda: sync_trackers(self.settings, self.sinks, self.engine))

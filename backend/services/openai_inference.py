@@ -31,6 +31,7 @@ from backend.services.chat_preview import ChatRenderer
 from backend.services.errors import InvalidInput
 from backend.services.inference import SampleRequest
 from backend.services.openai_compat import MARKER, OpenAIError, model_name, unix
+from contract.settings import get_settings
 
 ADAPTER_DIR = "adapter"  # inside a checkpoint (workers/models/lora.py ADAPTER_DIR)
 CHECKPOINT = re.compile(r"^(?P<name>ft:.+:(?P<job>\d{1,10}))(?::ckpt-step-(?P<step>\d{1,10}))?$")
@@ -94,8 +95,11 @@ def _not_found(model_id: str) -> OpenAIError:
                        param="model", code="model_not_found", status_code=404)
 
 
-def resolve(session: Session, team: Team, model_id: str) -> Served:
-    """The team's model `model_id` (404 otherwise, whoever owns it)."""
+def resolve(session: Session, team: Team, model_id: str, key_id: int | None = None) -> Served:
+    """The team's model `model_id` (404 otherwise, whoever owns it); a `tinker://` sampler path as the Tinker API
+    resolves it for the calling key `key_id` (docs/tinker.md)."""
+    if model_id.startswith("tinker://"):
+        return _served_tinker(session, team, model_id, key_id)
     if model_aliases.is_alias(model_id):  # job:<id>@best | @last | @<iteration> (backend/services/model_aliases.py)
         found = model_aliases.resolve_alias(session, team, model_id)
         if found is None:
@@ -119,6 +123,27 @@ def resolve(session: Session, team: Team, model_id: str) -> Served:
     if checkpoint is None:
         raise _not_found(model_id)
     return _served_checkpoint(session, team, model_id, job, checkpoint)
+
+
+def _served_tinker(session: Session, team: Team, model_id: str, key_id: int | None) -> Served:
+    """`tinker://<run>/sampler_weights/<name>`: the run's base model with that adapter (Tinker's OpenAI-compatible
+    endpoint serves these); another team's, an expired or an unpublished other key's path is a 404."""
+    from backend.services import tinker as tinker_service  # the Tinker API's path rules, one place
+
+    try:
+        job, kind, directory = tinker_service.resolve_path(session, team, get_settings().artifacts, model_id, key_id)
+    except tinker_service.TinkerError as err:
+        if err.status_code == 404:
+            raise _not_found(model_id) from err
+        raise OpenAIError(err.message, param="model", code="invalid_model", status_code=400) from err
+    if kind != "sampler_weights":
+        raise OpenAIError(f"{model_id[:200]!r} is a save_state path; serve a save_weights_for_sampler path "
+                          "(tinker://<run>/sampler_weights/<name>)", param="model", code="invalid_model",
+                          status_code=400)
+    base = tinker_service.model_info(session, job)["model_data"]["tokenizer_id"]
+    if base is None:
+        raise _not_found(model_id)  # its base model was deleted
+    return Served(model_id, str(base), str(directory), int(directory.stat().st_mtime))
 
 
 def _served_checkpoint(session: Session, team: Team, model_id: str, job: Job, checkpoint: Checkpoint) -> Served:

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from backend.db.enums import TERMINAL_JOB_STATUSES, JobStatus
 from backend.db.models import Job, Model, Team, User
 from backend.services import jobs as job_service
+from backend.services import tinker_checkpoints as checkpoints
 from backend.services.errors import ServiceError
 from backend.services.models import find_model
 from backend.services.tinker_parking import park_file, parking_info, wake
@@ -292,8 +293,10 @@ def tinker_path(job: Job, kind: str, name: str) -> str:
     return f"tinker://{job.name}/{kind}/{name}"
 
 
-def resolve_path(session: Session, team: Team, artifacts: Path, path: str) -> tuple[Job, str, Path]:
-    """`tinker://<training run>/<weights|sampler_weights>/<name>` -> its job, kind and directory (404: not ours)."""
+def resolve_path(session: Session, team: Team, artifacts: Path, path: str, key_id: int | None = None, *,
+                 owner_only: bool = False) -> tuple[Job, str, Path]:
+    """`tinker://<training run>/<weights|sampler_weights>/<name>` -> its job, kind and directory (404: not ours,
+    expired, or unpublished and asked for with another key than its run's; `owner_only`: the run's key alone)."""
     if not path.startswith("tinker://"):
         raise TinkerError(400, f"path must be a tinker:// path, not {path[:200]!r}")
     run, _, rest = path.removeprefix("tinker://").partition("/")
@@ -307,6 +310,12 @@ def resolve_path(session: Session, team: Team, artifacts: Path, path: str) -> tu
     directory = checkpoint_dir(artifacts, job, kind, name)
     if not directory.is_dir():
         raise not_found("checkpoint", path)
+    try:
+        checkpoints.check_access(job, directory, key_id, path)
+    except checkpoints.CheckpointError as err:
+        raise TinkerError(err.status_code, err.message) from err
+    if owner_only and job.created_by_key_id not in (None, key_id):
+        raise TinkerError(403, f"only the API key that created {job.name!r} may change its checkpoints")
     return job, kind, directory
 
 
@@ -316,12 +325,16 @@ def list_checkpoints(session: Session, job: Job, artifacts: Path) -> list[dict[s
     for kind, checkpoint_type in KINDS.items():
         root = checkpoint_dir(artifacts, job, kind, "x").parent
         for directory in root.iterdir() if root.is_dir() else []:
-            if not directory.is_dir() or directory.name.endswith(".tmp") or directory.name.startswith(EPHEMERAL):
+            if not directory.is_dir() or directory.name.endswith(".tmp") or directory.name.startswith(EPHEMERAL) \
+                    or ".deleting-" in directory.name:
+                continue
+            settings = checkpoints.listing_fields(directory)
+            if settings is None:  # expired: gone now, deleted by the controller's next sweep
                 continue
             stat = directory.stat()
             size = sum(f.stat().st_size for f in directory.rglob("*") if f.is_file())
             found.append((stat.st_mtime, {
                 "checkpoint_id": f"{kind}/{directory.name}", "checkpoint_type": checkpoint_type,
                 "time": datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(),
-                "tinker_path": tinker_path(job, kind, directory.name), "size_bytes": size, "public": False}))
+                "tinker_path": tinker_path(job, kind, directory.name), "size_bytes": size, **settings}))
     return [entry for _, entry in sorted(found, key=lambda item: item[0], reverse=True)]

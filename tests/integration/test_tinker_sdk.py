@@ -11,14 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 import tinker
 from sqlalchemy import select
 from tinker import types
-from waiting import api_in_thread
+from waiting import api_in_thread, wait_until
 
 from backend.db.models import Checkpoint, Iteration, Job, Model, Team, User
 from backend.services.auth import new_api_key
+from backend.services.tinker_checkpoints import sweep_expired
 
 pytestmark = pytest.mark.integration
 
@@ -124,8 +126,7 @@ def test_a_tinker_script_trains_saves_and_resumes(platform: Any, base_url: str) 
         stranger.create_rest_client().get_training_run(trainer.model_id).result()
     with pytest.raises(tinker.NotFoundError):
         stranger.create_rest_client().list_checkpoints(trainer.model_id).result()
-    with pytest.raises(tinker.BadRequestError, match="not supported by this server"):
-        service.create_rest_client().publish_checkpoint_from_tinker_path(saved.path).result()
+    _check_checkpoint_settings(platform, base_url, trainer, service, stranger, saved.path, sampler.path)
     _check_policy_losses(trainer, batch)
     with pytest.raises(Exception, match="not supported by this server: loss_fn 'stable_reinforce'"):
         trainer.forward_backward(batch, "stable_reinforce").result(timeout=60)
@@ -133,6 +134,51 @@ def test_a_tinker_script_trains_saves_and_resumes(platform: Any, base_url: str) 
     stranger.close("success").result()
     service.close("success").result()  # the sessions end and free their training slots
     platform.wait_status(job_id, {"succeeded"}, timeout_s=30)
+
+
+def _check_checkpoint_settings(platform: Any, base_url: str, trainer: Any, service: Any, stranger: Any,
+                               saved: str, sampler: str) -> None:
+    """user_metadata kept and listed; ttl_seconds enforced (gone from lists, 404, deleted by the controller's
+    sweep); publish: loadable by the team's other keys only; delete."""
+    rest = service.create_rest_client()
+
+    def listed() -> dict[str, Any]:
+        return {c.tinker_path: c for c in rest.list_checkpoints(trainer.model_id).result().checkpoints}
+
+    short = trainer.save_state("short", ttl_seconds=3, user_metadata={"note": "brief"}).result(timeout=60).path
+    entry = listed()[short]
+    assert entry.user_metadata == {"note": "brief"} and entry.expires_at is not None
+    assert listed()[saved].expires_at is None and listed()[saved].public is False
+    assert rest.get_weights_info_by_tinker_path(short).result().base_model == "chat-tiny"
+    wait_until(lambda: short not in listed(), timeout_s=30, what="the expired checkpoint to leave the list")
+    with pytest.raises(tinker.NotFoundError):
+        rest.get_weights_info_by_tinker_path(short).result()
+    directory = Path(platform.backend.settings.artifacts) / "tinker" / str(platform.team.id)
+    assert [p for p in directory.glob("*/weights/short") if p.is_dir()]  # expired, not yet swept
+    assert any(p.name == "short" for p in sweep_expired(platform.backend.settings.artifacts))  # the controller's
+    assert not [p for p in directory.glob("*/weights/short*")]
+
+    mate = tinker.ServiceClient(base_url=base_url, api_key=_key(platform, platform.team.id,
+                                                                platform.backend.make_user(platform.team).id))
+    mate_rest = mate.create_rest_client()
+    with pytest.raises(tinker.NotFoundError):  # unpublished: the run's own key only
+        mate_rest.get_weights_info_by_tinker_path(sampler).result()
+    rest.publish_checkpoint_from_tinker_path(sampler).result()
+    assert listed()[sampler].public is True
+    assert mate_rest.get_weights_info_by_tinker_path(sampler).result().lora_rank == 4
+    mate.create_sampling_client(model_path=sampler).result(timeout=60)  # a sampler of the published weights
+    with pytest.raises(tinker.NotFoundError):  # another team: still a 404
+        stranger.create_rest_client().get_weights_info_by_tinker_path(sampler).result()
+    with pytest.raises(tinker.PermissionDeniedError):  # only the run's key changes its checkpoints
+        mate_rest.delete_checkpoint_from_tinker_path(sampler).result()
+    rest.unpublish_checkpoint_from_tinker_path(sampler).result()
+    with pytest.raises(tinker.NotFoundError):
+        mate_rest.get_weights_info_by_tinker_path(sampler).result()
+    rest.delete_checkpoint_from_tinker_path(sampler).result()
+    assert sampler not in listed()
+    with pytest.raises(tinker.NotFoundError):
+        rest.get_weights_info_by_tinker_path(sampler).result()
+    mate.close("success").result()
 
 
 def _check_policy_losses(trainer: Any, batch: list[types.Datum]) -> None:
@@ -153,6 +199,28 @@ def _check_policy_losses(trainer: Any, batch: list[types.Datum]) -> None:
     assert got.metrics["loss:sum"] == pytest.approx(-sum(v * a - 0.15 * 0.01 for v, a in pairs), abs=1e-3)
     got = trainer.forward(data, "gspo").result(timeout=60)
     assert got.metrics["loss:sum"] == pytest.approx(-ratio * sum(a for _, a in pairs), abs=1e-3)
+
+
+def _check_openai(platform: Any, base_url: str, key: str, path: str, greedy_text: str) -> None:
+    """A `tinker://` sampler path as the model of /openai/v1 chat completions with the team's key, through the
+    official openai client: the adapter's greedy answer; another team's key (and an unpublished path for another key
+    of the team) a 404."""
+    def client(api_key: str) -> openai.OpenAI:
+        return openai.OpenAI(base_url=base_url.removesuffix("/tinker") + "/openai/v1", api_key=api_key, max_retries=0)
+
+    messages: Any = [{"role": "user", "content": "What is 12+35?"}]
+    out = client(key).chat.completions.create(model=path, messages=messages, max_tokens=6, temperature=0.0,
+                                              logprobs=True)
+    choice = out.choices[0]
+    assert out.model == path and choice.finish_reason in ("stop", "length")
+    assert choice.logprobs is not None and choice.logprobs.content
+    assert choice.message.content == greedy_text  # the same adapter, greedy: the Tinker sampler's tokens
+    assert client(key).models.retrieve(path).id == path
+    other = platform.backend.make_team(max_concurrent_jobs=1, max_generation_instances=1)
+    for stranger in (_key(platform, other.id, platform.backend.make_user(other).id),
+                     _key(platform, platform.team.id, platform.backend.make_user(platform.team).id)):
+        with pytest.raises(openai.NotFoundError):
+            client(stranger).chat.completions.create(model=path, messages=messages, max_tokens=2)
 
 
 def _check_topk(named: Any, prompt: types.ModelInput, prompt_ids: list[int], scored: list[float | None],
@@ -189,7 +257,8 @@ def _reward_rate(sampler: Any, prompt: types.ModelInput, target: int, seed: int)
 
 
 def test_sampling_clients_and_a_grpo_loop(platform: Any, base_url: str) -> None:
-    service = tinker.ServiceClient(base_url=base_url, api_key=_key(platform, platform.team.id, platform.user.id))
+    key = _key(platform, platform.team.id, platform.user.id)
+    service = tinker.ServiceClient(base_url=base_url, api_key=key)
     trainer = service.create_lora_training_client(base_model="chat-sharp", rank=8, seed=0).result(timeout=120)
     tokenizer = trainer.get_tokenizer()
     text = tokenizer.apply_chat_template([{"role": "user", "content": "What is 12+35?"}], add_generation_prompt=True,
@@ -250,6 +319,7 @@ def test_sampling_clients_and_a_grpo_loop(platform: Any, base_url: str) -> None:
     rescored = named.compute_logprobs(types.ModelInput.from_ints(prompt_ids + sampled.tokens)).result(timeout=180)
     assert sampled.logprobs == pytest.approx(rescored[len(prompt_ids):], abs=1e-4)  # temperature 1: the same model
     _check_topk(named, prompt, prompt_ids, scored, sampled)
+    _check_openai(platform, base_url, key, saved.path, tokenizer.decode(seq.tokens, skip_special_tokens=True))
     stop_at = seq.tokens[2]
     stopped = named.sample(prompt, 1, types.SamplingParams(max_tokens=6, temperature=0.0, stop=[stop_at])).result(
         timeout=180).sequences[0]

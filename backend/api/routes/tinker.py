@@ -7,6 +7,7 @@ not implement answers 400 "not supported by this server: <name>". Not in the pla
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -14,9 +15,10 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import Field
 
 from backend.api.deps import RedisDep, SessionDep, SettingsDep
-from backend.api.routes import tinker_sampling
+from backend.api.routes import tinker_checkpoints, tinker_sampling
 from backend.api.routes.tinker_common import Auth, Body, TinkerRoute, future
 from backend.services import tinker as svc
+from backend.services import tinker_checkpoints as checkpoints
 from backend.services import tinker_sampling as sampling
 from backend.services import tinker_wire as wire
 from backend.services.zstd_body import BodyCorrupt, BodyTooLarge, decompress_capped
@@ -30,6 +32,10 @@ PROTO = "application/x-protobuf"
 
 
 router = APIRouter(route_class=TinkerRoute, include_in_schema=False)
+
+
+def _key(auth: Auth) -> int | None:
+    return auth.api_key.id if auth.api_key else None
 
 
 class CreateSession(Body):
@@ -89,6 +95,8 @@ class SaveWeights(Body):
     sampling_session_seq_id: int | None = None
     kind: str = "snapshot"
     overwrite: bool = False
+    ttl_seconds: Any = None
+    user_metadata: Any = None
 
 
 class LoadWeights(Body):
@@ -225,6 +233,15 @@ def optim_step(body: OptimStep, auth: Auth, session: SessionDep, client: RedisDe
     return future(request_id, body.model_id)
 
 
+def _write_meta(directory: Path, body: SaveWeights) -> None:
+    """A named save's ttl_seconds and user_metadata (checked: a 400 before anything is written)."""
+    try:
+        ttl, metadata = checkpoints.check_ttl(body.ttl_seconds), checkpoints.check_metadata(body.user_metadata)
+    except checkpoints.CheckpointError as err:
+        raise svc.TinkerError(err.status_code, err.message) from err
+    checkpoints.write_meta(directory, ttl_seconds=ttl, user_metadata=metadata)
+
+
 @router.post("/save_weights")
 def save_weights(body: SaveWeights, auth: Auth, session: SessionDep, client: RedisDep,
                  settings: SettingsDep) -> dict[str, Any]:
@@ -234,6 +251,7 @@ def save_weights(body: SaveWeights, auth: Auth, session: SessionDep, client: Red
     if directory.exists() and not body.overwrite:
         raise svc.TinkerError(409, f"checkpoint {svc.tinker_path(job, 'weights', name)!r} exists (overwrite=True)")
     payload = {"dir": str(directory), "path": svc.tinker_path(job, "weights", name)}
+    _write_meta(directory, body)
     return future(svc.submit(session, client, auth.team, body.model_id, body.seq_id, "save_state", payload),
                    body.model_id)
 
@@ -248,7 +266,9 @@ def save_weights_for_sampler(body: SaveWeights, auth: Auth, session: SessionDep,
     directory = svc.checkpoint_dir(settings.artifacts, job, "sampler_weights", name)
     path = svc.tinker_path(job, "sampler_weights", name)
     payload: dict[str, Any] = {"dir": str(directory), "path": path if body.path is not None else None}
-    if body.path is None:  # save_weights_and_get_sampling_client: a sampler of these weights, no named checkpoint
+    if body.path is not None:
+        _write_meta(directory, body)
+    else:  # save_weights_and_get_sampling_client: a sampler of these weights, no named checkpoint
         model = svc.model_info(session, job)
         payload["sampling_session_id"] = sampling.register_sampler(
             client, auth.team, base_model=model["model_name"], model_dir=model["model_data"]["tokenizer_id"],
@@ -260,7 +280,7 @@ def save_weights_for_sampler(body: SaveWeights, auth: Auth, session: SessionDep,
 @router.post("/load_weights")
 def load_weights(body: LoadWeights, auth: Auth, session: SessionDep, client: RedisDep,
                  settings: SettingsDep) -> dict[str, Any]:
-    source, kind, directory = svc.resolve_path(session, auth.team, settings.artifacts, body.path)
+    source, kind, directory = svc.resolve_path(session, auth.team, settings.artifacts, body.path, _key(auth))
     if kind != "weights":
         raise svc.TinkerError(400, f"{body.path!r} is sampler weights; load_state takes a save_state path")
     load = {"dir": str(directory), "optimizer": body.optimizer, "path": body.path}
@@ -342,12 +362,14 @@ def run_checkpoints(run_id: str, auth: Auth, session: SessionDep, settings: Sett
 
 @router.post("/weights_info")
 def weights_info(body: dict[str, Any], auth: Auth, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
-    job, _, _ = svc.resolve_path(session, auth.team, settings.artifacts, str(body.get("tinker_path", "")))
+    job, _, _ = svc.resolve_path(session, auth.team, settings.artifacts, str(body.get("tinker_path", "")),
+                                 _key(auth))
     info = svc.model_info(session, job)
     return {"base_model": info["model_name"], "is_lora": True, "lora_rank": info["lora_rank"]}
 
 
 router.include_router(tinker_sampling.router)  # before the catch-all below
+router.include_router(tinker_checkpoints.router)
 
 
 @router.api_route("/{rest:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])

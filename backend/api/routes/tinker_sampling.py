@@ -28,10 +28,10 @@ class CreateSamplingSession(Body):
 
 
 def _sampler_of(session: Session, client: Any, team: Team, artifacts: Any, *, model_path: str | None,
-                base_model: str | None) -> str:
+                base_model: str | None, key_id: int | None = None) -> str:
     """A new sampler of a save_weights_for_sampler path (base model + that adapter) or of a ready base model."""
     if model_path is not None:
-        job, kind, directory = svc.resolve_path(session, team, artifacts, model_path)
+        job, kind, directory = svc.resolve_path(session, team, artifacts, model_path, key_id)
         if kind != "sampler_weights":
             raise svc.TinkerError(400, "create_sampling_client takes a save_weights_for_sampler path "
                                        "(tinker://<run>/sampler_weights/<name>)")
@@ -53,7 +53,7 @@ def create_sampling_session(body: CreateSamplingSession, auth: Auth, session: Se
                             settings: SettingsDep) -> dict[str, Any]:
     svc.require_session(client, body.session_id, auth.team)
     sampler = _sampler_of(session, client, auth.team, settings.artifacts, model_path=body.model_path,
-                          base_model=body.base_model)
+                          base_model=body.base_model, key_id=auth.api_key.id if auth.api_key else None)
     return {"type": "create_sampling_session", "sampling_session_id": sampler}
 
 
