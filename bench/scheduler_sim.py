@@ -190,13 +190,16 @@ class Cluster:
             self.stats.utilisation.append(used_g / cfg.generation_slots)
         if not (short_t or short_g):
             return
+        # fairness within the normal class: high priority runs ahead of fair share by design (an admin's grant),
+        # low priority is scavenger work on spare slots; neither is a claim to a share
         held: dict[int, list[int]] = {}
         for r in self.running.values():
-            h = held.setdefault(r.team, [0, 0, 0, 0])
-            h[0], h[1] = h[0] + r.training, h[1] + r.held_generation
+            if r.priority == NORMAL:
+                h = held.setdefault(r.team, [0, 0, 0, 0])
+                h[0], h[1] = h[0] + r.training, h[1] + r.held_generation
         backlogged = set()
         for w in self.waiting.values():
-            if w.priority >= NORMAL:  # low priority is scavenger work: not a claim to a share
+            if w.priority == NORMAL:
                 h = held.setdefault(w.team, [0, 0, 0, 0])
                 h[2], h[3] = h[2] + w.training, h[3] + w.generation_min
                 backlogged.add(w.team)
