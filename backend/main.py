@@ -41,6 +41,7 @@ from backend.api.routes import (
     stream,
     teams,
     tinker,
+    tinker_sessions,
     trackers,
     usage,
 )
@@ -53,7 +54,7 @@ from contract.settings import ConfigError, Settings, get_settings
 API_PREFIX = "/api/v1"
 # the API itself: always included
 ROUTERS = (health, auth, teams, keys, models, datasets, jobs, job_data, stream, alerts, trackers, usage, queue,
-           evaluations)
+           evaluations, tinker_sessions)
 # features an operator may leave out of an API process (settings.disabled_routers): the planner's simulations,
 # run comparison, exports, the sample browser, the cluster view, the grader test bench
 OPTIONAL_ROUTERS = {"plans": plans, "runs": runs, "exports": exports, "samples": samples, "cluster": cluster,

@@ -95,11 +95,12 @@ def _not_found(model_id: str) -> OpenAIError:
                        param="model", code="model_not_found", status_code=404)
 
 
-def resolve(session: Session, team: Team, model_id: str, key_id: int | None = None) -> Served:
+def resolve(session: Session, team: Team, model_id: str, key_id: int | None = None,
+            artifacts: Path | None = None) -> Served:
     """The team's model `model_id` (404 otherwise, whoever owns it); a `tinker://` sampler path as the Tinker API
-    resolves it for the calling key `key_id` (docs/tinker.md)."""
+    resolves it for the calling key `key_id`, under the API's `artifacts` directory (docs/tinker.md)."""
     if model_id.startswith("tinker://"):
-        return _served_tinker(session, team, model_id, key_id)
+        return _served_tinker(session, team, model_id, key_id, artifacts or get_settings().artifacts)
     if model_aliases.is_alias(model_id):  # job:<id>@best | @last | @<iteration> (backend/services/model_aliases.py)
         found = model_aliases.resolve_alias(session, team, model_id)
         if found is None:
@@ -125,13 +126,13 @@ def resolve(session: Session, team: Team, model_id: str, key_id: int | None = No
     return _served_checkpoint(session, team, model_id, job, checkpoint)
 
 
-def _served_tinker(session: Session, team: Team, model_id: str, key_id: int | None) -> Served:
+def _served_tinker(session: Session, team: Team, model_id: str, key_id: int | None, artifacts: Path) -> Served:
     """`tinker://<run>/sampler_weights/<name>`: the run's base model with that adapter (Tinker's OpenAI-compatible
     endpoint serves these); another team's, an expired or an unpublished other key's path is a 404."""
     from backend.services import tinker as tinker_service  # the Tinker API's path rules, one place
 
     try:
-        job, kind, directory = tinker_service.resolve_path(session, team, get_settings().artifacts, model_id, key_id)
+        job, kind, directory = tinker_service.resolve_path(session, team, artifacts, model_id, key_id)
     except tinker_service.TinkerError as err:
         if err.status_code == 404:
             raise _not_found(model_id) from err

@@ -8,6 +8,7 @@ import { GraderPanelPage } from "./pages/GraderPanel";
 import { JobsPage } from "./pages/Jobs";
 import { PlannerPage } from "./pages/Planner";
 import { SamplesSideBySidePage } from "./pages/SamplesSideBySide";
+import { SessionsPage } from "./pages/Sessions";
 import { SignInPage } from "./pages/SignIn";
 import { SubmitJobPage } from "./pages/SubmitJob";
 import { InvitationsBadge } from "./pages/InvitationsCard";
@@ -42,6 +43,7 @@ function Shell() {
       <nav className="topbar">
         <span className="brand">StreamRL</span>
         <NavLink to="/jobs">Jobs</NavLink>
+        <NavLink to="/sessions">Sessions</NavLink>
         {canWrite ? <NavLink to="/submit">Submit job</NavLink> : null /* viewers cannot submit: not offered */}
         <NavLink to="/graders">Graders</NavLink>
         <NavLink to="/planner">Planner</NavLink>
@@ -70,6 +72,7 @@ function Shell() {
           <Route path="/cluster" element={<ClusterPage />} />
           <Route path="/team" element={<TeamPage />} />
           <Route path="/alerts" element={<AlertsPage />} />
+          <Route path="/sessions" element={<SessionsPage />} />
           <Route path="*" element={<Navigate to="/jobs" replace />} />
         </Routes>
       </main>

@@ -10,13 +10,14 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy.orm import Session
 
-from backend.api.deps import MemberAuth, RedisDep, SessionDep, ViewerAuth, reject_unknown_query
+from backend.api.deps import MemberAuth, RedisDep, SessionDep, SettingsDep, ViewerAuth, reject_unknown_query
 from backend.api.routes.openai_compat import OpenAIRoute, error_body
 from backend.db.models import Team
 from backend.services import inference
@@ -41,15 +42,15 @@ def list_models(auth: ViewerAuth, session: SessionDep) -> dict[str, Any]:
 
 
 @router.get("/models/{model_id:path}")
-def retrieve_model(model_id: str, auth: ViewerAuth, session: SessionDep) -> dict[str, Any]:
+def retrieve_model(model_id: str, auth: ViewerAuth, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
     key_id = auth.api_key.id if auth.api_key else None
-    return chat.model_object(chat.resolve(session, auth.team, model_id, key_id), auth.team)
+    return chat.model_object(chat.resolve(session, auth.team, model_id, key_id, settings.artifacts), auth.team)
 
 
-def _resolved(session: Session, team: Team, body: dict[str, Any],
-              key_id: int | None = None) -> tuple[chat.ChatCompletionCreate, chat.Prepared]:
+def _resolved(session: Session, team: Team, body: dict[str, Any], key_id: int | None = None,
+              artifacts: Path | None = None) -> tuple[chat.ChatCompletionCreate, chat.Prepared]:
     request = chat.parse(body)
-    prepared = chat.prepare(request, chat.resolve(session, team, request.model, key_id))
+    prepared = chat.prepare(request, chat.resolve(session, team, request.model, key_id, artifacts))
     session.close()  # nothing more from the database: do not hold a connection while the model generates
     return request, prepared
 
@@ -61,9 +62,10 @@ def _choice_logprobs(prepared: chat.Prepared, ids: list[int], values: list[float
 
 
 @router.post("/chat/completions", response_model=None)
-def create_chat_completion(body: Annotated[Any, Body()], auth: MemberAuth, session: SessionDep,
-                           client: RedisDep, http: Request) -> dict[str, Any] | StreamingResponse:
-    request, prepared = _resolved(session, auth.team, body, auth.api_key.id if auth.api_key else None)
+def create_chat_completion(body: Annotated[Any, Body()], auth: MemberAuth, session: SessionDep, client: RedisDep,
+                           http: Request, settings: SettingsDep) -> dict[str, Any] | StreamingResponse:
+    request, prepared = _resolved(session, auth.team, body, auth.api_key.id if auth.api_key else None,
+                                  settings.artifacts)
     completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     meter = inference_meter(http.app.state.session_factory, auth.team.id, auth.api_key.id if auth.api_key else None)
     call: dict[str, Any] = {"team_id": auth.team.id, "model_dir": prepared.served.model_dir,

@@ -7,6 +7,7 @@ not implement answers 400 "not supported by this server: <name>". Not in the pla
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,7 @@ from backend.services import tinker as svc
 from backend.services import tinker_checkpoints as checkpoints
 from backend.services import tinker_sampling as sampling
 from backend.services import tinker_wire as wire
+from backend.services.jobs import record_event
 from backend.services.zstd_body import BodyCorrupt, BodyTooLarge, decompress_capped
 from contract import keys
 
@@ -66,6 +68,7 @@ class CreateModel(Body):
     base_model: str = Field(max_length=1000)
     lora_config: LoraConfig | None = None
     optimizer_config: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    user_metadata: Any = None
 
 
 class ModelRef(Body):
@@ -169,10 +172,20 @@ def create_model(body: CreateModel, auth: Auth, session: SessionDep, client: Red
         raise svc.unsupported("full fine-tuning (create_model without lora_config)")
     if body.optimizer_config.type != "adamw":
         raise svc.unsupported(f"optimizer {body.optimizer_config.type!r}")
+    metadata = body.user_metadata
+    try:  # Tinker takes any JSON values here; the dashboard shows them as text
+        if isinstance(metadata, dict):
+            metadata = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
+        metadata = checkpoints.check_metadata(metadata)
+    except checkpoints.CheckpointError as err:
+        raise svc.TinkerError(err.status_code, err.message) from err
     job, request_id = svc.create_training_run(
         session, client, auth.team, auth.user, session_id=body.session_id, model_seq_id=body.model_seq_id,
         base_model=body.base_model, rank=body.lora_config.rank, seed=body.lora_config.seed)
     job.created_by_key_id = auth.api_key.id if auth.api_key else None  # its usage is reported under the key
+    record_event(session=session, job_id=job.id, kind="tinker", message=(
+        f"training client created with the API (LoRA rank {body.lora_config.rank} on {body.base_model})"),
+        data={"tinker": "created", "user_metadata": metadata})
     session.commit()
     from backend.services.live import wake_controller
 

@@ -1371,6 +1371,47 @@ export interface paths {
         patch: operations["update_quotas_api_v1_teams_current_quotas_patch"];
         trace?: never;
     };
+    "/api/v1/tinker/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Tinker Sessions
+         * @description The team's Tinker training clients, newest first (at most 200): owner, base model, steps, last call, parked
+         *     state, checkpoints with expiry and user_metadata.
+         */
+        get: operations["get_tinker_sessions_api_v1_tinker_sessions_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/tinker/sessions/{job_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Tinker Session
+         * @description One session with every recorded step (loss and the session's compute time per step).
+         */
+        get: operations["get_tinker_session_api_v1_tinker_sessions__job_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/trackers": {
         parameters: {
             query?: never;
@@ -3888,6 +3929,167 @@ export interface components {
         TimelinePublic: {
             /** Spans */
             spans: components["schemas"]["backend__schemas__jobs__SpanPublic"][];
+        };
+        /** TinkerCheckpointPublic */
+        TinkerCheckpointPublic: {
+            /**
+             * Checkpoint Type
+             * @description training (save_state) | sampler (save_weights_for_sampler)
+             */
+            checkpoint_type: string;
+            /**
+             * Expires At
+             * @description when its ttl_seconds runs out; null: never
+             */
+            expires_at?: string | null;
+            /**
+             * Public
+             * @description published: loadable by every key of the team
+             */
+            public: boolean;
+            /** Size Bytes */
+            size_bytes: number;
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /** Tinker Path */
+            tinker_path: string;
+            /** User Metadata */
+            user_metadata?: {
+                [key: string]: string;
+            } | null;
+        };
+        /** TinkerSessionDetail */
+        TinkerSessionDetail: {
+            /**
+             * Api Key
+             * @description name of the API key that created it
+             */
+            api_key?: string | null;
+            /** Base Model */
+            base_model: string;
+            /** Checkpoints */
+            checkpoints?: components["schemas"]["TinkerCheckpointPublic"][];
+            /** Job Id */
+            job_id: number;
+            /**
+             * Last Call
+             * @description its newest step or session event
+             */
+            last_call?: string | null;
+            /** Lora Rank */
+            lora_rank?: number | null;
+            /**
+             * Model Id
+             * @description the SDK's model id, <session>:train:<n>
+             */
+            model_id: string;
+            /**
+             * Owner
+             * @description e-mail of the user who created it
+             */
+            owner?: string | null;
+            /**
+             * Parked
+             * @description parked: holds no training slot; its next call restores it
+             */
+            parked: boolean;
+            /** Status */
+            status: string;
+            /**
+             * Steps
+             * @description optimizer steps recorded
+             */
+            steps: number;
+            /**
+             * Steps Series
+             * @description every recorded step, oldest first
+             */
+            steps_series?: components["schemas"]["TinkerStepPublic"][];
+            /**
+             * User Metadata
+             * @description create_lora_training_client(user_metadata=)
+             */
+            user_metadata?: {
+                [key: string]: string;
+            } | null;
+        };
+        /**
+         * TinkerSessionPublic
+         * @description One Tinker training client: a platform job tagged `tinker`.
+         */
+        TinkerSessionPublic: {
+            /**
+             * Api Key
+             * @description name of the API key that created it
+             */
+            api_key?: string | null;
+            /** Base Model */
+            base_model: string;
+            /** Checkpoints */
+            checkpoints?: components["schemas"]["TinkerCheckpointPublic"][];
+            /** Job Id */
+            job_id: number;
+            /**
+             * Last Call
+             * @description its newest step or session event
+             */
+            last_call?: string | null;
+            /** Lora Rank */
+            lora_rank?: number | null;
+            /**
+             * Model Id
+             * @description the SDK's model id, <session>:train:<n>
+             */
+            model_id: string;
+            /**
+             * Owner
+             * @description e-mail of the user who created it
+             */
+            owner?: string | null;
+            /**
+             * Parked
+             * @description parked: holds no training slot; its next call restores it
+             */
+            parked: boolean;
+            /** Status */
+            status: string;
+            /**
+             * Steps
+             * @description optimizer steps recorded
+             */
+            steps: number;
+            /**
+             * User Metadata
+             * @description create_lora_training_client(user_metadata=)
+             */
+            user_metadata?: {
+                [key: string]: string;
+            } | null;
+        };
+        /** TinkerStepPublic */
+        TinkerStepPublic: {
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Loss
+             * @description mean per-token loss of the step's forward_backward calls
+             */
+            loss?: number | null;
+            /** Step */
+            step: number;
+            /**
+             * Step Seconds
+             * @description the session's compute time for the step's calls
+             */
+            step_seconds?: number | null;
+            /** Tokens */
+            tokens?: number | null;
         };
         /** TrackerCredentialsPublic */
         TrackerCredentialsPublic: {
@@ -10237,6 +10439,156 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TeamPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_tinker_sessions_api_v1_tinker_sessions_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TinkerSessionPublic"][];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_tinker_session_api_v1_tinker_sessions__job_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TinkerSessionDetail"];
                 };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
