@@ -76,6 +76,18 @@ def _suite(raw: Any, job_spec: JobSpec | None) -> EvalSuiteSpec:
     return suite
 
 
+def check_suites(session: Session, team_id: int, spec: JobSpec) -> None:
+    """At submit: each of the job's suites scores with a valid reward and reads a dataset of the team (422 naming
+    `evaluation[i]...`)."""
+    for index, suite in enumerate(spec.evaluation):
+        place: tuple[str | int, ...] = ("body", "evaluation", index)
+        try:
+            _dataset_path(session, team_id, suite)
+            _suite(suite.model_dump(mode="json"), spec)
+        except InvalidInput as err:
+            raise InvalidInput(err.detail, loc=(*place, *err.loc[2:])) from None
+
+
 def _dataset_path(session: Session, team_id: int, suite: EvalSuiteSpec) -> str | None:
     if suite.dataset.path is not None:
         raise InvalidInput("dataset.path is for train-local runs: upload the dataset and give its id",

@@ -25,6 +25,7 @@ from backend.services.budgets import check_resumable, check_team_budget
 from backend.services.datasets import require_ready
 from backend.services.distill import check_teacher
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
+from backend.services.evaluations import check_suites
 from backend.services.graders import grader_models, is_reward_model
 from backend.services.job_data import (
     record_iteration,  # noqa: F401  (re-exported for writers)
@@ -119,6 +120,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
         if dataset is None:
             raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
         require_ready(dataset, ("body", "dataset", "id"))
+    check_suites(session, team.id, spec)  # 422 at evaluation[i]: a suite's reward or dataset
     target = initial_target_instances(spec, team.max_generation_instances)
     _check_instance_quota(team, target, 0)
     job = Job(

@@ -106,3 +106,17 @@ def test_final_retention_after_the_last_evaluation(pg_backend: Any, world: Any, 
         session.query(Evaluation).filter_by(job_id=job["id"]).update({"status": "failed"})
         assert final_retention(session, job["id"]) == [4]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["iter_2", "iter_6"]
+
+
+def test_submit_refuses_a_bad_suite_naming_its_place(pg_backend: Any, world: Any) -> None:
+    with pg_backend.client() as client:
+        member = world.headers(Role.member)
+        for suite, where, text in [({**SUITE, "reward": {"type": "nope"}}, ["body", "evaluation", 1, "reward"], "nope"),
+                                   ({**SUITE, "dataset": {"id": 999999}}, ["body", "evaluation", 1, "dataset", "id"],
+                                    "dataset 999999 not found")]:
+            body = {"name": "j", "model": "tiny", "dataset": {"builtin": "arithmetic"},
+                    "evaluation": [SUITE, {**suite, "name": "second"}]}
+            response = client.post("/api/v1/jobs", json=body, headers=member)
+            assert response.status_code == 422, response.text
+            detail = response.json()["detail"][0]
+            assert detail["loc"] == where and text in detail["msg"], detail

@@ -23,6 +23,7 @@ EXPECTED_TABLES = {
     "datasets",
     "models",
     "jobs",
+    "evaluations",
     "job_events",
     "alert_rules",
     "alert_deliveries",

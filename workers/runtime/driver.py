@@ -314,7 +314,12 @@ class Driver:
         latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         if latest is None or ckpt.checkpoint_iteration(latest) != trained:
             return  # the checkpoint could not be written (an event says so): nothing to evaluate
-        queued = self.reporter.request_evaluations(self.job_id, trained, str(latest))
+        try:
+            queued = self.reporter.request_evaluations(self.job_id, trained, str(latest))
+        except Exception as err:  # an evaluation never stops training: say why it was not queued
+            self.reporter.record_event(self.job_id, "evaluation", f"evaluations on the checkpoint at iteration "
+                                       f"{trained} could not be queued: {err}", {"iteration": trained})
+            return
         if queued:
             self.reporter.record_event(self.job_id, "evaluation", f"{queued} evaluation suite(s) queued on the "
                                        f"checkpoint at iteration {trained}", {"iteration": trained, "suites": queued})
