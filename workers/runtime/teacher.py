@@ -30,7 +30,7 @@ def load_teacher(directory: Path, device: str) -> Any:
     with _LOCK:
         if key not in _LOADED:
             dtype = "auto" if device.startswith("cuda") else torch.float32
-            model = AutoModelForCausalLM.from_pretrained(str(directory), torch_dtype=dtype)
+            model: Any = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype)
             _LOADED[key] = model.to(device).eval()
         return _LOADED[key]
 
