@@ -28,16 +28,16 @@ one position's there; in a full batch it costs up to k+1 times as much).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
 from contract.spec import SPECULATIVE_TAIL_DIVISOR, SpeculativeMode
+from workers.generation.engines.kv_columns import SpareColumnsCache
 from workers.generation.engines.sampling import sample_with_uniforms
-
-if TYPE_CHECKING:
-    from workers.generation.engines.hf_batch import ContinuousBatcher, _Row
+from workers.generation.engines.suffix_draft import SuffixDrafter
 
 K_INIT = 8  # draft tokens a row starts with
 K_MAX = 16  # and at most
@@ -55,6 +55,28 @@ class Speculation:
         return self.max_rows > 0
 
 
+class Batch(Protocol):
+    """What a verify step uses of `ContinuousBatcher` (hf_batch.py); rows are its `_Row`s."""
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    cache: SpareColumnsCache
+    rows: list[Any]
+    last_tokens: torch.Tensor
+    speculation: Speculation
+    drafter: SuffixDrafter
+    max_positions: int
+
+    def lengths(self) -> torch.Tensor: ...
+    def valid_columns(self, width: int) -> torch.Tensor: ...
+    def adapter_context(self, names: list[str | None]) -> AbstractContextManager[Any]: ...
+    def truncate_cache(self, width: int) -> None: ...
+    def add_columns(self, kept: torch.Tensor) -> None: ...
+    def emit(self, tokens: list[list[int]], logprobs: list[list[float]], first: int = 0) -> list[int]: ...
+    def compact_if_wasteful(self) -> None: ...
+
+
 def speculation_for(mode: SpeculativeMode, max_batch_size: int, max_rows: int | None = None) -> Speculation:
     """`generation.speculative` for an engine of `max_batch_size` rows (`auto` resolved by the engine first: its
     `speculative_default`); `max_rows` overrides the tail threshold."""
@@ -64,7 +86,7 @@ def speculation_for(mode: SpeculativeMode, max_batch_size: int, max_rows: int | 
     return Speculation(max_rows=max_rows if max_rows is not None else tail)
 
 
-def drafts_for(batcher: ContinuousBatcher) -> list[list[int]] | None:
+def drafts_for(batcher: Batch) -> list[list[int]] | None:
     """Each row's draft (maybe empty), or None when this step should be a plain decode step."""
     spec = batcher.speculation
     if not spec.enabled or len(batcher.rows) > spec.max_rows:
@@ -80,7 +102,7 @@ def drafts_for(batcher: ContinuousBatcher) -> list[list[int]] | None:
 
 
 @torch.no_grad()
-def verify_step(batcher: ContinuousBatcher, drafts: list[list[int]]) -> list[int]:
+def verify_step(batcher: Batch, drafts: list[list[int]]) -> list[int]:
     """One forward over each row's last token and draft; emit the accepted tokens; return the rows that finished."""
     rows, device = batcher.rows, batcher.device
     width = batcher.cache.get_seq_length()
@@ -120,7 +142,7 @@ def verify_step(batcher: ContinuousBatcher, drafts: list[list[int]]) -> list[int
     return finished
 
 
-def _choose_tokens(logits: torch.Tensor, rows: list[_Row], drafts: list[list[int]]) -> list[list[tuple[int, float]]]:
+def _choose_tokens(logits: torch.Tensor, rows: list[Any], drafts: list[list[int]]) -> list[list[tuple[int, float]]]:
     """Each row's emitted (token, behaviour logprob): positions 0..len(draft) chosen as a plain decode step would
     (one sampling call for all of them), kept up to and including the first that differs from the draft. Each row
     peeks at the uniforms of all its positions, then its generator is rewound and advanced by the tokens emitted
