@@ -73,7 +73,8 @@ def _facts(session: Session, job_ids: list[int]) -> dict[int, dict[str, Any]]:
 
 
 def list_models(session: Session, team: Team) -> dict[str, Any]:
-    """The team's ready models, then every job's fine-tuned model (succeeded jobs) and checkpoints, newest first."""
+    """The team's ready models, then every job's fine-tuned model (succeeded jobs) and checkpoints, newest first, with
+    `job:<id>@best` beside the checkpoint marked best."""
     out = [_model_object(model.name, unix(model.created_at), team)
            for model in session.scalars(select(Model).where(Model.team_id == team.id, Model.state == "ready")
                                         .order_by(Model.id))]
@@ -87,6 +88,8 @@ def list_models(session: Session, team: Team) -> dict[str, Any]:
             named.add(job.id)
             out.append(_model_object(name, unix(job.finished_at or checkpoint.created_at), team))
         out.append(_model_object(f"{name}:ckpt-step-{checkpoint.iteration}", unix(checkpoint.created_at), team))
+        if checkpoint.best:  # its stable alias (backend/services/model_aliases.py)
+            out.append(_model_object(f"job:{job.id}@best", unix(checkpoint.created_at), team))
     return {"object": "list", "data": out}
 
 

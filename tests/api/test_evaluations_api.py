@@ -9,7 +9,7 @@ from typing import Any
 
 from backend.db.enums import Role
 from backend.db.models import Checkpoint, Evaluation
-from backend.services import model_aliases
+from backend.services import model_aliases, openai_inference
 from backend.services.evaluations import DatabaseEvaluationStore
 
 SUITE = {"name": "held", "dataset": {"builtin": "arithmetic", "eval_prompts": 2}, "reward": {"type": "exact_match"}}
@@ -80,6 +80,10 @@ def test_aliases_resolve_the_teams_checkpoints_on_disk(pg_backend: Any, world: A
         assert iteration(other_world.team, f"job:{job['id']}@best") is None
         assert iteration(world.team, f"job:{job['id']}@worst") is None
         assert session.query(Evaluation).filter_by(job_id=job["id"]).count() == 0
+        listed = [m["id"] for m in openai_inference.list_models(session, world.team)["data"]]
+        assert f"job:{job['id']}@best" in listed
+        assert f"job:{job['id']}@best" not in [m["id"] for m in openai_inference.list_models(session, other_world.team)
+                                               ["data"]]
 
 
 def test_final_retention_after_the_last_evaluation(pg_backend: Any, world: Any, tmp_path: Path) -> None:
