@@ -13,6 +13,9 @@
     parked; the wall time of its next forward_backward (the restore: admission, the task's start, loading the model
     and the park state, then the call) against the same call on the warm session just before, and the session's own
     `restore_s` (its `resumed` event).
+(d) Top-k logprobs (distillation's teacher scoring): on the SDK run's last sampler (its instance warm), the same
+    seeded sample call with `topk_prompt_logprobs` = `topk_sample_logprobs` = TOPK against it without, interleaved
+    `--calls // 3` times: median wall time of each and their ratio.
 
 Starts its own platform in a temporary directory: embedded Redis, SQLite, the API (uvicorn, one process), one
 generation and one training worker (`streamrl worker`, pinned to core 0 and core 1; one slot each) and the controller
@@ -21,7 +24,8 @@ does not hold the one generation slot into the job's run.
 
 Run: `python bench/tinker_api.py [--rounds 3] [--steps 4] [--prompts 4] [--group 8] [--max-tokens 16] [--calls 30]`.
 Final line: `RESULT sdk_samples_s=... job_samples_s=... sdk_vs_job=... fb_overhead_ms=... optim_overhead_ms=...
-restore_wall_s=... restore_event_s=... warm_call_ms=... restore_vs_warm=...`.
+restore_wall_s=... restore_event_s=... warm_call_ms=... restore_vs_warm=... topk_call_ms=... plain_call_ms=...
+topk_vs_plain=...`.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from processes import child_pythonpath, stop_process_groups  # noqa: E402  (benc
 
 SECRET = "bench-tinker-secret-key-0123456789abcdef"
 IDLE_S = 20  # STREAMRL_TINKER_IDLE_S: longer than any gap of the SDK run between its calls (a step's sampling)
+TOPK = 8
 
 
 @contextmanager
@@ -99,8 +104,26 @@ def _prompts(tokenizer: Any, n: int, seed: int) -> list[list[int]]:
             for row in rows]
 
 
-def sdk_run(service: Any, args: argparse.Namespace, seed: int) -> float:
-    """The SDK GRPO loop; samples/s from creating the training client to the last optim_step."""
+def topk_round(sampler: Any, prompt: list[int], args: argparse.Namespace, calls: int) -> tuple[float, float]:
+    """Median ms of a seeded sample call with top-k prompt and sample logprobs, and of the same call without."""
+    from tinker import types
+
+    params = types.SamplingParams(max_tokens=args.max_tokens, temperature=1.0, seed=7)
+    with_topk, plain = [], []
+    for _ in range(max(1, calls)):
+        for target, k in ((with_topk, TOPK), (plain, 0)):
+            started = time.perf_counter()
+            out = sampler.sample(types.ModelInput.from_ints(prompt), args.group, params, include_prompt_logprobs=True,
+                                 topk_prompt_logprobs=k, topk_sample_logprobs=k).result(timeout=600)
+            target.append(1000 * (time.perf_counter() - started))
+            if k:
+                assert out.topk_prompt_logprobs is not None and out.sequences[0].topk_logprobs is not None
+    return statistics.median(with_topk), statistics.median(plain)
+
+
+def sdk_run(service: Any, args: argparse.Namespace, seed: int) -> tuple[float, tuple[float, float]]:
+    """The SDK GRPO loop; samples/s from creating the training client to the last optim_step, then (d) on its last
+    sampler."""
     from tinker import types
 
     started = time.perf_counter()
@@ -124,7 +147,8 @@ def sdk_run(service: Any, args: argparse.Namespace, seed: int) -> float:
                      for s, score in zip(group, scores, strict=True)]
         trainer.forward_backward(data, "importance_sampling").result(timeout=600)
         trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result(timeout=600)
-    return args.steps * args.prompts * args.group / (time.perf_counter() - started)
+    rate = args.steps * args.prompts * args.group / (time.perf_counter() - started)
+    return rate, topk_round(sampler, prompts[0], args, args.calls // 3)
 
 
 def job_run(team_id: int, user_id: int, args: argparse.Namespace, seed: int) -> float:
@@ -288,10 +312,12 @@ def main() -> None:
 
             threading.Thread(target=control, daemon=True).start()
             client = redis.Redis.from_url(redis_server.url)
-            sdk, job, fwd, opt, restores = [], [], [], [], []
+            sdk, job, fwd, opt, restores, topk = [], [], [], [], [], []
             for round_ in range(args.rounds):
                 service = tinker.ServiceClient(base_url=f"{base}/tinker", api_key=key)
-                sdk.append(sdk_run(service, args, seed=round_))
+                rate, topk_ms = sdk_run(service, args, seed=round_)
+                sdk.append(rate)
+                topk.append(topk_ms)
                 service.close("success").result()
                 job.append(job_run(team_id, user_id, args, seed=round_))
                 service = tinker.ServiceClient(base_url=f"{base}/tinker", api_key=key)
@@ -304,7 +330,8 @@ def main() -> None:
                 service.close("success").result()
                 print(f"round {round_ + 1}: sdk {sdk[-1]:.2f} samples/s, job {job[-1]:.2f} samples/s, overhead "
                       f"forward_backward {fb_ms:.1f} ms, optim_step {opt_ms:.1f} ms (p50); restore "
-                      f"{restores[-1][0]:.2f} s (event {restores[-1][1]:.2f} s, warm call {restores[-1][2]:.1f} ms)",
+                      f"{restores[-1][0]:.2f} s (event {restores[-1][1]:.2f} s, warm call {restores[-1][2]:.1f} ms); "
+                      f"top-{TOPK} sample call {topk[-1][0]:.1f} ms vs {topk[-1][1]:.1f} ms without",
                       flush=True)
         finally:
             stop.set()
@@ -312,10 +339,12 @@ def main() -> None:
             redis_server.stop()
     s, j = statistics.median(sdk), statistics.median(job)
     wall, event, warm = (statistics.median(r[i] for r in restores) for i in range(3))
+    topk_ms, plain_ms = (statistics.median(t[i] for t in topk) for i in range(2))
     print(f"RESULT sdk_samples_s={s:.2f} job_samples_s={j:.2f} sdk_vs_job={s / j:.2f} "
           f"fb_overhead_ms={statistics.median(fwd):.1f} optim_overhead_ms={statistics.median(opt):.1f} "
           f"target_overhead_ms=30 restore_wall_s={wall:.2f} restore_event_s={event:.2f} warm_call_ms={warm:.1f} "
-          f"restore_vs_warm={1000 * wall / warm:.0f} rounds={args.rounds}")
+          f"restore_vs_warm={1000 * wall / warm:.0f} topk_call_ms={topk_ms:.1f} plain_call_ms={plain_ms:.1f} "
+          f"topk_vs_plain={topk_ms / plain_ms:.2f} topk={TOPK} rounds={args.rounds}")
 
 
 if __name__ == "__main__":

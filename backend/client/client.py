@@ -298,6 +298,14 @@ class StreamRLClient(AlertsClient, TrackersClient):
         """The scheduler's queue: waiting items in order with their reasons, and the queue by team and priority."""
         return self._json("GET", "/queue")
 
+    def tinker_sessions(self) -> Any:
+        """The team's Tinker training clients (owner, base model, steps, last call, parked, checkpoints)."""
+        return self._json("GET", "/tinker/sessions")
+
+    def tinker_session(self, job_id: int) -> JSON:
+        """One Tinker training client with every recorded step."""
+        return self._json("GET", f"/tinker/sessions/{job_id}")
+
     def run_grader(self, grader: JSON, *, output_text: str, item: JSON | None = None, prompt: str = "") -> JSON:
         """Score one sample with a reward/grader spec (POST /graders/run): reward, sub_rewards, passed, error. A spec
         with `model` or `judge` graders runs on the generation pool (the server waits up to 120 s for it)."""

@@ -39,6 +39,7 @@ COMMAND_MODULES = [
     "streamrl.cli.chat_cmds",  # chat MODEL MESSAGE (OpenAI chat completion on the generation pool)
     "streamrl.cli.usage_cmds",  # usage, jobs limits, team budget
     "streamrl.cli.queue_cmds",  # queue (the scheduler's queue: position, priority, why, ETA)
+    "streamrl.cli.tinker_cmds",  # tinker sessions|session (Tinker training clients)
 ]
 
 app = typer.Typer(
