@@ -73,7 +73,8 @@ class TelemetrySpec(StrictModel):
     """What each iteration keeps for the dashboard besides its metrics row, and where else it is sent."""
 
     samples_per_iteration: int = Field(8, ge=0, le=1024, description="full samples (prompt, response, reward)")
-    lengths_per_iteration: int = Field(256, ge=0, le=65_536, description="response lengths for the histogram")
+    lengths_per_iteration: int = Field(65_536, ge=0, le=65_536, description="response lengths (and truncation flags) "
+                                       "recorded per iteration for the long-tail view; default: every sample's")
     trackers: list[TrackerSpec] = Field(default_factory=list, max_length=3, description="experiment trackers: "
                                         "mlflow, wandb, tensorboard (each at most once)")
 

@@ -39,5 +39,6 @@ export const CHOICES = {
     { value: "calculator", label: "Calculator (tool use)" },
     { value: "guess_number", label: "Guess the number" },
     { value: "python", label: "Python (your code)" },
+    { value: "gateway", label: "Gateway (your agent)" },
   ],
 } as const;

@@ -2137,6 +2137,12 @@ export interface components {
              * @description type 'python': your environment's code, run in the kernel jail python rewards use
              */
             code?: string | null;
+            /**
+             * Episode Timeout S
+             * @description type 'gateway': wall-clock limit of one episode from its opening (waiting for an agent included); past it the episode fails
+             * @default 600
+             */
+            episode_timeout_s?: number;
             /** @description grades the episode's final assistant message as `reward` grades a completion (any reward or grader type: string_check, judge, multi...); its score is added to the environment's step rewards. None: the steps' alone */
             grader?: components["schemas"]["RewardSpec"] | null;
             /**
@@ -2175,7 +2181,7 @@ export interface components {
              * @description built-in environment, or 'python' for your own `code`
              * @enum {string}
              */
-            type: "calculator" | "guess_number" | "python";
+            type: "calculator" | "guess_number" | "python" | "gateway";
         };
         /**
          * ErrorBody
@@ -3909,8 +3915,8 @@ export interface components {
         TelemetrySpec: {
             /**
              * Lengths Per Iteration
-             * @description response lengths for the histogram
-             * @default 256
+             * @description response lengths (and truncation flags) recorded per iteration for the long-tail view; default: every sample's
+             * @default 65536
              */
             lengths_per_iteration?: number;
             /**

@@ -103,3 +103,23 @@ describe("truncated flags recorded by the runtime", () => {
     expect(perBin[perBin.length - 1]).toBe(2);
   });
 });
+
+import { recentIterationLengths } from "./histogram";
+
+describe("recentIterationLengths", () => {
+  it("joins every recorded length and flag of the newest iterations, oldest first", () => {
+    const iterations = [
+      { iteration: 1, metrics: { lengths: [1, 2], lengths_truncated: [0, 0] } },
+      { iteration: 3, metrics: { lengths: [9], lengths_truncated: [1] } },
+      { iteration: 2, metrics: { lengths: [5], lengths_truncated: [0] } },
+    ];
+    expect(recentIterationLengths(iterations, [], 2)).toEqual({ iteration: 3, lengths: [5, 9], truncated: [false, true], source: "metrics" });
+    expect(recentIterationLengths(iterations, [], 10).lengths).toEqual([1, 2, 5, 9]);
+  });
+  it("has no flags when one drawn iteration lacks them, and falls back to stored samples when the newest is unrecorded", () => {
+    const mixed = [{ iteration: 1, metrics: { lengths: [1] } }, { iteration: 2, metrics: { lengths: [4], lengths_truncated: [1] } }];
+    expect(recentIterationLengths(mixed, [], 2).truncated).toBeNull();
+    const unrecorded = [{ iteration: 1, metrics: { lengths: [1] } }, { iteration: 2, metrics: {} }];
+    expect(recentIterationLengths(unrecorded, [{ iteration: 2, length: 7 }], 2)).toEqual({ iteration: 2, lengths: [7], truncated: null, source: "samples" });
+  });
+});

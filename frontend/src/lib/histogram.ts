@@ -101,12 +101,37 @@ export function latestIterationLengths(
   iterations: readonly { iteration: number; metrics: Record<string, unknown> }[],
   samples: readonly { iteration: number; length: number; truncated?: boolean }[],
 ): { iteration: number | null; lengths: number[]; truncated: boolean[] | null; source: "metrics" | "samples" } {
-  const newest = iterations.reduce<(typeof iterations)[number] | null>((m, it) => (m && m.iteration >= it.iteration ? m : it), null);
-  const recorded = newest?.metrics.lengths;
-  if (newest && Array.isArray(recorded) && recorded.every((v) => typeof v === "number")) {
-    const flags = newest.metrics.lengths_truncated;
-    const truncatedFlags = Array.isArray(flags) && flags.length === recorded.length ? flags.map((f) => Boolean(f)) : null;
-    return { iteration: newest.iteration, lengths: recorded as number[], truncated: truncatedFlags, source: "metrics" };
+  return recentIterationLengths(iterations, samples, 1);
+}
+
+/**
+ * Every recorded response length (and truncation flag) of the newest `count` iterations, from the iteration records
+ * (the runtime records each sample's length when it finishes, not only the few stored samples, which are the first
+ * to finish and so the shortest). Falls back to the newest iteration's stored samples when nothing is recorded.
+ * `iteration` is the newest one drawn; `truncated` is null unless every drawn iteration recorded its flags.
+ */
+export function recentIterationLengths(
+  iterations: readonly { iteration: number; metrics: Record<string, unknown> }[],
+  samples: readonly { iteration: number; length: number; truncated?: boolean }[],
+  count: number,
+): { iteration: number | null; lengths: number[]; truncated: boolean[] | null; source: "metrics" | "samples" } {
+  const recordedRows = [...iterations]
+    .filter((it) => Array.isArray(it.metrics.lengths) && (it.metrics.lengths as unknown[]).every((v) => typeof v === "number"))
+    .sort((a, b) => b.iteration - a.iteration)
+    .slice(0, Math.max(1, count));
+  const newestAny = iterations.reduce<number | null>((m, it) => (m === null || it.iteration > m ? it.iteration : m), null);
+  if (recordedRows.length > 0 && recordedRows[0].iteration === newestAny) {
+    const lengths: number[] = [];
+    const flags: boolean[] = [];
+    let flagged = true;
+    for (const row of [...recordedRows].reverse()) {
+      const recorded = row.metrics.lengths as number[];
+      const cut = row.metrics.lengths_truncated;
+      lengths.push(...recorded);
+      if (Array.isArray(cut) && cut.length === recorded.length) flags.push(...cut.map((f) => Boolean(f)));
+      else flagged = false;
+    }
+    return { iteration: recordedRows[0].iteration, lengths, truncated: flagged ? flags : null, source: "metrics" };
   }
   const latest = samples.reduce<number | null>((m, s) => (m === null || s.iteration > m ? s.iteration : m), null);
   const chosen = samples.filter((s) => s.iteration === latest);

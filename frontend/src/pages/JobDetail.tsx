@@ -14,7 +14,7 @@ import { WholeJobTimeline } from "../components/WholeJobTimeline";
 import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, SharedTrainingBadge, StatusBadge } from "../components/ui";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
-import { latestIterationLengths } from "../lib/histogram";
+import { recentIterationLengths } from "../lib/histogram";
 import { latestIterationTurns, sampleTurns } from "../lib/turns";
 import { scaleMarkers } from "../lib/markers";
 import { useJobHealth } from "../lib/queries";
@@ -99,18 +99,21 @@ export function JobDetailPage() {
 
   const markers = useMemo(() => scaleMarkers(live.events, live.iterations), [live.events, live.iterations]);
   const [timelineScope, setTimelineScope] = useState<"recent" | "all">("recent");
-  const [lengthScope, setLengthScope] = useState<"latest" | "all">("all");
-  const latestLengths = useMemo(() => latestIterationLengths(live.iterations, live.samples), [live.iterations, live.samples]);
+  // Long-tail view: every sample's recorded length (iteration records), not only the stored samples (the first to
+  // finish, so the shortest); "stored" draws just those.
+  const [lengthScope, setLengthScope] = useState<"latest" | "recent" | "stored">("latest");
+  const latestLengths = useMemo(() => recentIterationLengths(live.iterations, live.samples, 1), [live.iterations, live.samples]);
+  const recentLengths = useMemo(() => recentIterationLengths(live.iterations, live.samples, 10), [live.iterations, live.samples]);
   const lengths = useMemo(
-    () => (lengthScope === "all" ? live.samples.map((s) => s.length) : latestLengths.lengths),
-    [live.samples, lengthScope, latestLengths],
+    () => (lengthScope === "stored" ? live.samples.map((s) => s.length) : lengthScope === "recent" ? recentLengths.lengths : latestLengths.lengths),
+    [live.samples, lengthScope, latestLengths, recentLengths],
   );
   const truncatedFlags = useMemo(
-    () => (lengthScope === "all" ? live.samples.map((s) => Boolean(s.truncated)) : latestLengths.truncated),
-    [live.samples, lengthScope, latestLengths],
+    () => (lengthScope === "stored" ? live.samples.map((s) => Boolean(s.truncated)) : lengthScope === "recent" ? recentLengths.truncated : latestLengths.truncated),
+    [live.samples, lengthScope, latestLengths, recentLengths],
   );
   const turns = useMemo(
-    () => (lengthScope === "all" ? sampleTurns(live.samples) : latestIterationTurns(live.iterations, live.samples)),
+    () => (lengthScope === "stored" ? sampleTurns(live.samples) : latestIterationTurns(live.iterations, live.samples)),
     [live.samples, live.iterations, lengthScope],
   );
   const job = live.job;
@@ -219,9 +222,10 @@ export function JobDetailPage() {
         <Card
           title="Response lengths (long tail)"
           actions={
-            <select aria-label="length scope" value={lengthScope} onChange={(e) => setLengthScope(e.target.value as "latest" | "all")}>
-              <option value="all">all loaded samples</option>
+            <select aria-label="length scope" value={lengthScope} onChange={(e) => setLengthScope(e.target.value as "latest" | "recent" | "stored")}>
               <option value="latest">latest iteration{latestLengths.iteration !== null ? ` (${latestLengths.lengths.length} ${latestLengths.source === "metrics" ? "recorded" : "stored samples"})` : ""}</option>
+              <option value="recent">last 10 iterations{recentLengths.iteration !== null ? ` (${recentLengths.lengths.length} ${recentLengths.source === "metrics" ? "recorded" : "stored samples"})` : ""}</option>
+              <option value="stored">stored samples only ({live.samples.length}, the first to finish)</option>
             </select>
           }
         >
