@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi_offline import FastAPIOffline
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
@@ -36,6 +37,7 @@ from backend.api.routes import (
     openai_inference,
     plans,
     queue,
+    rollouts,
     runs,
     samples,
     stream,
@@ -107,7 +109,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             link.close()
             engine.dispose()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from assets shipped in the fastapi-offline wheel (/static-offline-docs): /docs works offline
+    app = FastAPIOffline(
         title="StreamRL",
         version="0.1.0",
         description="Multi-tenant RL post-training for LLMs (StreamRL architecture)",
@@ -146,6 +149,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.include_router(openai_compat.router, prefix=openai_compat.PREFIX)
     # OpenAI's models and chat completions, served on the generation pool (docs/openai.md), also out of the schema
     app.include_router(openai_inference.router, prefix=openai_compat.PREFIX)
+    app.include_router(rollouts.router, prefix=API_PREFIX)  # the rollout gateway: OpenAI errors, not in the schema
     # Thinking Machines' Tinker training API (docs/tinker.md), kept out of the OpenAPI schema
     app.include_router(tinker.router, prefix=tinker.PREFIX)
     install_frontend(app)  # last: its catch-all route must not shadow the API

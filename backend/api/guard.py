@@ -4,7 +4,8 @@
   `max_request_bytes`); a JSON body must parse as strict JSON (backend.services.strict_json: no NaN/Infinity,
   bounded integers and nesting, no lone UTF-16 surrogates) or it is 422 before any route sees it.
 - `SecurityHeaders`: CSP, frame-ancestors/X-Frame-Options, nosniff and Referrer-Policy on every answer, API and
-  dashboard alike (the interactive /docs pages get a CSP that allows the CDN they load from).
+  dashboard alike (the interactive /docs and /redoc pages load their assets from this server, never a CDN: their
+  CSP allows only 'self' plus the inline boot script).
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ APP_CSP = (
     "frame-ancestors 'none'"
 )
 DOCS_CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "worker-src 'self' blob:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 )
-DOCS_PATHS = ("/docs", "/redoc")
+DOCS_PATHS = ("/docs", "/redoc", "/static-offline-docs")
 
 
 class _TooLarge(HTTPException):
