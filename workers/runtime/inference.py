@@ -110,16 +110,27 @@ class _Batcher(ContinuousBatcher):
         self.on_step = on_step
 
     def _append_tokens(self, logits: Any, rows: range) -> list[int]:
-        for offset, i in enumerate(rows):  # top-k of the distribution this step samples from, where asked
-            meta = self.rows[i].request.meta
-            if meta.get("topk"):
-                temperature = self.rows[i].request.sampling.temperature
-                scaled = logits[offset].float() / (temperature if temperature > 0 else 1.0)
-                top = torch.log_softmax(scaled, dim=-1).topk(int(meta["topk"]))
-                meta["topk_out"].append([top.indices.tolist(), top.values.tolist()])
+        self._record_topk(logits, rows)
         finished = super()._append_tokens(logits, rows)
         self.on_step([self.rows[i] for i in rows], set(finished))
         return finished
+
+    def _record_topk(self, logits: Any, rows: range) -> None:
+        """The top-k of the distribution this step samples from (at each row's temperature), for the rows that ask:
+        one log_softmax + topk over those rows together."""
+        wanted = [(offset, self.rows[i].request) for offset, i in enumerate(rows)
+                  if self.rows[i].request.meta.get("topk")]
+        if not wanted:
+            return
+        index = torch.tensor([offset for offset, _ in wanted], device=logits.device)
+        temperatures = torch.tensor([r.sampling.temperature if r.sampling.temperature > 0 else 1.0 for _, r in wanted],
+                                    device=logits.device, dtype=torch.float32)
+        scaled = logits.index_select(0, index).float() / temperatures[:, None]
+        top = torch.log_softmax(scaled, dim=-1).topk(max(int(r.meta["topk"]) for _, r in wanted), dim=-1)
+        ids, values = top.indices.tolist(), top.values.tolist()
+        for (_, request), row_ids, row_values in zip(wanted, ids, values, strict=True):
+            k = int(request.meta["topk"])
+            request.meta["topk_out"].append([row_ids[:k], row_values[:k]])
 
     def _finish_reason(self, row: _Row, positions_used: int) -> str | None:
         reason = super()._finish_reason(row, positions_used)
