@@ -12,6 +12,7 @@ outputs and scores, or the error that stopped it.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from contract.evaluation import MAX_STORED_ROWS, EvaluationStore, EvaluationTask, summarize
@@ -47,6 +48,8 @@ def evaluate(task: EvaluationTask, device: str) -> tuple[dict[str, float], list[
     rows = suite_rows(suite, task.dataset_path, task.seed)
     if not rows:
         raise ValueError("the suite's dataset has no evaluation prompts (dataset.eval_prompts)")
+    if not Path(task.model_dir).is_dir():
+        raise ValueError(f"the model directory {task.model_dir} is gone (a checkpoint retention deleted?)")
     dtype = str((task.generation or {}).get("dtype") or "float32")
     engine = HFEngine(task.model_dir, max_batch_size=BATCH, device=device, dtype=dtype, seed=task.seed)
     encoder = ChatEncoder(engine.tokenizer, system_prompt=suite.dataset.system_prompt)
