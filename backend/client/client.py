@@ -112,9 +112,11 @@ class StreamRLClient(AlertsClient, TrackersClient):
 
     def update_quotas(self, *, max_concurrent_jobs: int | None = None, max_generation_instances: int | None = None,
                       share: float | None = None, max_priority: str | None = None,
-                      max_device_hours_per_month: float | None = None) -> JSON:
-        """Change the given quotas (None: unchanged; `set_monthly_budget(None)` removes the monthly budget)."""
-        return self._json("PATCH", "/teams/current/quotas", json=_drop_none(
+                      max_device_hours_per_month: float | None = None, team_id: int | None = None) -> JSON:
+        """Change the given quotas (None: unchanged; `set_monthly_budget(None)` removes the monthly budget) of the
+        current team, or of team `team_id` (platform admin)."""
+        where = "current" if team_id is None else str(team_id)
+        return self._json("PATCH", f"/teams/{where}/quotas", json=_drop_none(
             {"max_concurrent_jobs": max_concurrent_jobs, "max_generation_instances": max_generation_instances,
              "share": share, "max_priority": max_priority, "max_device_hours_per_month": max_device_hours_per_month}))
 

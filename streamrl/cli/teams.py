@@ -52,16 +52,18 @@ def quotas(
     max_device_hours_per_month: float | None = typer.Option(None, "--max-device-hours-per-month", min=0,
                                                             help="the monthly budget (`team budget --remove` lifts "
                                                             "it)"),
+    team_id: int | None = typer.Option(None, "--team", help="another team's id (platform admin)"),
 ) -> None:
-    """Show the team's quotas, or change them (admin)."""
+    """Show the team's quotas, or change them (admin; --share and --max-priority: a platform admin)."""
     with client(ctx) as api:
         if max_concurrent_jobs is None and max_generation_instances is None and share is None and \
-                max_priority is None and max_device_hours_per_month is None:
+                max_priority is None and max_device_hours_per_month is None and team_id is None:
             team = api.current_team()
         else:
             team = api.update_quotas(max_concurrent_jobs=max_concurrent_jobs,
                                      max_generation_instances=max_generation_instances, share=share,
-                                     max_priority=max_priority, max_device_hours_per_month=max_device_hours_per_month)
+                                     max_priority=max_priority, max_device_hours_per_month=max_device_hours_per_month,
+                                     team_id=team_id)
     if not emit_json(ctx, team):
         print_fields(team.get("quotas") or {})
 

@@ -10,6 +10,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from backend.db import Job, JobStatus
+from backend.db.enums import Role
 from backend.services.admission import schedule_pass
 from backend.services.jobs import TrainingSlots
 from contract import keys
@@ -49,13 +50,25 @@ def test_team_share_and_max_priority_are_admin_quotas(app_client: TestClient, pg
                             headers=member).status_code == 403
     bad = app_client.patch(f"{API}/teams/current/quotas", json={"share": 0}, headers=admin)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "share"]
-    changed = app_client.patch(f"{API}/teams/current/quotas", json={"max_priority": "high", "share": 3},
-                               headers=admin).json()["quotas"]
-    assert changed["share"] == 3.0 and changed["max_priority"] == "high"
-    assert _post(app_client, member, priority="high").status_code == 201
-    lowered = app_client.patch(f"{API}/teams/current/quotas", json={"max_priority": "low"}, headers=admin)
-    assert lowered.json()["quotas"]["max_priority"] == "low"
+    for ranking in ({"share": 3}, {"max_priority": "high"}):  # a team cannot rank itself above the others
+        refused = app_client.patch(f"{API}/teams/current/quotas", json=ranking, headers=world.headers("owner"))
+        assert refused.status_code == 403 and next(iter(ranking)) in refused.json()["detail"]
+    elsewhere = make_world(pg_backend)
+    operator = pg_backend.make_user(elsewhere.team, Role.viewer)  # an operator account, not a member of this team
+    with pg_backend.client(platform_admins=[operator.email]) as ops_client:
+        ops = pg_backend.auth_headers(operator, elsewhere.team)
+        assert ops_client.patch(f"{API}/teams/{world.team.id}/quotas", json={"share": 3},
+                                headers=admin).status_code == 403
+        assert ops_client.patch(f"{API}/teams/999999/quotas", json={"share": 3}, headers=ops).status_code == 404
+        changed = ops_client.patch(f"{API}/teams/{world.team.id}/quotas", json={"max_priority": "high", "share": 3},
+                                   headers=ops).json()["quotas"]
+        assert changed["share"] == 3.0 and changed["max_priority"] == "high"
+        assert _post(app_client, member, priority="high").status_code == 201
+        lowered = ops_client.patch(f"{API}/teams/{world.team.id}/quotas", json={"max_priority": "low"}, headers=ops)
+        assert lowered.json()["quotas"]["max_priority"] == "low"
     assert _post(app_client, member).json()["spec"]["priority"] == "low"  # unset: the default, at most the max
+    assert app_client.patch(f"{API}/teams/current/quotas", json={"max_concurrent_jobs": 3},
+                            headers=admin).status_code == 200  # the team's own caps stay the team admin's
 
 
 def test_a_queued_job_says_why_and_who_holds_it(app_client: TestClient, pg_backend: Any, make_world: Any) -> None:

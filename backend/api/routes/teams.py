@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
+from sqlalchemy.orm import Session
 
-from backend.api.deps import AdminAuth, IdPath, SessionDep, SettingsDep, ViewerAuth
+from backend.api.deps import AdminAuth, IdPath, PlatformAdminAuth, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import team_public
-from backend.db.models import Invitation, Membership
+from backend.db.enums import Role
+from backend.db.models import Invitation, Membership, Team
 from backend.schemas.auth import (
     InvitationCreate,
     InvitationPublic,
@@ -18,8 +20,11 @@ from backend.schemas.auth import (
 )
 from backend.services import invitations
 from backend.services import teams as team_service
+from backend.services.errors import Forbidden, not_found
+from backend.services.sessions import is_platform_admin
 
 router = APIRouter(prefix="/teams/current", tags=["teams"], responses=errors(*AUTHENTICATED))
+operator_router = APIRouter(prefix="/teams", tags=["teams"], responses=errors(*AUTHENTICATED))
 
 
 def _member(membership: Membership) -> MemberPublic:
@@ -33,11 +38,20 @@ def current_team(auth: ViewerAuth) -> TeamPublic:
 
 
 @router.patch("/quotas")
-def update_quotas(body: QuotasUpdate, auth: AdminAuth, session: SessionDep) -> TeamPublic:
-    """Change the team's quotas (admin); jobs paused by `max_device_hours_per_month` resume once it has room."""
+def update_quotas(body: QuotasUpdate, auth: AdminAuth, session: SessionDep, settings: SettingsDep) -> TeamPublic:
+    """Change the team's quotas (admin; `share` and `max_priority` only a platform admin: they rank the team among
+    teams); jobs paused by `max_device_hours_per_month` resume once it has room."""
+    ranking = sorted({"share", "max_priority"} & body.model_fields_set)
+    if ranking and not is_platform_admin(auth.user, settings.platform_admins):
+        raise Forbidden(f"{' and '.join(ranking)} rank the team among teams: only a platform admin (operator) may "
+                        "change them (PATCH /teams/{id}/quotas)")
+    return _apply_quotas(body, auth.team, session, auth.role)
+
+
+def _apply_quotas(body: QuotasUpdate, team: Team, session: Session, role: Role | None) -> TeamPublic:
     team = team_service.update_quotas(
         session=session,
-        team=auth.team,
+        team=team,
         max_concurrent_jobs=body.max_concurrent_jobs,
         max_generation_instances=body.max_generation_instances,
         share=body.share,
@@ -46,7 +60,17 @@ def update_quotas(body: QuotasUpdate, auth: AdminAuth, session: SessionDep) -> T
     if "max_device_hours_per_month" in body.model_fields_set:  # null removes the budget; its paused jobs resume
         team.max_device_hours_per_month = body.max_device_hours_per_month
     session.commit()
-    return team_public(team, auth.role)
+    return team_public(team, role)
+
+
+@operator_router.patch("/{team_id}/quotas")
+def update_team_quotas(team_id: IdPath, body: QuotasUpdate, auth: PlatformAdminAuth,
+                       session: SessionDep) -> TeamPublic:
+    """Change any team's quotas, `share` and `max_priority` included (platform admin)."""
+    team = session.get(Team, team_id)
+    if team is None:
+        raise not_found("team", team_id)
+    return _apply_quotas(body, team, session, None)
 
 
 @router.get("/members")
@@ -120,3 +144,6 @@ def remove_member(user_id: IdPath, auth: AdminAuth, session: SessionDep) -> Resp
     team_service.remove_member(session=session, team=auth.team, user_id=user_id)
     session.commit()  # announced to every API process and live stream
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+router.routes.extend(operator_router.routes)  # /teams/{id}/... beside /teams/current/... (main.py adds `router`)
