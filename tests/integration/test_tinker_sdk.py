@@ -201,10 +201,11 @@ def _check_policy_losses(trainer: Any, batch: list[types.Datum]) -> None:
     assert got.metrics["loss:sum"] == pytest.approx(-ratio * sum(a for _, a in pairs), abs=1e-3)
 
 
-def _check_openai(platform: Any, base_url: str, key: str, path: str, greedy_text: str) -> None:
-    """A `tinker://` sampler path as the model of /openai/v1 chat completions with the team's key, through the
-    official openai client: the adapter's greedy answer; another team's key (and an unpublished path for another key
-    of the team) a 404."""
+def _check_openai(platform: Any, base_url: str, key: str, path: str, greedy_text: str, prompt_text: str,
+                  prompt_ids: list[int]) -> None:
+    """A `tinker://` sampler path as the model of /openai/v1 chat and text completions with the team's key, through
+    the official openai client: the adapter's greedy answer (top-3 alternatives per token on /completions); another
+    team's key (and an unpublished path for another key of the team) a 404."""
     def client(api_key: str) -> openai.OpenAI:
         return openai.OpenAI(base_url=base_url.removesuffix("/tinker") + "/openai/v1", api_key=api_key, max_retries=0)
 
@@ -216,6 +217,14 @@ def _check_openai(platform: Any, base_url: str, key: str, path: str, greedy_text
     assert choice.logprobs is not None and choice.logprobs.content
     assert choice.message.content == greedy_text  # the same adapter, greedy: the Tinker sampler's tokens
     assert client(key).models.retrieve(path).id == path
+    for prompt in (prompt_text, prompt_ids):  # the rendered conversation as text, then as token ids
+        text = client(key).completions.create(model=path, prompt=prompt, max_tokens=6, temperature=0.0, logprobs=3)
+        first = text.choices[0]
+        assert first.text == greedy_text and first.logprobs is not None and first.logprobs.top_logprobs is not None
+        values, tops = first.logprobs.token_logprobs or [], first.logprobs.top_logprobs
+        assert len(values) == len(tops) == len(first.logprobs.tokens or []) > 0
+        for value, top in zip(values, tops, strict=True):  # greedy: the chosen token is the most likely one
+            assert len(top) == 3 and max(top.values()) == pytest.approx(value, abs=1e-4)
     other = platform.backend.make_team(max_concurrent_jobs=1, max_generation_instances=1)
     for stranger in (_key(platform, other.id, platform.backend.make_user(other).id),
                      _key(platform, platform.team.id, platform.backend.make_user(platform.team).id)):
@@ -319,7 +328,8 @@ def test_sampling_clients_and_a_grpo_loop(platform: Any, base_url: str) -> None:
     rescored = named.compute_logprobs(types.ModelInput.from_ints(prompt_ids + sampled.tokens)).result(timeout=180)
     assert sampled.logprobs == pytest.approx(rescored[len(prompt_ids):], abs=1e-4)  # temperature 1: the same model
     _check_topk(named, prompt, prompt_ids, scored, sampled)
-    _check_openai(platform, base_url, key, saved.path, tokenizer.decode(seq.tokens, skip_special_tokens=True))
+    _check_openai(platform, base_url, key, saved.path, tokenizer.decode(seq.tokens, skip_special_tokens=True),
+                  text, prompt_ids)
     stop_at = seq.tokens[2]
     stopped = named.sample(prompt, 1, types.SamplingParams(max_tokens=6, temperature=0.0, stop=[stop_at])).result(
         timeout=180).sequences[0]

@@ -21,6 +21,7 @@ from backend.api.deps import MemberAuth, RedisDep, SessionDep, SettingsDep, View
 from backend.api.routes.openai_compat import OpenAIRoute, error_body
 from backend.db.models import Team
 from backend.services import inference
+from backend.services import openai_completions as completions
 from backend.services import openai_inference as chat
 from backend.services.openai_compat import OpenAIError
 from backend.services.usage import inference_meter
@@ -94,6 +95,25 @@ def create_chat_completion(body: Annotated[Any, Body()], auth: MemberAuth, sessi
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": request.model,
             "choices": choices, "system_fingerprint": None, "service_tier": None,
             "usage": _usage(len(prepared.prompt_ids), completion_tokens)}
+
+
+@router.post("/completions", response_model=None)
+def create_completion(body: Annotated[Any, Body()], auth: MemberAuth, session: SessionDep, client: RedisDep,
+                      http: Request, settings: SettingsDep) -> dict[str, Any]:
+    """Legacy text completions (backend/services/openai_completions.py): the model continues the prompt."""
+    request = completions.parse(body)
+    served = chat.resolve(session, auth.team, request.model, auth.api_key.id if auth.api_key else None,
+                          settings.artifacts)
+    plan = completions.prepare(request, served)
+    session.close()  # nothing more from the database while the model generates
+    meter = inference_meter(http.app.state.session_factory, auth.team.id, auth.api_key.id if auth.api_key else None)
+    try:
+        results = inference.sample(client, team_id=auth.team.id, model_dir=served.model_dir,
+                                   adapter_dir=served.adapter_dir, requests=[plan.sample], timeout_s=TIMEOUT_S,
+                                   meter=meter)[0]
+    except inference.InferenceError as exc:
+        raise _error(exc) from None
+    return completions.response(request, plan, results, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
 
 
 def _usage(prompt: int, completion: int) -> dict[str, Any]:
