@@ -49,7 +49,7 @@ def evaluate(task: EvaluationTask, device: str) -> tuple[dict[str, float], list[
     if not rows:
         raise ValueError("the suite's dataset has no evaluation prompts (dataset.eval_prompts)")
     if not Path(task.model_dir).is_dir():
-        raise ValueError(f"the model directory {task.model_dir} is gone (a checkpoint retention deleted?)")
+        raise ValueError(f"the model directory {task.model_dir} is gone (deleted by checkpoint retention?)")
     dtype = str((task.generation or {}).get("dtype") or "float32")
     engine = HFEngine(task.model_dir, max_batch_size=BATCH, device=device, dtype=dtype, seed=task.seed)
     encoder = ChatEncoder(engine.tokenizer, system_prompt=suite.dataset.system_prompt)
