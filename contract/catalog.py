@@ -15,7 +15,7 @@ AlgorithmName = Literal["distill", "grpo", "ppo", "reinforce_pp", "rloo"]
 EngineName = Literal["hf", "vllm"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 RewardType = Literal["exact_match", "format", "judge", "length_penalty", "model", "multi", "numeric", "regex", "string_check", "text_similarity", "composite", "python"]
-EnvironmentName = Literal["calculator", "guess_number", "python"]
+EnvironmentName = Literal["calculator", "guess_number", "python", "gateway"]
 
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "distill": {
@@ -230,5 +230,9 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
     "python": {
         "label": "Python (your code)",
         "summary": "your reset(row) and step(messages, row) in the kernel jail (`environment.code`)"
+    },
+    "gateway": {
+        "label": "Gateway (your agent)",
+        "summary": "your agent's chat calls through the episode's OpenAI-compatible rollout gateway are the turns"
     }
 }

@@ -55,6 +55,7 @@ class BuiltinEnvironment:
 # name -> BuiltinEnvironment subclass (`@ENVIRONMENTS.register(name, label=..., defaults={...})`)
 ENVIRONMENTS: Registry[type[BuiltinEnvironment]] = Registry("environment")
 PYTHON = "python"  # user code in the jail: the spec's `code`
+GATEWAY = "gateway"  # the turns come from an agent through the rollout gateway (workers/runtime/gateway.py)
 
 
 def _evaluate(expression: str) -> float:

@@ -24,7 +24,7 @@ from contract.catalog import (
     EngineName,
     EnvironmentName,
 )
-from contract.environments import PYTHON, bind_builtin
+from contract.environments import GATEWAY, PYTHON, bind_builtin
 from contract.scheduling import PRIORITIES, Priority
 from contract.spec_base import StrictModel, check_json_value, choice_list
 from contract.spec_operations import (
@@ -131,6 +131,9 @@ class EnvironmentSpec(StrictModel):
                                     "environment together) per episode at most")
     step_timeout_s: float = Field(2.0, gt=0, le=60, description="wall-clock limit of one reset() or step() call of "
                                   "user code; past it the episode fails and the jailed process is restarted")
+    episode_timeout_s: float = Field(600.0, gt=0, le=86_400, description="type 'gateway': wall-clock limit of one "
+                                     "episode from its opening (waiting for an agent included); past it the episode "
+                                     "fails")
     memory_mb: int = Field(256, ge=64, le=4096, description="address-space limit of the jailed process (python)")
     grader: RewardSpec | None = Field(None, description="grades the episode's final assistant message as `reward` "
                                       "grades a completion (any reward or grader type: string_check, judge, multi...);"
@@ -160,6 +163,10 @@ class EnvironmentSpec(StrictModel):
             return self
         if self.code:
             raise ValueError("`code` is only used with type 'python'")
+        if self.type == GATEWAY:
+            if self.params:
+                raise ValueError("type 'gateway' takes no `params`: the agent drives its episodes")
+            return self
         bind_builtin(self.type, self.params)  # ValueError names the bad param
         return self
 
@@ -466,6 +473,13 @@ class JobSpec(StrictModel):
         if self.mode == "colocated" and self.training.weight_sync == "p2p":
             raise ValueError("training.weight_sync 'p2p' sends weights to separate generation instances; colocated "
                              "mode generates in the trainer's process: use shared_store or auto")
+        return self
+
+    @model_validator(mode="after")
+    def _gateway_needs_instances(self) -> JobSpec:
+        if self.environment is not None and self.environment.type == GATEWAY and self.mode not in ("sync", "async"):
+            raise ValueError("environment.type 'gateway' serves its episodes from generation instances: mode must be "
+                             f"sync or async (got {self.mode!r})")
         return self
 
     @model_validator(mode="after")

@@ -247,34 +247,41 @@ class EpisodeRunner:
 
     def to_sample(self, episode: Episode, *, job_id: int, version: int, instance_id: str,
                   graded: RewardOutcome | None = None) -> Sample:
-        """The finished episode as one Sample. `version`: the weights its first turn was admitted under; `graded`: the
-        environment.grader's outcome on its final answer (`grade_episodes`), added to the steps' rewards."""
-        request = episode.request
-        prompt_ids = episode.prompt_ids or list(request.prompt_ids)
-        steps = sum(r for r in episode.turn_rewards if r is not None)
-        error = episode.error
-        if error is None and graded is not None and graded.error is not None:
-            error = f"environment.grader: {graded.error}"
-        reward = steps + graded.value if graded is not None else steps
-        components = {"environment": float(steps), "grader": graded.value,
-                      **{f"grader.{k}": v for k, v in graded.components.items()}} if graded is not None else {}
-        return Sample(
-            job_id=job_id, prompt_id=request.prompt_id, group_id=request.group_id, sample_id=request.sample_id,
-            policy_version=version, prompt_ids=prompt_ids, response_ids=list(episode.response_ids),
-            behaviour_logprobs=list(episode.logprobs),
-            finish_reason={"done": "stop", "error": "error"}.get(episode.end or "", "length"),
-            prompt_text=episode.prompt_text or request.prompt_text,
-            response_text=self.tokenizer.decode(episode.response_ids, skip_special_tokens=False),
-            reward=0.0 if error else float(reward), reward_components={} if error else components,
-            reward_error=error, meta=dict(request.meta),
-            queued_at=request.queued_at, started_at=episode.started_at, finished_at=episode.finished_at,
-            instance_id=instance_id, truncated=episode.end == "max_episode_tokens",
-            loss_mask=list(episode.loss_mask), turns=episode.turns, turn_spans=[list(s) for s in episode.turn_spans],
-            turn_rewards=list(episode.turn_rewards), messages=list(episode.messages), episode_end=episode.end,
-            segments=[{**run, "text": self.tokenizer.decode(episode.response_ids[run["start"]:run["end"]],
-                                                            skip_special_tokens=False)}
-                      for run in mask_segments(episode.loss_mask)],
-        )
+        return episode_sample(episode, self.tokenizer, job_id=job_id, version=version, instance_id=instance_id,
+                              graded=graded)
+
+
+def episode_sample(episode: Episode, tokenizer: Any, *, job_id: int, version: int, instance_id: str,
+                   graded: RewardOutcome | None = None) -> Sample:
+    """The finished episode as one Sample: the one constructor of built-in and gateway episodes (workers/core/
+    gateway.py). `version`: the weights its first turn was admitted under; `graded`: the environment.grader's
+    outcome on its final answer (`grade_episodes`), added to the steps' rewards."""
+    request = episode.request
+    prompt_ids = episode.prompt_ids or list(request.prompt_ids)
+    steps = sum(r for r in episode.turn_rewards if r is not None)
+    error = episode.error
+    if error is None and graded is not None and graded.error is not None:
+        error = f"environment.grader: {graded.error}"
+    reward = steps + graded.value if graded is not None else steps
+    components = {"environment": float(steps), "grader": graded.value,
+                  **{f"grader.{k}": v for k, v in graded.components.items()}} if graded is not None else {}
+    return Sample(
+        job_id=job_id, prompt_id=request.prompt_id, group_id=request.group_id, sample_id=request.sample_id,
+        policy_version=version, prompt_ids=prompt_ids, response_ids=list(episode.response_ids),
+        behaviour_logprobs=list(episode.logprobs),
+        finish_reason={"done": "stop", "error": "error"}.get(episode.end or "", "length"),
+        prompt_text=episode.prompt_text or request.prompt_text,
+        response_text=tokenizer.decode(episode.response_ids, skip_special_tokens=False),
+        reward=0.0 if error else float(reward), reward_components={} if error else components,
+        reward_error=error, meta=dict(request.meta),
+        queued_at=request.queued_at, started_at=episode.started_at, finished_at=episode.finished_at,
+        instance_id=instance_id, truncated=episode.end == "max_episode_tokens",
+        loss_mask=list(episode.loss_mask), turns=episode.turns, turn_spans=[list(s) for s in episode.turn_spans],
+        turn_rewards=list(episode.turn_rewards), messages=list(episode.messages), episode_end=episode.end,
+        segments=[{**run, "text": tokenizer.decode(episode.response_ids[run["start"]:run["end"]],
+                                                   skip_special_tokens=False)}
+                  for run in mask_segments(episode.loss_mask)],
+    )
 
 
 def grade_episodes(grader: Reward | None, episodes: list[Episode]) -> list[RewardOutcome | None]:

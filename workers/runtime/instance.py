@@ -40,16 +40,18 @@ import redis
 from transformers import AutoTokenizer
 
 from contract import keys
+from contract.environments import GATEWAY
 from contract.reporter import Reporter
 from contract.reward_window import RewardTally
 from contract.sample import PromptRequest, Sample
 from contract.states import InstanceStatus, JobStatus
 from workers.core import generation_request, sampling_params, to_sample
-from workers.core.episode import Episode, EpisodeRunner, grade_episodes
+from workers.core.episode import Episode, EpisodeRunner, episode_sample, grade_episodes
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.rewards.base import RewardOutcome
 from workers.runtime import components
 from workers.runtime.context import HostMissing, JobContext, JobSetupError, load_context
+from workers.runtime.gateway import GatewayEpisodes
 from workers.runtime.inflight import DrainGate, EpisodeVersions, in_flight_updates
 from workers.runtime.shutdown import ShutdownWatch
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
@@ -102,6 +104,8 @@ class InstanceRunner:
         self.teacher: Any = None  # algorithm.teacher (workers/runtime/teacher.py), set by open()
         self.episodes: EpisodeRunner | None = None  # spec.environment: each request is a multi-turn episode
         self.live: dict[str, Episode] = {}  # episodes between their first and last turn
+        self.gateway: GatewayEpisodes | None = None  # environment.type gateway: an agent's calls are the turns
+        self.gateway_versions: dict[str, int] = {}  # sample id -> its gateway episode's oldest version
         self.turns: deque[GenerationRequest] = deque()  # next turns of live episodes, admitted before new prompts
         self.episode_versions = EpisodeVersions()
         self.gate: DrainGate | None = None  # async without in-flight updates: new weights wait for the batch to drain
@@ -137,7 +141,10 @@ class InstanceRunner:
         private one, or this job's adapter on a shared instance) with the newest weights."""
         self.reward = components.make_reward(self.ctx)
         self.teacher = components.make_teacher(self.ctx)  # algorithm.teacher (distill), else None
-        if self.spec.environment is not None:  # one environment (one jailed process) for every episode
+        if self.spec.environment is not None and self.spec.environment.type == GATEWAY:
+            self.gateway = GatewayEpisodes(self.redis, self.ctx.job_id, self.instance_id, self._tokenizer(),
+                                           self.spec.environment, self.sampling)
+        elif self.spec.environment is not None:  # one environment (one jailed process) for every episode
             self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
         with self.spans.span("loading_weights"):
             self.engine = make_engine()
@@ -214,6 +221,8 @@ class InstanceRunner:
     def _feed(self) -> Iterator[GenerationRequest | None]:
         while not self.stop.is_set():
             self.flush_if_due()  # the engine asks between decode steps: finished samples wait at most POLL_S
+            if self.gateway is not None:
+                self._gateway_poll()
             if self.turns:  # a live episode's next turn: on the weights its episode started with (or newer)
                 yield self.turns.popleft()
                 continue
@@ -238,6 +247,9 @@ class InstanceRunner:
             if not self.in_flight:
                 self._busy_since = time.time()
             self.in_flight[request.sample_id] = _InFlight(entry_id, request, self.engine.version)
+            if self.gateway is not None:  # the agent's calls come through the gateway (polled above)
+                self.gateway.open(request)
+                continue
             if self.episodes is None:
                 yield generation_request(request, self.sampling)
                 continue
@@ -247,6 +259,18 @@ class InstanceRunner:
                 continue
             self.live[request.sample_id] = episode
             yield first
+
+    def _gateway_poll(self) -> None:
+        """Gateway calls join the turns of live episodes; an ended gateway episode finishes like any episode."""
+        assert self.gateway is not None
+        calls, finished = self.gateway.poll(self.engine.version)
+        self.turns.extend(calls)
+        for sample_id, done in ((f.episode.request.sample_id, f) for f in finished):
+            self.gateway_versions[sample_id] = done.version
+            stats = keys.generator_stats(self.ctx.job_id)  # the job's counts: sequences, and calls that broke one
+            self.redis.hincrby(stats, "gateway_sequences", done.sequences)
+            self.redis.hincrby(stats, "gateway_broken_prefix", max(0, done.sequences - 1))
+            self._finish(self.in_flight.pop(sample_id), episode=done.episode)
 
     def flush_if_due(self) -> None:
         if self.outbox and time.monotonic() - self._outbox_since >= POLL_S:
@@ -273,6 +297,8 @@ class InstanceRunner:
 
     # -- results ------------------------------------------------------------------------------------------------------
     def _emit(self, result: GenerationResult) -> None:
+        if self.gateway is not None and self.gateway.complete(result):
+            return
         if self.episodes is not None:
             episode = self.live[result.request_id]
             self.episode_versions.turn(result.request_id, len(episode.response_ids), result.version_marks)
@@ -342,7 +368,12 @@ class InstanceRunner:
         outcomes = iter(scored[index] for index in range(len(completions)))
         out: list[tuple[Sample, str]] = []
         for flight, result, episode in finished:
-            if episode is not None:
+            if episode is not None and self.gateway is not None:
+                sample = episode_sample(episode, self.gateway.tokenizer, job_id=self.ctx.job_id,
+                                        version=self.gateway_versions.pop(flight.request.sample_id, flight.version),
+                                        instance_id=self.instance_id, graded=next(graded))
+                self._count_reward(sample.reward_error)
+            elif episode is not None:
                 assert self.episodes is not None
                 sample = self.episode_versions.stamp(flight.request.sample_id, self.episodes.to_sample(
                     episode, job_id=self.ctx.job_id, version=flight.version, instance_id=self.instance_id,

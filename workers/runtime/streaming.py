@@ -215,8 +215,9 @@ class StreamSource(SampleSource):
         for name in ("idle_seconds", "loading_seconds", "reward_seconds"):
             total = now.get(name, 0.0)
             delta[name], self._gen_stats_seen[name] = total - self._gen_stats_seen[name], total
+        gateway = {f"{name}_total": now[name] for name in ("gateway_sequences", "gateway_broken_prefix") if name in now}
         return {"generator_idle_seconds": delta["idle_seconds"], "weight_load_seconds": delta["loading_seconds"],
-                "reward_seconds": delta["reward_seconds"]}
+                "reward_seconds": delta["reward_seconds"], **gateway}
 
     def recall(self, it: int, samples: list[Sample]) -> dict[str, float]:
         by_group: dict[str, list[int]] = {}

@@ -1,0 +1,82 @@
+"""The rollout gateway (docs/architecture.md#rollout-gateway): `POST /jobs/{id}/rollouts/claim` hands an agent an
+open episode of a `environment.type: gateway` job; `/rollouts/{episode}/v1` is an OpenAI-compatible base URL for that
+episode (its token as the api key) whose chat completions are sampled by the job's generation instance and recorded
+for training; `POST /rollouts/{episode}/reward` ends the episode (backend/services/rollout_gateway.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Request, Response
+from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+
+from backend.api.deps import MemberAuth, RedisDep, SessionDep, reject_unknown_query
+from backend.api.routes.openai_compat import OpenAIRoute
+from backend.db.models import Job
+from backend.services import rollout_gateway as gateway
+from backend.services.openai_compat import OpenAIError
+
+router = APIRouter(route_class=OpenAIRoute, include_in_schema=False, dependencies=[Depends(reject_unknown_query)])
+
+
+def _token(authorization: str | None) -> str | None:
+    if authorization and authorization.lower().startswith("bearer "):
+        return authorization[7:].strip()
+    return None
+
+
+@router.post("/jobs/{job_id}/rollouts/claim", response_model=None)
+def claim_episode(job_id: int, auth: MemberAuth, session: SessionDep, client: RedisDep,
+                  http: Request) -> dict[str, Any] | Response:
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.team_id == auth.team.id))
+    if job is None:
+        raise OpenAIError(f"job {job_id} does not exist", code="job_not_found", status_code=404)
+    if (job.spec.get("environment") or {}).get("type") != "gateway":
+        raise OpenAIError(f"job {job_id} is not a gateway job (environment.type 'gateway')", param="job_id")
+    session.close()
+    claimed = gateway.claim(client, job_id, f"{str(http.base_url).rstrip('/')}/api/v1")
+    return Response(status_code=204) if claimed is None else claimed
+
+
+@router.get("/rollouts/{episode_id}/v1/models")
+def list_models(episode_id: str, client: RedisDep,
+                authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+    gateway.episode_state(client, episode_id, _token(authorization))
+    return {"object": "list", "data": [{"id": "policy", "object": "model", "created": 0, "owned_by": "streamrl"}]}
+
+
+@router.post("/rollouts/{episode_id}/v1/chat/completions", response_model=None)
+def chat_completion(episode_id: str, body: Annotated[Any, Body()], client: RedisDep,
+                    authorization: Annotated[str | None, Header()] = None) -> dict[str, Any] | StreamingResponse:
+    state = gateway.episode_state(client, episode_id, _token(authorization))
+    request = gateway.parse_chat(body)
+    reply = gateway.call(client, episode_id, state, request)
+    done = gateway.completion(request, reply, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()))
+    if not request.stream:
+        return done
+
+    def events() -> Iterator[bytes]:
+        for chunk in gateway.chunks(done):
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+        if (request.stream_options or {}).get("include_usage"):
+            usage = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"],
+                     "model": done["model"], "choices": [], "usage": done["usage"]}
+            yield f"data: {json.dumps(usage)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/rollouts/{episode_id}/reward")
+def post_reward(episode_id: str, body: Annotated[Any, Body()], client: RedisDep,
+                authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+    state = gateway.episode_state(client, episode_id, _token(authorization))
+    if not isinstance(body, dict) or set(body) - {"reward"}:
+        raise OpenAIError("the body must be {\"reward\": number | null}", param="reward")
+    gateway.end(client, episode_id, state, body.get("reward"))
+    return {"episode": episode_id, "ended": True}

@@ -1,0 +1,53 @@
+"""The rollout gateway's Redis keys and tokens (docs/architecture.md#rollout-gateway): the API process and the job's
+generation instance meet here, as on-demand inference does (contract/keys.py `inference_*`).
+
+    episode(ep)             hash {job, instance, token_sha, task (JSON), state: open|claimed|ended, reward?}
+    open_episodes(job)      list of episode ids waiting for an agent (the instance LPUSHes, a claim RPOPs)
+    calls(job, instance)    list of chat calls (JSON {call, episode, body}) the instance pops and samples
+    reply(call)             list the instance LPUSHes the call's result to; the API BLPOPs it
+    ended(job, instance)    list of episode ids whose agent posted its reward (the instance pops and finishes them)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from contract.keys import prefix
+
+EPISODE_TTL_S = 24 * 3600
+REPLY_TTL_S = 600
+TOKEN_PREFIX = "srl_ep_"
+
+
+def episode(episode_id: str) -> str:
+    return f"streamrl:gateway:{episode_id}"
+
+
+def open_episodes(job_id: int) -> str:
+    return f"{prefix(job_id)}:gateway:open"
+
+
+def calls(job_id: int, instance_id: str) -> str:
+    return f"{prefix(job_id)}:gateway:{instance_id}:calls"
+
+
+def ended(job_id: int, instance_id: str) -> str:
+    return f"{prefix(job_id)}:gateway:{instance_id}:ended"
+
+
+def reply(call_id: str) -> str:
+    return f"streamrl:gateway:reply:{call_id}"
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(24)
+
+
+def token_sha(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(token: str, sha: str) -> bool:
+    return hmac.compare_digest(token_sha(token), sha)

@@ -1,0 +1,249 @@
+"""The instance's side of the rollout gateway (docs/architecture.md#rollout-gateway; keys in contract/gateway.py).
+
+A job with `environment.type: gateway` admits its prompts as any episode job does; instead of an environment's
+reset, an admitted request opens a gateway episode (an id, an episode-scoped token, the dataset row as the task) that
+an agent claims through the API. The agent's chat calls arrive on this instance's call list: each is rendered with
+the model's chat template (the tools given to the template, or described in a system note as for built-in episodes),
+sampled in the same continuous batch as every other turn on the weights loaded now, recorded (workers/core/gateway.py)
+and answered on the call's reply list. A call that continues the previous one (its messages + the assistant message
+as returned) gets the previous prompt ids + the sampled ids + the tokens of what the template adds, as built-in
+episodes do, so re-tokenising the policy's own text never changes what it is trained on. The agent's
+`POST .../reward` (or the episode timeout) ends the episode; the instance then assembles its calls and streams it
+as one sample like any episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from contract import gateway as keys
+from contract.sample import PromptRequest
+from contract.spec import EnvironmentSpec
+from workers.core.episode import SENTINEL, TOOLS_SYSTEM, Episode, describe_tools, parse_tool_calls
+from workers.core.gateway import Call, Choice, assemble, oldest_version, to_episode
+from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
+
+POLL_S = 0.002  # calls and ended episodes are looked for at most this often
+
+
+@dataclass
+class Live:
+    request: PromptRequest
+    token: str
+    opened_at: float
+    calls: list[Call] = field(default_factory=list)
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> {call, results, tools}
+
+
+@dataclass
+class Finished:
+    episode: Episode
+    version: int
+    sequences: int
+
+
+class GatewayEpisodes:
+    def __init__(self, client: redis.Redis, job_id: int, instance_id: str, tokenizer: Any, spec: EnvironmentSpec,
+                 sampling: SamplingParams):
+        self.redis, self.job_id, self.instance_id = client, job_id, instance_id
+        self.tokenizer, self.spec, self.sampling = tokenizer, spec, sampling
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("gateway episodes need a model whose tokenizer has a chat template")
+        self.template_takes_tools = "tools" in str(tokenizer.chat_template)
+        self.live: dict[str, Live] = {}  # episode id -> its state
+        self.by_sample: dict[str, str] = {}  # sample id -> episode id
+        self.calls_of: dict[str, str] = {}  # generation request id -> episode id
+        self._polled = 0.0
+
+    # -- episodes -----------------------------------------------------------------------------------------------------
+    def open(self, request: PromptRequest) -> str:
+        episode_id = f"ep-{request.sample_id}"[:120]
+        token = keys.new_token()
+        task = {"prompt": request.prompt_text, **request.meta}
+        pipe = self.redis.pipeline()
+        pipe.hset(keys.episode(episode_id), mapping={
+            "job": self.job_id, "instance": self.instance_id, "token_sha": keys.token_sha(token),
+            "task": json.dumps(task), "state": "open", "token": token})
+        pipe.expire(keys.episode(episode_id), keys.EPISODE_TTL_S)
+        pipe.lpush(keys.open_episodes(self.job_id), episode_id)
+        pipe.execute()
+        self.live[episode_id] = Live(request, token, time.time())
+        self.by_sample[request.sample_id] = episode_id
+        return episode_id
+
+    def poll(self, version: int, force: bool = False) -> tuple[list[GenerationRequest], list[Finished]]:
+        """New calls as generation requests; ended (or timed-out) episodes."""
+        now = time.monotonic()
+        if not self.live or (not force and now - self._polled < POLL_S):
+            return [], []
+        self._polled = now
+        pipe = self.redis.pipeline()
+        pipe.rpop(keys.calls(self.job_id, self.instance_id), 64)
+        pipe.rpop(keys.ended(self.job_id, self.instance_id), 64)
+        raw_calls, raw_ended = pipe.execute()
+        requests: list[GenerationRequest] = []
+        for raw in raw_calls or []:
+            requests += self._call(json.loads(raw), version)
+        finished = [self._end(str(e if isinstance(e, str) else e.decode()), None) for e in raw_ended or []]
+        wall = time.time()
+        for episode_id, live in list(self.live.items()):
+            if wall - live.opened_at > self.spec.episode_timeout_s and not live.pending:
+                finished.append(self._end(episode_id, f"gateway episode {episode_id}: no reward within "
+                                          f"episode_timeout_s={self.spec.episode_timeout_s:g}"))
+        return requests, [f for f in finished if f is not None]
+
+    def _reply(self, call_id: str, body: dict[str, Any]) -> None:
+        pipe = self.redis.pipeline()
+        pipe.lpush(keys.reply(call_id), json.dumps(body))
+        pipe.expire(keys.reply(call_id), keys.REPLY_TTL_S)
+        pipe.execute()
+
+    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                generation_prompt: bool = True) -> str:
+        kwargs: dict[str, Any] = {}
+        if tools and self.template_takes_tools:
+            kwargs["tools"] = tools
+        elif tools:
+            note = TOOLS_SYSTEM.format(tools=describe_tools(tools))
+            if messages and messages[0].get("role") == "system":
+                messages = [{**messages[0], "content": f"{messages[0].get('content') or ''}\n\n{note}"}, *messages[1:]]
+            else:
+                messages = [{"role": "system", "content": note}, *messages]
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt,
+                                                      **kwargs))
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _continued(self, live: Live, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                   text: str) -> list[int] | None:
+        """The prompt ids of a call that continues the previous one (its messages, then one of its choices as the
+        assistant message, same tools): the previous prompt ids + that choice's sampled ids + the template's
+        rendering of what follows, tokenised, so the policy sees exactly the tokens it sampled (no re-tokenisation
+        of its own text). None: the agent rewrote its history (the call is rendered and tokenised whole)."""
+        if not live.calls:
+            return None
+        before = live.calls[-1]
+        size = len(before.messages)
+        if tools != before.tools or len(messages) <= size or messages[:size] != before.messages:
+            return None
+        sent = messages[size]
+        choice = next((c for c in before.choices if sent.get("role") == "assistant"
+                       and (sent.get("content") or "") == c.text), None)
+        if choice is None:
+            return None
+        try:
+            without = self._render(messages[:size + 1], tools, generation_prompt=False)
+            marked = self._render([*before.messages, {**sent, "content": SENTINEL}], tools, generation_prompt=False)
+        except Exception:  # noqa: BLE001 - not renderable piecewise: the whole rendering stands
+            return None
+        at = marked.rfind(SENTINEL)
+        if at < 0 or not text.startswith(without):
+            return None
+        closing = marked[at + len(SENTINEL):]  # the template's markup after the content, the policy's EOS included
+        raw = self.tokenizer.decode(choice.ids, skip_special_tokens=False)
+        for k in range(len(closing), 0, -1):
+            if raw.endswith(closing[:k]):
+                closing = closing[k:]
+                break
+        return [*before.prompt_ids, *choice.ids, *self._encode(closing + text[len(without):])]
+
+    def _call(self, message: dict[str, Any], version: int) -> list[GenerationRequest]:
+        call_id, episode_id, body = message["call"], message["episode"], message["body"]
+        live = self.live.get(episode_id)
+        if live is None:
+            self._reply(call_id, {"error": f"episode {episode_id} is over", "status": 409})
+            return []
+        if len(live.calls) + len(live.pending) >= self.spec.max_turns:
+            self._reply(call_id, {"error": f"episode {episode_id} reached environment.max_turns="
+                                  f"{self.spec.max_turns} calls", "status": 400})
+            return []
+        try:
+            text = self._render(list(body["messages"]), body.get("tools"))
+        except Exception as exc:  # noqa: BLE001 - the agent's messages: its error, not the instance's
+            self._reply(call_id, {"error": f"messages: the chat template cannot render them: {exc}"[:500],
+                                  "status": 400})
+            return []
+        ids = self._continued(live, list(body["messages"]), body.get("tools"), text) or self._encode(text)
+        used = len(ids) - len(live.calls[0].prompt_ids) if live.calls else 0
+        left = self.spec.max_episode_tokens - used
+        if left <= 0:
+            self._reply(call_id, {"error": f"episode {episode_id} reached environment.max_episode_tokens="
+                                  f"{self.spec.max_episode_tokens}", "status": 400})
+            return []
+        n = int(body.get("n") or 1)
+        seed = body.get("seed")
+        stop = body.get("stop") or []
+        sampling = dataclasses.replace(
+            self.sampling, max_tokens=min(int(body.get("max_tokens") or self.sampling.max_tokens), left),
+            temperature=self.sampling.temperature if body.get("temperature") is None else float(body["temperature"]),
+            top_p=self.sampling.top_p if body.get("top_p") is None else float(body["top_p"]),
+            stop=tuple([stop] if isinstance(stop, str) else stop))
+        recorded = Call(list(body["messages"]), text, ids, version, tools=body.get("tools"))
+        live.pending[call_id] = {"call": recorded, "results": {}, "n": n}
+        out = []
+        for k in range(n):
+            request_id = f"{call_id}#{k}"
+            self.calls_of[request_id] = episode_id
+            out.append(GenerationRequest(request_id=request_id, prompt_ids=list(ids), meta={},
+                                         sampling=dataclasses.replace(
+                                             sampling, seed=None if seed is None else (int(seed) + k) & 0x7FFFFFFF)))
+        return out
+
+    def complete(self, result: GenerationResult) -> bool:
+        """Record a sampled choice (False: not a gateway call); when all of a call's choices are in, answer it."""
+        episode_id = self.calls_of.pop(result.request_id, None)
+        if episode_id is None:
+            return False
+        live = self.live.get(episode_id)
+        call_id, _, k = result.request_id.rpartition("#")
+        if live is None or call_id not in live.pending:
+            return True
+        pending = live.pending[call_id]
+        calls, _ = parse_tool_calls(result.text, len(live.calls))
+        for tool in calls:  # OpenAI's wire form: arguments as a JSON string
+            tool["function"]["arguments"] = json.dumps(tool["function"]["arguments"])
+        pending["results"][int(k)] = Choice(list(result.response_ids), list(result.logprobs), result.text,
+                                            result.finish_reason, calls)
+        if len(pending["results"]) < pending["n"]:
+            return True
+        del live.pending[call_id]
+        call: Call = pending["call"]
+        call.choices = [pending["results"][i] for i in range(pending["n"])]
+        live.calls.append(call)
+        self._reply(call_id, {"prompt_token_ids": call.prompt_ids, "prompt_text": call.prompt_text,
+                              "version": call.version,
+                              "choices": [{"token_ids": c.ids, "logprobs": c.logprobs, "text": c.text,
+                                           "finish_reason": "tool_calls" if c.tool_calls else c.finish_reason,
+                                           "tool_calls": c.tool_calls} for c in call.choices]})
+        return True
+
+    def _end(self, episode_id: str, error: str | None) -> Finished | None:
+        live = self.live.pop(episode_id, None)
+        if live is None:
+            return None
+        del self.by_sample[live.request.sample_id]
+        state = self.redis.hgetall(keys.episode(episode_id))
+        self.redis.hset(keys.episode(episode_id), "state", "ended")
+        self.redis.lrem(keys.open_episodes(self.job_id), 0, episode_id)
+        raw = state.get(b"reward") or state.get("reward")
+        reward = json.loads(raw) if raw else None
+        now = time.time()
+        sequences = assemble(live.calls)
+        if not sequences:
+            episode = Episode(request=live.request, row={}, started_at=live.opened_at, finished_at=now, end="error",
+                              error=error or f"gateway episode {episode_id}: ended before any chat call")
+            return Finished(episode, 0, 0)
+        last = sequences[-1]
+        episode = to_episode(live.request, last, started_at=live.opened_at, finished_at=now)
+        if error is not None:
+            episode.error, episode.end = error, "error"
+        if reward is not None:
+            episode.turn_rewards[-1] = float(reward)
+        return Finished(episode, oldest_version(last), len(sequences))
