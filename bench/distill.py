@@ -1,0 +1,143 @@
+"""On-policy distillation benchmark: a small student distilled from a larger teacher built here, against the same
+student trained with the task reward alone (GRPO), on the same sample budget.
+
+    python bench/distill.py                    # student ~1M tiny Llama, teacher tiny-5m, one-digit addition
+
+Setup (all built here, same character tokenizer): the teacher is `--teacher-preset` fine-tuned on addition until
+its loss is low (it answers most prompts); the student is `--preset` warm-started with a short SFT to a higher loss
+target (right format, often wrong). Runs, interleaved per seed, each from that student and with the same
+iterations x prompts x group_size samples:
+    rl       algorithm grpo, reward exact_match
+    distill  algorithm distill, teacher = the teacher (reward_coef 0: the teacher's per-token reverse KL only)
+Each evaluates the held-out reward (`--eval-prompts` prompts, one seeded sample each) every `--eval-every`
+iterations; distill also records reverse_kl (student vs teacher, on its own samples) each iteration.
+distill_iterations_ratio = (first evaluated iteration at which distill's held-out reward reaches rl's final held-out
+reward) / rl's iterations (inf when it never does); medians over the seeds. Prints the curves and
+    RESULT distill_iterations_ratio=R heldout_distill=D heldout_rl=L teacher_heldout=T reverse_kl_first=.. last=..
+(the issue's bar: R <= 0.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers.utils import logging as hf_logging
+
+from contract.spec import JobSpec
+from workers.datasets import generate_rows
+from workers.local import train_local
+from workers.models import build_tiny_model
+from workers.training.sft import sft_warm_start
+
+RUNS = ("rl", "distill")
+TASK = {"digits": 1, "ops": "+"}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="tiny-1m", help="the student")
+    parser.add_argument("--teacher-preset", default="tiny-5m")
+    parser.add_argument("--teacher-steps", type=int, default=400)
+    parser.add_argument("--student-loss", type=float, default=0.9, help="the student's SFT warm start stops here")
+    parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--prompts", type=int, default=16, help="prompts per iteration")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--eval-prompts", type=int, default=256)
+    parser.add_argument("--eval-every", type=int, default=3)
+    parser.add_argument("--seeds", default="0", help="comma-separated seeds (one round of both runs each)")
+    parser.add_argument("--threads", type=int, default=2)
+    return parser.parse_args()
+
+
+def job_spec(args: argparse.Namespace, model_dir: Path, teacher: Path, run: str, seed: int) -> JobSpec:
+    algorithm: dict[str, Any] = {"name": "grpo", "group_size": args.group_size}
+    if run == "distill":
+        algorithm = {"name": "distill", "group_size": args.group_size, "teacher": str(teacher)}
+    return JobSpec.model_validate({
+        "name": f"bench-distill-{run}",
+        "model": str(model_dir),
+        "dataset": {"builtin": "arithmetic", "num_prompts": 2048, "eval_prompts": args.eval_prompts},
+        "reward": {"type": "exact_match"},
+        "algorithm": algorithm,
+        "generation": {"temperature": 1.0, "max_tokens": 5, "batch_size": args.prompts * args.group_size,
+                       "speculative": "off"},
+        "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
+                     "micro_batch_size": args.prompts * args.group_size, "lr": args.lr},
+        "checkpoint": {"interval": args.iterations, "keep": 1},
+        "seed": seed,
+    })
+
+
+def one_run(args: argparse.Namespace, student: Path, teacher: Path, work: Path, run: str,
+            seed: int) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = train_local(job_spec(args, student, teacher, run, seed), work / f"{run}-{seed}",
+                         eval_every=args.eval_every, dataset_params=TASK)
+    curve = [(int(it), float(value)) for it, value in result.eval_curve]
+    kl = [float(r.metrics["reverse_kl"]) for r in result.records if r.metrics.get("reverse_kl") is not None]
+    print(f"{run} seed {seed}: held-out {' '.join(f'{it}:{v:.3f}' for it, v in curve)}"
+          + (f" | reverse_kl {' '.join(f'{v:.2f}' for v in kl)}" if kl else "")
+          + f" ({time.perf_counter() - started:.0f}s)", flush=True)
+    return {"curve": curve, "kl": kl}
+
+
+def teacher_heldout(args: argparse.Namespace, teacher: Path, work: Path) -> float:
+    """The teacher's own held-out reward: a one-iteration run's evaluation before its step."""
+    spec = job_spec(args, teacher, teacher, "rl", 0)
+    spec = spec.model_copy(update={"training": spec.training.model_copy(update={"iterations": 1})})
+    result = train_local(spec, work / "teacher-eval", eval_every=1, dataset_params=TASK)
+    return float(result.eval_curve[0][1]) if result.eval_curve else math.nan
+
+
+def reach_ratio(distill: list[tuple[int, float]], target: float, iterations: int) -> float:
+    reached = next((it for it, value in distill if it > 0 and value >= target), None)
+    return reached / iterations if reached is not None else math.inf
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
+        work = Path(tmp)
+        rows = generate_rows("arithmetic", 4000, 1000, **TASK)
+        teacher_base = build_tiny_model(args.teacher_preset, work / "teacher-base", seed=1)
+        teacher = sft_warm_start(teacher_base, work / "teacher", rows, steps=args.teacher_steps, lr=3e-3,
+                                 batch_size=64, seed=1)
+        student_base = build_tiny_model(args.preset, work / "student-base", seed=0)
+        student = sft_warm_start(student_base, work / "student", rows, steps=300, lr=3e-3, batch_size=64, seed=0,
+                                 target_loss=args.student_loss)
+        print(f"teacher {args.teacher_preset}: {teacher.steps} SFT steps, loss {teacher.final_loss:.3f}, "
+              f"{teacher.seconds:.0f}s; student {args.preset}: {student.steps} steps, loss "
+              f"{student.final_loss:.3f}", flush=True)
+        teacher_reward = teacher_heldout(args, teacher.model_dir, work)
+        print(f"teacher held-out reward {teacher_reward:.3f}", flush=True)
+        figures: dict[str, list[dict[str, Any]]] = {run: [] for run in RUNS}
+        for seed in seeds:  # interleaved: one round of both runs per seed
+            for run in RUNS:
+                figures[run].append(one_run(args, student.model_dir, teacher.model_dir, work, run, seed))
+
+    ratios = [reach_ratio(d["curve"], r["curve"][-1][1], args.iterations)
+              for d, r in zip(figures["distill"], figures["rl"], strict=True)]
+    final = {run: statistics.median(f["curve"][-1][1] for f in figures[run]) for run in RUNS}
+    kl_first = statistics.median(f["kl"][0] for f in figures["distill"])
+    kl_last = statistics.median(f["kl"][-1] for f in figures["distill"])
+    print(f"RESULT distill_iterations_ratio={statistics.median(ratios):.3g} heldout_distill={final['distill']:.3f} "
+          f"heldout_rl={final['rl']:.3f} teacher_heldout={teacher_reward:.3f} reverse_kl_first={kl_first:.3f} "
+          f"reverse_kl_last={kl_last:.3f} seeds={len(seeds)} iterations={args.iterations} "
+          f"wall_s={time.perf_counter() - started:.0f}")
+
+
+if __name__ == "__main__":
+    main()
