@@ -47,6 +47,12 @@ def test_cluster_page_shows_the_queue_and_why(page: Page, api_server: Server, en
         expect(group.locator("td")).to_have_text([f"queue-{world.tag}", "low", "1", "1", "2"])
         assert world.api.get(f"/jobs/{waiter['id']}")["queue"]["waiting_for"] == "quota:max_concurrent_jobs"
         shot(page, "22-cluster-queue")
+        open_signed_in(page, api_server, world.token, f"/jobs/{waiter['id']}")  # the job page says it too
+        banner = page.get_by_test_id("job-queue")
+        expect(banner).to_contain_text("position")
+        expect(banner).to_contain_text("quota:max_concurrent_jobs")
+        expect(banner).to_contain_text(f"'holder-{world.tag}'")
+        expect(page.locator(".job-detail .page-head")).to_contain_text("priority low")
     finally:
         client.delete(keys.scheduler_queue())
         client.close()

@@ -29,6 +29,18 @@ describe("toSpec", () => {
 
 import { fromSpec, mergeSpec } from "./jobForm";
 
+describe("scheduling fields", () => {
+  it("sends priority and preemptible, and a clone keeps them", () => {
+    const spec = toSpec({ ...DEFAULT_FORM, priority: "low", preemptible: "off" });
+    expect(spec.priority).toBe("low");
+    expect(spec.preemptible).toBe(false);
+    const form = fromSpec(spec as Record<string, unknown>);
+    expect(form.priority).toBe("low");
+    expect(form.preemptible).toBe("off");
+    expect(toSpec(DEFAULT_FORM).preemptible).toBe(true);
+  });
+});
+
 describe("clone: fromSpec + mergeSpec", () => {
   const spec = {
     name: "base", model: "tiny", dataset: { id: null, path: null, builtin: "arithmetic", num_prompts: 32, eval_prompts: 8 },

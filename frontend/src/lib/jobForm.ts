@@ -81,6 +81,8 @@ export const DEFAULT_FORM = {
   "autoscale.policy": "manual",
   "autoscale.min_instances": "1",
   "autoscale.max_instances": "4",
+  priority: "normal" as "low" | "normal" | "high", // at most the team's max_priority (the API names both)
+  preemptible: "on" as "on" | "off", // off: team admins only
 };
 export type JobForm = typeof DEFAULT_FORM;
 
@@ -164,6 +166,8 @@ export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, 
   return {
     name: form.name,
     model: form.model,
+    priority: form.priority,
+    preemptible: form.preemptible === "on",
     dataset,
     reward: environment ? undefined : rewardSpec(form, parsed),
     environment,
@@ -243,6 +247,7 @@ export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
   form["generation.share"] = share === true ? "require" : share === false ? "own" : "auto";
   form["training.share"] = get("training.share") === true ? "on" : "off";
   form["environment.grader"] = graded ? "on" : "off";
+  form.preemptible = get("preemptible") === false ? "off" : "on";
   for (const key of ["reward.params", "environment.params"] as const) {
     const params = get(key === "reward.params" ? `${rewardAt}.params` : key);
     form[key] = isObj(params) && Object.keys(params).length ? JSON.stringify(params, null, 2) : "";

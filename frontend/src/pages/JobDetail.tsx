@@ -12,6 +12,7 @@ import { LineChart, type LineSeries } from "../components/LineChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
 import { WholeJobTimeline } from "../components/WholeJobTimeline";
 import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, SharedTrainingBadge, StatusBadge } from "../components/ui";
+import { formatDuration } from "../lib/runs";
 import { jobSpec } from "../api/types";
 import { metricSeries } from "../lib/sparkline";
 import { recentIterationLengths } from "../lib/histogram";
@@ -62,7 +63,8 @@ export function JobDetailPage() {
     });
     return {
       throughput: [s("samples_per_s", "samples/s", COLORS.blue), s("tokens_per_s", "tokens/s", COLORS.green, "right")],
-      reward: [s("reward_mean", "reward", COLORS.green), s("kl", "KL", COLORS.purple, "right")],
+      // eval_reward: the held-out reward (training.eval_every), beside the training reward on the same axis
+      reward: [s("reward_mean", "reward", COLORS.green), s("eval_reward", "held-out reward", COLORS.blue), s("kl", "KL", COLORS.purple, "right")],
       staleness: [s("staleness_mean", "mean staleness", COLORS.orange), s("stale_dropped", "stale dropped", COLORS.red, "right")],
       // training-inference mismatch of the on-policy tokens (workers/training/mismatch.py)
       mismatch: [
@@ -169,7 +171,8 @@ export function JobDetailPage() {
             <span className={`live-dot ${dot.tone}`} title={dot.title} data-testid="live-dot" data-tone={dot.tone} />
           </h2>
           <div className="muted">
-            {spec.model} · {spec.algorithm?.name} · {spec.mode} mode · dispatch {spec.dispatch?.policy} · created {formatTime(job.created_at)}
+            {spec.model} · {spec.algorithm?.name} · {spec.mode} mode · dispatch {spec.dispatch?.policy} · priority {spec.priority ?? "normal"}
+            {spec.preemptible === false ? " (not preemptible)" : ""} · created {formatTime(job.created_at)}
           </div>
         </div>
         <div className="actions">
@@ -188,6 +191,13 @@ export function JobDetailPage() {
       <ErrorBanner error={actionError} />
       {job.error && health?.state !== "failed" ? <div className="banner banner-error">Job failed: {job.error}</div> : null}
       {health ? <HealthBanner health={health} /> : null}
+      {job.status === "queued" && job.queue ? (
+        <div className="banner banner-info" data-testid="job-queue">
+          Waiting in the queue: position {job.queue.position} · waiting for {job.queue.waiting_for}
+          {job.queue.eta_s !== null && job.queue.eta_s !== undefined ? ` · starts in about ${formatDuration(job.queue.eta_s)}` : ""}
+          {" · "}{job.queue.reason}
+        </div>
+      ) : null}
       <ExportMenu jobId={job.id} />
       {showYaml ? <Card title="Spec (YAML)" className="yaml-card"><SpecYaml jobId={job.id} /></Card> : null}
       <JobNotes job={job} canWrite={canWrite} onChange={live.setJob} />
@@ -214,7 +224,7 @@ export function JobDetailPage() {
       <div className="grid">
         <Card title="Throughput"><LineChart syncKey={`job-${job.id}`} series={series.throughput} markers={markers} /></Card>
         <Card title="Reward and KL"><LineChart syncKey={`job-${job.id}`} series={series.reward} markers={markers} /></Card>
-        <Card title="Training signals">{health ? <SignalList signals={health.signals} /> : <p className="muted">loading…</p>}</Card>
+        <Card title="Training signals">{health ? <SignalList signals={health.signals} iterations={live.iterations.length} /> : <p className="muted">loading…</p>}</Card>
         <Card title={`Reward errors${health?.reward_errors_total ? ` (${health.reward_errors_total} in all)` : ""}`}>
           <div data-testid="reward-errors-chart"><LineChart syncKey={`job-${job.id}`} series={series.rewardErrors} /></div>
         </Card>

@@ -245,6 +245,23 @@ function SubmitJobForm() {
               </select>
             </Field>
           </div>
+          <div className="row" data-testid="scheduling-fields">
+            <Field label="Priority" error={err("priority")}
+              hint="the scheduler orders by priority, then by each team's fair share; above your team's maximum is refused">
+              <select name="priority" value={form.priority} onChange={set("priority")}>
+                <option value="low">low (fills spare slots)</option>
+                <option value="normal">normal</option>
+                <option value="high">high</option>
+              </select>
+            </Field>
+            <Field label="Preemptible" error={err("preemptible")}
+              hint="a preemptible job may hand its slots back at a checkpoint to higher-priority or under-share work, then resume">
+              <select name="preemptible" value={form.preemptible} onChange={set("preemptible")}>
+                <option value="on">yes</option>
+                <option value="off">no (team admins only)</option>
+              </select>
+            </Field>
+          </div>
           <div className="row" data-testid="lora-fields">
             <Field label="Fine-tuning" error={err("training.lora")} hint="LoRA trains and syncs a small adapter only">
               <select name="lora" value={form["training.lora"]} onChange={set("training.lora")}>
