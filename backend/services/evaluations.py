@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from backend.db.models import Checkpoint, Dataset, Evaluation, Job, Model, Team
+from backend.db.models import Checkpoint, Dataset, Evaluation, Job, Model, Team, UsageRecord
 from backend.db.session import session_scope
 from backend.services import model_aliases
 from backend.services.errors import InvalidInput, NotFound, not_found
@@ -241,6 +241,11 @@ class DatabaseEvaluationStore(EvaluationStore):
             job_id = row.job_id
             row.status, row.summary, row.rows = "succeeded", summary, {"rows": rows}
             row.finished_at = datetime.now(UTC)
+            session.add(UsageRecord(team_id=row.team_id, job_id=row.job_id, api_key_id=None, pool="generation",
+                                    source="evaluation", iteration=None,
+                                    device_seconds=max(0.0, float(summary.get("device_seconds", 0.0))),
+                                    tokens_generated=max(0, int(summary.get("tokens_generated", 0))),
+                                    tokens_trained=0))
             if row.job_id is not None and row.iteration is not None:
                 checkpoint = session.scalar(select(Checkpoint).where(Checkpoint.job_id == row.job_id,
                                                                      Checkpoint.iteration == row.iteration)

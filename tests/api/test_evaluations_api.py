@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.db.enums import Role
-from backend.db.models import Checkpoint, Evaluation
+from backend.db.models import Checkpoint, Evaluation, UsageRecord
 from backend.services import model_aliases, openai_inference
 from backend.services.evaluations import DatabaseEvaluationStore
 
@@ -53,6 +53,9 @@ def test_create_refuses_bad_input_and_what_is_not_the_teams(pg_backend: Any, wor
         assert task is not None and store.claim(body["id"]) is None  # claimed once
         store.finish(body["id"], {"mean": 0.5, "pass@1": 0.5, "pass@k": 0.5, "k": 1.0, "prompts": 2.0,
                                   "samples": 2.0}, [])
+        with pg_backend.session() as session:  # the evaluation's generation is the team's usage
+            used = session.query(UsageRecord).filter_by(job_id=job["id"], source="evaluation").one()
+            assert (used.team_id, used.pool) == (world.team.id, "generation")
         listed = client.get(f"/api/v1/jobs/{job['id']}/checkpoints", headers=member).json()["data"]
         assert listed == [{**listed[0], "best": True, "scores": {"held": {"mean": 0.5, "pass@1": 0.5, "pass@k": 0.5,
                                                                           "k": 1.0, "prompts": 2.0, "samples": 2.0}}}]

@@ -5,13 +5,15 @@ while it runs, beside the jobs' instances, so training is never paused by it).
 
 One suite on one model directory: the suite's prompts (its dataset's eval split) each sampled `samples_per_prompt`
 times by the hf engine (seeded per sample, so a rerun gives the same outputs), scored by the suite's reward or
-grader, summarised as mean, pass@1 and pass@k (contract/evaluation.py). The store gets the summary and the per-row
-outputs and scores, or the error that stopped it.
+grader, summarised as mean, pass@1 and pass@k (contract/evaluation.py). The store gets the summary (with the
+generation's `device_seconds` and `tokens_generated`: the team's usage) and the per-row outputs and scores, or the
+error that stopped it.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +61,11 @@ def evaluate(task: EvaluationTask, device: str) -> tuple[dict[str, float], list[
                               max_tokens=suite.sampling.max_tokens)
     requests = {r.sample_id: r for group in groups for r in group}
     texts: dict[str, str] = {}
+    started, tokens = time.monotonic(), 0
     for result in engine.generate_stream(generation_request(r, sampling) for r in requests.values()):
         texts[result.request_id] = result.text
+        tokens += len(result.response_ids)
+    usage = {"device_seconds": time.monotonic() - started, "tokens_generated": float(tokens)}  # metered as usage
     reward = build_reward(suite.scorer)
     try:
         scores: list[list[float]] = []
@@ -76,7 +81,7 @@ def evaluate(task: EvaluationTask, device: str) -> tuple[dict[str, float], list[
                                "scores": values, "errors": [o.error for o in outcomes if o.error][:3]})
     finally:
         reward.close()
-    return summarize(scores, k=suite.pass_k, threshold=suite.pass_threshold), stored
+    return {**summarize(scores, k=suite.pass_k, threshold=suite.pass_threshold), **usage}, stored
 
 
 def run_evaluation(evaluation_id: int, store: EvaluationStore, device: str = "cpu") -> str:

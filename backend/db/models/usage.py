@@ -27,7 +27,7 @@ class UsageRecord(Base):
     job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
     api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_keys.id", ondelete="SET NULL"), index=True)
     pool: Mapped[str] = mapped_column(String(16))  # generation | training (contract.usage.POOLS)
-    source: Mapped[str] = mapped_column(String(16))  # job | tinker | inference
+    source: Mapped[str] = mapped_column(String(16))  # job | tinker | inference | evaluation
     iteration: Mapped[int | None]  # the job's iteration (1-based); None: an inference call
     device_seconds: Mapped[float] = mapped_column(default=0.0)
     tokens_generated: Mapped[int] = mapped_column(default=0)
