@@ -694,6 +694,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/jobs/{job_id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fork Job
+         * @description Start a new job (member) from this job's checkpoint of `iteration` with `overrides` applied to its spec
+         *     (learning rate, reward, dataset, mode...; not `model` or `algorithm.name`): it records `parent_job_id` and
+         *     `parent_iteration`, starts from that checkpoint's weights and optimizer state and counts iterations on from it.
+         *     422 naming the iteration when there is no such checkpoint; 404 for another team's job.
+         */
+        post: operations["fork_job_api_v1_jobs__job_id__fork_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/jobs/{job_id}/health": {
         parameters: {
             query?: never;
@@ -1366,9 +1389,30 @@ export interface paths {
         head?: never;
         /**
          * Update Quotas
-         * @description Change the team's quotas (admin); jobs paused by `max_device_hours_per_month` resume once it has room.
+         * @description Change the team's quotas (admin; `share` and `max_priority` only a platform admin: they rank the team among
+         *     teams); jobs paused by `max_device_hours_per_month` resume once it has room.
          */
         patch: operations["update_quotas_api_v1_teams_current_quotas_patch"];
+        trace?: never;
+    };
+    "/api/v1/teams/{team_id}/quotas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Update Team Quotas
+         * @description Change any team's quotas, `share` and `max_priority` included (platform admin).
+         */
+        patch: operations["update_team_quotas_api_v1_teams__team_id__quotas_patch"];
         trace?: never;
     };
     "/api/v1/tinker/sessions": {
@@ -2679,6 +2723,24 @@ export interface components {
             /** Message */
             message: string;
         };
+        /**
+         * JobFork
+         * @description Start a new job from one of this job's checkpoints with changed settings.
+         */
+        JobFork: {
+            /**
+             * Iteration
+             * @description the parent's checkpoint iteration to start from (GET /jobs/{id}/checkpoints)
+             */
+            iteration: number;
+            /**
+             * Overrides
+             * @description spec changes: dotted keys (`training.lr`: 1e-5) or nested mappings (`{"reward": {...}}`); a mapping replaces a field whole only under a dotted key naming it; `name` renames
+             */
+            overrides?: {
+                [key: string]: unknown;
+            };
+        };
         /** JobHealth */
         JobHealth: {
             /** Healthy */
@@ -2736,6 +2798,16 @@ export interface components {
             name: string;
             /** Notes */
             notes: string;
+            /**
+             * Parent Iteration
+             * @description the parent's checkpoint iteration a fork starts from
+             */
+            parent_iteration?: number | null;
+            /**
+             * Parent Job Id
+             * @description a fork's parent job (POST /jobs/{id}/fork); null otherwise
+             */
+            parent_job_id?: number | null;
             /**
              * Pending Instances
              * @description instances asked for that no generation worker picked up yet
@@ -3739,6 +3811,16 @@ export interface components {
             /** Notes */
             notes: string;
             /**
+             * Parent Iteration
+             * @description the parent's checkpoint iteration a fork starts from
+             */
+            parent_iteration?: number | null;
+            /**
+             * Parent Job Id
+             * @description a fork's parent job (POST /jobs/{id}/fork); null otherwise
+             */
+            parent_job_id?: number | null;
+            /**
              * Pending Instances
              * @description instances asked for that no generation worker picked up yet
              */
@@ -3877,8 +3959,18 @@ export interface components {
             job_id: number | null;
             /** Job Name */
             job_name: string | null;
+            /**
+             * Own Jobs
+             * @default []
+             */
+            own_jobs?: number[];
             /** Rank */
             rank?: number | null;
+            /**
+             * Shared
+             * @default false
+             */
+            shared?: boolean;
             /** Task */
             task: string;
         };
@@ -7496,6 +7588,96 @@ export interface operations {
             };
         };
     };
+    fork_job_api_v1_jobs__job_id__fork_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobFork"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     job_health_api_v1_jobs__job_id__health_get: {
         parameters: {
             query?: never;
@@ -10430,6 +10612,87 @@ export interface operations {
             query?: never;
             header?: never;
             path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["QuotasUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TeamPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_team_quotas_api_v1_teams__team_id__quotas_patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                team_id: number;
+            };
             cookie?: never;
         };
         requestBody: {
