@@ -223,10 +223,9 @@ def check(request: ChatCompletionCreate) -> None:
         if getattr(request, name) not in (None, 0, 0.0):
             raise OpenAIError(f"{name} is not supported by this platform (only 0)", param=name,
                               code="unsupported_parameter")
-    if request.top_logprobs:
-        raise OpenAIError("top_logprobs is not supported: the engine reports the chosen token's logprob only "
-                          "(logprobs: true, top_logprobs 0 or unset)", param="top_logprobs",
-                          code="unsupported_parameter")
+    if request.top_logprobs and request.stream:
+        raise OpenAIError("top_logprobs is not supported with stream: true (the alternatives arrive with each "
+                          "choice's end)", param="top_logprobs", code="unsupported_parameter")
     if request.top_logprobs is not None and not request.logprobs:
         raise OpenAIError("top_logprobs needs logprobs: true", param="top_logprobs")
     if request.stream_options is not None and not request.stream:
@@ -312,7 +311,8 @@ def prepare(request: ChatCompletionCreate, served: Served) -> Prepared:
     temperature = 1.0 if request.temperature is None else request.temperature
     sample = SampleRequest(prompt_ids=ids, max_tokens=max_tokens(request), temperature=temperature,
                            top_p=1.0 if request.top_p is None else request.top_p, n=request.n or 1,
-                           seed=request.seed, stop=stop_strings(request), logprobs=bool(request.logprobs))
+                           seed=request.seed, stop=stop_strings(request), logprobs=bool(request.logprobs),
+                           topk_logprobs=request.top_logprobs or 0)
     return Prepared(served, renderer, ids, sample)
 
 
@@ -342,10 +342,17 @@ def safe_prefix(text: str, stops: list[str]) -> str:
     return text[: len(text) - hold]
 
 
-def token_logprobs(renderer: ChatRenderer, ids: list[int], values: list[float]) -> list[dict[str, Any]]:
-    """OpenAI's `logprobs.content`: each token's text, logprob and bytes (no alternatives: top_logprobs is [])."""
-    out = []
-    for token, value in zip(ids, values, strict=False):
+def token_logprobs(renderer: ChatRenderer, ids: list[int], values: list[float],
+                   top: list[Any] | None = None) -> list[dict[str, Any]]:
+    """OpenAI's `logprobs.content`: each token's text, logprob and bytes, and with `top` (the instance's top-k per
+    step, [ids, logprobs]) its `top_logprobs` alternatives (else [])."""
+    def entry(token: int, value: float) -> dict[str, Any]:
         piece = renderer.tokenizer.decode([token], skip_special_tokens=False)
-        out.append({"token": piece, "logprob": value, "bytes": list(piece.encode("utf-8")), "top_logprobs": []})
+        return {"token": piece, "logprob": value, "bytes": list(piece.encode("utf-8"))}
+
+    out = []
+    for index, (token, value) in enumerate(zip(ids, values, strict=False)):
+        step = top[index] if top is not None and index < len(top) else None
+        alternatives = [entry(i, v) for i, v in zip(step[0], step[1], strict=True)] if step else []
+        out.append({**entry(token, value), "top_logprobs": alternatives})
     return out

@@ -211,10 +211,12 @@ def _check_openai(platform: Any, base_url: str, key: str, path: str, greedy_text
 
     messages: Any = [{"role": "user", "content": "What is 12+35?"}]
     out = client(key).chat.completions.create(model=path, messages=messages, max_tokens=6, temperature=0.0,
-                                              logprobs=True)
+                                              logprobs=True, top_logprobs=2)
     choice = out.choices[0]
     assert out.model == path and choice.finish_reason in ("stop", "length")
     assert choice.logprobs is not None and choice.logprobs.content
+    for token in choice.logprobs.content:  # greedy: the chosen token is the likeliest of its alternatives
+        assert len(token.top_logprobs) == 2 and token.top_logprobs[0].logprob == pytest.approx(token.logprob, abs=1e-4)
     assert choice.message.content == greedy_text  # the same adapter, greedy: the Tinker sampler's tokens
     assert client(key).models.retrieve(path).id == path
     for prompt in (prompt_text, prompt_ids):  # the rendered conversation as text, then as token ids

@@ -56,10 +56,11 @@ def _resolved(session: Session, team: Team, body: dict[str, Any], key_id: int | 
     return request, prepared
 
 
-def _choice_logprobs(prepared: chat.Prepared, ids: list[int], values: list[float] | None) -> dict[str, Any] | None:
+def _choice_logprobs(prepared: chat.Prepared, ids: list[int], values: list[float] | None,
+                     top: list[Any] | None = None) -> dict[str, Any] | None:
     if values is None:
         return None
-    return {"content": chat.token_logprobs(prepared.renderer, ids, values), "refusal": None}
+    return {"content": chat.token_logprobs(prepared.renderer, ids, values, top), "refusal": None}
 
 
 @router.post("/chat/completions", response_model=None)
@@ -91,7 +92,8 @@ def create_chat_completion(body: Annotated[Any, Body()], auth: MemberAuth, sessi
         text = chat.cut_at_stop(chat.decode(prepared.renderer, result.token_ids), stops)
         choices.append({"index": index, "finish_reason": result.finish_reason,
                         "message": {"role": "assistant", "content": text, "refusal": None, "annotations": []},
-                        "logprobs": _choice_logprobs(prepared, result.token_ids, result.logprobs)})
+                        "logprobs": _choice_logprobs(prepared, result.token_ids, result.logprobs,
+                                                     result.topk_logprobs)})
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": request.model,
             "choices": choices, "system_fingerprint": None, "service_tier": None,
             "usage": _usage(len(prepared.prompt_ids), completion_tokens)}
