@@ -27,6 +27,10 @@ class SlotHolder(BaseModel):
     job_name: str | None
     instance_id: str | None = None
     rank: int | None = None
+    # a shared LoRA process (generation.run_shared / training.run_shared) serves several jobs: the caller's own jobs
+    # among its members (empty: it serves only other teams' jobs)
+    shared: bool = False
+    own_jobs: list[int] = []
 
 
 class WorkerPublic(BaseModel):

@@ -2,7 +2,8 @@
 and as the database says it should be (instances asked for and not yet running): the cluster page's one answer.
 
 Team scoping: workers are shared, so every team sees every worker and its load, but only its own jobs by id and
-name; another team's task is a holder without job id or name.
+name; another team's task is a holder without job id or name. A shared LoRA process serves several jobs: it
+names the caller's own jobs among its members (`own_jobs`), so a team's own shared instance is never "another team's".
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from sqlalchemy.orm import Session
 from backend.db.enums import InstanceStatus, JobStatus
 from backend.db.models import GenerationInstance, Job, Team
 from backend.schemas.cluster import ClusterPublic, PendingInstance, PoolPublic, ResourceSample, SlotHolder, WorkerPublic
-from contract import keys
+from contract import keys, tasks
 
 POOLS = ("generation", "training", "control")
+SHARED_TASKS = (tasks.RUN_SHARED, tasks.RUN_SHARED_TRAINING)  # their first argument: the process's key
 SAMPLES_SHOWN = 360
 
 
@@ -39,10 +41,24 @@ def _samples(client: redis.Redis, node: str) -> list[ResourceSample]:
     return [ResourceSample.model_validate_json(item) for item in reversed(raw)]
 
 
-def _holders(entry: dict[str, Any], names: dict[int, str]) -> list[SlotHolder]:
+def _shared_members(client: redis.Redis, key: str) -> set[int]:
+    """Job ids a shared process serves now: its heartbeat's members ([job_id, instance_id] or job_id) and its joins."""
+    raw = client.get(keys.share_state(key))
+    members: list[Any] = list(json.loads(raw).get("members") or []) if raw else []
+    members += [json.loads(item).get("job_id") for item in client.lrange(keys.share_joins(key), 0, -1)]
+    ids = {m[0] if isinstance(m, list) and m else m for m in members}
+    return {job_id for job_id in ids if isinstance(job_id, int)}
+
+
+def _holders(entry: dict[str, Any], names: dict[int, str], client: redis.Redis) -> list[SlotHolder]:
     holders = []
     for task in entry.get("tasks") or []:
         job_id = task.get("job_id")
+        if task.get("task") in SHARED_TASKS and isinstance(job_id, str):  # args[0] is the shared process's key
+            own_jobs = sorted(_shared_members(client, job_id) & names.keys())
+            holders.append(SlotHolder(task=str(task.get("task")), job_id=None, job_name=None, shared=True,
+                                      own_jobs=own_jobs))
+            continue
         own = isinstance(job_id, int) and job_id in names
         holders.append(SlotHolder(task=str(task.get("task")), job_id=job_id if own else None,
                                   job_name=names[job_id] if own else None,
@@ -70,7 +86,7 @@ def cluster_view(*, session: Session, client: redis.Redis, team: Team) -> Cluste
             node=str(entry.get("node")), host=str(entry.get("host", "")), pools=list(entry.get("queues") or []),
             slots=int(entry.get("slots", 0)), busy=len(entry.get("tasks") or []),
             device_kind=entry.get("device_kind"), devices=list(entry.get("devices") or []),
-            holders=_holders(entry, names),
+            holders=_holders(entry, names, client),
             beat_age_s=round(now - float(entry["beat_at"]), 1) if entry.get("beat_at") else None,
             samples=_samples(client, str(entry.get("node"))),
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Text, cast, func, select
@@ -159,4 +160,7 @@ def list_spans(*, session: Session, job_id: int, since: float, limit: int = 5000
 
 
 def list_checkpoints(*, session: Session, job_id: int) -> list[Checkpoint]:
-    return list(session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.iteration)))
+    """The job's checkpoints that exist on disk (a row whose directory was deleted by retention or by hand is not
+    offered: nothing could load it)."""
+    rows = session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.iteration))
+    return [row for row in rows if Path(row.path).is_dir()]

@@ -11,6 +11,9 @@ from streamrl.cli.common import client, emit_json, print_table
 
 
 def _holder(holder: dict[str, Any]) -> str:
+    if holder.get("shared"):
+        own = holder.get("own_jobs") or []
+        return f"shared LoRA process (your jobs {', '.join(map(str, own))})" if own else "shared (other teams)"
     if holder.get("job_id") is None:
         return "other team"
     where = holder.get("instance_id") or (f"rank {holder['rank']}" if holder.get("rank") is not None else "driver")

@@ -217,3 +217,18 @@ def test_spec_yaml_shows_python_code_as_a_block(app_client: TestClient, world: A
     block = '  code: |\n    def reward(prompt, response, meta):\n        return float("a" in response)\n'
     assert block in answer.text
     assert yaml.safe_load(answer.text) == job["spec"]
+
+
+def test_checkpoint_list_offers_only_what_exists_on_disk(app_client: TestClient, world: Any) -> None:
+    """A checkpoint whose directory was deleted (retention, by hand) is not listed: nothing could load it."""
+    job = world.submit(app_client, name="ckpt-on-disk")
+    base = world.backend.settings.artifacts / "checkpoints" / f"job-{job['id']}"
+    for iteration in (1, 2, 3):
+        (base / f"iter-{iteration}").mkdir(parents=True)
+        with world.backend.session() as session:
+            record_checkpoint(session=session, job_id=job["id"], iteration=iteration,
+                              path=str(base / f"iter-{iteration}"))
+    (base / "iter-2").rmdir()
+    answer = app_client.get(f"{API}/jobs/{job['id']}/checkpoints", headers=world.headers("viewer"))
+    assert answer.status_code == 200, answer.text
+    assert [c["iteration"] for c in answer.json()["data"]] == [1, 3]

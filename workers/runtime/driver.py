@@ -26,6 +26,7 @@ import torch
 from contract import keys
 from contract.evaluation import retained
 from contract.sample import PromptRequest, Sample
+from contract.spec import JobSpec
 from contract.states import TERMINAL_JOB_STATUSES, JobStatus
 from workers.core.chat import ChatEncoder
 from workers.core.learn import unzip
@@ -95,6 +96,10 @@ class Driver:
         components.check_chat_template(self.schedule.rows, self.trainer.tokenizer)
         self.eval_rows = components.load_rows(ctx, "eval", **ctx.dataset_params) if self.spec.training.eval_every \
             else []
+        if self.spec.training.eval_every and not self.eval_rows:  # never silently: say why there is no eval_reward
+            rows = len(self.schedule.rows)
+            ctx.reporter.record_event(ctx.job_id, "eval_skipped", eval_skipped_reason(self.spec, rows),
+                                      {"eval_prompts": self.spec.dataset.eval_prompts, "train_rows": rows})
         queues = (lambda iid: PromptQueue(ctx.require_redis(), ctx.job_id, iid)) if ctx.redis is not None else None
         self.dispatcher = PromptDispatcher(ctx.spec, self.schedule, self.encode, job_id=ctx.job_id,
                                            reporter=ctx.reporter, queues=queues, epoch=ctx.epoch)
@@ -359,3 +364,13 @@ class Driver:
                         + ("its iterations are trained again)" if resumed <= recorded else
                            f"iterations {recorded + 1}-{resumed} have no row)"))
         self.reporter.record_event(self.job_id, "worker", message, data={"driver": "resumed", "iteration": resumed})
+
+
+def eval_skipped_reason(spec: JobSpec, train_rows: int) -> str:
+    """Why a job with training.eval_every has no held-out rows: a file's last dataset.eval_prompts rows are held out
+    only when it has more rows than that."""
+    n = spec.dataset.eval_prompts
+    if n == 0:
+        return "held-out evaluation skipped: dataset.eval_prompts is 0 (no held-out rows); eval_reward is not recorded"
+    return (f"held-out evaluation skipped: the dataset has {train_rows} row(s), not more than dataset.eval_prompts "
+            f"({n}), so none is held out and eval_reward is not recorded; add rows or lower dataset.eval_prompts")

@@ -33,7 +33,17 @@ export function HealthBanner({ health }: { health: JobHealth }) {
 }
 
 /** The training-signal checks that fire, one line each (job page). */
-export function SignalList({ signals = [] }: { signals: JobHealth["signals"] }) {
+/** The checks read the newest SIGNAL_WINDOW iterations (backend/services/signals.py WINDOW): before that, say so. */
+export const SIGNAL_WINDOW = 3;
+
+export function SignalList({ signals = [], iterations }: { signals: JobHealth["signals"]; iterations?: number }) {
+  if (!signals.length && iterations !== undefined && iterations < SIGNAL_WINDOW) {
+    return (
+      <p className="muted" data-testid="signals-none">
+        {iterations === 0 ? "No iteration recorded yet" : `${iterations} iteration(s) recorded`}: the checks need the newest {SIGNAL_WINDOW}.
+      </p>
+    );
+  }
   if (!signals.length) return <p className="muted" data-testid="signals-none">No check fires: the reward varies and the losses are finite.</p>;
   return (
     <ul className="signals" data-testid="signals">

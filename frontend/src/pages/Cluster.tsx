@@ -76,7 +76,11 @@ function WorkerCard({ worker }: { worker: Worker }) {
         <ul className="holders" data-testid="holders">
           {worker.holders.length === 0 ? <li className="muted">idle</li> : worker.holders.map((h, i) => (
             <li key={i}>
-              {h.job_id === null ? <span className="muted">another team's {h.task}</span> : (
+              {h.shared ? (
+                h.own_jobs?.length
+                  ? <span data-testid="own-shared">your team's shared LoRA process ({h.task}) serving {h.own_jobs.map((id, k) => <span key={id}>{k ? ", " : ""}<Link to={`/jobs/${id}`}>job {id}</Link></span>)}</span>
+                  : <span className="muted">a shared LoRA process of other teams ({h.task})</span>
+              ) : h.job_id === null ? <span className="muted">another team's {h.task}</span> : (
                 <><Link to={`/jobs/${h.job_id}`}>{h.job_name}</Link> {h.instance_id ?? (h.rank != null ? `rank ${h.rank}` : "driver")}</>
               )}
             </li>

@@ -3,6 +3,8 @@ import { useState } from "react";
 import { api, unwrap } from "../api/client";
 import type { Job, JobEvent, JobHealth } from "../api/types";
 import { Card, ErrorBanner, formatTime } from "../components/ui";
+import { capacityWarning } from "../lib/cluster";
+import { useCluster } from "./Cluster";
 
 const TERMINAL = ["succeeded", "failed", "cancelled"];
 
@@ -14,6 +16,8 @@ export function ScalingPanel({ job, events, canWrite, onChange, health }: { job:
   const [busy, setBusy] = useState(false);
   const scalingEvents = events.filter((e) => e.kind.includes("scal")).slice(-20).reverse();
   const editable = canWrite && !TERMINAL.includes(job.status);
+  // the target past the generation pool's slots: the extra instances stay pending (same words as the submit form)
+  const capacity = capacityWarning(editable ? job.target_instances : null, useCluster().data);
 
   const scale = async (body: { target_instances?: number; autoscale?: boolean }) => {
     setBusy(true);
@@ -51,6 +55,7 @@ export function ScalingPanel({ job, events, canWrite, onChange, health }: { job:
           autoscale
         </label>
       </div>
+      {capacity ? <p className="capacity-warning" data-testid="scale-capacity-warning">⚠ {capacity}</p> : null}
       <ErrorBanner error={error} />
       <ul className="scaling-events" data-testid="scaling-events">
         {scalingEvents.length === 0 ? <li className="muted">no scaling events yet</li> : null}
