@@ -63,6 +63,8 @@ def job_row_public(
         ptl_profile=job.ptl_profile,
         tags=list(job.tags or []),
         notes=job.notes or "",
+        parent_job_id=job.parent_job_id,
+        parent_iteration=job.parent_iteration,
     )
 
 

@@ -272,6 +272,11 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def resume_job(self, job_id: int) -> JSON:
         return self._json("POST", f"/jobs/{job_id}/resume")
 
+    def fork_job(self, job_id: int, iteration: int, overrides: Mapping[str, Any] | None = None) -> JSON:
+        """A new job from the job's checkpoint of `iteration` with `overrides` (dotted keys: `training.lr`)."""
+        return self._json("POST", f"/jobs/{job_id}/fork", json={"iteration": iteration,
+                                                                 "overrides": dict(overrides or {})})
+
     def scale_job(self, job_id: int, target_instances: int | None = None, *, autoscale: bool | None = None) -> JSON:
         body = _drop_none({"target_instances": target_instances, "autoscale": autoscale})
         if not body:

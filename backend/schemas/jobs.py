@@ -45,6 +45,8 @@ class JobPublic(BaseModel):
     ptl_profile: dict[str, Any] | None
     tags: list[str]  # sorted, unique
     notes: str
+    parent_job_id: int | None = Field(None, description="a fork's parent job (POST /jobs/{id}/fork); null otherwise")
+    parent_iteration: int | None = Field(None, description="the parent's checkpoint iteration a fork starts from")
     queue: QueuePublic | None = Field(None, description="a queued job's place in the scheduler's queue and why it "
                                       "waits; null otherwise")
 
@@ -80,6 +82,16 @@ class JobAnnotate(RequestModel):
         if self.tags is not None and (self.add_tags or self.remove_tags):
             raise ValueError("tags replaces the whole list: give it alone, or use add_tags / remove_tags")
         return self
+
+
+class JobFork(RequestModel):
+    """Start a new job from one of this job's checkpoints with changed settings."""
+
+    iteration: int = Field(ge=0, description="the parent's checkpoint iteration to start from "
+                           "(GET /jobs/{id}/checkpoints)")
+    overrides: dict[str, Any] = Field(default_factory=dict, description="spec changes: dotted keys "
+                                      "(`training.lr`: 1e-5) or nested mappings (`{\"reward\": {...}}`); a mapping "
+                                      "replaces a field whole only under a dotted key naming it; `name` renames")
 
 
 class JobScale(RequestModel):

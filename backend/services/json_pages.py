@@ -109,14 +109,18 @@ def _listing_columns(cutoff: Any = None) -> tuple[Any, ...]:
         Job.id, Job.name, Job.status, cast(Job.spec, Text), Job.target_instances, running, pending, Job.autoscale,
         Job.created_by_id, email, Job.created_at, Job.started_at, Job.finished_at, Job.error,
         Job.current_iteration, total_iterations, cast(latest, Text), cast(Job.ptl_profile, Text),
-        cast(Job.tags, Text), Job.notes,
+        cast(Job.tags, Text), Job.notes, Job.parent_job_id, Job.parent_iteration,
     )
+
+
+def _integer(value: int | None) -> str:
+    return "null" if value is None else str(int(value))
 
 
 def job_json(row: Sequence[Any]) -> str:
     """One `JobPublic` from a `_listing_columns()` row."""
     (job_id, name, status, spec, target, running, pending, autoscale, creator, email, created, started, finished, error,
-     iteration, total, latest, ptl, tags, notes) = row
+     iteration, total, latest, ptl, tags, notes, parent, parent_iteration) = row
     stored = json.loads(spec)
     return (
         f'{{"id":{int(job_id)},"name":{_string(name)},"status":"{JobStatus(status).value}","spec":{spec},'
@@ -128,7 +132,9 @@ def job_json(row: Sequence[Any]) -> str:
         f'"started_at":{_moment(started)},"finished_at":{_moment(finished)},"error":{_string(error)},'
         f'"progress":{{"iteration":{int(iteration)},"total_iterations":{int(total or 0)}}},'
         f'"latest_metrics":{_stored(latest)},"ptl_profile":{_stored(ptl)},"tags":{tags or "[]"},'
-        f'"notes":{_string(notes or "")},"queue":null}}'  # a queued job's entry: backend/services/queue_view.py
+        f'"notes":{_string(notes or "")},"parent_job_id":{_integer(parent)},'
+        f'"parent_iteration":{_integer(parent_iteration)},'
+        f'"queue":null}}'  # a queued job's entry: backend/services/queue_view.py
     )
 
 

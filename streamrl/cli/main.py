@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "streamrl.cli.datasets",  # datasets upload|list|rows
     "streamrl.cli.jobs",  # jobs submit|list|get|cancel|pause|resume|scale|logs|iterations
     "streamrl.cli.notes_cmds",  # jobs tag|note (on the jobs group)
+    "streamrl.cli.fork_cmd",  # jobs fork (on the jobs group)
     "streamrl.cli.sample_cmds",  # samples prompts|compare (the same prompt across runs and checkpoints)
     "streamrl.cli.runtime_cmds",  # worker --pool generation|training|control, controller (+ the `up --demo` hook)
     "streamrl.cli.plan_cmds",  # plan

@@ -259,10 +259,23 @@ class Trainer:
             )
         self._load_weights(path, state)
         self.scheduler.load_state_dict(state["scheduler"])
+        self._apply_spec_hyperparameters()
         ckpt.restore_rng(state["rng"])
         self.iteration, self.version = int(state["iteration"]), int(state["version"])
         self._reset_accumulation()
         return self.iteration
+
+    def _apply_spec_hyperparameters(self) -> None:
+        """The spec's learning rate and weight decay over a loaded checkpoint's (a fork may change them,
+        backend/services/forks.py): the warm-up factor reached so far is kept. A plain resume has the same values,
+        so this changes nothing there."""
+        training = self.spec.training
+        self.scheduler.base_lrs = [training.lr for _ in self.optimizer.param_groups]
+        factors = [float(schedule(self.scheduler.last_epoch)) for schedule in self.scheduler.lr_lambdas]
+        for group, factor in zip(self.optimizer.param_groups, factors, strict=True):
+            group["initial_lr"], group["lr"] = training.lr, training.lr * factor
+            group["weight_decay"] = training.weight_decay
+        self.scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]  # what get_last_lr reports
 
     def close(self) -> None:
         """Release what the trainer holds beyond memory (multi-rank: stops the other ranks)."""

@@ -8,14 +8,23 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response, status
 from sqlalchemy.orm import Session
 
-from backend.api.deps import IdPath, MemberAuth, OptionalRedisDep, SessionDep, TagQuery, TextQuery, ViewerAuth
+from backend.api.deps import (
+    IdPath,
+    MemberAuth,
+    OptionalRedisDep,
+    SessionDep,
+    SettingsDep,
+    TagQuery,
+    TextQuery,
+    ViewerAuth,
+)
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import job_public
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent
 from backend.schemas.common import MAX_OFFSET
-from backend.schemas.jobs import JobAnnotate, JobCreate, JobEventPublic, JobPublic, JobScale, JobsPublic
-from backend.services import budgets, job_notes, json_pages, scheduling
+from backend.schemas.jobs import JobAnnotate, JobCreate, JobEventPublic, JobFork, JobPublic, JobScale, JobsPublic
+from backend.services import budgets, forks, job_notes, json_pages, scheduling
 from backend.services import jobs as job_service
 from backend.services.errors import not_found
 from backend.services.live import publish_live, wake_controller
@@ -139,3 +148,21 @@ def scale_job(
                               autoscale=body.autoscale)
 
     return _act(job_id, auth, session, redis, scale)
+
+
+@router.post("/{job_id}/fork", status_code=status.HTTP_201_CREATED, responses=errors(409))
+def fork_job(
+    job_id: IdPath, body: JobFork, auth: MemberAuth, session: SessionDep, redis: OptionalRedisDep, settings: SettingsDep
+) -> JobPublic:
+    """Start a new job (member) from this job's checkpoint of `iteration` with `overrides` applied to its spec
+    (learning rate, reward, dataset, mode...; not `model` or `algorithm.name`): it records `parent_job_id` and
+    `parent_iteration`, starts from that checkpoint's weights and optimizer state and counts iterations on from it.
+    422 naming the iteration when there is no such checkpoint; 404 for another team's job."""
+    parent = job_service.get_job(session=session, team=auth.team, job_id=job_id)
+    source = forks.parent_checkpoint(session, parent, body.iteration, settings.artifacts)
+    spec = forks.fork_spec(parent, body.iteration, body.overrides)
+    scheduling.check_preemptible(auth.role, spec)
+    fork = forks.fork_job(session=session, team=auth.team, user=auth.user, parent=parent, iteration=body.iteration,
+                          spec=spec, source=source, changed=sorted(body.overrides), artifacts=settings.artifacts,
+                          api_key_id=auth.api_key.id if auth.api_key else None)
+    return _commit_and_publish(session, redis, fork, since_event_id=0)

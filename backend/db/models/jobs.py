@@ -40,6 +40,9 @@ class Job(Base):
     # holds `"tag"` exactly when the list does: services.job_notes filters on it in any dialect)
     tags: Mapped[list[str]] = mapped_column(default=list, server_default="[]")
     notes: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # a fork (POST /jobs/{id}/fork): the job and checkpoint iteration it starts from; None: not a fork
+    parent_job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"), index=True)
+    parent_iteration: Mapped[int | None]
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]

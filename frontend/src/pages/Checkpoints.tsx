@@ -1,7 +1,8 @@
 /** The job's saved checkpoints (HF directories in the artifact store), each downloadable as a tar: the whole
  * checkpoint, the model alone (a LoRA job's merged with its adapter) or, for a LoRA job, the adapter alone. Each shows
  * its evaluation suites' means and the best one (checkpoint.select best) a badge; Evaluate runs the job's suites on it
- * (POST /evaluations), listed below with their results. */
+ * (POST /evaluations), listed below with their results; Fork starts a new run from one (ForkCheckpoint.tsx), and a
+ * fork shows its parent here. */
 import { useState } from "react";
 import { api, unwrap } from "../api/client";
 import { jobSpec } from "../api/types";
@@ -9,6 +10,7 @@ import { ErrorBanner, formatNumber, formatTime } from "../components/ui";
 import { download } from "../lib/download";
 import { queryClient, useCheckpoints, useJob } from "../lib/queries";
 import { Evaluations, evaluationsKey } from "./Evaluations";
+import { ForkButton, Lineage } from "./ForkCheckpoint";
 
 type Form = "checkpoint" | "merged" | "adapter";
 const LABELS: Record<Form, string> = { checkpoint: "⬇ download", merged: "⬇ merged model", adapter: "⬇ adapter" };
@@ -20,9 +22,10 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
   const [downloadError, setDownloadError] = useState<unknown>(null);
   const job = useJob(jobId).data;
   const suites = job ? (jobSpec(job).evaluation ?? []).map((suite) => suite.name) : [];
+  const lineage = <Lineage parent={job?.parent_job_id} iteration={job?.parent_iteration} />;
   if (error) return <ErrorBanner error={error} />;
   const rows = data?.data ?? [];
-  if (rows.length === 0) return <div className="muted">no checkpoints yet</div>;
+  if (rows.length === 0) return <>{lineage}<div className="muted">no checkpoints yet</div></>;
   const forms: Form[] = lora ? ["checkpoint", "merged", "adapter"] : ["checkpoint", "merged"];
   const fetchOne = async (it: number, form: Form) => {
     setBusy(`${it}:${form}`);
@@ -52,6 +55,7 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
   };
   return (
     <>
+      {lineage}
       <ErrorBanner error={downloadError} />
       <ul className="events" data-testid="checkpoints">
         {[...rows].reverse().map((c) => (
@@ -74,6 +78,8 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
                 {busy === `${c.iteration}:${form}` ? "downloading…" : LABELS[form]}
               </button>
             ))}
+            {job && <ForkButton jobId={jobId} iteration={c.iteration} lr={jobSpec(job).training?.lr ?? 0}
+              mode={jobSpec(job).mode ?? "sync"} />}
           </li>
         ))}
       </ul>

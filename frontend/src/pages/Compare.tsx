@@ -66,6 +66,12 @@ export function ComparePage() {
                   <i style={{ background: RUN_COLORS[i % RUN_COLORS.length] }} />
                   <Link to={`/jobs/${id}`}>{job?.name ?? `#${id}`}</Link> <span className="muted">#{id}</span>
                   {job ? <StatusBadge status={job.status} /> : null}
+                  {job?.parent_job_id != null ? (
+                    <span className="muted" data-testid="chip-parent">
+                      {" "}⑂ <Link to={`/jobs/${job.parent_job_id}`}>#{job.parent_job_id}</Link>@{job.parent_iteration}
+                      {ids.includes(job.parent_job_id) ? " (compared)" : ""}
+                    </span>
+                  ) : null}
                 </span>
               );
             })}

@@ -12,6 +12,7 @@ import { ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, SharedTra
 import { useRuns } from "../lib/queries";
 import { compareRoute, formatDuration, MAX_COMPARE, notesPreview, sortRuns, type RunFilters, type SortKey } from "../lib/runs";
 import { useSession } from "../session";
+import { Lineage } from "./ForkCheckpoint";
 
 const COLUMNS: [SortKey, string][] = [
   ["name", "Name"], ["status", "Status"], ["health", "Health"], ["signals", "Signals"], ["duration", "Duration"], ["reward", "Reward"],
@@ -109,6 +110,7 @@ function RunRow({ run, selected, onToggle, onTag }: { run: Run; selected: boolea
       <td><input type="checkbox" aria-label={`select ${run.name}`} checked={selected} onChange={onToggle} /></td>
       <td>
         <Link to={`/jobs/${run.id}`}>{run.name}</Link> <span className="muted">#{run.id}</span>
+        <Lineage parent={run.parent_job_id} iteration={run.parent_iteration} />
         <Progress value={run.progress.iteration} total={run.progress.total_iterations} />
         {run.tags.length ? (
           <div className="tags" data-testid="run-tags">
