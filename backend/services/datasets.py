@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from backend.db.models import Dataset, Team, User
 from backend.private_files import private_dir, write_private
 from backend.services.dataset_formats import parse_upload
-from backend.services.errors import InvalidInput, PayloadTooLarge, not_found
+from backend.services.errors import Conflict, InvalidInput, PayloadTooLarge, not_found
 from backend.services.models import HUB_ID_PATTERN, REVISION_PATTERN
 from backend.services.strict_json import BadJson, check_text
 
@@ -58,10 +58,17 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _refuse_taken(session: Session, team: Team, name: str) -> None:
+    """Dataset names are unique per team (a job's spec and the dashboard name a dataset; two alike would be a guess)."""
+    if session.scalar(select(Dataset.id).where(Dataset.team_id == team.id, Dataset.name == name)) is not None:
+        raise Conflict(f"a dataset named {name!r} already exists in this team: choose another name")
+
+
 def register_hub_dataset(*, session: Session, team: Team, user: User, name: str, hub_id: str, revision: str,
                          split: str, artifact_dir: Path) -> Dataset:
     """A `downloading` dataset; the caller starts the import (backend/services/dataset_hub.py) after committing."""
     name = _check_name(name)
+    _refuse_taken(session, team, name)
     if not HUB_ID_PATTERN.match(hub_id):
         raise InvalidInput(f"hub_id {hub_id!r} is not a Hub dataset id (owner/name)", loc=("body", "hub_id"))
     if not REVISION_PATTERN.match(revision) or ".." in revision:
@@ -88,6 +95,7 @@ def create_dataset(
     filename: str | None = None,
 ) -> Dataset:
     name = _check_name(name)
+    _refuse_taken(session, team, name)
     content, row_count = parse_upload(content, filename)
     dataset = Dataset(
         team_id=team.id,

@@ -3,9 +3,11 @@ import { HashRouter, Navigate, NavLink, Route, Routes } from "react-router";
 import { AlertsPage } from "./pages/Alerts";
 import { ClusterPage } from "./pages/Cluster";
 import { ComparePage } from "./pages/Compare";
+import { DatasetsPage } from "./pages/Datasets";
 import { JobDetailPage } from "./pages/JobDetail";
 import { GraderPanelPage } from "./pages/GraderPanel";
 import { JobsPage } from "./pages/Jobs";
+import { ModelsPage } from "./pages/Models";
 import { PlannerPage } from "./pages/Planner";
 import { SamplesSideBySidePage } from "./pages/SamplesSideBySide";
 import { SessionsPage } from "./pages/Sessions";
@@ -45,6 +47,8 @@ function Shell() {
         <NavLink to="/jobs">Jobs</NavLink>
         <NavLink to="/sessions">Sessions</NavLink>
         {canWrite ? <NavLink to="/submit">Submit job</NavLink> : null /* viewers cannot submit: not offered */}
+        <NavLink to="/models">Models</NavLink>
+        <NavLink to="/datasets">Datasets</NavLink>
         <NavLink to="/graders">Graders</NavLink>
         <NavLink to="/planner">Planner</NavLink>
         <NavLink to="/cluster">Cluster</NavLink>
@@ -67,6 +71,8 @@ function Shell() {
           <Route path="/compare" element={<ComparePage />} />
           <Route path="/samples" element={<SamplesSideBySidePage />} />
           <Route path="/submit" element={<SubmitJobPage />} />
+          <Route path="/models" element={<ModelsPage />} />
+          <Route path="/datasets" element={<DatasetsPage />} />
           <Route path="/graders" element={<GraderPanelPage />} />
           <Route path="/planner" element={<PlannerPage />} />
           <Route path="/cluster" element={<ClusterPage />} />

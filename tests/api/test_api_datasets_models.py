@@ -47,6 +47,15 @@ def test_upload_validates_stores_and_serves_rows(app_client: TestClient, world: 
     assert job["spec"]["dataset"]["id"] == dataset["id"]
 
 
+def test_duplicate_dataset_name_is_refused_and_writes_nothing(app_client: TestClient, world: Any) -> None:
+    content = (json.dumps({"prompt": "1+1=", "answer": "2"}) + "\n").encode()
+    assert _upload(app_client, world.headers("member"), content, name="dup").status_code == 201
+    again = _upload(app_client, world.headers("member"), content, name=" dup ")
+    assert again.status_code == 409 and "a dataset named 'dup' already exists" in again.text, again.text
+    rows, files = _stored(world.backend, world.team)
+    assert rows == 1 and len(files) == 1
+
+
 def test_bad_line_gives_422_naming_the_line_and_writes_nothing(app_client: TestClient, world: Any) -> None:
     member = world.headers("member")
     cases = {
