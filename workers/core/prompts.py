@@ -106,12 +106,15 @@ def make_requests(rows: Sequence[dict[str, Any]], iteration: int, *, group_size:
             raise ValueError(f"dataset row {row.get('prompt_id', slot)!r} has no 'prompt' field")
         text, prompt_ids = render_prompt(row["prompt"], encode)
         group_id = f"{group_prefix}{iteration}:{slot}" + (f"~{epoch}" if epoch else "")
+        # the sampling seed leaves the driver epoch out: a restarted driver samples an iteration as the first did
+        # (exact resume); the ids keep it, so an earlier driver's in-flight samples are still told apart
+        seed_id = f"{group_prefix}{iteration}:{slot}"
         meta = {k: v for k, v in row.items() if k != "prompt"}
         groups.append([
             PromptRequest(sample_id=f"{group_id}:{k}", group_id=group_id, prompt_id=str(row["prompt_id"]),
                           iteration=iteration, prompt_ids=list(prompt_ids), prompt_text=text, meta=meta,
                           predicted_len=float(predicted[slot]) if predicted is not None else 0.0,
-                          min_version=min_version, seed=request_seed(job_seed, f"{group_id}:{k}"), queued_at=now)
+                          min_version=min_version, seed=request_seed(job_seed, f"{seed_id}:{k}"), queued_at=now)
             for k in range(group_size)
         ])
     return groups
