@@ -5,7 +5,7 @@ follow-up user message), then posts its reward. The job trains to `succeeded`, a
 the trained tokens are exactly the tokens the client was sent (`token_ids`), the loss mask covers completions only,
 an episode's two calls are one sequence (the second prompt holds the first call's sampled ids), and re-rendering an
 opening call's messages reproduces its `prompt_token_ids` (token fidelity). Another episode's token, a team key and
-an unknown episode are refused."""
+an unknown episode are refused, and so are an unsupported parameter and a non-number reward, each named."""
 
 from __future__ import annotations
 
@@ -68,6 +68,12 @@ def _agent_episode(claimed: dict[str, Any], url: str) -> Recorded:
             messages += [{"role": "tool", "tool_call_id": c.id, "content": "4"} for c in choice.message.tool_calls]
         else:
             messages.append({"role": "user", "content": "Check it."})
+    with pytest.raises(openai.BadRequestError, match="response_format"):  # named, and never reaches the instance
+        client.chat.completions.create(model="m", messages=messages,  # type: ignore[call-overload]
+                                       response_format={"type": "json_object"})
+    bad = httpx.post(f"{url}/api/v1/rollouts/{claimed['episode']}/reward", json={"reward": "high"},
+                     headers={"Authorization": f"Bearer {claimed['api_key']}"}, timeout=30)
+    assert bad.status_code == 400 and "reward must be a finite number" in bad.text, bad.text
     final = messages[-2]["content"] or ""
     reward = httpx.post(f"{url}/api/v1/rollouts/{claimed['episode']}/reward", json={"reward": float(len(final) % 3)},
                         headers={"Authorization": f"Bearer {claimed['api_key']}"}, timeout=30)

@@ -1,0 +1,201 @@
+"""Rollout gateway overhead (docs/architecture.md#rollout-gateway): an agent's chat call through the gateway (the
+official `openai` client -> the API on uvicorn -> Redis -> the instance's gateway loop -> the engine -> back) against
+the same request made directly to the engine, at 1, 16 and 64 concurrent episodes.
+
+Both paths share one `HFEngine` (the tiny BPE chat model, chat-qwen2-1m, greedy, `--max-tokens` tokens per call) and
+the same feed discipline as a generation instance (a `None` when nothing is waiting, the engine's continuous batch
+otherwise): the direct path's clients put their requests on an in-process queue the feed drains; the gateway path's
+clients call `/api/v1/rollouts/{episode}/v1/chat/completions`, and the feed polls `GatewayEpisodes` as the instance
+does (workers/runtime/gateway.py). Rounds interleave the paths; each figure is the median over rounds of the round's
+p50 call latency and calls/s.
+
+Needs Redis (`--redis`, default the local one); the API runs on a temporary SQLite database.
+Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8]`.
+Final line: `RESULT gateway_overhead_p50_ms=... throughput_ratio=...` (the worst of the concurrency levels), after one
+`RESULT concurrency=... direct_p50_ms=... gateway_p50_ms=... overhead_p50_ms=... direct_calls_s=... gateway_calls_s=...
+throughput_ratio=...` line per level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+LEVELS = (1, 16, 64)
+MESSAGES = [{"role": "user", "content": "What is 12 + 35?"}]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Loop:
+    """The engine's continuous batch fed by direct requests and gateway calls, as an instance's feed is."""
+
+    def __init__(self, engine: Any, gateway: Any) -> None:
+        self.engine, self.gateway = engine, gateway
+        self.direct: queue.Queue[tuple[Any, threading.Event, list[Any]]] = queue.Queue()
+        self.waiting: dict[str, tuple[threading.Event, list[Any]]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _feed(self) -> Iterator[Any]:
+        while not self.stop.is_set():
+            calls, _ = self.gateway.poll(self.engine.version)
+            yield from calls
+            got = False
+            while True:
+                try:
+                    request, done, out = self.direct.get_nowait()
+                except queue.Empty:
+                    break
+                self.waiting[request.request_id] = (done, out)
+                got = True
+                yield request
+            if not calls and not got:
+                yield None
+
+    def _run(self) -> None:
+        for result in self.engine.generate_stream(self._feed()):
+            if self.gateway.complete(result):
+                continue
+            done, out = self.waiting.pop(result.request_id)
+            out.append(result)
+            done.set()
+
+    def call(self, request: Any) -> Any:
+        done, out = threading.Event(), list[Any]()
+        self.direct.put((request, done, out))
+        done.wait()
+        return out[0]
+
+
+def _timed(fn: Any, clients: int, calls: int) -> tuple[float, float]:
+    """(p50 call latency in ms, calls/s) with `clients` concurrent callers making `calls` calls in all."""
+    latencies: list[float] = []
+
+    def worker(index: int) -> None:
+        for _ in range(calls // clients):
+            start = time.perf_counter()
+            fn(index)
+            latencies.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(worker, range(clients)))
+    wall = time.perf_counter() - start
+    return statistics.median(latencies) * 1000, len(latencies) / wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=64, help="calls per level per round (at least 2 per client)")
+    parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    os.environ.update({"STREAMRL_DATA_DIR": str(tmp), "STREAMRL_REDIS_URL": args.redis,
+                       "STREAMRL_SECRET_KEY": "bench-gateway-secret-key-0123456789abcdef"})
+
+    import openai
+    import redis
+    import uvicorn
+    from transformers import AutoTokenizer
+
+    from backend.main import create_app
+    from contract import gateway as keys
+    from contract.sample import PromptRequest
+    from contract.settings import get_settings
+    from contract.spec import EnvironmentSpec
+    from workers.core.rollout import generation_request
+    from workers.generation.engine import SamplingParams
+    from workers.generation.engines.hf import HFEngine
+    from workers.models import build_tiny_model
+    from workers.runtime.gateway import GatewayEpisodes
+
+    model = build_tiny_model("chat-qwen2-1m", tmp / "model", seed=0)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    engine = HFEngine(str(model), max_batch_size=max(LEVELS), device="cpu")
+    client = redis.Redis.from_url(args.redis)
+    job_id = 900_000_000 + os.getpid()
+    spec = EnvironmentSpec(type="gateway", max_turns=64, max_episode_tokens=131_072)
+    sampling = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
+    gateway = GatewayEpisodes(client, job_id, "bench", tokenizer, spec, sampling)
+    loop = Loop(engine, gateway)
+    config = uvicorn.Config(create_app(get_settings()), port=_free_port(), log_level="warning")
+    server = uvicorn.Server(config)
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{config.port}/api/v1"
+    text = tokenizer.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
+    prompt_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    counter = iter(range(10**9))
+
+    def direct(_: int) -> None:
+        request = PromptRequest(sample_id=f"d{next(counter)}", group_id="g", prompt_id="p", iteration=0,
+                                prompt_ids=prompt_ids, prompt_text="", meta={}, seed=0)
+        loop.call(generation_request(request, sampling))
+
+    def gateway_round(clients: int) -> Any:
+        agents = []
+        for index in range(clients):
+            request = PromptRequest(sample_id=f"r{next(counter)}-{index}", group_id="g", prompt_id="p", iteration=0,
+                                    prompt_ids=[], prompt_text="bench", meta={}, seed=0)
+            episode = gateway.open(request)
+            token: Any = client.hget(keys.episode(episode), "token")
+            assert token is not None
+            agents.append(openai.OpenAI(base_url=f"{url}/rollouts/{episode}/v1", api_key=token.decode(),
+                                        max_retries=0))
+        return lambda index: agents[index].chat.completions.create(
+            model="policy", messages=MESSAGES, max_tokens=args.max_tokens, temperature=0.0)  # type: ignore[arg-type]
+
+    worst_overhead, worst_ratio = 0.0, float("inf")
+    try:
+        for clients in LEVELS:
+            calls = max(args.calls, 2 * clients)
+            direct_runs, gateway_runs = [], []
+            _timed(direct, clients, clients)  # warm both paths at this batch size
+            _timed(gateway_round(clients), clients, clients)
+            for round_ in range(args.rounds):
+                direct_runs.append(_timed(direct, clients, calls))
+                gateway_runs.append(_timed(gateway_round(clients), clients, calls))
+                print(f"concurrency {clients} round {round_}: direct (p50 ms, calls/s) {direct_runs[-1]}, gateway "
+                      f"{gateway_runs[-1]}", flush=True)
+            d_p50 = statistics.median(r[0] for r in direct_runs)
+            g_p50 = statistics.median(r[0] for r in gateway_runs)
+            d_rate = statistics.median(r[1] for r in direct_runs)
+            g_rate = statistics.median(r[1] for r in gateway_runs)
+            overhead, ratio = g_p50 - d_p50, g_rate / d_rate
+            worst_overhead, worst_ratio = max(worst_overhead, overhead), min(worst_ratio, ratio)
+            print(f"RESULT concurrency={clients} direct_p50_ms={d_p50:.1f} gateway_p50_ms={g_p50:.1f} "
+                  f"overhead_p50_ms={overhead:.1f} direct_calls_s={d_rate:.1f} gateway_calls_s={g_rate:.1f} "
+                  f"throughput_ratio={ratio:.2f}", flush=True)
+    finally:
+        loop.stop.set()
+        server.should_exit = True
+        for key in client.scan_iter(f"streamrl:job:{job_id}:*"):
+            client.delete(key)
+    print(f"RESULT gateway_overhead_p50_ms={worst_overhead:.1f} throughput_ratio={worst_ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
