@@ -38,7 +38,8 @@ class InstanceHealth(BaseModel):
     oldest_pending_s: float | None  # how long the oldest pending instance has waited
 
 
-SignalCheck = Literal["nan_loss", "reward_constant", "all_truncated", "reward_stuck", "kl_blowup", "entropy_collapse",
+SignalCheck = Literal["nan_loss", "reward_constant", "all_truncated", "reward_stuck", "reward_flat", "kl_blowup",
+                      "entropy_collapse",
                       "mismatch_high"]
 
 

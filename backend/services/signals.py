@@ -8,6 +8,10 @@ Checks, worst first (`WINDOW` = the newest 3 iterations must all agree, so one o
   without groups, or rows without that metric, `reward_std` = 0): group-normalised advantages are all zero.
 - `all_truncated` (warning): every sample was cut at `generation.max_tokens` (`truncated_fraction` = 1).
 - `reward_stuck` (warning): after `STUCK_ITERATIONS` iterations the reward never left its first value (+- tolerance).
+- `reward_flat` (warning): over the newest `FLAT_ITERATIONS` iterations the mean reward's range (max - min) is within
+  the noise of one iteration's mean (`FLAT_NOISE` x the median standard error reward_std / sqrt(samples), at least
+  `FLAT_MIN_RANGE`): the job runs but does not learn (e.g. a LoRA job at a full fine-tune's learning rate, or a reward
+  every sample gets about the same from). Unlike `reward_stuck` the reward may wander, just not beyond noise.
 - `kl_blowup` (warning): KL to the reference above `KL_LIMIT` nats/token: the policy ran away from it.
 - `entropy_collapse` (warning): entropy below `ENTROPY_FLOOR` after starting at least 10x higher: the policy is
   (nearly) deterministic and stopped exploring.
@@ -15,7 +19,7 @@ Checks, worst first (`WINDOW` = the newest 3 iterations must all agree, so one o
   and the trainer's on the same tokens at the same version) above `MISMATCH_KL_LIMIT`: the engine samples from a
   policy the trainer does not compute (bf16 rounding, a kernel difference); alert rules can subscribe to it alone
   (`training_mismatch`).
-Reads are batched over the listed jobs (three queries whatever their number).
+Reads are batched over the listed jobs (four queries whatever their number).
 
 Hysteresis of the `training_signal` events (backend/controller/signal_events.py): a check fires once its condition
 held on the newest WINDOW iterations, and its event clears only once the condition failed on each of the newest
@@ -41,6 +45,9 @@ CLEAR_AFTER = 3  # a fired check's event clears after this many consecutive iter
 NEWEST = max(WINDOW, CLEAR_AFTER)  # iterations read per job
 STUCK_ITERATIONS = 20
 STUCK_TOLERANCE = 1e-3
+FLAT_ITERATIONS = 20  # the window the flat-reward check reads (and the iterations it needs before it may fire)
+FLAT_NOISE = 2.0  # a range within this many standard errors of an iteration's mean reward is noise
+FLAT_MIN_RANGE = 0.01
 KL_LIMIT = 1.0
 ENTROPY_FLOOR = 0.01
 # nats/token. float32 engine and trainer: ~1e-7 and below; bf16 generation on a float32 trainer: ~1e-3 (bench/
@@ -60,6 +67,8 @@ class History:
     reward_max: float | None = None
     first_reward: float | None = None
     first_entropy: float | None = None
+    # (reward_mean, reward_std, samples) of the newest FLAT_ITERATIONS iterations, newest first (the flat check)
+    recent_rewards: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)
 
 
 def _number(metrics: dict[str, Any], key: str) -> float | None:
@@ -105,6 +114,19 @@ def _conditions(history: History, spec: dict[str, Any]) -> dict[str, Callable[[d
         "entropy_collapse": collapsed,
         MISMATCH_CHECK: lambda m: (_number(m, "mismatch_kl") or 0.0) > MISMATCH_KL_LIMIT,
     }
+
+
+def flat_reward(history: History) -> tuple[float, float] | None:
+    """(range, noise) of the mean reward over the newest FLAT_ITERATIONS iterations when the range is within noise;
+    None when it is not, or when fewer iterations are recorded."""
+    window = history.recent_rewards[:FLAT_ITERATIONS]
+    means = [m for m, _, _ in window if m is not None and math.isfinite(m)]
+    if len(window) < FLAT_ITERATIONS or len(means) < FLAT_ITERATIONS:
+        return None
+    errors = sorted(sd / math.sqrt(n) for _, sd, n in window if sd is not None and n and n > 0 and math.isfinite(sd))
+    noise = max(FLAT_MIN_RANGE, FLAT_NOISE * errors[len(errors) // 2]) if errors else FLAT_MIN_RANGE
+    spread = max(means) - min(means)
+    return (spread, noise) if spread <= noise else None
 
 
 def cleared(history: History, check: str, spec: dict[str, Any]) -> bool:
@@ -154,6 +176,16 @@ def check_history(history: History, spec: dict[str, Any]) -> list[TrainingSignal
         out.append(TrainingSignal(
             check="reward_stuck", severity="warning", since_iteration=1,
             message=f"reward has stayed at its start ({history.first_reward:.3f}) for {history.count} iterations"))
+    flat = flat_reward(history) if not any(s.check in ("reward_constant", "reward_stuck") for s in out) else None
+    if flat is not None:
+        spread, noise = flat
+        lora = bool((spec.get("training") or {}).get("lora"))
+        hint = ("a LoRA adapter usually needs a higher training.lr than full fine-tuning (e.g. 1e-2 vs 3e-3)" if lora
+                else "raise training.lr, shape the reward (e.g. a length term when most samples hit max_tokens)")
+        out.append(TrainingSignal(
+            check="reward_flat", severity="warning", since_iteration=history.newest[0][0] - FLAT_ITERATIONS + 1,
+            message=f"reward is flat: over the last {FLAT_ITERATIONS} iterations it moved {spread:.3f}, within the "
+                    f"noise of one iteration ({noise:.3f}): the job is not learning; {hint}"))
     if _all(history, condition["kl_blowup"]):
         out.append(TrainingSignal(
             check="kl_blowup", severity="warning", since_iteration=since,
@@ -192,6 +224,14 @@ def _histories(session: Session, job_ids: list[int]) -> dict[int, History]:
     for job_id, count, low, high in session.execute(totals):
         history = histories[job_id]
         history.count, history.reward_min, history.reward_max = int(count), low, high
+
+    recent = select(Iteration.job_id, reward.label("mean"), Iteration.metrics["reward_std"].as_float().label("sd"),
+                    Iteration.metrics["samples"].as_float().label("n"), newest).where(
+        Iteration.job_id.in_(job_ids)).subquery()
+    for job_id, mean, sd, n in session.execute(select(recent.c.job_id, recent.c.mean, recent.c.sd, recent.c.n)
+                                               .where(recent.c.r <= FLAT_ITERATIONS)
+                                               .order_by(recent.c.job_id, recent.c.r)):
+        histories[job_id].recent_rewards.append((mean, sd, n))
 
     oldest = func.row_number().over(partition_by=Iteration.job_id, order_by=Iteration.iteration).label("r")
     first = select(Iteration.job_id, reward.label("reward"), Iteration.metrics["entropy"].as_float().label("entropy"),

@@ -175,3 +175,33 @@ def test_a_resumed_job_is_not_stalled_by_the_time_it_was_paused(app_client: Test
     health = app_client.get(f"{API}/jobs/{job['id']}/health", headers=headers).json()
     assert health["state"] == "generating", health["summary"]
     assert health["seconds_since_progress"] < 60
+
+
+def test_a_flat_run_raises_reward_flat_and_a_learning_run_does_not(app_client: TestClient, world: Any) -> None:
+    """The issue's LoRA run: reward 0.30-0.32 for 20+ iterations while ~93% of samples are truncated, no other check
+    fires (groups differ, losses finite): the health answer says the job is flat, and a signal event is recorded."""
+    from backend.services.signals import FLAT_ITERATIONS
+
+    flat = world.submit(app_client, name="lora-flat", generation={"instances": 1}, training={"lora": {"rank": 8}})
+    _running(world.backend, flat["id"])
+    rows = [{"reward_mean": 0.30 + 0.02 * ((i * 7) % 5) / 4, "reward_std": 0.25, "samples": 64.0,
+             "reward_flat_groups": 0.4, "truncated_fraction": 0.93, "loss": 0.1, "grad_norm": 1.0}
+            for i in range(FLAT_ITERATIONS)]
+    _iterations(world.backend, flat["id"], rows[:-1])
+    health = app_client.get(f"{API}/jobs/{flat['id']}/health", headers=world.headers("viewer")).json()
+    assert health["signals"] == []  # one iteration short of the window: not yet
+    _iterations(world.backend, flat["id"], rows[-1:], first=FLAT_ITERATIONS)
+    health = app_client.get(f"{API}/jobs/{flat['id']}/health", headers=world.headers("viewer")).json()
+    assert [s["check"] for s in health["signals"]] == ["reward_flat"] and health["state"] == "training_signal"
+    assert "moved 0.020" in health["summary"] and "LoRA adapter" in health["summary"], health["summary"]
+    with world.backend.session() as session:
+        note_signals(session)
+    fired = _events(world.backend, flat["id"], events.TRAINING_SIGNAL)
+    assert [(e.data or {}).get("check") for e in fired] == ["reward_flat"]
+
+    rising = world.submit(app_client, name="full-rising", generation={"instances": 1})
+    _running(world.backend, rising["id"])
+    _iterations(world.backend, rising["id"], [{**row, "reward_mean": 0.34 + 0.11 * i / FLAT_ITERATIONS}
+                                              for i, row in enumerate(rows)])
+    health = app_client.get(f"{API}/jobs/{rising['id']}/health", headers=world.headers("viewer")).json()
+    assert health["signals"] == [], health["signals"]

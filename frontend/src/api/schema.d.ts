@@ -4324,7 +4324,7 @@ export interface components {
              * Check
              * @enum {string}
              */
-            check: "nan_loss" | "reward_constant" | "all_truncated" | "reward_stuck" | "kl_blowup" | "entropy_collapse" | "mismatch_high";
+            check: "nan_loss" | "reward_constant" | "all_truncated" | "reward_stuck" | "reward_flat" | "kl_blowup" | "entropy_collapse" | "mismatch_high";
             /** Message */
             message: string;
             /**

@@ -242,3 +242,18 @@ describe("algorithm distill", () => {
     expect(localErrors({ ...form, "algorithm.reward_coef": "lots" })["algorithm.reward_coef"]).toBe('"lots" is not a number');
   });
 });
+
+import { chooseLora, FULL_FINETUNE_LR, LORA_LR, lrNote } from "./jobForm";
+
+describe("per-choice learning-rate defaults", () => {
+  it("moves a default rate with the LoRA choice, keeps a typed one, and says why", () => {
+    const on = chooseLora(DEFAULT_FORM, "on");
+    expect(on["training.lr"]).toBe(LORA_LR);
+    expect(lrNote(on)).toContain("an adapter needs a larger rate");
+    expect(chooseLora(on, "off")["training.lr"]).toBe(FULL_FINETUNE_LR);
+    const typed = chooseLora({ ...DEFAULT_FORM, "training.lr": "0.0005" }, "on");
+    expect(typed["training.lr"]).toBe("0.0005");
+    expect(lrNote(typed)).toBeNull();
+    expect(lrNote({ ...on, "training.lr": FULL_FINETUNE_LR })).toContain("LoRA adapters usually need more");
+  });
+});

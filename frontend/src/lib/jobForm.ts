@@ -17,8 +17,36 @@ def reward(prompt, response, meta):
     lower = sum(ch.islower() for ch in text) / len(text)
     on_pattern = sum(ch in letters for ch in text) / len(text)
     similar = difflib.SequenceMatcher(None, text, answer).ratio()
-    return {"lowercase": 0.4 * lower, "pattern": 0.3 * on_pattern, "similarity": 0.3 * similar}
+    fits = min(len(text), len(answer)) / max(len(text), len(answer))
+    return {"lowercase": 0.3 * lower, "pattern": 0.3 * on_pattern, "similarity": 0.2 * similar, "length": 0.2 * fits}
 `;
+
+/** Why the default reward has a length term (shown under the reward): the long-tail task's answers are short while
+ * an untrained model runs on to max_tokens; without the term most samples score alike and the reward stays flat. */
+export const REWARD_LENGTH_NOTE =
+  "The default reward scores length against the answer (the demo's term): on the long-tail task most untrained samples hit max_tokens, and without it the reward stays flat.";
+
+/** Learning-rate defaults per fine-tuning choice: an adapter's few parameters need a larger step than every weight. */
+export const FULL_FINETUNE_LR = "0.003";
+export const LORA_LR = "0.01";
+
+/** The form after choosing `training.lora`: a learning rate still at the other choice's default follows the choice
+ * (a rate the user typed is kept). */
+export function chooseLora<F extends { "training.lora": "off" | "on"; "training.lr": string }>(form: F, value: "off" | "on"): F {
+  const next = { ...form, "training.lora": value };
+  if (value === "on" && form["training.lr"].trim() === FULL_FINETUNE_LR) next["training.lr"] = LORA_LR;
+  if (value === "off" && form["training.lr"].trim() === LORA_LR) next["training.lr"] = FULL_FINETUNE_LR;
+  return next;
+}
+
+/** A line under the learning rate saying why its default is what it is (null once the user typed another rate). */
+export function lrNote(form: { "training.lora": "off" | "on"; "training.lr": string }): string | null {
+  const lr = form["training.lr"].trim();
+  if (form["training.lora"] === "on" && lr === LORA_LR) return `LoRA default ${LORA_LR}: an adapter needs a larger rate than full fine-tuning (${FULL_FINETUNE_LR}); at ${FULL_FINETUNE_LR} a LoRA job's reward stays flat.`;
+  if (form["training.lora"] === "on" && lr === FULL_FINETUNE_LR) return `${FULL_FINETUNE_LR} is the full fine-tuning rate: LoRA adapters usually need more (default ${LORA_LR}).`;
+  if (form["training.lora"] !== "on" && lr === FULL_FINETUNE_LR) return `Full fine-tuning default ${FULL_FINETUNE_LR}: high for large models, right for small ones.`;
+  return null;
+}
 
 /** A user environment that runs as it stands on the built-in tasks' rows (`prompt`, `answer`): the opening is the
  * prompt, a wrong answer gets one more try with feedback (docs/user-guide.md#environments-and-tools). */
@@ -70,7 +98,7 @@ export const DEFAULT_FORM = {
   "training.devices": "1",
   "training.iterations": "60",
   "training.prompts_per_iteration": "8",
-  "training.lr": "0.003",
+  "training.lr": FULL_FINETUNE_LR,
   "training.lora": "off" as "off" | "on",
   "training.lora.rank": "16",
   "training.lora.alpha": "32",

@@ -9,7 +9,7 @@ import { useNavigate } from "react-router";
 import { Field } from "../components/ui";
 import { ENVIRONMENTS, REWARD_TYPES } from "../lib/choices";
 import { graderRoute } from "../lib/graderSpec";
-import type { JobForm } from "../lib/jobForm";
+import { DEFAULT_REWARD_CODE, REWARD_LENGTH_NOTE, type JobForm } from "../lib/jobForm";
 import { parseObject } from "../lib/structured";
 
 type Setter = (key: keyof JobForm) => (e: { target: { value: string } }) => void;
@@ -94,7 +94,7 @@ function GraderFields({ form, set, err, at }: Props & { at: "reward" | "environm
         </datalist>
       </Field>
       {python ? (
-        <Field label="Reward code (runs sandboxed)" error={err(`${at}.code`)}>
+        <Field label="Reward code (runs sandboxed)" error={err(`${at}.code`)} hint={form["reward.code"] === DEFAULT_REWARD_CODE ? <span data-testid="reward-note">{REWARD_LENGTH_NOTE}</span> : undefined}>
           <textarea name="reward_code" className="mono" rows={5} value={form["reward.code"]} onChange={set("reward.code")} />
         </Field>
       ) : (

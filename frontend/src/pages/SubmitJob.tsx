@@ -13,7 +13,7 @@ import { useCluster } from "./Cluster";
 import { capacityWarning } from "../lib/cluster";
 import { DatasetFromHub } from "./DatasetFromHub";
 import { DatasetUpload } from "./DatasetUpload";
-import { DEFAULT_FORM, fromSpec, localErrors, mergeSpec, parseFormTexts, SHARE_CHOICES, toSpec, type JobForm } from "../lib/jobForm";
+import { chooseLora, DEFAULT_FORM, fromSpec, localErrors, lrNote, mergeSpec, parseFormTexts, SHARE_CHOICES, toSpec, type JobForm } from "../lib/jobForm";
 import { trackersOf, withTrackers, type TrackerChoice } from "../lib/trackers";
 import { TrackerPicker } from "../components/TrackerPicker";
 import { useApiQuery, useJob } from "../lib/queries";
@@ -220,7 +220,7 @@ function SubmitJobForm() {
             <Field label="Prompts / iteration" error={err("training.prompts_per_iteration")}>
               <input name="prompts_per_iteration" inputMode="numeric" value={form["training.prompts_per_iteration"]} onChange={set("training.prompts_per_iteration")} />
             </Field>
-            <Field label="Learning rate" error={err("training.lr")}>
+            <Field label="Learning rate" error={err("training.lr")} hint={lrNote(form) ? <span data-testid="lr-note">{lrNote(form)}</span> : undefined}>
               <input name="lr" inputMode="decimal" value={form["training.lr"]} onChange={set("training.lr")} />
             </Field>
           </div>
@@ -264,7 +264,7 @@ function SubmitJobForm() {
           </div>
           <div className="row" data-testid="lora-fields">
             <Field label="Fine-tuning" error={err("training.lora")} hint="LoRA trains and syncs a small adapter only">
-              <select name="lora" value={form["training.lora"]} onChange={set("training.lora")}>
+              <select name="lora" value={form["training.lora"]} onChange={(e) => setForm((f) => chooseLora(f, e.target.value as "off" | "on"))}>
                 <option value="off">full (every weight)</option>
                 <option value="on">LoRA adapter</option>
               </select>
