@@ -51,6 +51,9 @@ class Sample:
     # on-policy distillation (algorithm.teacher): log pi_teacher of each response token, scored on the instance
     # (workers/runtime/teacher.py); None: no teacher (older payloads lack the field and read as None)
     teacher_logprobs: list[float] | None = None
+    # multi-turn episodes: policy turns cut at generation.max_tokens (finish "length"); 0 for single-turn samples
+    # (whose cut is `truncated`) and for older payloads
+    turns_truncated: int = 0
 
     def __post_init__(self) -> None:
         assert len(self.behaviour_logprobs) == len(self.response_ids), "one behaviour logprob per response token"

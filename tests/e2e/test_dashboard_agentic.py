@@ -136,6 +136,7 @@ def test_stored_episode_reads_as_a_conversation(page: Page, api_server: Server, 
 
     open_signed_in(page, api_server, world.token, f"/jobs/{job['id']}")
     turns = page.get_by_test_id("turns-histogram")  # the long-tail view: turns per episode beside tokens
+    page.get_by_label("length scope").select_option("stored")  # the stored samples only
     expect(turns.get_by_test_id("turn-stats")).to_contain_text("max 2")  # the loaded samples: 2 and 1 turns
     expect(turns.get_by_test_id("turn-tokens").locator("tbody tr")).to_have_count(2)
     page.get_by_label("length scope").select_option("latest")  # the newest iteration's recorded turns and lengths

@@ -326,3 +326,22 @@ def test_every_algorithm_trains_on_masked_samples(chat_model: Path, algorithm: s
     samples[1].reward = 0.0
     metrics = trainer.train_iteration(samples)
     assert metrics["tokens"] == 18 and torch.isfinite(torch.tensor(metrics["loss"]))
+
+
+def test_episode_truncation_is_counted_per_turn(chat_model: Path) -> None:
+    """Every turn cut at max_tokens while the episode ends at max_turns: the episode is truncated (it used to read
+    "0% truncated"), and the per-turn share counts each cut turn."""
+    from workers.runtime import metrics
+
+    spec = _spec(chat_model, {"type": "guess_number", "params": {"low": 1, "high": 1000}, "max_turns": 3,
+                              "max_episode_tokens": 4000}, max_tokens=3)
+    samples = _run(chat_model, spec)
+    for sample in samples:
+        cut_turns = sum(1 for s, e in sample.turn_spans or [] if e - s >= 3)  # a turn that ran to max_tokens
+        assert sample.turns_truncated == cut_turns, (sample.turn_spans, sample.turns_truncated)
+    assert any(s.episode_end == "max_turns" and s.turns_truncated == s.turns for s in samples)
+    row = metrics.sample_metrics(samples, train_version=0)
+    assert row["truncated_fraction"] == sum(1 for s in samples if s.truncated or s.turns_truncated) / len(samples)
+    assert row["truncated_fraction"] > 0
+    assert row["turns_truncated_fraction"] == sum(s.turns_truncated for s in samples) / sum(s.turns for s in samples)
+    assert Sample.from_json(samples[0].to_json()).turns_truncated == samples[0].turns_truncated

@@ -98,6 +98,7 @@ class Episode:
     loss_mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     turn_spans: list[list[int]] = field(default_factory=list)
+    turns_truncated: int = 0  # policy turns cut at generation.max_tokens
     turn_rewards: list[float | None] = field(default_factory=list)
     end: str | None = None  # done | max_turns | max_episode_tokens | error
     error: str | None = None
@@ -199,6 +200,7 @@ class EpisodeRunner:
         start = len(episode.response_ids)
         episode.add(list(result.response_ids), True, list(result.logprobs))
         episode.turn_spans.append([start, len(episode.response_ids)])
+        episode.turns_truncated += result.finish_reason == "length"  # this turn was cut at max_tokens
         calls, call_errors = parse_tool_calls(result.text, episode.turns)
         before = list(episode.messages)
         assistant: Message = {"role": "assistant", "content": result.text}
@@ -276,6 +278,7 @@ def episode_sample(episode: Episode, tokenizer: Any, *, job_id: int, version: in
         reward_error=error, meta=dict(request.meta),
         queued_at=request.queued_at, started_at=episode.started_at, finished_at=episode.finished_at,
         instance_id=instance_id, truncated=episode.end == "max_episode_tokens",
+        turns_truncated=episode.turns_truncated,
         loss_mask=list(episode.loss_mask), turns=episode.turns, turn_spans=[list(s) for s in episode.turn_spans],
         turn_rewards=list(episode.turn_rewards), messages=list(episode.messages), episode_end=episode.end,
         segments=[{**run, "text": tokenizer.decode(episode.response_ids[run["start"]:run["end"]],

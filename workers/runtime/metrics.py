@@ -35,7 +35,7 @@ def sample_metrics(samples: Sequence[Sample], train_version: int) -> dict[str, f
         "staleness_mean": float(np.mean(staleness)),
         "staleness_max": float(max(staleness)),  # the oldest sample's lag, in versions
         "reward_errors": float(sum(1 for s in samples if s.reward_error)),
-        "truncated_fraction": sum(1 for s in samples if s.truncated) / len(samples),
+        "truncated_fraction": sum(1 for s in samples if cut(s)) / len(samples),
         "reward_flat_groups": flat_group_fraction(samples),
     }
     out.update(length_metrics([len(s.response_ids) for s in samples]))  # an episode's length: all its tokens
@@ -83,9 +83,16 @@ def token_staleness(samples: Sequence[Sample], train_version: int) -> dict[str, 
             "multi_version_fraction": sum(1 for s in samples if s.version_marks) / len(samples)}
 
 
+def cut(sample: Sample) -> bool:
+    """Cut short: a single-turn sample at max_tokens; an episode at max_episode_tokens or in any of its turns at
+    max_tokens (an episode whose every turn was cut used to count as not truncated)."""
+    return sample.truncated or sample.turns_truncated > 0
+
+
 def turn_metrics(samples: Sequence[Sample]) -> dict[str, float]:
     """Multi-turn episodes: turns per episode (mean, p90, max), the share of their tokens the policy generated
-    (trained) and the share of episodes the environment failed; {} for single-turn samples."""
+    (trained), the episodes the environment failed and the share of turns cut at max_tokens; {} for single-turn
+    samples."""
     episodes = [s for s in samples if s.loss_mask is not None]
     if not episodes:
         return {}
@@ -94,7 +101,9 @@ def turn_metrics(samples: Sequence[Sample]) -> dict[str, float]:
     return {"turns_mean": float(turns.mean()), "turns_p90": float(np.percentile(turns, 90)),
             "turns_max": float(turns.max()),
             "policy_token_fraction": sum(s.trained_tokens for s in episodes) / max(tokens, 1),
-            "episode_errors": float(sum(1 for s in episodes if s.episode_end == "error"))}
+            "episode_errors": float(sum(1 for s in episodes if s.episode_end == "error")),
+            # per turn: the share of the policy's turns cut at generation.max_tokens
+            "turns_truncated_fraction": sum(s.turns_truncated for s in episodes) / max(float(turns.sum()), 1.0)}
 
 
 def flat_group_fraction(samples: Sequence[Sample]) -> float:

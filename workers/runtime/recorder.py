@@ -63,7 +63,7 @@ class IterationRecorder:
         if row.get("weight_sync_seconds") is not None:
             row["weight_sync_fraction"] = row["weight_sync_seconds"] / max(row["iteration_seconds"], 1e-9)
         row["lengths"] = [len(s.response_ids) for s in samples[: self.telemetry.lengths_per_iteration]]
-        row["lengths_truncated"] = [int(s.truncated) for s in samples[: self.telemetry.lengths_per_iteration]]
+        row["lengths_truncated"] = [int(metrics.cut(s)) for s in samples[: self.telemetry.lengths_per_iteration]]
         if any(s.loss_mask is not None for s in samples):  # episodes: turns beside each length (long-tail views)
             row["turns"] = [s.turns for s in samples[: self.telemetry.lengths_per_iteration]]
         row = metrics.finite(row)
@@ -100,4 +100,4 @@ def sample_row(sample: Sample, iteration: int, tokens: dict[str, Any] | None = N
             "response": sample.response_text, "reward": float(sample.reward), "length": len(sample.response_ids),
             "policy_version": sample.policy_version, "instance_id": sample.instance_id,
             "reward_components": dict(sample.reward_components) or None, "reward_error": sample.reward_error,
-            "truncated": sample.truncated, "episode": episode_record(sample)}
+            "truncated": metrics.cut(sample), "episode": episode_record(sample)}

@@ -6,6 +6,7 @@ import { useMemo } from "react";
 import { lengthHistogram, truncated, truncatedPerBin } from "../lib/histogram";
 import { BarChart } from "./BarChart";
 
+/* Episodes: `truncatedFlags` mark an episode cut anywhere (max_episode_tokens, or any turn at max_tokens). */
 const fmt = (value: number, digits = 0) => (Number.isFinite(value) ? value.toFixed(digits) : "–");
 
 export function LengthHistogram({
@@ -14,12 +15,14 @@ export function LengthHistogram({
   maxTokens,
   truncatedFlags,
   episodes = false,
+  turnsTruncated,
 }: {
   lengths: number[];
   alpha?: number;
   maxTokens?: number;
   episodes?: boolean; // multi-turn: lengths are whole episodes, cut by environment.max_episode_tokens
   truncatedFlags?: boolean[] | null; // recorded per sample: cut by max_tokens (drawn apart)
+  turnsTruncated?: number | null; // episodes: the share of policy turns cut at generation.max_tokens (metrics)
 }) {
   const limitName = episodes ? "max_episode_tokens" : "max_tokens";
   const hist = useMemo(() => lengthHistogram(lengths, 24, alpha), [lengths, alpha]);
@@ -48,7 +51,12 @@ export function LengthHistogram({
         <span>tail ≥ <b>{fmt(hist.tailThreshold)}</b> tokens ({hist.tailCount} of {lengths.length})</span>
         {maxTokens || truncatedFlags ? (
           <span className={cut.share >= 0.1 ? "warn" : ""} data-testid="truncated">
-            {limitName} <b>{maxTokens ?? "?"}</b>: <b>{(cut.share * 100).toFixed(0)}%</b> truncated ({cut.count})
+            {limitName} <b>{maxTokens ?? "?"}</b>{episodes ? " or a turn at max_tokens" : ""}: <b>{(cut.share * 100).toFixed(0)}%</b> truncated ({cut.count})
+          </span>
+        ) : null}
+        {episodes && typeof turnsTruncated === "number" ? (
+          <span className={turnsTruncated >= 0.1 ? "warn" : ""} data-testid="turns-truncated">
+            turns cut at max_tokens <b>{(turnsTruncated * 100).toFixed(0)}%</b>
           </span>
         ) : null}
       </div>

@@ -240,7 +240,7 @@ export function JobDetailPage() {
           }
         >
           {spec.environment
-            ? <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.environment.max_episode_tokens} truncatedFlags={truncatedFlags} episodes />
+            ? <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.environment.max_episode_tokens} truncatedFlags={truncatedFlags} episodes turnsTruncated={typeof latest.turns_truncated_fraction === "number" ? latest.turns_truncated_fraction : null} />
             : <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.generation?.max_tokens} truncatedFlags={truncatedFlags} />}
         </Card>
         {episodic ? <Card title="Turns per episode (beside tokens)"><TurnsHistogram turns={turns.turns} lengths={turns.lengths} /></Card> : null}
