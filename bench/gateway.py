@@ -9,7 +9,10 @@ clients call `/api/v1/rollouts/{episode}/v1/chat/completions`, and the feed poll
 does (workers/runtime/gateway.py). Rounds interleave the paths; each figure is the median over rounds of the round's
 p50 call latency and calls/s.
 
-Needs Redis (`--redis`, default the local one); the API runs on a temporary SQLite database.
+Needs Redis (`--redis`, default the local one); the API runs on a temporary SQLite database. Everything runs in this
+one process (engine thread, uvicorn, the client threads), so the gateway path's HTTP and JSON work shares the GIL
+with the engine, which a deployed API (its own process) does not; the chat route is synchronous, so past the API's
+thread pool (40) concurrent calls queue in the API.
 Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8]`.
 Final line: `RESULT gateway_overhead_p50_ms=... throughput_ratio=...` (the worst of the concurrency levels), after one
 `RESULT concurrency=... direct_p50_ms=... gateway_p50_ms=... overhead_p50_ms=... direct_calls_s=... gateway_calls_s=...
