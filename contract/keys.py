@@ -262,7 +262,7 @@ def share_starting(key: str) -> str:
 
 
 def job_preempt(job_id: int) -> str:
-    """Set by the scheduler (backend/controller/admission.py): JSON {reason, deadline}. The driver hands the job back
+    """Set by the scheduler (backend/services/admission.py): JSON {reason, deadline}. The driver hands the job back
     at its next checkpoint, or at `deadline` (epoch seconds) with a checkpoint of its last step, whichever is first."""
     return f"{prefix(job_id)}:preempt"
 

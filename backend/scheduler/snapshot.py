@@ -1,6 +1,6 @@
 """What one scheduling pass sees and decides: plain dataclasses, no database, no Redis (torch-free, pure).
 
-The controller builds a `Snapshot` from the database and the worker registry (backend/scheduler/build.py); the
+The controller builds a `Snapshot` from the database and the worker registry (backend/services/admission.py); the
 benchmark builds one from its simulated cluster. `decide(snapshot)` (backend/scheduler/decide.py) returns
 `Decisions`. Times are seconds on one clock (the controller's epoch seconds, or the simulation's).
 """

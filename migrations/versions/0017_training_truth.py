@@ -23,7 +23,7 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table('job_samples') as batch:
         batch.add_column(sa.Column('tokens', sa.JSON(), nullable=True))
-        batch.add_column(sa.Column('mismatch', sa.Float(), nullable=True))
+        batch.add_column(sa.Column('mismatch', sa.Double(), nullable=True))
 
 
 def downgrade() -> None:
