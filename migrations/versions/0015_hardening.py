@@ -1,7 +1,7 @@
 """hardening: indexes for the pages dashboards poll (newest samples, events after an id)
 
 Revision ID: 0015
-Revises: 0014
+Revises: 0013
 Create Date: 2026-12-05 05:30:00
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = '0015'
-down_revision: str | None = '0014'
+down_revision: str | None = '0013'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -4,7 +4,7 @@ Shared by two helpers: the fork part (jobs.parent_job_id / parent_iteration) is 
 add its own columns in the same upgrade()/downgrade() (keep both halves).
 
 Revision ID: 0019
-Revises: 0018
+Revises: 0017
 Create Date: 2026-12-05 06:00:00
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0019'
-down_revision: str | None = '0018'
+down_revision: str | None = '0017'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
