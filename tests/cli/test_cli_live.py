@@ -46,7 +46,7 @@ def _job_setup(cli: Invoke, api_server: Server, tmp_path: Path) -> int:
     assert cli("models", "register", model, str(api_server.model_dir(model))).exit_code == 0
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))
-    uploaded = cli("--json", "datasets", "upload", str(data), "--name", "arith")
+    uploaded = cli("--json", "datasets", "upload", str(data), "--name", f"arith-{uuid.uuid4().hex[:6]}")
     assert uploaded.exit_code == 0, uploaded.stderr
     dataset = uploaded.json()
     assert isinstance(dataset, dict) and dataset["row_count"] == 5
@@ -298,7 +298,7 @@ def test_lora_jobs_share_generation_and_can_opt_out(cli: Invoke, owner: str, api
     assert cli("models", "register", model, str(api_server.model_dir(model))).exit_code == 0
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(5)))
-    dataset = cli("--json", "datasets", "upload", str(data), "--name", "arith").json()
+    dataset = cli("--json", "datasets", "upload", str(data), "--name", f"arith-{uuid.uuid4().hex[:6]}").json()
     spec = _write_spec(tmp_path / "lora.json", model, dataset["id"], training={"lora": {"rank": 8}})
     shared = cli("--json", "jobs", "submit", str(spec)).json()
     assert shared["shared_generation"] is True

@@ -85,7 +85,11 @@ def test_two_teams_alternate_by_fair_share_and_the_queue_says_why(one_slot: tupl
     assert sorted(order) == sorted(ours + theirs), order
     assert order != ours + theirs  # not submit order
     team_of = {**dict.fromkeys(ours, "ours"), **dict.fromkeys(theirs, "theirs")}
-    assert [team_of[j] for j in order] == ["ours", "theirs"] * 3  # by fair share: the teams take turns
+    teams = [team_of[j] for j in order]
+    # by fair share neither team gets two turns ahead of the other (submit order would give ours three first); which
+    # of two equal teams goes next follows their decayed use, i.e. how long each one's last job happened to run
+    for n in range(1, len(teams) + 1):
+        assert abs(teams[:n].count("ours") - teams[:n].count("theirs")) <= 1, teams
 
 
 def test_a_low_priority_job_is_preempted_at_a_checkpoint_and_resumes_exactly_once(

@@ -50,7 +50,7 @@ def upload_dataset(
     return DatasetPublic.model_validate(dataset)
 
 
-@router.post("/hub", status_code=status.HTTP_201_CREATED)
+@router.post("/hub", status_code=status.HTTP_201_CREATED, responses=errors(409))
 def register_hub_dataset(
     body: DatasetHubCreate, request: Request, auth: MemberAuth, session: SessionDep, settings: SettingsDep
 ) -> DatasetPublic:

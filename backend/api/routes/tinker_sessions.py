@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from backend.api.deps import SessionDep, SettingsDep, ViewerAuth
+from backend.api.deps import IdPath, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.schemas.tinker_sessions import TinkerSessionDetail, TinkerSessionPublic
 from backend.services.tinker_sessions_view import list_sessions, session_detail
@@ -20,7 +20,7 @@ def get_tinker_sessions(auth: ViewerAuth, session: SessionDep, settings: Setting
 
 
 @router.get("/tinker/sessions/{job_id}", responses=errors(404))
-def get_tinker_session(job_id: int, auth: ViewerAuth, session: SessionDep,
+def get_tinker_session(job_id: IdPath, auth: ViewerAuth, session: SessionDep,
                        settings: SettingsDep) -> TinkerSessionDetail:
     """One session with every recorded step (loss and the session's compute time per step)."""
     return TinkerSessionDetail.model_validate(session_detail(session, auth.team, settings.artifacts, job_id))

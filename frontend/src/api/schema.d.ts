@@ -6065,6 +6065,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Request body too large */
             413: {
                 headers: {
@@ -10845,6 +10854,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description object id */
                 job_id: number;
             };
             cookie?: never;
