@@ -61,7 +61,7 @@ def test_sync_kill_9_and_resume_trains_as_the_uninterrupted_twin(resume_platform
     twin_samples, killed_samples = _trained(resume_platform, twin), _trained(resume_platform, killed)
     for it in range(CHECKPOINT + 1, ITERATIONS + 1):
         assert killed_samples[it] == twin_samples[it], it  # the same prompts, answered the same way
-        assert killed_rows[it - 1]["loss"] == pytest.approx(twin_rows[it - 1]["loss"], rel=1e-5, abs=1e-9), it
+        assert killed_rows[it - 1]["loss"] == pytest.approx(twin_rows[it - 1]["loss"], rel=1e-5, abs=1e-6), it
     assert any(row["grad_norm"] > 0 for row in twin_rows)  # the weights moved: the comparison means something
 
 
