@@ -1,0 +1,23 @@
+"""dashboard (issue 39)
+
+Reserved for one helper: it fills upgrade()/downgrade(); left empty it is removed and the chain relinked.
+
+Revision ID: 0024
+Revises: 0023
+Create Date: 2026-12-05 08:40:00
+"""
+
+from collections.abc import Sequence
+
+revision: str = '0024'
+down_revision: str | None = '0023'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
