@@ -15,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contract import sharing
+from contract.agent import AgentSpec
 from contract.catalog import (
     ALGORITHMS,
     ENGINES,
@@ -428,6 +429,9 @@ class JobSpec(StrictModel):
     reward: RewardSpec = Field(default_factory=RewardSpec)
     environment: EnvironmentSpec | None = Field(None, description="multi-turn episodes with an environment (tools, "
                                                 "feedback); None: one prompt, one completion, scored by `reward`")
+    agent: AgentSpec | None = Field(None, description="environment.type 'gateway': the agent that drives the "
+                                    "episodes, your `code` in the jail or a service at `url`; None: agents claim "
+                                    "episodes through POST /jobs/{id}/rollouts/claim")
     algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec)
     mode: Mode = Field("sync", json_schema_extra=choice_list(MODES))
     max_staleness: int = Field(1, ge=1, le=64, description="async: max policy versions a sample may lag")
@@ -480,6 +484,13 @@ class JobSpec(StrictModel):
         if self.environment is not None and self.environment.type == GATEWAY and self.mode not in ("sync", "async"):
             raise ValueError("environment.type 'gateway' serves its episodes from generation instances: mode must be "
                              f"sync or async (got {self.mode!r})")
+        return self
+
+    @model_validator(mode="after")
+    def _agent_needs_gateway(self) -> JobSpec:
+        if self.agent is not None and (self.environment is None or self.environment.type != GATEWAY):
+            raise ValueError("agent: an agent drives the episodes of environment.type 'gateway' (set environment: "
+                             "{type: gateway})")
         return self
 
     @model_validator(mode="after")

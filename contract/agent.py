@@ -1,0 +1,93 @@
+"""`JobSpec.agent`: the agent that drives a gateway job's episodes (docs/user-guide.md#train-an-agent-you-already-have).
+
+Exactly one of:
+- `code`: the user's Python defining `run(task, base_url, api_key) -> reward | None` (sync or `async def`). The
+  platform runs it per episode in the bubblewrap jail (workers/agents/), its only network the episode's gateway at
+  `base_url` (http://127.0.0.1:PORT/v1 inside the jail); its packages come from `requirements`, installed into a venv
+  built once per requirements hash outside the jail and bound into it read-only.
+- `url`: a remote agent service; the platform POSTs `{task, base_url, api_key, episode}` to `{url}/rollout`.
+
+Per episode: `timeout_s` of wall clock (past it the episode fails with that reason, the job goes on); per instance:
+`concurrency` episodes at once. The token limit per episode is `environment.max_episode_tokens`.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from contract.spec_base import StrictModel
+
+MAX_REQUIREMENTS = 64
+# a PEP 508 requirement without URLs or local paths: a name, extras, version specifiers, a marker
+_REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]+\])?\s*"
+                          r"((===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*(,\s*(===|==|!=|~=|<=|>=|<|>)\s*"
+                          r"[A-Za-z0-9.*+!_-]+\s*)*)?(;[^@]*)?$")
+
+
+def requirement_error(requirement: str) -> str | None:
+    """Why `requirement` is not a requirement the platform installs (None: it is one)."""
+    text = requirement.strip()
+    if not text:
+        return "is empty"
+    if text.startswith("-") or "@" in text or "://" in text or "/" in text.split(";")[0]:
+        return "must be a package name with optional extras and versions (no options, URLs or paths)"
+    if not _REQUIREMENT.match(text):
+        return "is not a valid requirement (e.g. 'openai-agents==0.24.0')"
+    return None
+
+
+class AgentSpec(StrictModel):
+    """Where the agent of an `environment.type: gateway` job runs: `code` in the jail or a service at `url`."""
+
+    code: str | None = Field(None, max_length=100_000, description="Python defining run(task, base_url, api_key) -> "
+                             "reward or None (sync or async); runs per episode in the jail, its only network the "
+                             "episode's gateway")
+    requirements: list[str] = Field(default_factory=list, max_length=MAX_REQUIREMENTS, description="packages for "
+                                    "`code` (e.g. 'openai-agents==0.24.0'), installed from the platform's package "
+                                    "index into a cached venv bound read-only into the jail")
+    url: str | None = Field(None, max_length=2000, description="a remote agent service: the platform POSTs "
+                            "{task, base_url, api_key, episode} to {url}/rollout")
+    concurrency: int = Field(4, ge=1, le=256, description="episodes one generation instance runs at once")
+    timeout_s: float = Field(300.0, gt=0, le=86_400, description="wall-clock limit of one episode's agent (one "
+                             "POST to url); past it the episode fails with that reason, not the job")
+    memory_mb: int = Field(2048, ge=256, le=16_384, description="code: address-space limit of the jailed agent")
+    retries: int = Field(2, ge=0, le=10, description="url: retries of a POST that failed to connect")
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, requirements: list[str]) -> list[str]:
+        for index, requirement in enumerate(requirements):
+            why = requirement_error(requirement)
+            if why is not None:
+                raise ValueError(f"requirements[{index}] {requirement[:80]!r} {why}")
+        return [requirement.strip() for requirement in requirements]
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"url must be an http(s) URL (got {url[:80]!r})")
+        return url.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> AgentSpec:
+        if (self.code is None) == (self.url is None):
+            raise ValueError("give exactly one of `code` (run in the jail) or `url` (a remote agent service)")
+        if self.url is not None and self.requirements:
+            raise ValueError("`requirements` are installed for `code`; a remote agent at `url` brings its own")
+        if self.code is not None:
+            try:
+                compile(self.code, "<agent>", "exec")
+            except (SyntaxError, ValueError) as exc:
+                raise ValueError(f"code does not compile: {exc}") from None
+            except (RecursionError, MemoryError):
+                raise ValueError("code does not compile: it is nested too deeply") from None
+            if not re.search(r"^(async\s+)?def\s+run\s*\(", self.code, re.MULTILINE):
+                raise ValueError("code must define run(task, base_url, api_key)")
+        return self
