@@ -13,6 +13,7 @@ Per episode: `timeout_s` of wall clock (past it the episode fails with that reas
 
 from __future__ import annotations
 
+import json
 import re
 from urllib.parse import urlsplit
 
@@ -91,3 +92,42 @@ class AgentSpec(StrictModel):
             if not re.search(r"^(async\s+)?def\s+run\s*\(", self.code, re.MULTILINE):
                 raise ValueError("code must define run(task, base_url, api_key)")
         return self
+
+
+def requirements_key(requirements: list[str], python: str) -> str:
+    """The cache key of an agent's packages: the requirements (order kept: pip resolves them together) and the
+    interpreter they are built for."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps([python, *requirements]).encode()).hexdigest()[:24]
+
+
+def pip_install_argv(python: str, requirements: list[str], *, target: str | None) -> list[str]:
+    """pip with the host's own configuration (index, extra indexes, certificates): into `target`, or resolve only
+    (`target` None: `--dry-run`, nothing installed)."""
+    argv = [python, "-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check",
+            "--no-warn-script-location", "--ignore-installed"]
+    argv += ["--target", target] if target is not None else ["--dry-run"]
+    return [*argv, "--", *requirements]
+
+
+_PIP_UNRESOLVED = re.compile(r"(?:No matching distribution found for|Could not find a version that satisfies the "
+                             r"requirement)\s+(\S+)")
+
+
+def pip_failure(output: str, requirements: list[str]) -> str:
+    """What pip's output says went wrong, naming the requirement (`agent.requirements[i]`) where it can."""
+    lines = [line for line in output.splitlines() if line.strip() and "Location 'file:" not in line]
+    found = _PIP_UNRESOLVED.search(output)
+    if found:
+        name = found.group(1)
+        for index, requirement in enumerate(requirements):
+            if requirement.replace(" ", "").startswith(name.split("[")[0].split("=")[0].split("<")[0].split(">")[0]):
+                return (f"agent.requirements[{index}] {requirement!r}: no matching distribution on the package "
+                        f"index ({name})")
+        return f"agent.requirements: {name}: no matching distribution on the package index"
+    if "ResolutionImpossible" in output or "conflict" in output.lower():
+        tail = " ".join(line.strip() for line in lines if "conflict" in line.lower() or "requested" in line)[:400]
+        return f"agent.requirements: the requirements conflict: {tail or 'pip found no consistent set'}"
+    errors = [line.strip() for line in lines if line.lstrip().startswith("ERROR")]
+    return f"agent.requirements: pip failed: {' '.join(errors or lines[-3:])[:400]}"

@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -96,26 +97,34 @@ def _filesystem(prefix: str) -> list[str]:
     return args + links
 
 
-def jail_command(harness: bytes, *, scratch_mb: int = 64) -> JailCommand:
-    """The bwrap command line running the harness; raises SandboxUnavailable naming what is missing."""
+def jail_command(harness: bytes, *, scratch_mb: int = 64, ro_binds: Sequence[tuple[str, str]] = (),
+                 socket_binds: Sequence[tuple[str, str]] = (), agent: bool = False,
+                 hostname: str = "reward-jail") -> JailCommand:
+    """The bwrap command line running the harness; raises SandboxUnavailable naming what is missing.
+    `ro_binds` (host path, jail path): more read-only trees (an agent's packages); `socket_binds`: unix sockets
+    bound in (an agent's gateway); `agent`: the agent seccomp variant (seccomp.py: local sockets, threads only)."""
     bwrap = bwrap_binary()
     if bwrap is None:
         raise SandboxUnavailable("bubblewrap is not installed (apt-get install bubblewrap)")
     try:
-        bpf = deny_filter()
+        bpf = deny_filter(agent)
     except SeccompUnavailable as exc:
         raise SandboxUnavailable(str(exc)) from exc
     prefix, exe = python_runtime()
     as_root = os.geteuid() == 0
     seccomp_fd, harness_fd = _memfd("streamrl-seccomp", bpf), _memfd("streamrl-harness", harness)
     argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "reward-jail", "--die-with-parent", "--new-session", "--clearenv",
+            "--hostname", hostname, "--die-with-parent", "--new-session", "--clearenv",
             "--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", SCRATCH, "--setenv", "TMPDIR", SCRATCH]
     if as_root:  # no user namespace: the harness itself drops to JAIL_UID, keeping nothing else
         argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         argv += ["--unshare-user", "--uid", str(JAIL_UID), "--gid", str(JAIL_UID), "--disable-userns"]
     argv += _filesystem(prefix)
+    for source, target in ro_binds:
+        argv += ["--ro-bind", source, target]
+    for source, target in socket_binds:
+        argv += ["--bind", source, target]
     argv += ["--perms", "0444", "--ro-bind-data", str(harness_fd), HARNESS_PATH, "--dev", "/dev",
              "--perms", "1777", "--size", str(scratch_mb << 20), "--tmpfs", SCRATCH, "--chdir", SCRATCH,
              # bwrap's root and /dev are RAM-backed tmpfs the size of the host's memory, owned by the jail uid in a

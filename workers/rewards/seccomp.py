@@ -38,6 +38,15 @@ DENIED = (
 )
 
 
+# `agent` filters (workers/agents/): the agent reaches its episode's gateway through a loopback forwarder and a bound
+# unix socket, so these socket families stay open (the jail's network namespace has nothing else); everything else
+# in DENIED stays denied, and no new process may start (fork, vfork, clone without CLONE_THREAD): threads only.
+AGENT_SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX, AF_INET, AF_INET6
+MAX_FAMILY = 64  # AF_MAX is below this on every kernel
+CLONE_THREAD = 0x00010000
+SCMP_CMP_EQ, SCMP_CMP_GE = 4, 5
+
+
 class SeccompUnavailable(RuntimeError):
     pass
 
@@ -69,8 +78,9 @@ def _library() -> ctypes.CDLL:
 
 
 @cache
-def deny_filter() -> bytes:
-    """The compiled BPF program (struct sock_filter array) for this machine's architecture."""
+def deny_filter(agent: bool = False) -> bytes:
+    """The compiled BPF program (struct sock_filter array) for this machine's architecture. `agent`: the agent
+    jail's variant (local sockets allowed, no new processes)."""
     lib = _library()
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
@@ -87,7 +97,17 @@ def deny_filter() -> bytes:
 
         eperm = _errno_action(errno.EPERM)
         for name in DENIED:
+            if agent and name in ("socket", "socketpair"):
+                continue
             add(name, eperm)
+        if agent:
+            for family in range(MAX_FAMILY):
+                if family not in AGENT_SOCKET_FAMILIES:
+                    add("socket", _errno_action(errno.EAFNOSUPPORT), _ArgCmp(0, SCMP_CMP_EQ, family, 0))
+            add("socket", _errno_action(errno.EAFNOSUPPORT), _ArgCmp(0, SCMP_CMP_GE, MAX_FAMILY, 0))
+            for name in ("fork", "vfork"):
+                add(name, eperm)
+            add("clone", eperm, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))
         add("clone3", _errno_action(errno.ENOSYS))
         for flag in NAMESPACE_FLAGS:
             add("clone", eperm, _ArgCmp(0, SCMP_CMP_MASKED_EQ, flag, flag))

@@ -1,0 +1,168 @@
+"""One agent episode in the bubblewrap jail (workers/rewards/jail.py, with the agent seccomp variant): a fresh jail
+per episode, so nothing an agent keeps (files, threads, another episode's token) outlives its episode.
+
+What the jailed agent has, beyond the reward jail's confinement (namespaces, read-only runtime, uid 65534, capped
+tmpfs scratch, no /proc, /etc or host files, empty environment): its packages read-only at /agent-packages, and one
+unix socket at /gateway.sock whose other end (relay.py) answers only its own episode's gateway. Its network namespace
+has only loopback, where the harness (agent_child.py) forwards 127.0.0.1:PORT to that socket. Seccomp: sockets of
+AF_UNIX/AF_INET/AF_INET6 only, no fork/vfork/non-thread clone (threads only). Limits: address space, open files,
+file size, CPU seconds, the wall clock (`timeout_s`), bytes printed and the size of its reply; past any of them the
+jail is killed and the episode fails with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workers.rewards.jail import jail_command, missing_piece
+
+CHILD = Path(__file__).with_name("agent_child.py")
+GATEWAY_SOCKET, PACKAGES = "/gateway.sock", "/agent-packages"
+OPEN_FILES = 256
+FILE_SIZE_MB = 16
+MAX_OUTPUT_BYTES = 8 << 20  # what the agent prints, all told (a flood ends the episode)
+MAX_REPLY_BYTES = 64 << 10
+TAIL_CHARS = 2000
+
+
+@dataclass
+class AgentResult:
+    reward: float | None = None
+    error: str | None = None
+    output: str = ""  # the tail of what the agent printed
+    seconds: float = 0.0
+
+
+class AgentJailUnavailable(RuntimeError):
+    """Agent code needs the jail (its network must be the gateway alone); this host cannot build it."""
+
+
+def _limits(memory_mb: int, cpu_s: int) -> Any:
+    def apply() -> None:  # between fork and exec
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_MB << 20, FILE_SIZE_MB << 20))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s + 5, cpu_s + 5))
+
+    return apply
+
+
+def check_jail() -> None:
+    """Raises AgentJailUnavailable naming what this host lacks (probed once per process)."""
+    missing = missing_piece()
+    if missing is not None:
+        raise AgentJailUnavailable(f"agent.code runs only in the jail, which cannot be built here: {missing}")
+
+
+def _death(code: int | None) -> str:
+    if code is None:
+        return "the agent's jail did not exit"
+    if code > 128:  # bwrap reports a signalled child as 128 + signal
+        code = -(code - 128)
+    if code == -signal.SIGXCPU:
+        return "CPU time limit exceeded"
+    if code < 0:
+        return f"the agent was killed by {signal.Signals(-code).name} (memory limit or crash)"
+    return f"the agent exited with status {code} before answering"
+
+
+def run_agent(code: str, task: dict[str, Any], api_key: str, socket_path: str, *, packages: str | None,
+              timeout_s: float, memory_mb: int, scratch_mb: int = 64,
+              cancel: threading.Event | None = None) -> AgentResult:
+    """Run `run(task, base_url, api_key)` for one episode; every failure is the result's `error`, never raised."""
+    start = time.monotonic()
+    command = jail_command(CHILD.read_bytes(), scratch_mb=scratch_mb, agent=True, hostname="agent-jail",
+                           ro_binds=[(packages, PACKAGES)] if packages else [],
+                           socket_binds=[(socket_path, GATEWAY_SOCKET)])
+    rep_r, rep_w = os.pipe()
+    out_r, out_w = os.pipe()
+    cpu_s = max(1, int(timeout_s + 0.999))
+    try:
+        proc = subprocess.Popen([*command.argv, str(rep_w)], stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
+                                pass_fds=(rep_w, *command.fds), start_new_session=True, env={"LANG": "C.UTF-8"},
+                                preexec_fn=_limits(memory_mb, cpu_s))
+    except OSError as exc:
+        for fd in (rep_r, out_r):
+            os.close(fd)
+        return AgentResult(error=f"the agent's jail could not start: {exc}")
+    finally:
+        for fd in (rep_w, out_w, *command.fds):
+            os.close(fd)
+    config = {"code": code, "task": task, "api_key": api_key, "cpu_s": cpu_s, "drop_uid": command.drop_uid}
+    result = AgentResult()
+    try:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(json.dumps(config).encode())
+            proc.stdin.close()
+        reply, error, tail = _collect(proc, rep_r, out_r, start + timeout_s, timeout_s, cancel)
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # bwrap --die-with-parent takes the whole jail down with it
+        proc.wait()
+        os.close(rep_r)
+        os.close(out_r)
+    result.output, result.seconds = tail, time.monotonic() - start
+    if error is None:
+        try:
+            answer = json.loads(reply)
+        except ValueError:
+            error = f"{_death(proc.returncode)}" + (f": {tail[-300:]}" if tail else "")
+        else:
+            if answer.get("ok") is True:
+                result.reward = answer.get("reward")
+            else:
+                error = f"the agent failed: {answer.get('error')}"
+    result.error = None if error is None else error[:1000]
+    return result
+
+
+def _collect(proc: subprocess.Popen[bytes], rep_r: int, out_r: int, deadline: float, timeout_s: float,
+             cancel: threading.Event | None) -> tuple[bytes, str | None, str]:
+    """Read the reply and the output until the reply is complete; (reply, error, output tail)."""
+    reply, printed, tail = b"", 0, b""
+    selector = selectors.DefaultSelector()
+    selector.register(rep_r, selectors.EVENT_READ)
+    selector.register(out_r, selectors.EVENT_READ)
+    try:
+        while True:
+            if cancel is not None and cancel.is_set():
+                return reply, "the episode was abandoned (its job or instance stopped)", tail.decode(errors="replace")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return reply, f"time limit exceeded (agent.timeout_s={timeout_s:g})", tail.decode(errors="replace")
+            for key, _ in selector.select(min(left, 0.5)):
+                data = os.read(key.fd, 65536)
+                if key.fd == out_r:
+                    if not data:
+                        selector.unregister(out_r)
+                        continue
+                    printed += len(data)
+                    tail = (tail + data)[-TAIL_CHARS:]
+                    if printed > MAX_OUTPUT_BYTES:
+                        return reply, f"the agent printed over {MAX_OUTPUT_BYTES >> 20} MB", tail.decode(
+                            errors="replace")
+                    continue
+                if not data:  # the harness closed its reply: complete (or it died without one)
+                    if not reply:
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            proc.wait(timeout=2)  # its exit status says why
+                    return reply, None, tail.decode(errors="replace")
+                reply += data
+                if len(reply) > MAX_REPLY_BYTES:
+                    return reply, f"the agent's reply is over {MAX_REPLY_BYTES >> 10} KB", tail.decode(
+                        errors="replace")
+    finally:
+        selector.close()
