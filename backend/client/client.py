@@ -362,6 +362,11 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def job_checkpoints(self, job_id: int) -> JSON:
         return self._json("GET", f"/jobs/{job_id}/checkpoints")
 
+    def job_eta(self, job_id: int) -> JSON:
+        """ETA and cost of a job (GET /jobs/{id}/eta): remaining iterations x recent iteration time, usage so far,
+        its projection and the budgets it counts against."""
+        return self._json("GET", f"/jobs/{job_id}/eta")
+
     # ---- evaluations ------------------------------------------------------------------------------------------------
     def create_evaluation(self, body: dict[str, Any]) -> JSON:
         return self._json("POST", "/evaluations", json=body)

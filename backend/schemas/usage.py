@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from backend.schemas.common import UtcDatetime
@@ -38,3 +40,25 @@ class UsagePublic(BaseModel):
     rows: list[UsageRowPublic]
     total: UsageFigures
     budget: TeamBudgetPublic
+
+
+class JobEstimatePublic(BaseModel):
+    """GET /jobs/{id}/eta: when the job should finish and what it costs (backend/services/job_eta.py)."""
+
+    iterations_done: int
+    iterations_total: int | None = Field(description="training.iterations; null for a Tinker session")
+    remaining_iterations: int | None = Field(description="0 once the job finished")
+    seconds_per_iteration: float | None = Field(description="median iteration_seconds of the newest 10 iterations "
+                                                "(basis recent_iterations), else wall time per iteration (wall_time)")
+    basis: Literal["recent_iterations", "wall_time"] | None
+    eta_s: float | None = Field(description="seconds until the last iteration; null when the job is not progressing "
+                                "or has no iteration yet (`note` says why)")
+    finishes_at: UtcDatetime | None
+    note: str | None = Field(description="why there is no ETA")
+    usage: UsageFigures = Field(description="the job's usage so far (as GET /usage?job_id=)")
+    device_seconds_per_iteration: float | None = Field(description="mean device-seconds of a recorded iteration")
+    projected_device_seconds: float | None = Field(description="usage so far + the remaining iterations at the mean")
+    max_device_seconds: float | None = Field(description="the job's limits.max_device_seconds")
+    team_max_device_hours_per_month: float | None = Field(description="the team's monthly budget (device-hours)")
+    team_used_device_hours_this_month: float
+    month_start: UtcDatetime

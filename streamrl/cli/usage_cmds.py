@@ -1,5 +1,5 @@
-"""`streamrl usage` (GET /usage), `streamrl jobs limits` (a job's limits) and `streamrl team budget` (the team's
-monthly device-hours): docs/user-guide.md#usage-and-budgets."""
+"""`streamrl usage` (GET /usage), `streamrl jobs limits` (a job's limits), `streamrl jobs eta` (a job's ETA and cost)
+and `streamrl team budget` (the team's monthly device-hours): docs/user-guide.md#usage-and-budgets."""
 
 from __future__ import annotations
 
@@ -76,6 +76,32 @@ def limits(
                   **{f"limits.{k}": v for k, v in (job.get("spec", {}).get("limits") or {}).items()},
                   "used device_seconds": f"{spent['device_seconds']:.1f}",
                   "used tokens": spent["tokens_generated"] + spent["tokens_trained"]})
+
+
+@jobs_app.command("eta")
+def eta(ctx: typer.Context, job_id: int) -> None:
+    """When a job should finish (remaining iterations x the recent iterations' median time) and what it costs
+    (device-seconds so far per pool, projected to its last iteration, against the job's and the team's budgets)."""
+    with client(ctx) as api:
+        answer = api.job_eta(job_id)
+    if emit_json(ctx, answer):
+        return
+    used = answer["usage"]
+    projected, per = answer["projected_device_seconds"], answer["device_seconds_per_iteration"]
+    limit = answer["team_max_device_hours_per_month"]
+    print_fields({
+        "iterations": f"{answer['iterations_done']} of {answer['iterations_total'] or '-'}",
+        "eta": (answer["note"] or "-") if answer["eta_s"] is None else
+        f"{answer['eta_s']:.0f} s ({answer['remaining_iterations']} iterations x "
+        f"{answer['seconds_per_iteration'] or 0:.1f} s, {answer['basis'] or 'finished'})",
+        "device_seconds": f"{used['device_seconds']:.1f} (generation {used['generation_device_seconds']:.1f}, "
+                          f"training {used['training_device_seconds']:.1f})",
+        "tokens": f"{used['tokens_generated']} generated, {used['tokens_trained']} trained",
+        "projected_device_seconds": "-" if projected is None else f"{projected:.1f} ({per or 0:.1f} per iteration)",
+        "limits.max_device_seconds": answer["max_device_seconds"],
+        "team_device_hours": f"{answer['team_used_device_hours_this_month']:.3f} used this month"
+                             + (f" of {limit:g}" if limit is not None else " (no monthly budget)"),
+    })
 
 
 @team_app.command("budget")

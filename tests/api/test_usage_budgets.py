@@ -306,3 +306,32 @@ def test_usage_groupings_on_sqlite(sqlite_backend: Any, make_world: Any) -> None
         refused = client.post(f"{API}/jobs", json={"name": "x", "model": "tiny", "dataset": {"builtin": "arithmetic"}},
                               headers=world.headers(Role.member))
         assert refused.status_code == 403 and refused.json()["budget"] == "max_device_hours_per_month"
+
+
+def test_job_eta_and_cost(app_client: TestClient, world: Any, other_world: Any) -> None:
+    """GET /jobs/{id}/eta: no ETA before an iteration or while queued; remaining iterations x the recent median
+    iteration time while running; the job's usage, its projection and the budgets beside it; 0 left once finished;
+    another team's job is 404."""
+    job = world.submit(app_client, name="eta", training={"iterations": 10}, limits={"max_device_seconds": 5000})
+    url, viewer = f"{API}/jobs/{job['id']}/eta", world.headers(Role.viewer)
+    queued = app_client.get(url, headers=viewer).json()
+    assert queued["eta_s"] is None and "queued" in queued["note"] and queued["remaining_iterations"] == 10
+    assert queued["usage"]["device_seconds"] == 0 and queued["projected_device_seconds"] is None
+    _set_status(world.backend, job["id"], JobStatus.running)
+    assert app_client.get(url, headers=viewer).json()["note"] == "no ETA before the first iteration is recorded"
+    _record(world.backend, job["id"], range(1, 4))  # 3 iterations of ROW: 10 s, 20 + 10 device-seconds each
+    _record(world.backend, job["id"], range(4, 5), {**ROW, "iteration_seconds": 30.0})  # 60 + 30 device-seconds
+    with world.backend.session() as session:
+        session.get(Job, job["id"]).current_iteration = 4
+    running = app_client.get(url, headers=viewer).json()
+    assert running["basis"] == "recent_iterations" and running["seconds_per_iteration"] == 10.0  # median of 10,10,10,30
+    assert running["remaining_iterations"] == 6 and running["eta_s"] == 60.0 and running["finishes_at"] is not None
+    assert running["usage"]["device_seconds"] == 3 * 30.0 + 90.0
+    assert running["usage"]["generation_device_seconds"] == 3 * 20.0 + 60.0
+    assert running["device_seconds_per_iteration"] == 45.0 and running["projected_device_seconds"] == 180.0 + 6 * 45
+    assert running["max_device_seconds"] == 5000 and running["team_used_device_hours_this_month"] == 180.0 / 3600
+    _set_status(world.backend, job["id"], JobStatus.succeeded)
+    done = app_client.get(url, headers=viewer).json()
+    assert done["eta_s"] == 0 and done["remaining_iterations"] == 0 and done["note"] is None
+    assert done["projected_device_seconds"] == 180.0
+    assert app_client.get(url, headers=other_world.headers(Role.owner)).status_code == 404

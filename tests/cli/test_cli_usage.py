@@ -33,6 +33,10 @@ def test_usage_limits_and_budget(cli: Invoke, owner: str, api_server: Server, tm
     assert "no monthly budget" in table.stdout
     as_csv = list(csv.DictReader(io.StringIO(cli("usage", "--by", "job", "--csv").stdout)))
     assert [(r["id"], float(r["device_seconds"])) for r in as_csv] == [(str(job_id), 60.0)]
+    eta = cli("jobs", "eta", str(job_id))  # queued: no ETA; its cost is the recorded iterations'
+    assert eta.exit_code == 0, eta.stderr
+    assert "no ETA until it runs again" in eta.stdout and "60.0 (generation 40.0, training 20.0)" in eta.stdout
+    assert cli("--json", "jobs", "eta", str(job_id)).json()["projected_device_seconds"] is not None
     bad = cli("usage", "--by", "user")
     assert bad.exit_code == 1 and "--by must be one of" in bad.stderr
 

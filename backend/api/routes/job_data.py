@@ -19,7 +19,8 @@ from backend.schemas.jobs import (
     SpanPublic,
     TimelinePublic,
 )
-from backend.services import job_data, json_pages
+from backend.schemas.usage import JobEstimatePublic, UsageFigures
+from backend.services import job_data, job_eta, json_pages
 from backend.services.errors import not_found
 from backend.services.jobs import get_job
 
@@ -118,3 +119,13 @@ def list_checkpoints(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> P
     """Saved checkpoints, oldest first."""
     job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
     return page_of(CheckpointPublic, job_data.list_checkpoints(session=session, job_id=job.id))
+
+
+@router.get("/eta")
+def job_estimate(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> JobEstimatePublic:
+    """ETA (remaining iterations x the recent iterations' median time) and cost (the job's usage records, the
+    projection to its last iteration, the job's and the team's device budgets); backend/services/job_eta.py."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)
+    found = job_eta.estimate(session, auth.team, job)
+    values = {**found.__dict__, "usage": UsageFigures(**job_eta.figures(found.usage))}
+    return JobEstimatePublic(**values)
