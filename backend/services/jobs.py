@@ -20,6 +20,7 @@ from backend.db.base import utcnow
 from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStatus, can_transition
 from backend.db.models import Dataset, Job, JobEvent, Team, User
 from backend.planner.service import suggest_instances
+from backend.services.agent_requirements import check_agent_requirements
 from backend.services.alerts import enqueue_for_event
 from backend.services.budgets import check_resumable, check_team_budget
 from backend.services.datasets import require_ready
@@ -121,6 +122,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
             raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
         require_ready(dataset, ("body", "dataset", "id"))
     check_suites(session, team.id, spec)  # 422 at evaluation[i]: a suite's reward or dataset
+    check_agent_requirements(spec)  # 422 at agent.requirements: pip cannot resolve them
     target = initial_target_instances(spec, team.max_generation_instances)
     _check_instance_quota(team, target, 0)
     job = Job(
