@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
@@ -25,6 +26,7 @@ from backend.api.routes import (
     auth,
     cluster,
     datasets,
+    deployments,
     evaluations,
     exports,
     graders,
@@ -56,7 +58,7 @@ from contract.settings import ConfigError, Settings, get_settings
 API_PREFIX = "/api/v1"
 # the API itself: always included
 ROUTERS = (health, auth, teams, keys, models, datasets, jobs, job_data, stream, alerts, trackers, usage, queue,
-           evaluations, tinker_sessions)
+           evaluations, deployments, tinker_sessions)
 # features an operator may leave out of an API process (settings.disabled_routers): the planner's simulations,
 # run comparison, exports, the sample browser, the cluster view, the grader test bench
 OPTIONAL_ROUTERS = {"plans": plans, "runs": runs, "exports": exports, "samples": samples, "cluster": cluster,
@@ -98,6 +100,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             upgrade_database(settings.database_url)
         link = open_redis(settings)
         app.state.redis, app.state.redis_url = link.client, link.url
+        # the event loop's own client: the rollout gateway's calls wait on it without holding a thread
+        if link.url is not None:
+            app.state.async_redis = aioredis.Redis.from_url(link.url, socket_connect_timeout=2)
         auth_cache.start(link.url, link.client)
         model_hub.resume_downloads(app.state.session_factory, settings)  # a restarted API finishes its downloads
         dataset_hub.resume_imports(app.state.session_factory, settings)
@@ -105,6 +110,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         try:
             yield
         finally:
+            if app.state.async_redis is not None:
+                await app.state.async_redis.aclose()
             auth_cache.close()
             link.close()
             engine.dispose()
@@ -123,7 +130,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.state.read_session_factory = sessionmaker(
         bind=engine.execution_options(isolation_level="AUTOCOMMIT"), autoflush=False, expire_on_commit=False
     )
-    app.state.redis, app.state.redis_url = None, None
+    app.state.redis, app.state.redis_url, app.state.async_redis = None, None, None
     auth_cache = AuthCache(settings.auth_cache_s)
     auth_cache.watch(app.state.session_factory)
     auth_cache.watch(app.state.read_session_factory)
@@ -139,7 +146,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     )
     # requests run a few at a time in arrival order, and never wait for a connection holding a thread
     slots = admission_slots(settings.api_concurrency, pool_capacity(engine))
-    app.add_middleware(AdmissionLimit, limit=slots.limit, upload_limit=slots.upload_limit, upload_paths=UPLOAD_PATHS)
+    app.add_middleware(AdmissionLimit, limit=slots.limit, upload_limit=slots.upload_limit, upload_paths=UPLOAD_PATHS,
+                       unbounded_paths=(f"{API_PREFIX}/rollouts/",))  # gateway calls wait on an instance, async
     app.add_middleware(SecurityHeaders)  # outermost: also on answers the guard gives
     install_error_handlers(app)
     install_metrics(app, app.state.session_factory)

@@ -1,5 +1,6 @@
-"""The egress policy: where the control plane may connect on a tenant's behalf (alert webhooks, tracker servers, the
-Hub endpoint; agent URLs use it too).
+"""The egress policy: where the platform may connect on a tenant's behalf (alert webhooks, tracker servers, the Hub
+endpoint from the control plane; remote agent services (`agent.url`) from the generation workers, which is why it
+lives in `contract`; backend/services/egress.py re-exports it).
 
 A URL passes when it parses strictly (http or https, a host, no user-info, no whitespace, control character or
 backslash anywhere, no numeric host in a non-canonical form such as `2130706433` or `0177.0.0.1`) and every address

@@ -18,6 +18,10 @@ stall the API; where the pool is no bigger than the work slots they share them. 
 their setup only (auth and the job's snapshot, from a session closed before streaming): the slot is given back when
 the response starts, so a hundred dashboards reconnecting at once queue here instead of draining the pool, and
 streams that then live for minutes hold neither a slot nor a connection.
+
+Requests under `unbounded_paths` (the rollout gateway's episode routes) take no slot: their routes are async, use no
+database connection and spend their time waiting on Redis for a generation instance, so bounding them would only
+queue agents behind each other (bench/gateway.py: 64 concurrent agents on 8 slots).
 """
 
 from __future__ import annotations
@@ -58,19 +62,23 @@ def admission_slots(concurrency: int, capacity: int | None) -> Slots:
 
 class AdmissionLimit:
     def __init__(
-        self, app: ASGIApp, limit: int, upload_limit: int | None = 0, upload_paths: tuple[str, ...] = ()
+        self, app: ASGIApp, limit: int, upload_limit: int | None = 0, upload_paths: tuple[str, ...] = (),
+        unbounded_paths: tuple[str, ...] = (),
     ) -> None:
         """`limit` work slots; `upload_limit` slots for requests under `upload_paths` (0: they take work slots,
-        None: unbounded)."""
+        None: unbounded); requests under `unbounded_paths` take none."""
         if limit < 1:
             raise ValueError(f"admission limit must be >= 1, got {limit}")
         if upload_limit is not None and upload_limit < 0:
             raise ValueError(f"upload admission limit must be >= 0, got {upload_limit}")
         self.app, self.limit, self.upload_limit, self.upload_paths = app, limit, upload_limit, upload_paths
+        self.unbounded_paths = unbounded_paths
         self._work: asyncio.Semaphore | None = None  # made on first use, inside the server's event loop
         self._uploads: asyncio.Semaphore | None = None
 
     def _slots(self, path: str) -> asyncio.Semaphore | None:
+        if self.unbounded_paths and path.startswith(self.unbounded_paths):
+            return None
         if self._work is None:
             self._work = asyncio.Semaphore(self.limit)
             if self.upload_limit:

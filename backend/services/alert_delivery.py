@@ -8,8 +8,6 @@ the lease runs out: every delivery is sent until one attempt succeeds or `alert_
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import smtplib
 import ssl
@@ -28,8 +26,8 @@ from backend.db.session import session_scope
 from backend.services.egress import EgressRefused, guarded_client, parse_url
 from backend.services.secret_box import SecretUnreadable, unseal
 from contract.settings import Settings
+from contract.signing import SIGNATURE_HEADER, sign  # the rule's secret signs the body
 
-SIGNATURE_HEADER = "X-StreamRL-Signature"  # "sha256=" + hex HMAC-SHA256 of the raw body under the rule's secret
 MAX_BACKOFF_S = 3600.0
 SUBJECTS = {"job_failed": "failed", "job_succeeded": "succeeded", "job_stalled": "stalled",
             "training_signal": "training-signal warning"}
@@ -51,11 +49,6 @@ class Outcome:
     ok: bool
     status_code: int | None = None
     error: str | None = None
-
-
-def sign(secret: str, body: bytes) -> str:
-    """The signature header's value for `body`; receivers compare it with `hmac.compare_digest`."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def webhook_body(payload: dict[str, Any]) -> bytes:

@@ -4,6 +4,10 @@ chat calls by handing them to the job's generation instance that holds the episo
 
 An episode's routes take its episode-scoped token as the bearer key (what an OpenAI client sends as `api_key`):
 another episode's token, or a team key, is a 401; an unknown or ended episode a 404 / 409.
+
+The episode routes run on the event loop with an asyncio Redis client (`redis.asyncio`): a call waits for its
+instance's answer on BLPOP without holding a thread, so 64 agents waiting at once cost 64 idle coroutines, not a
+queue behind the API's thread pool (bench/gateway.py). The claim route (a database read) stays synchronous.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import uuid
 from typing import Any
 
 import redis
+import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backend.services.openai_compat import OpenAIError
@@ -75,9 +80,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def episode_state(client: redis.Redis, episode_id: str, token: str | None) -> dict[str, str]:
-    """The episode's record, if `token` is its token (401 otherwise; 404: no such episode)."""
-    raw = client.hgetall(keys.episode(episode_id))
+def _checked(raw: dict[Any, Any], episode_id: str, token: str | None) -> dict[str, str]:
     if not raw:
         raise OpenAIError(f"episode {episode_id[:120]!r} does not exist", code="episode_not_found", status_code=404)
     state = {_text(k): _text(v) for k, v in raw.items()}
@@ -86,6 +89,11 @@ def episode_state(client: redis.Redis, episode_id: str, token: str | None) -> di
     if state["state"] == "ended":
         raise OpenAIError(f"episode {episode_id[:120]!r} is over", code="episode_ended", status_code=409)
     return state
+
+
+async def episode_state(client: aioredis.Redis, episode_id: str, token: str | None) -> dict[str, str]:
+    """The episode's record, if `token` is its token (401 otherwise; 404: no such episode; 409: it is over)."""
+    return _checked(await client.hgetall(keys.episode(episode_id)), episode_id, token)
 
 
 def claim(client: redis.Redis, job_id: int, base_url: str) -> dict[str, Any] | None:
@@ -104,15 +112,16 @@ def claim(client: redis.Redis, job_id: int, base_url: str) -> dict[str, Any] | N
                 "api_key": state["token"], "task": json.loads(state["task"])}
 
 
-def call(client: redis.Redis, episode_id: str, state: dict[str, str], request: GatewayChat) -> dict[str, Any]:
+async def call(client: aioredis.Redis, episode_id: str, state: dict[str, str],
+               request: GatewayChat) -> dict[str, Any]:
     """Hand the call to the episode's instance and wait for its sampled choices (token ids included)."""
     call_id = uuid.uuid4().hex
     body = request.model_dump(exclude_none=True)
     body["stop"] = stop_strings(request)  # type: ignore[arg-type]
     body["max_tokens"] = request.max_completion_tokens or request.max_tokens
-    client.lpush(keys.calls(int(state["job"]), state["instance"]),
-                 json.dumps({"call": call_id, "episode": episode_id, "body": body}))
-    answer = client.blpop([keys.reply(call_id)], timeout=CALL_TIMEOUT_S)
+    await client.lpush(keys.calls(int(state["job"]), state["instance"]),
+                       json.dumps({"call": call_id, "episode": episode_id, "body": body}))
+    answer = await client.blpop([keys.reply(call_id)], timeout=CALL_TIMEOUT_S)
     if answer is None:
         raise OpenAIError(f"the job's generation instance did not answer within {CALL_TIMEOUT_S}s",
                           code="timeout", status_code=504)
@@ -122,13 +131,21 @@ def call(client: redis.Redis, episode_id: str, state: dict[str, str], request: G
     return reply
 
 
-def end(client: redis.Redis, episode_id: str, state: dict[str, str], reward: Any) -> None:
-    """The agent's reward (None: the job's grader alone) ends the episode."""
+def checked_reward(reward: Any) -> float | None:
+    """The agent's reward: a finite number or None (a 400 naming `reward` otherwise)."""
     if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)
                                or not math.isfinite(reward)):
         raise OpenAIError(f"reward must be a finite number or null (got {str(reward)[:40]!r})", param="reward")
-    client.hset(keys.episode(episode_id), mapping={"state": "ended", "reward": json.dumps(reward)})
-    client.lpush(keys.ended(int(state["job"]), state["instance"]), episode_id)
+    return None if reward is None else float(reward)
+
+
+async def end(client: aioredis.Redis, episode_id: str, state: dict[str, str], reward: Any) -> None:
+    """The agent's reward (None: the job's grader alone) ends the episode."""
+    value = checked_reward(reward)
+    pipe = client.pipeline(transaction=False)
+    pipe.hset(keys.episode(episode_id), mapping={"state": "ended", "reward": json.dumps(value)})
+    pipe.lpush(keys.ended(int(state["job"]), state["instance"]), episode_id)
+    await pipe.execute()
 
 
 def completion(request: GatewayChat, reply: dict[str, Any], completion_id: str, created: int) -> dict[str, Any]:

@@ -1,16 +1,19 @@
 """The rollout gateway (docs/architecture.md#rollout-gateway): `POST /jobs/{id}/rollouts/claim` hands an agent an
 open episode of a `environment.type: gateway` job; `/rollouts/{episode}/v1` is an OpenAI-compatible base URL for that
 episode (its token as the api key) whose chat completions are sampled by the job's generation instance and recorded
-for training; `POST /rollouts/{episode}/reward` ends the episode (backend/services/rollout_gateway.py)."""
+for training; `POST /rollouts/{episode}/reward` ends the episode (backend/services/rollout_gateway.py). The episode
+routes are async on the app's asyncio Redis client (`app.state.async_redis`) and take no admission work slot
+(backend/api/admission.py `unbounded_paths`): they wait on the instance, not on this process."""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
+import redis.asyncio as aioredis
 from fastapi import APIRouter, Body, Depends, Header, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
@@ -22,6 +25,17 @@ from backend.services import rollout_gateway as gateway
 from backend.services.openai_compat import OpenAIError
 
 router = APIRouter(route_class=OpenAIRoute, include_in_schema=False, dependencies=[Depends(reject_unknown_query)])
+
+
+def _redis(http: Request) -> aioredis.Redis:
+    client: aioredis.Redis | None = getattr(http.app.state, "async_redis", None)
+    if client is None:
+        raise OpenAIError("Redis is not available: the rollout gateway is off (see GET /api/v1/ready)",
+                          code="unavailable", status_code=503)
+    return client
+
+
+AsyncRedisDep = Annotated[aioredis.Redis, Depends(_redis)]
 
 
 def _token(authorization: str | None) -> str | None:
@@ -44,23 +58,23 @@ def claim_episode(job_id: int, auth: MemberAuth, session: SessionDep, client: Re
 
 
 @router.get("/rollouts/{episode_id}/v1/models")
-def list_models(episode_id: str, client: RedisDep,
-                authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
-    gateway.episode_state(client, episode_id, _token(authorization))
+async def list_models(episode_id: str, client: AsyncRedisDep,
+                      authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+    await gateway.episode_state(client, episode_id, _token(authorization))
     return {"object": "list", "data": [{"id": "policy", "object": "model", "created": 0, "owned_by": "streamrl"}]}
 
 
 @router.post("/rollouts/{episode_id}/v1/chat/completions", response_model=None)
-def chat_completion(episode_id: str, body: Annotated[Any, Body()], client: RedisDep,
-                    authorization: Annotated[str | None, Header()] = None) -> dict[str, Any] | StreamingResponse:
-    state = gateway.episode_state(client, episode_id, _token(authorization))
+async def chat_completion(episode_id: str, body: Annotated[Any, Body()], client: AsyncRedisDep,
+                          authorization: Annotated[str | None, Header()] = None) -> dict[str, Any] | StreamingResponse:
+    state = await gateway.episode_state(client, episode_id, _token(authorization))
     request = gateway.parse_chat(body)
-    reply = gateway.call(client, episode_id, state, request)
+    reply = await gateway.call(client, episode_id, state, request)
     done = gateway.completion(request, reply, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()))
     if not request.stream:
         return done
 
-    def events() -> Iterator[bytes]:
+    async def events() -> AsyncIterator[bytes]:
         for chunk in gateway.chunks(done):
             yield f"data: {json.dumps(chunk)}\n\n".encode()
         if (request.stream_options or {}).get("include_usage"):
@@ -73,10 +87,10 @@ def chat_completion(episode_id: str, body: Annotated[Any, Body()], client: Redis
 
 
 @router.post("/rollouts/{episode_id}/reward")
-def post_reward(episode_id: str, body: Annotated[Any, Body()], client: RedisDep,
-                authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
-    state = gateway.episode_state(client, episode_id, _token(authorization))
+async def post_reward(episode_id: str, body: Annotated[Any, Body()], client: AsyncRedisDep,
+                      authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+    state = await gateway.episode_state(client, episode_id, _token(authorization))
     if not isinstance(body, dict) or set(body) - {"reward"}:
         raise OpenAIError("the body must be {\"reward\": number | null}", param="reward")
-    gateway.end(client, episode_id, state, body.get("reward"))
+    await gateway.end(client, episode_id, state, body.get("reward"))
     return {"episode": episode_id, "ended": True}
