@@ -1,0 +1,159 @@
+"""Hostile `agent.code` (workers/agents/): each episode's agent runs in its own bubblewrap jail whose only network is a
+relay to that episode's gateway on the real API (uvicorn, Postgres, Redis). Network anywhere else (the API's own
+port, Postgres, Redis, netlink), another episode's URL or token, another team's job, an endless loop, a fork bomb, a
+thread bomb, a memory bomb, a flood of output, a huge request and a bad reward: each fails that episode with its
+reason, and the same runner goes on to run a well-behaved episode."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from waiting import api_in_thread
+
+from contract import gateway as keys
+from contract.agent import AgentSpec
+from workers.agents.runner import AgentCodeFailed, JailedAgent
+from workers.rewards.jail import missing_piece
+
+pytestmark = pytest.mark.skipif(missing_piece() is not None, reason=f"no jail here: {missing_piece()}")
+
+PROBE = '''
+import json, socket, urllib.error, urllib.request
+
+def status(url, token, method="GET", body=None):
+    request = urllib.request.Request(url, data=body, method=method,
+                                     headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, ConnectionError):  # refused before the body was all sent: the socket is reset
+        return 413
+
+def run(task, base_url, api_key):
+    breaches = []
+    for host, port in task["tcp"]:
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            breaches.append(f"tcp {host}:{port}")
+        except OSError:
+            pass
+    for path in task["unix"]:
+        try:
+            socket.socket(socket.AF_UNIX).connect(path)
+            breaches.append(path)
+        except OSError:
+            pass
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)
+        breaches.append("netlink")
+    except OSError:
+        pass
+    root = base_url[:-len("/v1")]
+    seen = {
+        "own": status(base_url + "/models", api_key),
+        "other_token": status(base_url + "/models", task["other_token"]),
+        "other_episode": status(root + "/../" + task["other_episode"] + "/v1/models", task["other_token"]),
+        "other_episode_encoded": status(root + "/%2e%2e/" + task["other_episode"] + "/v1/models", api_key),
+        "other_team_claim": status(root + "/../../jobs/%d/rollouts/claim" % task["other_job"], api_key, "POST", b"{}"),
+        "huge_request": status(base_url + "/chat/completions", api_key, "POST", b"x" * (20 << 20)),
+    }
+    expected = {"own": 200, "other_token": 401, "other_episode": 404, "other_episode_encoded": 404,
+                "other_team_claim": 404, "huge_request": 413}
+    if breaches or seen != expected:
+        raise AssertionError(json.dumps({"breaches": breaches, "seen": seen}))
+    return 1.0
+'''
+
+HOSTILE = {
+    "endless loop": ("def run(task, base_url, api_key):\n    while True:\n        pass\n", "time limit exceeded"),
+    "fork bomb": ("import os\ndef run(task, base_url, api_key):\n    while True:\n        os.fork()\n",
+                  "PermissionError"),
+    "subprocess": ("import subprocess\ndef run(task, base_url, api_key):\n"
+                   "    subprocess.run(['/bin/sh', '-c', 'id'])\n", "PermissionError"),
+    "thread bomb": ("import threading, time\ndef run(task, base_url, api_key):\n    while True:\n"
+                    "        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+                    "can't start new thread"),
+    "memory bomb": ("def run(task, base_url, api_key):\n    return len(bytearray(8 << 30))\n", "MemoryError"),
+    "output flood": ("import sys\ndef run(task, base_url, api_key):\n    while True:\n"
+                     "        sys.stdout.write('x' * 65536)\n", "printed over 8 MB"),
+    "huge reward": ("def run(task, base_url, api_key):\n    return 'x' * (50 << 20)\n", "must return a number"),
+    "infinite reward": ("def run(task, base_url, api_key):\n    return float('inf')\n", "finite"),
+    "exit": ("import os\ndef run(task, base_url, api_key):\n    os._exit(3)\n", "exited with status 3"),
+}
+GOOD = "def run(task, base_url, api_key):\n    return 0.25 + task['n']\n"
+
+
+@dataclass
+class Episode:
+    episode: str
+    task: dict[str, Any]
+    api_key: str
+
+
+@pytest.fixture(scope="module")
+def gateway(pg_backend: Any, redis_url: str) -> Iterator[tuple[str, redis.Redis]]:
+    client = redis.Redis.from_url(redis_url)
+    with api_in_thread(pg_backend.settings) as url:
+        yield url, client
+    client.close()
+
+
+def _episode(client: redis.Redis, job_id: int, task: dict[str, Any]) -> Episode:
+    """An episode as a gateway instance opens it (workers/runtime/gateway.py), already claimed by its agent."""
+    episode_id, token = f"ep-test-{random.randrange(10**12)}", keys.new_token()
+    client.hset(keys.episode(episode_id), mapping={"job": job_id, "instance": "i-test", "token_sha": keys.token_sha(
+        token), "task": json.dumps(task), "state": "claimed", "token": token})
+    client.expire(keys.episode(episode_id), 600)
+    return Episode(episode_id, task, token)
+
+
+def _agent(code: str, url: str, tmp_path: Path, timeout_s: float = 30) -> JailedAgent:
+    return JailedAgent(AgentSpec(code=code, timeout_s=timeout_s, memory_mb=1024), gateway_url=url,
+                       cache_dir=tmp_path / "packages")
+
+
+def test_the_agent_reaches_its_own_gateway_and_nothing_else(gateway: tuple[str, redis.Redis],
+                                                            tmp_path: Path) -> None:
+    url, client = gateway
+    job_id, other_job = random.randrange(10**8, 10**9), random.randrange(10**8, 10**9)
+    other = _episode(client, job_id, {})
+    client.lpush(keys.open_episodes(other_job), "ep-other-team")  # another team's job with an open episode
+    api_port = urlsplit(url).port
+    task = {"tcp": [["127.0.0.1", api_port], ["127.0.0.1", 5432], ["127.0.0.1", 6379], ["::1", 5432]],
+            "unix": ["/var/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432", "/run/redis/redis.sock"],
+            "other_token": other.api_key, "other_episode": other.episode, "other_job": other_job}
+    mine = _episode(client, job_id, task)
+    agent = _agent(PROBE, url, tmp_path)
+    try:
+        assert agent(mine) == 1.0  # the probe raises (failing the episode) on any breach or unexpected status
+    finally:
+        agent.close()
+    assert client.lrange(keys.open_episodes(other_job), 0, -1) == [b"ep-other-team"]  # nobody claimed it
+    assert client.hget(keys.episode(other.episode), "state") == b"claimed"
+    client.delete(keys.open_episodes(other_job), keys.episode(other.episode), keys.episode(mine.episode))
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_agent_fails_its_episode_and_the_runner_goes_on(gateway: tuple[str, redis.Redis], tmp_path: Path,
+                                                                  case: str) -> None:
+    url, client = gateway
+    code, reason = HOSTILE[case]
+    agent = _agent(code, url, tmp_path, timeout_s=4 if case == "endless loop" else 30)
+    good = _agent(GOOD, url, tmp_path)
+    try:
+        with pytest.raises(AgentCodeFailed, match=reason):
+            agent(_episode(client, 1, {"n": 0}))
+        assert good(_episode(client, 1, {"n": 1})) == 1.25  # the next episode runs as usual
+    finally:
+        agent.close()
+        good.close()
