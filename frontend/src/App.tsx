@@ -9,6 +9,7 @@ import { GraderPanelPage } from "./pages/GraderPanel";
 import { JobsPage } from "./pages/Jobs";
 import { ModelsPage } from "./pages/Models";
 import { PlannerPage } from "./pages/Planner";
+import { PlaygroundPage } from "./pages/Playground";
 import { SamplesSideBySidePage } from "./pages/SamplesSideBySide";
 import { SessionsPage } from "./pages/Sessions";
 import { SignInPage } from "./pages/SignIn";
@@ -16,6 +17,7 @@ import { SubmitJobPage } from "./pages/SubmitJob";
 import { InvitationsBadge } from "./pages/InvitationsCard";
 import { TeamPage } from "./pages/Team";
 import { SessionProvider, useSession } from "./session";
+import { NavMenu } from "./components/NavMenu";
 
 function TeamSwitcher() {
   const { me, switchTeam } = useSession();
@@ -44,11 +46,13 @@ function Shell() {
     <div className="shell">
       <nav className="topbar">
         <span className="brand">StreamRL</span>
+        <NavMenu>
         <NavLink to="/jobs">Jobs</NavLink>
         <NavLink to="/sessions">Sessions</NavLink>
         {canWrite ? <NavLink to="/submit">Submit job</NavLink> : null /* viewers cannot submit: not offered */}
         <NavLink to="/models">Models</NavLink>
         <NavLink to="/datasets">Datasets</NavLink>
+        {canWrite ? <NavLink to="/playground">Playground</NavLink> : null /* chat completions need member */}
         <NavLink to="/graders">Graders</NavLink>
         <NavLink to="/planner">Planner</NavLink>
         <NavLink to="/cluster">Cluster</NavLink>
@@ -62,6 +66,7 @@ function Shell() {
         <button className="link" onClick={signOut}>
           Sign out
         </button>
+        </NavMenu>
       </nav>
       <main className="content" key={me.team.id /* a team switch remounts every page */}>
         <Routes>
@@ -73,6 +78,7 @@ function Shell() {
           <Route path="/submit" element={<SubmitJobPage />} />
           <Route path="/models" element={<ModelsPage />} />
           <Route path="/datasets" element={<DatasetsPage />} />
+          <Route path="/playground" element={<PlaygroundPage />} />
           <Route path="/graders" element={<GraderPanelPage />} />
           <Route path="/planner" element={<PlannerPage />} />
           <Route path="/cluster" element={<ClusterPage />} />

@@ -414,6 +414,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/deployments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Deployments
+         * @description The team's deployments with their replicas and metrics (requests/s, p50/p99 latency, tokens/s).
+         */
+        get: operations["list_deployments_api_v1_deployments_get"];
+        put?: never;
+        /**
+         * Create Deployment
+         * @description Create a deployment. A base model or adapter that is not the team's LoRA adapter over it: 422 naming the
+         *     field; a name in use (a deployment or a registered model): 409.
+         */
+        post: operations["create_deployment_api_v1_deployments_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/deployments/promote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Promote Checkpoint
+         * @description Serve a checkpoint as the first adapter of deployment `name` (created over `base_model` if missing).
+         */
+        post: operations["promote_checkpoint_api_v1_deployments_promote_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/deployments/{deployment_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Deployment */
+        get: operations["get_deployment_api_v1_deployments__deployment_id__get"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete Deployment
+         * @description Delete it; its replicas stop once idle.
+         */
+        delete: operations["delete_deployment_api_v1_deployments__deployment_id__delete"];
+        options?: never;
+        head?: never;
+        /**
+         * Update Deployment
+         * @description Change fields; new adapters or base model restart the replicas (each finishes what it serves first).
+         */
+        patch: operations["update_deployment_api_v1_deployments__deployment_id__patch"];
+        trace?: never;
+    };
     "/api/v1/evaluations": {
         parameters: {
             query?: never;
@@ -585,6 +655,27 @@ export interface paths {
          * @description Saved checkpoints, oldest first.
          */
         get: operations["list_checkpoints_api_v1_jobs__job_id__checkpoints_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/eta": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job Estimate
+         * @description ETA (remaining iterations x the recent iterations' median time) and cost (the job's usage records, the
+         *     projection to its last iteration, the job's and the team's device budgets); backend/services/job_eta.py.
+         */
+        get: operations["job_estimate_api_v1_jobs__job_id__eta_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1001,7 +1092,7 @@ export interface paths {
         /**
          * Register Model
          * @description Register a server directory (validated now: `ready`) or a Hub id + revision (`downloading`, then `ready` or
-         *     `failed`; poll GET /models/{id}) (member).
+         *     `failed`; poll GET /models/{id}) (member). A name the team already has gets its next version.
          */
         post: operations["register_model_api_v1_models_post"];
         delete?: never;
@@ -1086,7 +1177,12 @@ export interface paths {
         get: operations["get_model_api_v1_models__model_id__get"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete Model
+         * @description Delete one model version (member): 409 naming the jobs while an unfinished job uses it (or while its Hub
+         *     download runs). Uploaded and downloaded files go with it; a registered server directory is left in place.
+         */
+        delete: operations["delete_model_api_v1_models__model_id__delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1527,6 +1623,51 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * AgentSpec
+         * @description Where the agent of an `environment.type: gateway` job runs: `code` in the jail or a service at `url`.
+         */
+        AgentSpec: {
+            /**
+             * Code
+             * @description Python defining run(task, base_url, api_key) -> reward or None (sync or async); runs per episode in the jail, its only network the episode's gateway
+             */
+            code?: string | null;
+            /**
+             * Concurrency
+             * @description episodes one generation instance runs at once
+             * @default 4
+             */
+            concurrency?: number;
+            /**
+             * Memory Mb
+             * @description code: address-space limit of the jailed agent
+             * @default 2048
+             */
+            memory_mb?: number;
+            /**
+             * Requirements
+             * @description packages for `code` (e.g. 'openai-agents==0.24.0'), installed from the platform's package index into a cached venv bound read-only into the jail
+             */
+            requirements?: string[];
+            /**
+             * Retries
+             * @description url: retries of a POST that failed to connect
+             * @default 2
+             */
+            retries?: number;
+            /**
+             * Timeout S
+             * @description wall-clock limit of one episode's agent (one POST to url); past it the episode fails with that reason, not the job
+             * @default 300
+             */
+            timeout_s?: number;
+            /**
+             * Url
+             * @description a remote agent service: the platform POSTs {task, base_url, api_key, episode} to {url}/rollout
+             */
+            url?: string | null;
+        };
         /** AlertDeliveryPublic */
         AlertDeliveryPublic: {
             /** Attempts */
@@ -2113,6 +2254,128 @@ export interface components {
             /** Status Code */
             status_code?: number | null;
         };
+        /**
+         * DeploymentCreate
+         * @description A registered base model with some of the team's LoRA adapters (ft: ids or job:<id>@best|@last|@<N>), served on
+         *     /openai/v1 as `model=<name>` (the first adapter; the base model without adapters) or `model=<adapter id>`.
+         */
+        DeploymentCreate: {
+            /** Adapters */
+            adapters?: string[];
+            /** Base Model */
+            base_model: string;
+            /**
+             * Idle S
+             * @description seconds without requests after which a replica above min_replicas stops
+             * @default 300
+             */
+            idle_s?: number;
+            /**
+             * Max Replicas
+             * @default 1
+             */
+            max_replicas?: number;
+            /**
+             * Min Replicas
+             * @description 0: scale to zero when idle
+             * @default 0
+             */
+            min_replicas?: number;
+            /** Name */
+            name: string;
+        };
+        /** DeploymentMetrics */
+        DeploymentMetrics: {
+            /**
+             * Batches
+             * @description steps, mixed_steps (steps mixing adapters), max_adapters (most adapters in one step), replica (the one that batched them)
+             */
+            batches: {
+                [key: string]: unknown;
+            };
+            /** Last Call At */
+            last_call_at: number | null;
+            /** P50 Latency S */
+            p50_latency_s: number | null;
+            /** P99 Latency S */
+            p99_latency_s: number | null;
+            /** Requests */
+            requests: number;
+            /** Requests Per S */
+            requests_per_s: number;
+            /** Tokens Per S */
+            tokens_per_s: number;
+            /** Total Calls */
+            total_calls: number;
+            /** Window S */
+            window_s: number;
+        };
+        /**
+         * DeploymentPromote
+         * @description Serve `adapter` (a checkpoint: `job:<id>@<iteration>|@best|@last` or an ft: id) as the first adapter of the
+         *     deployment `name`, created over `base_model` when the team has none so named.
+         */
+        DeploymentPromote: {
+            /** Adapter */
+            adapter: string;
+            /** Base Model */
+            base_model?: string | null;
+            /** Name */
+            name: string;
+        };
+        /** DeploymentPublic */
+        DeploymentPublic: {
+            /** Adapters */
+            adapters: string[];
+            /** Base Model */
+            base_model: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Id */
+            id: number;
+            /** Idle S */
+            idle_s: number;
+            /** Max Replicas */
+            max_replicas: number;
+            metrics?: components["schemas"]["DeploymentMetrics"] | null;
+            /** Min Replicas */
+            min_replicas: number;
+            /** Name */
+            name: string;
+            /** Replicas */
+            replicas?: components["schemas"]["ReplicaPublic"][];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Version */
+            version: number;
+        };
+        /**
+         * DeploymentUpdate
+         * @description The fields to change; a new base model or adapter list restarts the replicas (they finish what they serve).
+         */
+        DeploymentUpdate: {
+            /** Adapters */
+            adapters?: string[] | null;
+            /** Base Model */
+            base_model?: string | null;
+            /**
+             * Idle S
+             * @description seconds without requests after which a replica above min_replicas stops
+             */
+            idle_s?: number | null;
+            /** Max Replicas */
+            max_replicas?: number | null;
+            /** Min Replicas */
+            min_replicas?: number | null;
+            /** Name */
+            name?: string | null;
+        };
         /** DevicePublic */
         DevicePublic: {
             /** Bf16 Tflops */
@@ -2225,7 +2488,12 @@ export interface components {
              * @description built-in environment, or 'python' for your own `code`
              * @enum {string}
              */
-            type: "calculator" | "guess_number" | "python" | "gateway";
+            type: "calculator" | "guess_number" | "python" | "gateway" | "openenv";
+            /**
+             * Url
+             * @description type 'openenv': the OpenEnv environment server's base URL (http or https; it must pass the operator's egress policy). Each episode is one WebSocket session of it; episodes a dead server loses are retried
+             */
+            url?: string | null;
         };
         /**
          * ErrorBody
@@ -2705,6 +2973,72 @@ export interface components {
             /** Tags */
             tags?: string[] | null;
         };
+        /**
+         * JobEstimatePublic
+         * @description GET /jobs/{id}/eta: when the job should finish and what it costs (backend/services/job_eta.py).
+         */
+        JobEstimatePublic: {
+            /** Basis */
+            basis: ("recent_iterations" | "wall_time") | null;
+            /**
+             * Device Seconds Per Iteration
+             * @description mean device-seconds of a recorded iteration
+             */
+            device_seconds_per_iteration: number | null;
+            /**
+             * Eta S
+             * @description seconds until the last iteration; null when the job is not progressing or has no iteration yet (`note` says why)
+             */
+            eta_s: number | null;
+            /** Finishes At */
+            finishes_at: string | null;
+            /** Iterations Done */
+            iterations_done: number;
+            /**
+             * Iterations Total
+             * @description training.iterations; null for a Tinker session
+             */
+            iterations_total: number | null;
+            /**
+             * Max Device Seconds
+             * @description the job's limits.max_device_seconds
+             */
+            max_device_seconds: number | null;
+            /**
+             * Month Start
+             * Format: date-time
+             */
+            month_start: string;
+            /**
+             * Note
+             * @description why there is no ETA
+             */
+            note: string | null;
+            /**
+             * Projected Device Seconds
+             * @description usage so far + the remaining iterations at the mean
+             */
+            projected_device_seconds: number | null;
+            /**
+             * Remaining Iterations
+             * @description 0 once the job finished
+             */
+            remaining_iterations: number | null;
+            /**
+             * Seconds Per Iteration
+             * @description median iteration_seconds of the newest 10 iterations (basis recent_iterations), else wall time per iteration (wall_time)
+             */
+            seconds_per_iteration: number | null;
+            /**
+             * Team Max Device Hours Per Month
+             * @description the team's monthly budget (device-hours)
+             */
+            team_max_device_hours_per_month: number | null;
+            /** Team Used Device Hours This Month */
+            team_used_device_hours_this_month: number;
+            /** @description the job's usage so far (as GET /usage?job_id=) */
+            usage: components["schemas"]["UsageFigures"];
+        };
         /** JobEventPublic */
         JobEventPublic: {
             /**
@@ -2868,6 +3202,8 @@ export interface components {
          * @description One RL job. Defaults give a small, sane GRPO run.
          */
         JobSpec: {
+            /** @description environment.type 'gateway': the agent that drives the episodes, your `code` in the jail or a service at `url`; None: agents claim episodes through POST /jobs/{id}/rollouts/claim */
+            agent?: components["schemas"]["AgentSpec"] | null;
             algorithm?: components["schemas"]["AlgorithmSpec"];
             autoscale?: components["schemas"]["AutoscaleSpec"];
             checkpoint?: components["schemas"]["CheckpointSpec"];
@@ -3153,6 +3489,8 @@ export interface components {
              * @enum {string}
              */
             state: "downloading" | "ready" | "failed";
+            /** Version */
+            version: number;
         };
         /** Page[AlertDeliveryPublic] */
         Page_AlertDeliveryPublic_: {
@@ -3723,6 +4061,32 @@ export interface components {
             email: string;
             /** Team Name */
             team_name: string;
+        };
+        /** ReplicaPublic */
+        ReplicaPublic: {
+            /** Error */
+            error?: string | null;
+            /** Id */
+            id: string;
+            /**
+             * In Flight
+             * @default 0
+             */
+            in_flight?: number;
+            /** Node */
+            node?: string | null;
+            /** Replica */
+            replica: number;
+            /**
+             * Served
+             * @default 0
+             */
+            served?: number;
+            /**
+             * State
+             * @description starting | ready | failed
+             */
+            state: string;
         };
         /** ResourceSample */
         ResourceSample: {
@@ -6342,6 +6706,496 @@ export interface operations {
             };
         };
     };
+    list_deployments_api_v1_deployments_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"][];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_deployment_api_v1_deployments_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeploymentCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    promote_checkpoint_api_v1_deployments_promote_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeploymentPromote"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_deployment_api_v1_deployments__deployment_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                deployment_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_deployment_api_v1_deployments__deployment_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                deployment_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_deployment_api_v1_deployments__deployment_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                deployment_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeploymentUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeploymentPublic"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_evaluations_api_v1_evaluations_get: {
         parameters: {
             query?: {
@@ -7143,6 +7997,83 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Page_CheckpointPublic_"];
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    job_estimate_api_v1_jobs__job_id__eta_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                job_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobEstimatePublic"];
                 };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
@@ -8954,15 +9885,6 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Conflicts with the object's state or an existing object */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
             /** @description Request body too large */
             413: {
                 headers: {
@@ -9193,15 +10115,6 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Conflicts with the object's state or an existing object */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ErrorBody"];
-                };
-            };
             /** @description Request body too large */
             413: {
                 headers: {
@@ -9272,6 +10185,90 @@ export interface operations {
             };
             /** @description No such object in the caller's team */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_model_api_v1_models__model_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                model_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

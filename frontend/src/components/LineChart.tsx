@@ -2,12 +2,14 @@
  * Line chart of a few metrics over iterations (uPlot); series share the x axis. Hover shows every series' value at
  * that x in the legend (interpolated, marked "≈", for a series without a point at exactly that x), a click on a
  * legend entry hides/shows that series, drag zooms, double-click resets; charts with the same `syncKey` zoom together.
- * A series with a single point is drawn as a dot.
+ * A series with a single point is drawn as a dot. `view` (lib/chartView.ts) smooths the series (EMA), draws y on a
+ * log scale or keeps 0 in the y range; the drawn y range is on the root as `data-y-scale` (the canvas has no text).
  */
 import { useMemo, useRef } from "react";
 import { layoutMarkerLabels, type Marker } from "../lib/markers";
 import type uPlot from "uplot";
-import { alignSeries, legendValue, paddedRange } from "../lib/align";
+import { alignSeries, legendValue } from "../lib/align";
+import { viewPoints, yRange, type ChartView } from "../lib/chartView";
 import type { SeriesPoint } from "../lib/sparkline";
 import { UPlotChart } from "./UPlotChart";
 
@@ -20,31 +22,38 @@ export interface LineSeries {
 
 const INTEGER_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000];
 
-interface Props {
+export interface LineChartProps {
   series: LineSeries[];
   height?: number;
   xLabel?: string;
   integerX?: boolean;
   markers?: Marker[];
   syncKey?: string; // charts with the same key share their x zoom
+  view?: Pick<ChartView, "smoothing" | "log" | "zero">;
 }
 
-export function LineChart({ series, height = 180, xLabel = "iteration", integerX = true, markers = [], syncKey }: Props) {
-  const data = useMemo(() => alignSeries(series), [series]);
+const PLAIN = { smoothing: 0, log: false, zero: false };
+
+export function LineChart({ series, height = 180, xLabel = "iteration", integerX = true, markers = [], syncKey, view = PLAIN }: LineChartProps) {
+  const { smoothing, log, zero } = view;
+  const data = useMemo(
+    () => alignSeries(series.map((s) => ({ points: viewPoints(s.points, { smoothing, log }) }))),
+    [series, smoothing, log],
+  );
   const markerRef = useRef(markers);
   markerRef.current = markers;
   const hasRight = series.some((s) => s.axis === "right");
-  const key = series.map((s) => `${s.label}:${s.axis ?? "left"}`).join("|") + `|${height}|${xLabel}|${integerX}`;
+  const key = series.map((s) => `${s.label}:${s.axis ?? "left"}`).join("|") + `|${height}|${xLabel}|${integerX}|${log}|${zero}`;
   const options = useMemo<Omit<uPlot.Options, "width">>(
     () => ({
       height,
       scales: {
         x: { time: false, range: (_u: uPlot, min: number, max: number) => (min === max ? [min - 1, max + 1] : [min, max]) },
-        y: { range: (_u: uPlot, min: number, max: number) => paddedRange(min, max) },
-        right: { range: (_u: uPlot, min: number, max: number) => paddedRange(min, max) },
+        y: { ...(log ? { distr: 3, log: 10 } : {}), range: (_u: uPlot, min: number, max: number) => yRange(min, max, { log, zero }) },
+        right: { ...(log ? { distr: 3, log: 10 } : {}), range: (_u: uPlot, min: number, max: number) => yRange(min, max, { log, zero }) },
       },
       legend: { live: true },
-      hooks: { draw: [(u: uPlot) => drawMarkers(u, markerRef.current)] },
+      hooks: { draw: [(u: uPlot) => drawMarkers(u, markerRef.current), (u: uPlot) => describeScale(u, log)] },
       cursor: { drag: { x: true, y: false, setScale: true } },
       axes: [
         { label: xLabel, stroke: "#64748b", grid: { stroke: "#eef2f7" }, ...(integerX ? { incrs: INTEGER_STEPS } : {}) }, // whole iterations
@@ -54,7 +63,7 @@ export function LineChart({ series, height = 180, xLabel = "iteration", integerX
       series: [
         { label: xLabel },
         ...series.map((s) => ({
-          label: s.label,
+          label: smoothing > 0 ? `${s.label} (EMA ${smoothing})` : s.label,
           stroke: s.color,
           width: 2,
           spanGaps: true,
@@ -64,11 +73,17 @@ export function LineChart({ series, height = 180, xLabel = "iteration", integerX
         })),
       ],
     }),
-    [key], // rebuilt only when the set of series changes; new points go through setData
+    [key, smoothing], // rebuilt only when the set of series or the view changes; new points go through setData
 
   );
   if (data[0].length === 0) return <div className="empty-chart">waiting for the first iteration…</div>;
-  return <UPlotChart options={options} optionsKey={`${key}|${markers.length}`} data={data} syncKey={syncKey} />;
+  return <UPlotChart options={options} optionsKey={`${key}|${smoothing}|${markers.length}`} data={data} syncKey={syncKey} />;
+}
+
+/** The y scale as drawn, for assistive tools and tests: `{"scale": "linear"|"log", "min", "max"}`. */
+function describeScale(u: uPlot, log: boolean) {
+  const { min, max } = u.scales.y ?? {};
+  u.root.dataset.yScale = JSON.stringify({ scale: log ? "log" : "linear", min: min ?? null, max: max ?? null });
 }
 
 /** Vertical dashed lines at each marker inside the visible x range (scale decisions), with short labels laid out in

@@ -1,8 +1,9 @@
 /** Compare view data: one series per run for a metric, on a shared x (iteration, or wall seconds since the run's
  * first iteration), and the palette that keeps each run's colour the same on every panel. */
+import { metricPoints, recordedMetrics, type XAxis } from "./chartView";
 import type { SeriesPoint } from "./sparkline";
 
-export type XMode = "iteration" | "time";
+export type XMode = XAxis;
 export const RUN_COLORS = ["#2563eb", "#dc2626", "#059669", "#7c3aed", "#ea580c", "#0891b2", "#be185d", "#65a30d"];
 
 export interface IterationLike {
@@ -11,30 +12,19 @@ export interface IterationLike {
   metrics: Record<string, unknown>;
 }
 
-/** The metric as points; x is the iteration or the seconds since the first iteration row of this run. */
+/** The metric as points on x (iteration, samples seen, or wall seconds since the run's first iteration row). */
 export function runSeries(rows: readonly IterationLike[], metric: string, x: XMode): SeriesPoint[] {
-  const sorted = [...rows].sort((a, b) => a.iteration - b.iteration);
-  const t0 = sorted.length ? Date.parse(sorted[0].created_at) : 0;
-  const points: SeriesPoint[] = [];
-  for (const row of sorted) {
-    const value = row.metrics[metric];
-    if (typeof value !== "number" || !Number.isFinite(value)) continue;
-    points.push({ x: x === "iteration" ? row.iteration : (Date.parse(row.created_at) - t0) / 1000, y: value });
-  }
-  return points;
+  return metricPoints(rows, metric, x);
 }
 
 /** Metrics worth a panel: the preferred ones first, then any other numeric key some run recorded. */
 export const PREFERRED_METRICS = [
   "reward_mean", "eval_reward", "samples_per_s", "iteration_seconds", "len_p50", "len_p99", "kl", "entropy",
-  "staleness_mean", "instances", "reward_errors",
+  "clip_frac", "grad_norm", "mismatch_kl", "staleness_mean", "instances", "reward_errors",
 ];
 
 export function availableMetrics(runs: readonly (readonly IterationLike[])[]): string[] {
-  const seen = new Set<string>();
-  for (const rows of runs) for (const row of rows) for (const [k, v] of Object.entries(row.metrics)) if (typeof v === "number") seen.add(k);
-  const preferred = PREFERRED_METRICS.filter((m) => seen.has(m));
-  return [...preferred, ...[...seen].filter((m) => !preferred.includes(m)).sort()];
+  return recordedMetrics(runs.flat(), PREFERRED_METRICS);
 }
 
 export interface RunSummary {

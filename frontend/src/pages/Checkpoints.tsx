@@ -1,13 +1,15 @@
 /** The job's saved checkpoints (HF directories in the artifact store), each downloadable as a tar: the whole
  * checkpoint, the model alone (a LoRA job's merged with its adapter) or, for a LoRA job, the adapter alone. Each shows
  * its evaluation suites' means and the best one (checkpoint.select best) a badge; Evaluate runs the job's suites on it
- * (POST /evaluations), listed below with their results; Fork starts a new run from one (ForkCheckpoint.tsx), and a
+ * (POST /evaluations), listed below with their results; Chat opens it in the playground (`job:<id>@<iteration>`); Fork starts a new run from one (ForkCheckpoint.tsx), and a
  * fork shows its parent here. */
 import { useState } from "react";
+import { Link } from "react-router";
 import { api, unwrap } from "../api/client";
 import { jobSpec } from "../api/types";
 import { ErrorBanner, formatNumber, formatTime } from "../components/ui";
 import { download } from "../lib/download";
+import { playgroundRoute } from "../lib/playground";
 import { queryClient, useCheckpoints, useJob } from "../lib/queries";
 import { Evaluations, evaluationsKey } from "./Evaluations";
 import { ForkButton, Lineage } from "./ForkCheckpoint";
@@ -72,6 +74,7 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
                 {busy === `${c.iteration}:evaluate` ? "queuing…" : "▶ evaluate"}
               </button>
             )}
+            <Link className="link" data-action="chat" to={playgroundRoute(`job:${jobId}@${c.iteration}`)}>💬 chat</Link>{" "}
             {forms.map((form) => (
               <button key={form} className="link" disabled={busy !== null} data-form={form}
                 onClick={() => void fetchOne(c.iteration, form)}>

@@ -1,15 +1,18 @@
 /**
- * Compare 2-8 runs (URL `#/compare?ids=3,7`, so it can be shared): overlaid metric panels on a shared x axis
- * (iteration or wall time since each run's first iteration; the panels zoom together, and hover shows each run's value
- * at that x, interpolated where a run has no point there), the runs ranked by an evaluation suite (SuiteRanking.tsx)
+ * Compare 2-8 runs (URL `#/compare?ids=3,7`, so it can be shared): overlaid metric panels, any recorded metric, on a
+ * shared x axis (iteration, samples seen or wall time since each run's first iteration; the panels zoom together, and
+ * hover shows each run's value at that x, interpolated where a run has no point there), with the job page's chart
+ * controls (smoothing, log scale, zero baseline; kept in the URL), the runs ranked by an evaluation suite (SuiteRanking.tsx)
  * and a side-by-side spec diff that marks what differs.
  */
 import { useMemo, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { jobSpec, type Job } from "../api/types";
+import { ChartControls } from "../components/ChartControls";
 import { LineChart } from "../components/LineChart";
+import { viewFromParams, viewToParams, X_LABELS, type ChartView } from "../lib/chartView";
 import { Card, ErrorBanner, formatNumber, StatusBadge } from "../components/ui";
-import { availableMetrics, commonTarget, PREFERRED_METRICS, RUN_COLORS, runSeries, runSummary, type XMode } from "../lib/compare";
+import { availableMetrics, commonTarget, PREFERRED_METRICS, RUN_COLORS, runSeries, runSummary } from "../lib/compare";
 import { formatDuration } from "../lib/runs";
 import { useCompared } from "../lib/queries";
 import { parseIds } from "../lib/runs";
@@ -22,7 +25,8 @@ const DEFAULT_PANELS = PREFERRED_METRICS.filter((m) => m !== "reward_errors"); /
 export function ComparePage() {
   const [params, setParams] = useSearchParams();
   const ids = useMemo(() => parseIds(params.get("ids")), [params]);
-  const xMode: XMode = params.get("x") === "time" ? "time" : "iteration";
+  const view = viewFromParams(params);
+  const xMode = view.x;
   const { jobs, iterations } = useCompared(ids);
   const [onlyDiff, setOnlyDiff] = useState(true);
 
@@ -41,6 +45,7 @@ export function ComparePage() {
     else next.set(key, value);
     setParams(next, { replace: true });
   };
+  const setView = (next: ChartView) => setParams(viewToParams(next, params), { replace: true });
   const togglePanel = (metric: string) =>
     update("m", (panels.includes(metric) ? panels.filter((m) => m !== metric) : [...panels, metric]).join(","));
 
@@ -79,10 +84,7 @@ export function ComparePage() {
         </div>
         <div className="filters">
           <Link className="button" to={samplesRoute(ids)}>Samples side by side</Link>
-          <select aria-label="x axis" value={xMode} onChange={(e) => update("x", e.target.value === "time" ? "time" : null)}>
-            <option value="iteration">x: iteration</option>
-            <option value="time">x: wall time (s)</option>
-          </select>
+          <ChartControls view={view} onChange={setView} />
           <select aria-label="add panel" value="" onChange={(e) => e.target.value && togglePanel(e.target.value)}>
             <option value="">+ panel…</option>
             {metrics.filter((m) => !panels.includes(m)).map((m) => <option key={m} value={m}>{m}</option>)}
@@ -127,8 +129,9 @@ export function ComparePage() {
             <div data-testid={`panel-${metric}`}>
               <LineChart
                 syncKey={`compare-${xMode}`}
-                xLabel={xMode === "iteration" ? "iteration" : "seconds since first iteration"}
+                xLabel={X_LABELS[xMode]}
                 integerX={xMode === "iteration"}
+                view={view}
                 series={ids.map((id, i) => ({
                   label: loadedJobs.find((j) => j.id === id)?.name ?? `#${id}`,
                   color: RUN_COLORS[i % RUN_COLORS.length],

@@ -1,20 +1,23 @@
 /**
- * One job, live over SSE: health, throughput, reward/KL, reward errors, long-tail lengths (and, for multi-turn jobs,
- * turns per episode beside them), staleness, pipeline timeline, scaling, samples; exports, spec YAML and clone. The iteration charts zoom together (drag one, all follow).
+ * One job, live over SSE: health, ETA and cost, throughput, reward/KL, any recorded metric (MetricPanels), reward errors, long-tail lengths (and, for multi-turn jobs,
+ * turns per episode beside them), staleness, pipeline timeline, scaling, samples; exports, spec YAML and clone. The iteration charts zoom together (drag one, all follow) and
+ * share one view (ChartControls: x by iteration, samples or wall time; smoothing; log scale; zero baseline).
  */
 import { useEffect, useMemo, useState, type ReactNode } from "react";
-import { Link, useNavigate, useParams } from "react-router";
+import { Link, useNavigate, useParams, useSearchParams } from "react-router";
 import { api, ApiError, unwrap } from "../api/client";
 import { HealthBadge, HealthBanner, SignalList } from "../components/HealthBadge";
 import { LengthHistogram } from "../components/LengthHistogram";
 import { TurnsHistogram } from "../components/TurnsHistogram";
+import { ChartControls } from "../components/ChartControls";
 import { LineChart, type LineSeries } from "../components/LineChart";
 import { PipelineTimeline } from "../components/PipelineTimeline";
 import { WholeJobTimeline } from "../components/WholeJobTimeline";
 import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, SharedTrainingBadge, StatusBadge } from "../components/ui";
 import { formatDuration } from "../lib/runs";
+import { playgroundRoute } from "../lib/playground";
 import { jobSpec } from "../api/types";
-import { metricSeries } from "../lib/sparkline";
+import { iterationToX, metricPoints, viewFromParams, viewToParams, X_LABELS, xByIteration, type ChartView } from "../lib/chartView";
 import { recentIterationLengths } from "../lib/histogram";
 import { latestIterationTurns, sampleTurns } from "../lib/turns";
 import { scaleMarkers } from "../lib/markers";
@@ -25,7 +28,9 @@ import { useSession } from "../session";
 import { Checkpoints } from "./Checkpoints";
 import { EventsLog } from "./EventsLog";
 import { JobNotes } from "./JobNotes";
+import { JobEta } from "./JobEta";
 import { JobLimits } from "./JobLimits";
+import { MetricPanels } from "./MetricPanels";
 import { ExportMenu, SpecYaml } from "./JobTools";
 import { SampleBrowser } from "./SampleBrowser";
 import { ScalingPanel } from "./ScalingPanel";
@@ -48,6 +53,9 @@ export function JobDetailPage() {
   const { canWrite } = useSession();
   const [actionError, setActionError] = useState<unknown>(null);
   const [now, setNow] = useState(() => Date.now() / 1000);
+  const [params, setParams] = useSearchParams();
+  const view = viewFromParams(params); // x axis, smoothing, log scale, zero baseline: in the URL (shareable)
+  const setView = (next: ChartView) => setParams(viewToParams(next, params), { replace: true });
 
   useEffect(() => {
     const timer = setInterval(() => setNow(Date.now() / 1000), 1000);
@@ -59,7 +67,7 @@ export function JobDetailPage() {
       label,
       color,
       axis,
-      points: metricSeries(live.iterations, key),
+      points: metricPoints(live.iterations, key, view.x),
     });
     return {
       throughput: [s("samples_per_s", "samples/s", COLORS.blue), s("tokens_per_s", "tokens/s", COLORS.green, "right")],
@@ -97,9 +105,15 @@ export function JobDetailPage() {
         s("len_p99", "p99 tokens", COLORS.grey, "right"),
       ],
     };
-  }, [live.iterations]);
+  }, [live.iterations, view.x]);
 
-  const markers = useMemo(() => scaleMarkers(live.events, live.iterations), [live.events, live.iterations]);
+  const markers = useMemo(() => {
+    const xs = xByIteration(live.iterations, view.x);
+    return scaleMarkers(live.events, live.iterations).flatMap((m) => {
+      const x = iterationToX(xs, m.x);
+      return x === null ? [] : [{ ...m, x }];
+    });
+  }, [live.events, live.iterations, view.x]);
   const [timelineScope, setTimelineScope] = useState<"recent" | "all">("recent");
   // Long-tail view: every sample's recorded length (iteration records), not only the stored samples (the first to
   // finish, so the shortest); "stored" draws just those.
@@ -140,6 +154,7 @@ export function JobDetailPage() {
   const speculated = series.speculation.some((line) => line.points.length > 0);
   const distilled = series.distill[0].points.length > 0;
   const dot = liveIndicator(job.status, live.connected);
+  const chart = { syncKey: `job-${job.id}-${view.x}`, view, xLabel: X_LABELS[view.x], integerX: view.x === "iteration" };
   const samplesRate = currentRate(job.status, health, latest.samples_per_s);
   const tokensRate = currentRate(job.status, health, latest.tokens_per_s);
 
@@ -185,6 +200,7 @@ export function JobDetailPage() {
               ))
             : null}
           {canWrite ? <button onClick={() => navigate(`/submit?from=${job.id}`)}>Clone</button> : null}
+          {canWrite ? <button onClick={() => navigate(playgroundRoute(`job:${job.id}@last`))} title="chat with the newest checkpoint in the playground">Chat</button> : null}
           <button onClick={() => setShowYaml((v) => !v)} aria-pressed={showYaml}>YAML</button>
         </div>
       </div>
@@ -221,14 +237,16 @@ export function JobDetailPage() {
           badge={job.shared_training ? <SharedTrainingBadge /> : undefined} />
       </div>
 
+      <ChartControls view={view} onChange={setView} />
       <div className="grid">
-        <Card title="Throughput"><LineChart syncKey={`job-${job.id}`} series={series.throughput} markers={markers} /></Card>
-        <Card title="Reward and KL"><LineChart syncKey={`job-${job.id}`} series={series.reward} markers={markers} /></Card>
+        <JobEta jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status} />
+        <Card title="Throughput"><LineChart {...chart} series={series.throughput} markers={markers} /></Card>
+        <Card title="Reward and KL"><LineChart {...chart} series={series.reward} markers={markers} /></Card>
         <Card title="Training signals">{health ? <SignalList signals={health.signals} iterations={live.iterations.length} /> : <p className="muted">loading…</p>}</Card>
         <Card title={`Reward errors${health?.reward_errors_total ? ` (${health.reward_errors_total} in all)` : ""}`}>
-          <div data-testid="reward-errors-chart"><LineChart syncKey={`job-${job.id}`} series={series.rewardErrors} /></div>
+          <div data-testid="reward-errors-chart"><LineChart {...chart} series={series.rewardErrors} /></div>
         </Card>
-        <Card title="Instances over iterations"><LineChart syncKey={`job-${job.id}`} series={series.instances} markers={markers} /></Card>
+        <Card title="Instances over iterations"><LineChart {...chart} series={series.instances} markers={markers} /></Card>
         <Card
           title="Response lengths (long tail)"
           actions={
@@ -244,10 +262,11 @@ export function JobDetailPage() {
             : <LengthHistogram lengths={lengths} alpha={alpha} maxTokens={spec.generation?.max_tokens} truncatedFlags={truncatedFlags} />}
         </Card>
         {episodic ? <Card title="Turns per episode (beside tokens)"><TurnsHistogram turns={turns.turns} lengths={turns.lengths} /></Card> : null}
-        <Card title="Skew over iterations"><LineChart syncKey={`job-${job.id}`} series={series.skew} /></Card>
-        {episodic ? <Card title="Turns over iterations"><div data-testid="turns-chart"><LineChart syncKey={`job-${job.id}`} series={series.turns} /></div></Card> : null}
-        {distilled ? <Card title="Distillation"><div data-testid="distill-chart"><LineChart syncKey={`job-${job.id}`} series={series.distill} markers={markers} /></div></Card> : null}
-        {speculated ? <Card title="Speculative decoding"><div data-testid="speculation-chart"><LineChart syncKey={`job-${job.id}`} series={series.speculation} markers={markers} /></div></Card> : null}
+        <Card title="Skew over iterations"><LineChart {...chart} series={series.skew} /></Card>
+        {episodic ? <Card title="Turns over iterations"><div data-testid="turns-chart"><LineChart {...chart} series={series.turns} /></div></Card> : null}
+        {distilled ? <Card title="Distillation"><div data-testid="distill-chart"><LineChart {...chart} series={series.distill} markers={markers} /></div></Card> : null}
+        {speculated ? <Card title="Speculative decoding"><div data-testid="speculation-chart"><LineChart {...chart} series={series.speculation} markers={markers} /></div></Card> : null}
+        <MetricPanels rows={live.iterations} x={view.x} chart={{ ...chart, markers }} />
         <Card title="Pipeline timeline" className="wide" actions={
           <select aria-label="timeline scope" value={timelineScope} onChange={(e) => setTimelineScope(e.target.value as "recent" | "all")}>
             <option value="recent">last 2 minutes (live)</option>
@@ -258,9 +277,9 @@ export function JobDetailPage() {
             ? <PipelineTimeline spans={live.spans} now={now} />
             : <WholeJobTimeline jobId={job.id} live={!["succeeded", "failed", "cancelled"].includes(job.status)} />}
         </Card>
-        <Card title="Iteration time breakdown"><LineChart syncKey={`job-${job.id}`} series={series.time} markers={markers} /></Card>
-        <Card title="Staleness"><LineChart syncKey={`job-${job.id}`} series={series.staleness} markers={markers} /></Card>
-        {series.mismatch[0].points.length > 0 ? <Card title="Training-inference mismatch"><div data-testid="mismatch-chart"><LineChart syncKey={`job-${job.id}`} series={series.mismatch} markers={markers} /></div></Card> : null}
+        <Card title="Iteration time breakdown"><LineChart {...chart} series={series.time} markers={markers} /></Card>
+        <Card title="Staleness"><LineChart {...chart} series={series.staleness} markers={markers} /></Card>
+        {series.mismatch[0].points.length > 0 ? <Card title="Training-inference mismatch"><div data-testid="mismatch-chart"><LineChart {...chart} series={series.mismatch} markers={markers} /></div></Card> : null}
         <ScalingPanel job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} health={health} />
         <JobLimits job={job} events={live.events} canWrite={canWrite} onChange={live.setJob} />
         <Card title="Events" className="events-card"><EventsLog events={live.events} /></Card>
