@@ -33,6 +33,7 @@ import redis
 
 from backend.db.models import Team
 from backend.services import inference
+from backend.services import tinker_futures as futures
 from backend.services.tinker import Outcome, TinkerError, not_found, store_result, stored_outcome, unsupported
 from contract import keys
 
@@ -229,7 +230,7 @@ def check_vocabulary(plan: Plan, sampler: dict[str, Any]) -> None:
 
 
 # -- running and retrieving -----------------------------------------------------------------------------------------
-def _pending_key(request_id: str) -> str:
+def pending_key(request_id: str) -> str:
     return f"streamrl:tinker:sample_pending:{request_id}"
 
 
@@ -251,12 +252,14 @@ def _response(results: list[inference.SampleResult], plan: Plan) -> dict[str, An
 
 
 def _run(client: redis.Redis, team_id: int, sampler: dict[str, Any], plan: Plan, request_id: str,
-         meter: inference.Meter | None = None) -> None:
+         meter: inference.Meter | None = None, target: futures.Target | None = None) -> None:
+    state = "failed"
     try:
         results = inference.sample(client, team_id=team_id, model_dir=sampler["model_dir"],
                                    adapter_dir=sampler["adapter_dir"], requests=[plan.request], timeout_s=TIMEOUT_S,
                                    meter=meter)
         store_result(client, request_id, _response(results[0], plan))
+        state = "finished"
     except inference.InferenceError as err:
         category = "user" if err.code == "invalid_request" else "server"
         store_result(client, request_id, {"error": f"sampling failed ({err.code}): {err.message}",
@@ -266,15 +269,22 @@ def _run(client: redis.Redis, team_id: int, sampler: dict[str, Any], plan: Plan,
         store_result(client, request_id, {"error": f"sampling failed: {type(err).__name__}: {err}",
                                           "category": "server"})
     finally:
-        client.delete(_pending_key(request_id))
+        try:
+            if target is not None:  # after the result is stored: a poller told "finished" finds it
+                futures.report(client, target, request_id, state)
+        finally:
+            client.delete(pending_key(request_id))
 
 
 def start(client: redis.Redis, team: Team, sampler: dict[str, Any], plan: Plan,
-          meter: inference.Meter | None = None) -> str:
-    """Sample in the background; the request id for retrieve_future. `meter` records the call's usage."""
+          meter: inference.Meter | None = None, target: futures.Target | None = None) -> str:
+    """Sample in the background; the request id for retrieve_future. `meter` records the call's usage; `target`
+    (the sampling session and clone of the SDK's seq id) gets the request's completion (retrieve_futures)."""
     request_id = f"{PREFIX}{team.id}.{secrets.token_hex(8)}"
-    client.set(_pending_key(request_id), "1", ex=int(TIMEOUT_S + PENDING_MARGIN_S))
-    _executor.submit(_run, client, team.id, sampler, plan, request_id, meter)
+    client.set(pending_key(request_id), "1", ex=int(TIMEOUT_S + PENDING_MARGIN_S))
+    if target is not None:
+        futures.track(client, target, request_id)
+    _executor.submit(_run, client, team.id, sampler, plan, request_id, meter, target)
     return request_id
 
 
@@ -288,7 +298,7 @@ def peek(client: redis.Redis, team: Team, request_id: str) -> Outcome:
     raw = client.get(keys.tinker_result(request_id))
     if raw is not None:
         return stored_outcome(raw)
-    if client.exists(_pending_key(request_id)):
+    if client.exists(pending_key(request_id)):
         return Outcome(pending="active")
     if client.exists(keys.tinker_result(request_id)):  # finished between the two reads
         return peek(client, team, request_id)

@@ -19,6 +19,7 @@ from waiting import api_in_thread
 from backend.db.enums import JobStatus
 from backend.db.models import Job, JobEvent, Team, User
 from backend.services import tinker as svc
+from backend.services import tinker_futures
 from backend.services import tinker_wire as wire
 from backend.services.auth import new_api_key
 from backend.services.jobs import transition_job
@@ -335,4 +336,63 @@ def test_parked_sessions_of_a_gone_sdk_session_end(pg_backend: Any, world: Any, 
         assert not park_file(pg_backend.settings.artifacts, gone).exists()
         assert park_file(pg_backend.settings.artifacts, still).exists()
         transition_job(session=session, job=still, to=JobStatus.cancelled)
+    client.close()
+
+
+def test_retrieve_futures_and_join_sampling_session(pg_backend: Any, world: Any, other_world: Any, base_url: str,
+                                                    redis_url: str) -> None:
+    """The SDK's session poller and clone ids (no workers): the server turns both on; a sample's completion is
+    queued under its sampling session and clone (seq_id // 1e9), answered once after the caller's cursor; a pending
+    sample whose runner is gone is reported failed; the official SDK's unpickled clone joins (a new clone id), and
+    its poller hands it its sample's failure; another team's session is a 404 on both routes."""
+    import pickle
+
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    key = api_key(pg_backend, world.team, world.users["member"])
+    mine, theirs = {"X-API-Key": key}, {"X-API-Key": api_key(pg_backend, other_world.team,
+                                                              other_world.users["member"])}
+    config = httpx.post(f"{base_url}/api/v1/client/config", headers=mine, json={}).json()
+    assert config["sample_use_retrieve_futures"] is True and config["sample_join_sampling_session"] is True
+    service = tinker.ServiceClient(base_url=base_url, api_key=key)
+    sampling_client = service.create_sampling_client(base_model="tiny").result(timeout=30)
+    sampler = sampling_client._sampling_session_id
+
+    def join(headers: dict[str, str], sampler_id: str = sampler) -> httpx.Response:
+        return httpx.post(f"{base_url}/api/v1/join_sampling_session", headers=headers,
+                          json={"sampling_session_id": sampler_id})
+
+    def futures(headers: dict[str, str], clone: int, cursor: int = 0, **extra: Any) -> httpx.Response:
+        return httpx.post(f"{base_url}/api/v1/retrieve_futures", headers=headers, timeout=60, json={
+            "target": {"type": "sampling_session", "sampling_session_id": sampler, "cloned_sampler_id": clone},
+            "prev_cursor": cursor, **extra})
+
+    assert [join(mine).json()["client_counter"] for _ in range(2)] == [1, 2]
+    assert join(theirs).status_code == 404 and futures(theirs, 0, timeout=0).status_code == 404
+    assert join(mine, f"{world.team.id}-0000").status_code == 404
+    bad = httpx.post(f"{base_url}/api/v1/retrieve_futures", headers=mine, json={"target": {"type": "model"}})
+    assert bad.status_code == 400 and "target must be" in bad.json()["detail"]
+
+    started = httpx.post(f"{base_url}/api/v1/asample", headers=mine,
+                         json={**_sample_body(sampler), "seq_id": 2 * 1_000_000_000 + 5}).json()
+    request_id = started["request_id"]  # no generation worker: the sample fails at once, its completion queued
+    done = futures(mine, 2).json()
+    assert done == {"completions": [{"state": "failed", "request_id": request_id}], "cursor": 1}
+    assert futures(mine, 2, cursor=1, timeout=0).json() == {"completions": [], "cursor": 1}  # answered once
+    assert futures(mine, 0, timeout=0).json() == {"completions": [], "cursor": 0}  # the original client's queue
+    failure = httpx.post(f"{base_url}/api/v1/retrieve_future", headers=mine, json={"request_id": request_id}).json()
+    assert "no worker of the generation pool" in failure["error"]
+    gone = f"sample.{world.team.id}.00ff"  # pending, but no runner and no result (the API process died)
+    tinker_futures.track(client, tinker_futures.Target(sampler, 2), gone)
+    lost = futures(mine, 2, cursor=1).json()  # the long poll's lost check reports it
+    assert lost == {"completions": [{"state": "failed", "request_id": gone}], "cursor": 2}
+    assert "was lost" in httpx.post(f"{base_url}/api/v1/retrieve_future", headers=mine,
+                                    json={"request_id": gone}).json()["error"]
+
+    clone = pickle.loads(pickle.dumps(sampling_client))  # a worker process's copy: it joins, then samples
+    with pytest.raises(Exception, match="no worker of the generation pool"):  # told by its session poller
+        clone.sample(types.ModelInput.from_ints([1, 2, 3]), 1, types.SamplingParams(max_tokens=2)).result(timeout=60)
+    assert client.get(f"streamrl:tinker:futures:{sampler}:3:cursor") == b"1"  # clone id 3: after the two joins
+    service.close("success").result()
     client.close()

@@ -126,11 +126,12 @@ def healthz() -> dict[str, str]:
 @router.post("/client/config")
 def client_config(auth: Auth, settings: SettingsDep) -> dict[str, Any]:
     """Plain httpx transport, uncompressed protobuf fwd/bwd chunks (each within the API's request size cap) sent
-    one after another, API keys (no JWT)."""
+    one after another, API keys (no JWT); sampling clients poll their session's completions (retrieve_futures)
+    and unpickled ones ask for their clone id (join_sampling_session): backend/services/tinker_futures.py."""
     return {"fwdbwd_max_chunk_bytes_count": max(1024, settings.max_request_bytes // 2),
             "pjwt_auth_enabled": False, "credential_default_source": "api_key", "proto_compress_fwdbwd": False,
-            "use_pyqwest_transport": False, "parallel_fwdbwd_chunks": False, "sample_use_retrieve_futures": False,
-            "custom_loss_server_side": False, "sample_join_sampling_session": False}
+            "use_pyqwest_transport": False, "parallel_fwdbwd_chunks": False, "sample_use_retrieve_futures": True,
+            "custom_loss_server_side": False, "sample_join_sampling_session": True}
 
 
 @router.post("/client/dynamic_config")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,10 +15,24 @@ from backend.api.deps import RedisDep, SessionDep, SettingsDep
 from backend.api.routes.tinker_common import Auth, Body, TinkerRoute, future
 from backend.db.models import Team
 from backend.services import tinker as svc
+from backend.services import tinker_futures as futures
 from backend.services import tinker_sampling as sampling
 from backend.services.usage import inference_meter
 
 router = APIRouter(route_class=TinkerRoute, include_in_schema=False)
+LONG_POLL_S = 20.0  # retrieve_futures without a timeout (the SDK's own HTTP timeout is 45 s)
+LOST_CHECK_S = 0.5
+
+
+class JoinSamplingSession(Body):
+    sampling_session_id: str = Field(max_length=200)
+
+
+class RetrieveFutures(Body):
+    target: dict[str, Any]
+    prev_cursor: int = Field(0, ge=0, le=2**62)
+    timeout: float | None = Field(None, ge=0, le=600)
+    retrieved_request_ids: list[str] = Field(default_factory=list, max_length=10_000)
 
 
 class CreateSamplingSession(Body):
@@ -87,5 +102,37 @@ async def asample(request: Request, auth: Auth, session: SessionDep, client: Red
         record = await run_in_threadpool(sampling.get_sampler, client, auth.team, sampler_id)
     await run_in_threadpool(sampling.check_vocabulary, plan, record)
     meter = inference_meter(request.app.state.session_factory, auth.team.id, auth.api_key.id if auth.api_key else None)
-    request_id = await run_in_threadpool(sampling.start, client, auth.team, record, plan, meter)
+    target = futures.target_of(sampler_id, body.get("seq_id")) if body.get("sampling_session_id") else None
+    request_id = await run_in_threadpool(sampling.start, client, auth.team, record, plan, meter, target)
     return future(request_id, None, sample_sequence_ids=[f"{request_id}.{k}" for k in range(plan.request.n)])
+
+
+@router.post("/join_sampling_session")
+def join_sampling_session(body: JoinSamplingSession, auth: Auth, client: RedisDep) -> dict[str, Any]:
+    """A clone id for an unpickled SamplingClient, unique in its sampling session (its seq ids: id * 1e9 + n)."""
+    sampling.get_sampler(client, auth.team, body.sampling_session_id)  # 404: not the team's
+    return {"type": "join_sampling_session", "client_counter": futures.join(client, body.sampling_session_id)}
+
+
+@router.post("/retrieve_futures")
+async def retrieve_futures(body: RetrieveFutures, auth: Auth, client: RedisDep) -> dict[str, Any]:
+    """The sampling session's (clone's) completions after `prev_cursor`: at once when there are some or `timeout`
+    is 0, else when one arrives or after `timeout` (default LONG_POLL_S). Results the client has fetched
+    (`retrieved_request_ids`) are deleted. Lost samples (their runner gone) are reported failed."""
+    sampler_id, clone = futures.check_target(body.model_dump())
+    await run_in_threadpool(sampling.get_sampler, client, auth.team, sampler_id)  # 404: not the team's
+    await run_in_threadpool(futures.forget, client, auth.team, body.retrieved_request_ids)
+    target = futures.Target(sampler_id, clone)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(LONG_POLL_S if body.timeout is None else body.timeout, LONG_POLL_S)
+    completions, cursor = await run_in_threadpool(futures.poll, client, target, body.prev_cursor,
+                                                  sampling.pending_key)
+    checked, delay = loop.time(), 0.002
+    while not completions and loop.time() < deadline:
+        await asyncio.sleep(min(delay, max(0.0, deadline - loop.time())))
+        delay = min(delay * 1.5, 0.05)
+        lost = sampling.pending_key if loop.time() - checked > LOST_CHECK_S else None
+        if lost is not None:
+            checked = loop.time()
+        completions, cursor = await run_in_threadpool(futures.poll, client, target, body.prev_cursor, lost)
+    return {"completions": completions, "cursor": cursor}
