@@ -234,6 +234,49 @@ def inference_retire(key: str) -> str:
     return f"streamrl:inference:{key}:retire"
 
 
+# -- deployments and generation leases (backend/services/deployments.py, generation_leases.py) -----------------------
+def deployment_key(deployment_id: int) -> str:
+    """The inference key all replicas of a deployment share: one request list (`inference_requests`), replica k's
+    state at `inference_state(replica_key(...))`."""
+    return f"deploy-{deployment_id}"
+
+
+def replica_key(deployment_id: int, replica: int) -> str:
+    return f"deploy-{deployment_id}.r{replica}"
+
+
+def deployment_config(deployment_id: int) -> str:
+    """JSON {version, team_id, model_dir, adapters: {name: dir}, idle_s, min_replicas, max_replicas}: what the
+    deployment's replicas serve (written by the API on create/update, deleted on delete: the replicas then stop)."""
+    return f"streamrl:deployment:{deployment_id}:config"
+
+
+def deployment_calls(deployment_id: int) -> str:
+    """List of the deployment's newest calls (JSON {at, latency_s, tokens, ok}), newest first, trimmed: its metrics."""
+    return f"streamrl:deployment:{deployment_id}:calls"
+
+
+def deployment_batches(deployment_id: int) -> str:
+    """Hash of the deployment's batch record, written by its replicas: steps, mixed_steps (steps whose rows used more
+    than one adapter), max_adapters (most adapters in one step), replica (the replica that took it)."""
+    return f"streamrl:deployment:{deployment_id}:batches"
+
+
+def generation_leases() -> str:
+    """Hash lease id -> JSON {team_id, kind, until}: generation slots held outside the jobs' instances (deployment
+    replicas, evaluations), granted by backend/services/generation_leases.py and counted by the scheduler."""
+    return "streamrl:generation:leases"
+
+
+def evaluation_sent(evaluation_id: int) -> str:
+    """Set when the evaluation's runner task was sent (its generation lease granted): not sent twice."""
+    return f"streamrl:evaluation:{evaluation_id}:sent"
+
+
+def generation_lease_lock() -> str:
+    return "streamrl:generation:leases:lock"
+
+
 def grader_reply(request_id: str) -> str:
     """List holding the result (JSON: reward, sub_rewards, error) of one POST /graders/run that ran on the generation
     pool, pushed by the worker (workers/rewards/grader_run.py) and read only by the request that made it."""

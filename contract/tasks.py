@@ -29,6 +29,7 @@ RUN_SHARED = "generation.run_shared"  # a shared generation instance: several Lo
 RUN_SHARED_TRAINING = "training.run_shared"  # a shared training process: several LoRA jobs' drivers, one base model
 RUN_GRADER = "generation.run_grader"  # one sample scored by model-backed graders (backend/services/graders.py)
 RUN_EVALUATION = "generation.run_evaluation"  # one evaluation suite on one model (backend/services/evaluations.py)
+RUN_DEPLOYMENT = "generation.run_deployment"  # one replica of a deployment (backend/services/deployments.py)
 BROKER_POLL_S = 10.0
 TASK_ROUTES = {
     "generation.*": {"queue": "generation"},

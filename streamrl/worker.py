@@ -101,6 +101,18 @@ def run_inference(self: Task, key: str, model_dir: str, adapter_dir: str | None)
                  node=self.request.hostname, device=worker_device())
 
 
+@app.task(name=tasks.RUN_DEPLOYMENT, bind=True)
+def run_deployment(self: Task, deployment_id: int, replica: int) -> str:
+    """Replica `replica` of a deployment: its base model and adapters in one multi-LoRA batch, until idle past its
+    deployment's idle_s (above min_replicas) or the deployment changes (backend/services/deployments.py)."""
+    from workers.runtime.components import worker_device
+    from workers.runtime.deployment import serve_replica
+
+    client = connect(tasks.platform_redis_url())
+    return serve_replica(client, deployment_id=deployment_id, replica=replica, node=self.request.hostname,
+                         device=worker_device())
+
+
 @app.task(name=tasks.RUN_GRADER)
 def run_grader(request_id: str, payload: dict[str, Any]) -> str:
     """POST /graders/run for a spec with model-backed graders: score the sample, push the result to its reply key
@@ -116,11 +128,15 @@ def run_grader(request_id: str, payload: dict[str, Any]) -> str:
 def run_evaluation(evaluation_id: int) -> str:
     """One evaluation suite on one model, on a generation slot (backend/services/evaluations.py,
     workers/runtime/evaluation.py)."""
-    from backend.services.evaluations import DatabaseEvaluationStore
+    from backend.services.evaluations import DatabaseEvaluationStore, lease_id
+    from contract.leases import release
     from workers.runtime.components import worker_device
     from workers.runtime.evaluation import run_evaluation as run
 
-    return run(evaluation_id, DatabaseEvaluationStore(), worker_device())
+    try:
+        return run(evaluation_id, DatabaseEvaluationStore(), worker_device())
+    finally:  # its generation slot is free again for the scheduler
+        release(connect(tasks.platform_redis_url()), lease_id(evaluation_id))
 
 
 @app.task(name=tasks.TINKER_SESSION, bind=True)

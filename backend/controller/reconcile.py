@@ -7,7 +7,9 @@ One pass (`reconcile_once`):
 2. fail jobs whose driver never started or stopped heart-beating, with an error that says what to do;
 3. per active job: mark silent instances dead, run the autoscaler for `auto` jobs, start instances up to the
    target and stop the surplus (a stop flag the instance checks between requests);
-4. paused and finished jobs: stop their instances.
+4. paused and finished jobs: stop their instances;
+5. deployments keep min_replicas replicas (backend/services/deployments.py) and queued evaluations get the
+   generation slots that freed up (backend/services/evaluations.py), both through generation leases.
 Tinker training sessions (jobs tagged `tinker`, backend/services/tinker.py) are admitted the same way, get
 `training.tinker_session` instead of a driver, no instances, and fail (never restart) when their worker dies.
 Every decision that changes a job is a JobEvent. Instances are numbered `gen-<k>`, never reused within a job.
@@ -33,7 +35,7 @@ from backend.controller.scaling import desired_instances
 from backend.db import GenerationInstance, InstanceStatus, Job, JobStatus
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
 from backend.db.session import session_scope
-from backend.services import tinker_parking
+from backend.services import deployments, evaluations, tinker_parking
 from backend.services.admission import schedule_pass
 from backend.services.jobs import (
     job_devices,
@@ -96,6 +98,8 @@ class ReconcileReport:
     instances_dead: list[str] = field(default_factory=list)
     jobs_failed: list[int] = field(default_factory=list)
     jobs_pending: int = 0  # jobs still queued, starting, running or paused after the pass (not a change)
+    deployment_replicas: list[str] = field(default_factory=list)  # replicas asked for to keep min_replicas
+    evaluations_sent: list[int] = field(default_factory=list)  # queued evaluations given a generation slot
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,6 +147,8 @@ def reconcile_once(
         for job in jobs:
             _reconcile_job(session, job, sender, client, timeouts, report, capacity)
         _stop_instances_of_finished_jobs(session, client, report)
+        report.deployment_replicas = deployments.reconcile(session, client)  # min_replicas kept running
+        report.evaluations_sent = evaluations.dispatch_waiting(session, client)  # queued ones on freed slots
         tinker_parking.end_abandoned(session, client, get_settings().artifacts)
         report.jobs_pending = session.scalar(select(func.count()).select_from(Job).where(
             Job.status.in_([JobStatus.queued, JobStatus.starting, JobStatus.running, JobStatus.paused]))) or 0

@@ -29,6 +29,7 @@ from backend.db.enums import JobStatus
 from backend.db.models import GenerationInstance, Job, Team
 from backend.scheduler import Decisions, Running, Snapshot, TeamQuota, Waiting, decide, dominant_share
 from backend.scheduler.history import decayed, half_life_s
+from backend.services import generation_leases
 from backend.services.jobs import TrainingSlots, job_devices, record_event, transition_job
 from backend.services.tinker import is_tinker_job
 from contract import keys
@@ -66,19 +67,25 @@ def schedule_pass(
         _remember(session, client, holding, training, generation, now)
         return PassResult()
     team_ids = sorted({job.team_id for job in queued} | {job.team_id for job in holding})
+    leases = generation_leases.live(client, now) if client is not None else []
+    team_ids = sorted(set(team_ids) | {lease.team_id for lease in leases})
     teams = {team.id: team for team in session.scalars(select(Team).where(Team.id.in_(team_ids)).with_for_update())}
     recent = _recent(client, now)
     running = [_running(job, client, now) for job in holding]
+    running += _leased(leases, now)  # deployment replicas and evaluations hold generation slots too
     room = dict(training.room) if training is not None else {}
     items = [_waiting(job, training, room, generation is not None) for job in queued]
     paused = {team: sum(1 for job in holding if job.team_id == team and job.status == JobStatus.paused)
               for team in team_ids}
-    quotas = {team_id: TeamQuota(share=team.share, max_jobs=team.max_concurrent_jobs + paused[team_id],
+    leased = generation_leases.by_team(leases)  # a lease is no job: it never counts against max_concurrent_jobs
+    quotas = {team_id: TeamQuota(share=team.share,
+                                 max_jobs=team.max_concurrent_jobs + paused[team_id] + leased.get(team_id, 0),
                                  max_generation=team.max_generation_instances, recent=recent.get(team_id, 0.0))
               for team_id, team in teams.items()}
     held_training = sum(r.training for r in running)
     held_generation = sum(r.generation for r in running)
-    free_generation = max(0, generation[0] - _pending_instances(session)) if generation is not None else UNJUDGED
+    free_generation = max(0, generation[0] - _pending_instances(session) - len(leases)) if generation is not None \
+        else UNJUDGED
     snapshot = Snapshot(
         now, (training.free if training is not None else UNJUDGED) + held_training,
         free_generation + held_generation, quotas, running, items, grace_s=preempt_grace_s(),
@@ -162,6 +169,13 @@ def _running(job: Job, client: redis.Redis | None, now: float) -> Running:
                    preemptible=preemptible, est_end=now + _remaining_s(job, now),
                    protected_until=0.0 if first_checkpoint_done and job.status == JobStatus.running else math.inf,
                    preempting=client is not None and bool(client.exists(keys.job_preempt(job.id))))
+
+
+def _leased(leases: list[generation_leases.Lease], now: float) -> list[Running]:
+    """Each live lease as a running item of its team holding one generation slot, never preempted or shrunk (ids
+    below zero: they name no job)."""
+    return [Running(-(index + 1), lease.team_id, now, training=0, generation=1, generation_min=1, preemptible=False,
+                    est_end=lease.until, protected_until=math.inf) for index, lease in enumerate(leases)]
 
 
 def _admitted(client: redis.Redis | None, job: Job) -> dict[str, Any] | None:

@@ -5,6 +5,10 @@ generation pool (`generation.run_evaluation`, workers/runtime/evaluation.py).
   model is a registered model of the team (a baseline) or a checkpoint of one of the team's jobs (`job:<id>@...`);
   the suite is an inline EvalSuiteSpec, or the name of one of the job's suites. Another team's job: 404.
 - Periodic: the job's driver asks for its suites on a checkpoint (`request_for_checkpoint`, through the reporter).
+- Scheduling: a runner holds one generation slot, so it is sent only once its generation lease is granted
+  (backend/services/generation_leases.py: a free slot and the team's max_generation_instances, counted by the
+  scheduler beside the jobs' instances, which are never paused for it); until then it stays `queued` and the
+  controller's pass sends it when a slot frees up (`dispatch_waiting`). The runner releases the lease when it ends.
 - Results: the evaluation row (summary + per-row outputs and scores); a job checkpoint's `scores[suite]` gets the
   summary and, with `checkpoint.select: best`, the job's best checkpoint is marked (`best: true`).
 """
@@ -24,10 +28,10 @@ from sqlalchemy.orm import Session
 
 from backend.db.models import Checkpoint, Dataset, Evaluation, Job, Model, Team, UsageRecord
 from backend.db.session import session_scope
-from backend.services import model_aliases
+from backend.services import generation_leases, model_aliases
 from backend.services.errors import InvalidInput, NotFound, not_found
 from backend.services.inference import redis_url_of
-from contract import tasks
+from contract import keys, tasks
 from contract.evaluation import EvaluationStore, EvaluationTask, best_of, metric_value, retained
 from contract.rewards import validate_reward_spec
 from contract.spec import EvalSuiteSpec, JobSpec
@@ -35,6 +39,37 @@ from contract.spec import EvalSuiteSpec, JobSpec
 ACTIVE = ("queued", "running")
 _apps: dict[str, Any] = {}
 _apps_lock = threading.Lock()
+
+
+LEASE_S = 3600.0  # an evaluation's lease lasts this long unless released (a runner that died gives its slot back)
+
+
+def lease_id(evaluation_id: int) -> str:
+    return f"eval:{evaluation_id}"
+
+
+def dispatch(session: Session, client: redis.Redis, row: Evaluation) -> bool:
+    """Send the runner's task once a generation lease is granted (after the row is committed: the task reads it);
+    False: it waits, queued, for the controller's next pass."""
+    if client.exists(keys.evaluation_sent(row.id)):
+        return True
+    grant = generation_leases.try_acquire(session, client, team_id=row.team_id, lease=lease_id(row.id),
+                                          kind="evaluation", ttl_s=LEASE_S)
+    if not grant.granted:
+        return False
+    if client.set(keys.evaluation_sent(row.id), "1", nx=True, ex=int(2 * LEASE_S)):
+        send(client, row.id)
+    return True
+
+
+def dispatch_waiting(session: Session, client: redis.Redis) -> list[int]:
+    """The controller's pass: queued evaluations not sent yet, oldest first, each sent if its lease is granted."""
+    sent = []
+    for row in session.scalars(select(Evaluation).where(Evaluation.status == "queued").order_by(Evaluation.id)
+                               .limit(200)):
+        if not client.exists(keys.evaluation_sent(row.id)) and dispatch(session, client, row):
+            sent.append(row.id)
+    return sent
 
 
 def send(client: redis.Redis, evaluation_id: int) -> None:
@@ -127,7 +162,7 @@ def create(session: Session, client: redis.Redis, team: Team, *, suite: Any, mod
     resolved = _suite(suite, spec)
     row = _row(session, team.id, resolved, label=label, model_dir=model_dir, job=job, iteration=iteration, spec=spec)
     session.commit()
-    send(client, row.id)
+    dispatch(session, client, row)
     return row
 
 
@@ -149,10 +184,14 @@ def request_for_checkpoint(client: redis.Redis, job_id: int, iteration: int, pat
         if job is None:
             return []
         spec = JobSpec.model_validate(job.spec)
-        ids = [_row(session, job.team_id, _suite(suite, spec), label=f"job:{job_id}@{iteration}", model_dir=path,
-                    job=job, iteration=iteration, spec=spec).id for suite in spec.evaluation]
-    for evaluation_id in ids:
-        send(client, evaluation_id)
+        rows = [_row(session, job.team_id, _suite(suite, spec), label=f"job:{job_id}@{iteration}", model_dir=path,
+                     job=job, iteration=iteration, spec=spec) for suite in spec.evaluation]
+        ids = [row.id for row in rows]
+    with session_scope() as session:  # committed: the runners read their rows
+        for evaluation_id in ids:
+            row = session.get(Evaluation, evaluation_id)
+            if row is not None:
+                dispatch(session, client, row)
     return ids
 
 

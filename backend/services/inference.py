@@ -42,6 +42,12 @@ requests (or teams: each event also names the team, checked here). The caller ch
 and adapter directories (the API resolves them from the team's own models and jobs); the service trusts what it is
 given.
 
+Deployments (backend/services/deployments.py): a `Route` sends the call to a deployment's replicas instead of a
+(model_dir, adapter_dir) key: every replica pops from the deployment's one request list, each request names the
+adapter it is generated with (one batch mixes them), and the route starts replicas (through a generation lease:
+backend/services/generation_leases.py) when none is alive or under load. Each `done` event names the replica that
+served it (`SampleResult.instance`, `Delta.instance`).
+
 Order of a call: refuse at once if the key's instance failed to load moments ago; push the requests; then, if no
 instance is alive (no state key) and no task is on its way (no marker), send one. Pushing before looking means a
 request is never stranded: an instance stops only when its list is empty (checked atomically with removing its state),
@@ -104,6 +110,20 @@ class SampleResult:
     prompt_logprobs: list[float | None] | None = None
     topk_prompt_logprobs: TopK | None = None
     topk_logprobs: TopK | None = None
+    instance: str | None = None  # the deployment replica that served it (None: a plain inference instance)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A deployment's replicas as the target of a call: `key` their shared request list, `adapter` what the requests
+    are generated with (None: the base model); `state(client)` a replica's state (a ready or starting one first, a
+    failed one, or None when none is alive); `ensure(client)` starts a replica when none is alive or on its way, and
+    another under load (up to the deployment's max)."""
+
+    key: str
+    adapter: str | None
+    state: Callable[[redis.Redis], dict[str, Any] | None]
+    ensure: Callable[[redis.Redis], None]
 
 
 @dataclass(frozen=True)
@@ -127,6 +147,7 @@ class Delta:
     prompt_logprobs: list[float | None] | None = None  # on the last delta of sample 0, when the request asked
     topk_prompt_logprobs: TopK | None = None  # likewise
     topk_logprobs: TopK | None = None  # on each sample's last delta: every step's, when the request asked
+    instance: str | None = None  # on each sample's last delta: the deployment replica that served it
 
 
 def inference_key(model_dir: str, adapter_dir: str | None) -> str:
@@ -215,33 +236,46 @@ def _ensure_instance(client: redis.Redis, key: str, model_dir: str, adapter_dir:
 
 # -- one call -------------------------------------------------------------------------------------------------------
 def sample_deltas(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: str | None,
-                  requests: list[SampleRequest], timeout_s: float = 120.0, meter: Meter | None = None
-                  ) -> Iterator[Delta]:
+                  requests: list[SampleRequest], timeout_s: float = 120.0, meter: Meter | None = None,
+                  route: Route | None = None) -> Iterator[Delta]:
     """`sample_stream` with each delta's logprobs (None unless the request asked for them)."""
-    return _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=True, meter=meter)
+    return _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=True, meter=meter,
+                   route=route)
 
 
 def _deltas(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | None,
             requests: list[SampleRequest], timeout_s: float, *, stream: bool,
-            meter: Meter | None = None) -> Iterator[Delta]:
+            meter: Meter | None = None, route: Route | None = None) -> Iterator[Delta]:
     """The deltas of one call; `stream`: the instance sends tokens as they are generated, else each sample once."""
     if not requests:
         return
     seconds = [0.0] * len(requests)  # each request's device-seconds so far (its latest `done` says)
     sampled = [0]  # tokens yielded
     try:
-        yield from _call(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream, seconds, sampled)
+        yield from _call(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream, seconds, sampled,
+                         route)
     finally:
         if meter is not None and (any(seconds) or sampled[0]):
             meter(CallUsage(sum(seconds), sampled[0]))
 
 
 def _call(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | None, requests: list[SampleRequest],
-          timeout_s: float, stream: bool, seconds: list[float], sampled: list[int]) -> Iterator[Delta]:
+          timeout_s: float, stream: bool, seconds: list[float], sampled: list[int],
+          route: Route | None = None) -> Iterator[Delta]:
     for index, request in enumerate(requests):
         _check(request, index)
-    key = inference_key(model_dir, adapter_dir)
-    state = _state(client, key)
+    key = route.key if route is not None else inference_key(model_dir, adapter_dir)
+
+    def state_of() -> dict[str, Any] | None:
+        return route.state(client) if route is not None else _state(client, key)
+
+    def ensure() -> None:
+        if route is not None:
+            route.ensure(client)
+        else:
+            _ensure_instance(client, key, model_dir, adapter_dir)
+
+    state = state_of()
     if state is not None and state.get("state") == "failed":
         raise _failed(state)
     started = time.monotonic()
@@ -252,19 +286,20 @@ def _call(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | 
     remaining = sum(request.n for request in requests)
     accepted: set[int] = set()
     payloads = [json.dumps({"id": rid, "team_id": team_id, "reply": keys.inference_reply(rid),
-                            "deadline": time.time() + timeout_s, "stream": stream, **_wire(request)})
+                            "deadline": time.time() + timeout_s, "stream": stream, **_wire(request),
+                            **({"adapter": route.adapter} if route is not None else {})})
                 for rid, request in zip(ids, requests, strict=True)]
     try:
         client.lpush(keys.inference_requests(key), *payloads)
-        _ensure_instance(client, key, model_dir, adapter_dir)
+        ensure()
         seen_state = False
         while remaining:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise _timeout(client, key, timeout_s, seen_state, len(accepted), len(requests))
+                raise _timeout(client, state_of(), timeout_s, seen_state, len(accepted), len(requests))
             popped = client.blpop(list(replies), timeout=max(0.01, min(POLL_S, left)))
             if popped is None:
-                state = _state(client, key)
+                state = state_of()
                 if state is not None:
                     seen_state = True
                     if state.get("state") == "failed":
@@ -273,7 +308,7 @@ def _call(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | 
                     raise InferenceError("instance_lost", "the inference instance stopped while serving the request "
                                          "(its worker died or shut down); retry the request")
                 else:  # gone before taking our request (it died, or a task is still on its way): make sure of one
-                    _ensure_instance(client, key, model_dir, adapter_dir)
+                    ensure()
                 continue
             index = replies[popped[0].decode() if isinstance(popped[0], bytes) else popped[0]]
             event = json.loads(popped[1])
@@ -302,14 +337,14 @@ def _call(client: redis.Redis, team_id: int, model_dir: str, adapter_dir: str | 
                     remaining -= 1
                 if new or finish is not None:
                     yield Delta(index, k, new, new_logprobs, finish, event.get("prompt_logprobs"),
-                                event.get("topk_prompt_logprobs"), event.get("topk_logprobs"))
+                                event.get("topk_prompt_logprobs"), event.get("topk_logprobs"),
+                                event.get("instance") if kind == "done" else None)
     finally:
         client.delete(*replies)
 
 
-def _timeout(client: redis.Redis, key: str, timeout_s: float, seen_state: bool, accepted: int,
+def _timeout(client: redis.Redis, state: dict[str, Any] | None, timeout_s: float, seen_state: bool, accepted: int,
              total: int) -> InferenceError:
-    state = _state(client, key)
     if state is None and not seen_state:
         slots = generation_workers(client)
         if slots == 0:
@@ -347,7 +382,7 @@ def sample_stream(client: redis.Redis, *, team_id: int, model_dir: str, adapter_
 
 def sample(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: str | None,
            requests: list[SampleRequest], timeout_s: float = 120.0,
-           meter: Meter | None = None) -> list[list[SampleResult]]:
+           meter: Meter | None = None, route: Route | None = None) -> list[list[SampleResult]]:
     """Every request's `n` samples, in order; blocks until all are done (InferenceError otherwise)."""
     tokens: list[list[list[int]]] = [[[] for _ in range(r.n)] for r in requests]
     logprobs: list[list[list[float]]] = [[[] for _ in range(r.n)] for r in requests]
@@ -355,7 +390,9 @@ def sample(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: st
     prompt: list[list[float | None] | None] = [None] * len(requests)
     topk_prompt: list[TopK | None] = [None] * len(requests)
     topk: list[list[TopK | None]] = [[None] * r.n for r in requests]
-    for delta in _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=False, meter=meter):
+    served_by: list[list[str | None]] = [[None] * r.n for r in requests]
+    for delta in _deltas(client, team_id, model_dir, adapter_dir, requests, timeout_s, stream=False, meter=meter,
+                         route=route):
         tokens[delta.request][delta.sample].extend(delta.token_ids)
         if delta.logprobs is not None:
             logprobs[delta.request][delta.sample].extend(delta.logprobs)
@@ -367,7 +404,9 @@ def sample(client: redis.Redis, *, team_id: int, model_dir: str, adapter_dir: st
             topk_prompt[delta.request] = delta.topk_prompt_logprobs
         if delta.topk_logprobs is not None:
             topk[delta.request][delta.sample] = delta.topk_logprobs
+        if delta.instance is not None:
+            served_by[delta.request][delta.sample] = delta.instance
     return [[SampleResult(token_ids=tokens[i][k], logprobs=logprobs[i][k] if r.logprobs else None,
                           finish_reason=finish[i][k], prompt_logprobs=prompt[i], topk_prompt_logprobs=topk_prompt[i],
-                          topk_logprobs=topk[i][k]) for k in range(r.n)]
+                          topk_logprobs=topk[i][k], instance=served_by[i][k]) for k in range(r.n)]
             for i, r in enumerate(requests)]

@@ -25,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db.enums import JobStatus
-from backend.db.models import Checkpoint, Job, JobEvent, Model, Team
+from backend.db.models import Checkpoint, Deployment, Job, JobEvent, Model, Team
 from backend.services import model_aliases
 from backend.services.chat_preview import ChatRenderer
 from backend.services.errors import InvalidInput
@@ -58,6 +58,8 @@ class Served:
     model_dir: str
     adapter_dir: str | None
     created: int | None
+    deployment_id: int | None = None  # served by a deployment's replicas (backend/services/deployments.py)
+    adapter: str | None = None  # the deployment's adapter it generates with (None: its base model)
 
 
 def _model_object(model_id: str, created: int | None, team: Team) -> dict[str, Any]:
@@ -90,6 +92,8 @@ def list_models(session: Session, team: Team) -> dict[str, Any]:
         out.append(_model_object(f"{name}:ckpt-step-{checkpoint.iteration}", unix(checkpoint.created_at), team))
         if checkpoint.best:  # its stable alias (backend/services/model_aliases.py)
             out.append(_model_object(f"job:{job.id}@best", unix(checkpoint.created_at), team))
+    out += [_model_object(row.name, unix(row.created_at), team) for row in session.scalars(
+        select(Deployment).where(Deployment.team_id == team.id).order_by(Deployment.id))]
     return {"object": "list", "data": out}
 
 
@@ -99,11 +103,14 @@ def _not_found(model_id: str) -> OpenAIError:
 
 
 def resolve(session: Session, team: Team, model_id: str, key_id: int | None = None,
-            artifacts: Path | None = None) -> Served:
+            artifacts: Path | None = None, *, deployed: bool = True) -> Served:
     """The team's model `model_id` (404 otherwise, whoever owns it); a `tinker://` sampler path as the Tinker API
     resolves it for the calling key `key_id`, under the API's `artifacts` directory (docs/tinker.md)."""
     if model_id.startswith("tinker://"):
         return _served_tinker(session, team, model_id, key_id, artifacts or get_settings().artifacts)
+    served = _served_deployment(session, team, model_id) if deployed else None  # False: what the id itself names
+    if served is not None:
+        return served
     if model_aliases.is_alias(model_id):  # job:<id>@best | @last | @<iteration> (backend/services/model_aliases.py)
         found = model_aliases.resolve_alias(session, team, model_id)
         if found is None:
@@ -127,6 +134,21 @@ def resolve(session: Session, team: Team, model_id: str, key_id: int | None = No
     if checkpoint is None:
         raise _not_found(model_id)
     return _served_checkpoint(session, team, model_id, job, checkpoint)
+
+
+def _served_deployment(session: Session, team: Team, model_id: str) -> Served | None:
+    """A deployment's name or one of its adapter ids: its replicas serve it (None: no deployment names it)."""
+    from backend.services import deployments  # it resolves adapters through this module
+
+    found = deployments.find(session, team, model_id)
+    if found is None:
+        return None
+    row, adapter = found
+    base = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == row.base_model,
+                                              Model.state == "ready").order_by(Model.id.desc()).limit(1))
+    if base is None:
+        raise _not_found(model_id)
+    return Served(model_id, base.path, None, unix(row.created_at), deployment_id=row.id, adapter=adapter)
 
 
 def _served_tinker(session: Session, team: Team, model_id: str, key_id: int | None, artifacts: Path) -> Served:

@@ -103,10 +103,11 @@ class _Pending:
 class _Batcher(ContinuousBatcher):
     """The hf engine's continuous batching, plus stop token ids and a callback after every sampled token."""
 
-    def __init__(self, engine: HFEngine, on_step: Any) -> None:
+    def __init__(self, engine: HFEngine, on_step: Any, **routing: Any) -> None:
+        """`routing`: a multi-LoRA engine's per-row adapters (`version_of`, `adapters`: hf_batch.ContinuousBatcher)."""
         super().__init__(engine.model, engine.tokenizer, max_batch_size=engine.max_batch_size,
                          eos_ids=engine.eos_ids, seed_rng=engine.seed_rng,
-                         min_free_slots=max(1, engine.max_batch_size // 4))
+                         min_free_slots=max(1, engine.max_batch_size // 4), **routing)
         self.on_step = on_step
 
     def _append_tokens(self, logits: Any, rows: range) -> list[int]:
@@ -357,14 +358,14 @@ class InferenceInstance:
         self.client.delete(keys.inference_starting(self.key))  # picked up: the next caller may send a task again
         try:
             try:
-                self.engine = load_engine(self.model_dir, self.adapter_dir, self.device)
+                self.engine = self._load()
             except Exception as err:  # a bad model or adapter: the callers get the reason, the worker goes on
                 log.warning("inference %s: loading %s failed: %s", self.key, self.model_dir, err)
                 return f"inference instance {self.key} failed to load: {self._fail(err)}"
             with self.lock:
                 self.state = "ready"
             self._beat()
-            batcher = _Batcher(self.engine, self._on_step)
+            batcher = self._batcher()
             for result in batcher.run(self._feed()):
                 self._done(result)
         finally:
@@ -374,6 +375,14 @@ class InferenceInstance:
                     self.stopping = True
                     self.client.delete(self.state_key)
         return f"inference instance {self.key} stopped after {self.served} request(s)"
+
+
+    def _load(self) -> HFEngine:
+        return load_engine(self.model_dir, self.adapter_dir, self.device)
+
+    def _batcher(self) -> _Batcher:
+        assert self.engine is not None
+        return _Batcher(self.engine, self._on_step)
 
 
 def serve(client: redis.Redis, key: str, model_dir: str, adapter_dir: str | None, *, idle_s: float,

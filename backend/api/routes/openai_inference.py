@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from backend.api.deps import MemberAuth, RedisDep, SessionDep, SettingsDep, ViewerAuth, reject_unknown_query
 from backend.api.routes.openai_compat import OpenAIRoute, error_body
 from backend.db.models import Team
-from backend.services import inference
+from backend.services import deployment_metrics, deployments, inference
 from backend.services import openai_completions as completions
 from backend.services import openai_inference as chat
 from backend.services.openai_compat import OpenAIError
@@ -69,10 +69,9 @@ def create_chat_completion(body: Annotated[Any, Body()], auth: MemberAuth, sessi
     request, prepared = _resolved(session, auth.team, body, auth.api_key.id if auth.api_key else None,
                                   settings.artifacts)
     completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    meter = inference_meter(http.app.state.session_factory, auth.team.id, auth.api_key.id if auth.api_key else None)
     call: dict[str, Any] = {"team_id": auth.team.id, "model_dir": prepared.served.model_dir,
             "adapter_dir": prepared.served.adapter_dir, "requests": [prepared.sample], "timeout_s": TIMEOUT_S,
-            "meter": meter}
+            **_target(http, client, auth.team.id, auth.api_key.id if auth.api_key else None, prepared.served)}
     if request.stream:
         deltas = inference.sample_deltas(client, **call)
         try:
@@ -95,7 +94,7 @@ def create_chat_completion(body: Annotated[Any, Body()], auth: MemberAuth, sessi
                         "logprobs": _choice_logprobs(prepared, result.token_ids, result.logprobs,
                                                      result.topk_logprobs)})
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": request.model,
-            "choices": choices, "system_fingerprint": None, "service_tier": None,
+            "choices": choices, "system_fingerprint": results[0].instance if results else None, "service_tier": None,
             "usage": _usage(len(prepared.prompt_ids), completion_tokens)}
 
 
@@ -108,14 +107,24 @@ def create_completion(body: Annotated[Any, Body()], auth: MemberAuth, session: S
                           settings.artifacts)
     plan = completions.prepare(request, served)
     session.close()  # nothing more from the database while the model generates
-    meter = inference_meter(http.app.state.session_factory, auth.team.id, auth.api_key.id if auth.api_key else None)
+    target = _target(http, client, auth.team.id, auth.api_key.id if auth.api_key else None, served)
     try:
         results = inference.sample(client, team_id=auth.team.id, model_dir=served.model_dir,
                                    adapter_dir=served.adapter_dir, requests=[plan.sample], timeout_s=TIMEOUT_S,
-                                   meter=meter)[0]
+                                   **target)[0]
     except inference.InferenceError as exc:
         raise _error(exc) from None
     return completions.response(request, plan, results, f"cmpl-{uuid.uuid4().hex}", int(time.time()))
+
+
+def _target(http: Request, client: Any, team_id: int, key_id: int | None, served: chat.Served) -> dict[str, Any]:
+    """The call's usage meter, and for a deployment's model its route (its replicas) and metrics."""
+    factory = http.app.state.session_factory
+    meter = inference_meter(factory, team_id, key_id)
+    if served.deployment_id is None:
+        return {"meter": meter}
+    return {"meter": deployment_metrics.metered(client, served.deployment_id, meter),
+            "route": deployments.route_for(factory, served.deployment_id, served.adapter)}
 
 
 def _usage(prompt: int, completion: int) -> dict[str, Any]:

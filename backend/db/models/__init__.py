@@ -2,6 +2,7 @@
 
 from backend.db.models.alerts import AlertDelivery, AlertRule
 from backend.db.models.assets import Dataset, Model
+from backend.db.models.deployments import Deployment
 from backend.db.models.evaluations import Evaluation
 from backend.db.models.fleet import GenerationInstance, Worker
 from backend.db.models.jobs import Checkpoint, Iteration, Job, JobEvent
@@ -17,6 +18,7 @@ __all__ = [
     "ApiKey",
     "Checkpoint",
     "Dataset",
+    "Deployment",
     "Evaluation",
     "GenerationInstance",
     "Invitation",

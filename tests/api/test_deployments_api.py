@@ -1,0 +1,146 @@
+"""Deployments API (no workers): create/list/show/update/delete, the 4xx that name the field, another team's ids
+answering 404 (REST and /openai/v1), and generation leases: a replica's or an evaluation's slot is only granted
+while the generation pool has one free, and the scheduler counts it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
+
+from backend.db import JobStatus
+from backend.db.models import Checkpoint, Team, User
+from backend.services import generation_leases
+from backend.services.admission import schedule_pass
+from backend.services.jobs import create_job
+from contract import keys
+from contract.spec import JobSpec
+
+LORA = {"rank": 4, "alpha": 8.0}
+
+
+def lora_checkpoint(world: Any, tmp_path: Path, iteration: int = 1) -> int:
+    """A LoRA job of the world's team over `tiny` with one checkpoint holding an adapter directory; its id."""
+    backend = world.backend
+    directory = tmp_path / uuid.uuid4().hex / f"iter-{iteration}"
+    (directory / "adapter").mkdir(parents=True)
+    with backend.session() as session:
+        team = session.get(Team, world.team.id)
+        user = session.get(User, next(iter(world.users.values())).id)
+        assert team is not None and user is not None
+        spec = JobSpec.model_validate({"name": "lora", "model": "tiny", "dataset": {"builtin": "arithmetic"},
+                                       "training": {"iterations": 1, "lora": LORA}})
+        job = create_job(session=session, team=team, user=user, spec=spec)
+        job.status = JobStatus.succeeded
+        session.add(Checkpoint(job_id=job.id, iteration=iteration, path=str(directory)))
+        session.flush()
+        return int(job.id)
+
+
+def test_deployment_crud_and_errors(app_client: TestClient, world: Any, other_world: Any, tmp_path: Path,
+                                    redis_client: redis.Redis) -> None:
+    member, viewer, other = world.headers("member"), world.headers("viewer"), other_world.headers("member")
+    job_id = lora_checkpoint(world, tmp_path)
+    body = {"name": "sums", "base_model": "tiny", "adapters": [f"job:{job_id}@1"], "min_replicas": 0,
+            "max_replicas": 2, "idle_s": 30}
+    created = app_client.post("/api/v1/deployments", json=body, headers=member)
+    assert created.status_code == 201, created.text
+    row = created.json()
+    assert row["adapters"] == [f"job:{job_id}@1"] and row["replicas"] == [] and row["version"] == 1
+    assert row["metrics"]["requests"] == 0 and row["metrics"]["p50_latency_s"] is None
+    config = json.loads(redis_client.get(keys.deployment_config(row["id"])))
+    assert list(config["adapters"]) == [f"job:{job_id}@1"] and config["adapters"][f"job:{job_id}@1"].endswith(
+        "iter-1/adapter")
+    assert config["idle_s"] == 30 and config["min_replicas"] == 0
+
+    assert app_client.post("/api/v1/deployments", json=body, headers=member).status_code == 409
+    assert app_client.post("/api/v1/deployments", json=body, headers=viewer).status_code == 403
+
+    def refused(overrides: dict[str, Any], field: list[Any]) -> None:
+        response = app_client.post("/api/v1/deployments", json={**body, "name": "x", **overrides}, headers=member)
+        assert response.status_code == 422, response.text
+        assert response.json()["detail"][0]["loc"] == ["body", *field], response.text
+
+    refused({"base_model": "nope"}, ["base_model"])
+    refused({"adapters": ["tiny"]}, ["adapters", 0])  # a model, not an adapter over tiny
+    refused({"adapters": [f"job:{job_id}@1", "job:999999@best"]}, ["adapters", 1])
+    refused({"min_replicas": 3, "max_replicas": 2}, ["min_replicas"])
+    refused({"max_replicas": 0}, ["max_replicas"])
+    refused({"name": "bad name!"}, ["name"])
+    refused({"idle_s": 0}, ["idle_s"])
+
+    listed = app_client.get("/api/v1/deployments", headers=viewer).json()
+    assert [d["name"] for d in listed] == ["sums"]
+    patched = app_client.patch(f"/api/v1/deployments/{row['id']}", json={"min_replicas": 1, "idle_s": 5},
+                               headers=member).json()
+    assert patched["min_replicas"] == 1 and patched["idle_s"] == 5 and patched["version"] == 1
+    bumped = app_client.patch(f"/api/v1/deployments/{row['id']}", json={"adapters": []}, headers=member).json()
+    assert bumped["version"] == 2 and bumped["adapters"] == []
+    promoted = app_client.post("/api/v1/deployments/promote", json={"adapter": f"job:{job_id}@1", "name": "sums"},
+                               headers=member).json()
+    assert promoted["id"] == row["id"] and promoted["adapters"] == [f"job:{job_id}@1"] and promoted["version"] == 3
+
+    for method in ("get", "delete"):  # another team's deployment: 404, as one that does not exist
+        assert getattr(app_client, method)(f"/api/v1/deployments/{row['id']}", headers=other).status_code == 404
+    assert app_client.patch(f"/api/v1/deployments/{row['id']}", json={"min_replicas": 0},
+                            headers=other).status_code == 404
+    assert app_client.get("/api/v1/deployments", headers=other).json() == []
+    chat = {"model": "sums", "messages": [{"role": "user", "content": "hi"}]}
+    assert app_client.post("/openai/v1/chat/completions", json=chat, headers=other).status_code == 404
+    names = [m["id"] for m in app_client.get("/openai/v1/models", headers=viewer).json()["data"]]
+    assert "sums" in names
+
+    assert app_client.delete(f"/api/v1/deployments/{row['id']}", headers=member).status_code == 204
+    assert app_client.get(f"/api/v1/deployments/{row['id']}", headers=member).status_code == 404
+    assert redis_client.get(keys.deployment_config(row["id"])) is None
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def one_generation_slot(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    client = redis_client
+    node = f"gen-{uuid.uuid4().hex[:8]}"
+    client.set(keys.worker_registry(node), json.dumps({"node": node, "queues": ["generation"], "slots": 1}), ex=60)
+    yield client
+    client.delete(keys.worker_registry(node), keys.generation_leases())
+
+
+def test_leases_take_free_generation_slots_and_the_scheduler_counts_them(
+        pg_backend: Any, world: Any, one_generation_slot: redis.Redis) -> None:
+    client = one_generation_slot
+    client.delete(keys.generation_leases())
+    with pg_backend.session() as session:
+        first = generation_leases.try_acquire(session, client, team_id=world.team.id, lease="deploy-1.r0",
+                                              kind="deployment", ttl_s=30)
+        second = generation_leases.try_acquire(session, client, team_id=world.team.id, lease="eval:1",
+                                               kind="evaluation", ttl_s=30)
+    assert first.granted and not second.granted and "generation slot" in second.reason
+    with Session(pg_backend.engine) as session:  # rolled back: other tests' queued jobs stay as they are
+        team = session.get(Team, world.team.id)
+        user = session.get(User, next(iter(world.users.values())).id)
+        assert team is not None and user is not None
+        job = create_job(session=session, team=team, user=user,
+                         spec=JobSpec.model_validate({"name": "g", "model": "tiny",
+                                                      "dataset": {"builtin": "arithmetic"}}))
+        session.flush()
+        result = schedule_pass(session=session, client=client, generation=(1, 1))
+        assert job.id not in [j.id for j in result.admitted]  # the leased slot is not free for the job
+        assert result.decisions.queue[job.id].waiting_for == "generation_slots"
+        session.rollback()
+    generation_leases.release(client, "deploy-1.r0")
+    with pg_backend.session() as session:
+        assert generation_leases.try_acquire(session, client, team_id=world.team.id, lease="eval:1",
+                                             kind="evaluation", ttl_s=30).granted
