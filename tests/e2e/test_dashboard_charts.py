@@ -1,8 +1,11 @@
 """Charts that must tell the truth, in a browser: compare in wall-time mode shows every run's value on hover (runs
-record iterations at different times), and zooming one panel of a job zooms all its panels."""
+record iterations at different times), zooming one panel of a job zooms all its panels, and the chart controls (metric
+picker, zero baseline, log scale, smoothing, x axis) change what is drawn."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -106,3 +109,56 @@ def test_zooming_one_job_panel_zooms_them_all(
     expect(_legend_value(throughput, 1)).to_have_text("11")  # samples/s of iteration 1: back to the full range
     page.mouse.move(*left_edge)
     expect(_legend_value(reward, 1)).to_have_text("0.1")
+
+
+def _y_scale(card: Locator) -> dict:
+    """The y range the card's chart drew (LineChart writes it on its root: the canvas has no text)."""
+    root = card.locator(".uplot").first
+    expect(root).to_have_attribute("data-y-scale", re.compile("scale"))
+    return json.loads(root.get_attribute("data-y-scale") or "{}")
+
+
+def test_chart_controls_switch_metric_smoothing_and_scale(
+    page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]
+) -> None:
+    """One view for every chart of the job page: a metric picked from every recorded metric gets its panel; the zero
+    baseline, the log scale and EMA smoothing change what the reward chart draws; x by samples seen; the same
+    controls on Compare, kept in the URL."""
+    world, jobs = runs
+    open_signed_in(page, api_server, world.token, f"/jobs/{jobs['ten']['id']}")
+    reward = page.locator("section.card", has=page.get_by_role("heading", name="Reward and KL", exact=True))
+    expect(reward.locator("canvas")).to_have_count(1)
+    assert _y_scale(reward)["min"] > 0.05  # auto range around 0.1-0.7
+
+    page.get_by_label("chart a metric").select_option("len_p99")  # any recorded metric (40 + iteration)
+    panel = page.get_by_test_id("metric-panel-len_p99")
+    expect(panel.locator(".u-legend")).to_contain_text("len_p99")
+    assert 40 < _y_scale(panel)["min"] < 41.1
+
+    page.get_by_label("zero baseline").check()
+    expect(reward.locator(".uplot")).to_have_attribute("data-y-scale", re.compile(r'"min":0[,}]'))
+    assert _y_scale(panel)["min"] == 0
+    page.get_by_label("zero baseline").uncheck()
+    page.get_by_label("log scale").check()
+    expect(reward.locator(".uplot")).to_have_attribute("data-y-scale", re.compile('"scale":"log"'))
+    assert _y_scale(reward)["min"] == pytest.approx(0.1) and _y_scale(reward)["max"] == pytest.approx(1)
+    page.get_by_label("log scale").uncheck()
+
+    page.get_by_label("smoothing").fill("0.5")
+    expect(reward.locator(".u-legend")).to_contain_text("reward (EMA 0.5)")
+    over = reward.locator(".u-over")
+    box = over.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] - 1, box["y"] + box["height"] / 2)
+    expect(_legend_value(reward, 1)).to_have_text("0.553")  # debiased EMA of 0.1, 0.3, 0.5, 0.7 (raw: 0.7)
+    page.get_by_label("x axis").select_option("samples")
+    expect(reward.locator(".u-legend")).to_contain_text("samples seen")
+    assert "smooth=0.5" in page.url and "x=samples" in page.url and "m=len_p99" in page.url
+    shot(page, "52-job-chart-controls")
+
+    ids = f"{jobs['ten']['id']},{jobs['seven']['id']}"
+    open_signed_in(page, api_server, world.token, f"/compare?ids={ids}&m=reward_mean&zero=1&smooth=0.5")
+    compared = page.get_by_test_id("panel-reward_mean")
+    expect(compared.locator(".u-legend")).to_contain_text("every-7s (EMA 0.5)")
+    expect(compared.locator(".uplot")).to_have_attribute("data-y-scale", re.compile(r'"min":0[,}]'))
+    expect(page.get_by_label("zero baseline")).to_be_checked()
