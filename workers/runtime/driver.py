@@ -28,6 +28,8 @@ from contract.evaluation import retained
 from contract.sample import PromptRequest, Sample
 from contract.spec import JobSpec
 from contract.states import TERMINAL_JOB_STATUSES, JobStatus
+from workers.artifact_store import ArtifactStoreError
+from workers.artifact_store.checkpoints import checkpoint_mirror
 from workers.core.chat import ChatEncoder
 from workers.core.learn import unzip
 from workers.core.prompts import EVAL_PREFIX, PromptSchedule, make_requests, request_seed
@@ -89,7 +91,13 @@ class Driver:
                                       {"resident_bytes": self.trainer.resident_shared_bytes})
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=ctx.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir, epoch=ctx.epoch,
-                                           device=str(self.trainer.device))
+                                           device=str(self.trainer.device), team_id=ctx.team_id)
+        self.mirror = checkpoint_mirror(ctx.team_id, ctx.job_id, ctx.job_dir)  # None: no object store
+        if self.mirror is not None:  # denied credentials or a missing bucket: the job's reason, before training
+            try:
+                self.mirror.names()
+            except ArtifactStoreError as err:
+                raise JobSetupError(str(err)) from err
         self.rec = IterationRecorder(ctx.job_id, lane, ctx.reporter, ctx.spec.telemetry)
         self.encode = ChatEncoder(self.trainer.tokenizer, system_prompt=ctx.spec.dataset.system_prompt)
         self.schedule = PromptSchedule(components.load_rows(ctx, **ctx.dataset_params), ctx.spec)
@@ -293,6 +301,12 @@ class Driver:
         try:
             save_retrying(lambda: self.trainer.save_checkpoint(path, iteration=iteration), path,
                           attempts=CHECKPOINT_ATTEMPTS, backoff_s=CHECKPOINT_RETRY_S)
+            if self.mirror is not None:  # written only once its manifest is in the store (retried there)
+                try:
+                    self.mirror.upload(path)
+                except ArtifactStoreError as store_err:
+                    shutil.rmtree(path, ignore_errors=True)  # never resumed from: no other host could
+                    raise CheckpointSaveFailed(f"checkpoint upload failed: {store_err}") from store_err
         except CheckpointSaveFailed as err:
             self.checkpoint_failures += 1
             standing = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
@@ -335,6 +349,15 @@ class Driver:
         last evaluations: when they finish, the control plane applies the final retention
         (backend/services/evaluations.py `final_retention`)."""
         policy, root = self.spec.checkpoint, self.ctx.checkpoints_dir
+        try:
+            self._retain_local(policy, root)
+        finally:
+            if self.mirror is not None:
+                kept = {p.name for p in root.glob("iter_*") if p.is_dir() and not p.name.endswith(".tmp")}
+                with contextlib.suppress(ArtifactStoreError):  # retried at the next checkpoint
+                    self.mirror.retain(kept)
+
+    def _retain_local(self, policy: Any, root: Path) -> None:
         if policy.select != "best":
             ckpt.prune_checkpoints(root, policy.keep)
             return
@@ -353,6 +376,11 @@ class Driver:
         driver stopped between its optimizer step and its row) would leave that iteration out of the job's history
         for good, so its iterations are trained again. Only when no such checkpoint is left is the newest one used."""
         root, recorded = self.ctx.checkpoints_dir, self.ctx.recorded_through
+        if self.mirror is not None:  # this host may lack it (written elsewhere, or its disk was wiped)
+            try:
+                self.mirror.restore(root, at_most=recorded)
+            except (ArtifactStoreError, OSError) as err:
+                raise JobSetupError(f"cannot read the job's checkpoints from the artifact store: {err}") from err
         newest = ckpt.latest_checkpoint(root)
         if newest is None:
             return

@@ -53,6 +53,7 @@ from workers.runtime import components
 from workers.runtime.context import HostMissing, JobContext, JobSetupError, load_context
 from workers.runtime.gateway import GatewayEpisodes
 from workers.runtime.inflight import DrainGate, EpisodeVersions, in_flight_updates
+from workers.runtime.remote_agent import agent_runs
 from workers.runtime.shutdown import ShutdownWatch
 from workers.runtime.telemetry import Heartbeat, SpanRecorder
 from workers.stream import PromptQueue, SampleStream
@@ -82,7 +83,7 @@ class InstanceRunner:
         self.samples = SampleStream(self.redis, ctx.job_id)
         self.transport = setup_weight_sync(ctx.spec, root=ctx.weights_dir, client=self.redis, job_id=ctx.job_id,
                                            template_dir=ctx.model_dir, instance_id=instance_id,
-                                           device=components.worker_device())
+                                           device=components.worker_device(), team_id=ctx.team_id)
         self.spans = SpanRecorder(ctx.job_id, instance_id, ctx.reporter)
         self.stop = threading.Event()
         self.job_over = threading.Event()  # the job ended (succeeded, failed, cancelled): scoring stops too
@@ -143,7 +144,8 @@ class InstanceRunner:
         self.teacher = components.make_teacher(self.ctx)  # algorithm.teacher (distill), else None
         if self.spec.environment is not None and self.spec.environment.type == GATEWAY:
             self.gateway = GatewayEpisodes(self.redis, self.ctx.job_id, self.instance_id, self._tokenizer(),
-                                           self.spec.environment, self.sampling)
+                                           self.spec.environment, self.sampling,
+                                           agents=agent_runs(self.spec, self.ctx.job_id))
         elif self.spec.environment is not None:  # one environment (one jailed process) for every episode
             self.episodes = components.make_episode_runner(self.ctx, self._tokenizer())
         with self.spans.span("loading_weights"):
@@ -175,6 +177,8 @@ class InstanceRunner:
                 self.reward.close()
             if self.episodes is not None:
                 self.episodes.env.close()
+            if self.gateway is not None:
+                self.gateway.close()  # the job's agents (agent.url, agent.code) stop with the instance
         finally:
             heartbeat.stop()
             self.transport.close()
@@ -302,7 +306,11 @@ class InstanceRunner:
         if self.episodes is not None:
             episode = self.live[result.request_id]
             self.episode_versions.turn(result.request_id, len(episode.response_ids), result.version_marks)
+            retries = episode.retries
             following = self.episodes.advance(episode, result)  # env.step, synchronously between decode steps
+            if episode.retries != retries:  # its environment was lost: the episode started over, its turns are gone
+                self.episode_versions.turns.pop(result.request_id, None)
+                self._environment_notes()
             if following is not None:
                 self.turns.append(following)
                 return
@@ -401,6 +409,13 @@ class InstanceRunner:
 
     def _tokenizer(self) -> Any:
         return AutoTokenizer.from_pretrained(str(self.ctx.model_dir))
+
+    def _environment_notes(self) -> None:
+        """What the environment has to say (an OpenEnv server lost and its episodes retried) as job events."""
+        assert self.episodes is not None
+        for note in self.episodes.env.take_notes():
+            self.ctx.reporter.record_event(self.ctx.job_id, "environment", f"{self.instance_id}: {note}",
+                                           data={"instance_id": self.instance_id})
 
     def _report_reward_error(self, error: str) -> None:
         """A reward_error event as errors happen: the first at once, then at most one per REWARD_EVENT_EVERY_S with

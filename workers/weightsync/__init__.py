@@ -21,6 +21,7 @@ from pathlib import Path
 import redis
 
 from contract.spec import JobSpec
+from workers.artifact_store import artifact_store, weights_prefix
 from workers.weightsync.base import SyncTiming, WeightTransport
 from workers.weightsync.p2p import P2PPublisher, P2PReceiver
 from workers.weightsync.shared_store import SharedStoreTransport
@@ -36,23 +37,33 @@ def setup_weight_sync(
     instance_id: str | None = None,
     epoch: int = 0,
     device: str = "cpu",
+    team_id: int = 0,
 ) -> WeightTransport:
-    """The job's transport: the trainer's end (`instance_id` None) or that generation instance's end."""
+    """The job's transport: the trainer's end (`instance_id` None) or that generation instance's end. With an
+    artifact store (STREAMRL_ARTIFACTS) the shared-store versions go through it under the team's prefix; `root`
+    is then this host's copy."""
+    # root: <artifact dir>/jobs/<id>/weights; one process that publishes and loads (colocated, train-local) needs
+    # no store for its weights
+    one_process = client is None or spec.mode == "colocated"
+    artifacts = None if one_process else artifact_store(root.parent.parent.parent)
+    prefix = weights_prefix(team_id, job_id)
     choice = spec.training.weight_sync
     # a shared generation instance or training process holds several jobs: their adapters go through the store
     if choice == "shared_store" or client is None or spec.mode == "colocated" or spec.shares_generation \
             or spec.shares_training:
-        return SharedStoreTransport(root, client, job_id, template_dir=template_dir, lora_spec=spec.training.lora)
+        return SharedStoreTransport(root, client, job_id, template_dir=template_dir, lora_spec=spec.training.lora,
+                                    store=artifacts, store_prefix=prefix)
     if instance_id is None:
         store = (
             SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir,
-                                 lora_spec=spec.training.lora)
+                                 lora_spec=spec.training.lora, store=artifacts, store_prefix=prefix)
             if choice == "auto"
             else None
         )
         return P2PPublisher(client, job_id, epoch=epoch, device=device, store=store)
     fallback = (
-        SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir, follow_disk=True)
+        SharedStoreTransport(root, client=None, job_id=job_id, template_dir=template_dir, follow_disk=True,
+                             store=artifacts, store_prefix=prefix)
         if choice == "auto"
         else None
     )

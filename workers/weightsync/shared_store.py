@@ -5,10 +5,15 @@ a loadable HF model directory (engines take `update_weights(version, path(versio
 the adapter alone in PEFT layout (`adapter_model.safetensors` + `adapter_config.json`; workers/models/lora.py).
 Publication is atomic: files are written to a temp directory in `root`, then renamed; a Redis key holds the latest
 version and a pub/sub channel announces each new one. Old versions beyond `keep` are pruned (never the latest).
+
+With an artifact store (STREAMRL_ARTIFACTS, workers/artifact_store/), hosts share no filesystem: the publisher uploads
+each version (files, then its manifest) before it announces it, and a reader on another host downloads the version
+through its content cache into its own `root` the first time it loads it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -21,6 +26,7 @@ from safetensors.torch import load_file
 
 from contract import keys
 from contract.spec import LoraSpec
+from workers.artifact_store import ArtifactStore, ArtifactStoreError
 from workers.generation.engine import GenerationEngine
 from workers.models import lora
 from workers.models.weights_file import save_weights, storable
@@ -33,20 +39,32 @@ _TEMPLATE_SUFFIXES = (".json", ".txt", ".model")
 class SharedStoreTransport(WeightTransport):
     def __init__(self, root: str | Path, client: redis.Redis | None, job_id: int,
                  template_dir: str | Path | None = None, keep: int = 4, follow_disk: bool = False,
-                 lora_spec: LoraSpec | None = None):
+                 lora_spec: LoraSpec | None = None, store: ArtifactStore | None = None, store_prefix: str = ""):
         """`lora_spec`: the job trains a LoRA adapter (published state dicts are adapters); `client` None: one process
         publishes and loads (train-local), the latest version is kept in memory;
         `follow_disk`: the latest version is the newest complete directory (a reader without the Redis key: an
-        instance of an `auto` p2p job that cannot reach the trainer)."""
+        instance of an `auto` p2p job that cannot reach the trainer); `store`: versions also go to (and come from)
+        the artifact store under `store_prefix` (workers/artifact_store/keys.py `weights_prefix`)."""
         super().__init__()
         self._latest, self.follow_disk = 0, follow_disk
         self.root, self.client, self.job_id, self.keep = Path(root), client, job_id, keep
         self.template_dir = Path(template_dir) if template_dir else None
         self.lora_spec = lora_spec
+        self.store, self.store_prefix = store, store_prefix
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, version: int) -> Path:
         return self.root / f"v{version:06d}"
+
+    def _store_key(self, version: int) -> str:
+        return f"{self.store_prefix}/v{version:06d}"
+
+    def local_path(self, version: int) -> Path:
+        """The version's directory on this host, downloaded from the artifact store when only the store has it."""
+        path = self.path(version)
+        if self.store is not None and not path.is_dir():
+            self.store.get_dir(self._store_key(version), path)
+        return path
 
     def publish(self, version: int, state_dict: dict[str, torch.Tensor]) -> float:
         with self._timed("publish", version):
@@ -77,6 +95,12 @@ class SharedStoreTransport(WeightTransport):
                 shutil.copy2(item, target / item.name)
 
     def _install(self, tmp: Path, version: int) -> None:
+        if self.store is not None:  # announced only once every host can read it
+            try:
+                self.store.put_dir(self._store_key(version), tmp)
+            except ArtifactStoreError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
         final = self.path(version)
         if final.exists():  # a retried publish of the same version: the newer files win
             shutil.rmtree(final)
@@ -90,12 +114,14 @@ class SharedStoreTransport(WeightTransport):
     def _prune(self, latest: int) -> None:
         """Keep the newest `keep` versions up to `latest`; versions above it belong to an abandoned driver epoch (a
         restarted driver republished its checkpoint's older weights) and go."""
-        versions = self._versions()
-        for newer in (v for v in versions if v > latest):
-            shutil.rmtree(self.path(newer), ignore_errors=True)
+        versions = self._local_versions()
         kept = [v for v in versions if v <= latest]
-        for old in kept[: max(0, len(kept) - self.keep)]:
-            shutil.rmtree(self.path(old), ignore_errors=True)
+        for gone in [v for v in versions if v > latest] + kept[: max(0, len(kept) - self.keep)]:
+            shutil.rmtree(self.path(gone), ignore_errors=True)
+            if self.store is not None:
+                # a stale version left in the store is only space: readers ask for the announced versions
+                with contextlib.suppress(ArtifactStoreError):
+                    self.store.delete(self._store_key(gone))
 
     def latest_version(self) -> int:
         if self.follow_disk:
@@ -110,6 +136,13 @@ class SharedStoreTransport(WeightTransport):
         return on_disk[-1] if on_disk else 0
 
     def _versions(self) -> list[int]:
+        """The complete versions: in the artifact store when there is one, else on this host's disk."""
+        if self.store is not None:
+            names = self.store.versions(self.store_prefix)
+            return sorted(int(n[1:]) for n in names if n.startswith("v") and n[1:].isdigit())
+        return self._local_versions()
+
+    def _local_versions(self) -> list[int]:
         return sorted(int(p.name[1:]) for p in self.root.glob("v[0-9]*") if p.name[1:].isdigit())
 
     def wait_for(self, version: int, timeout_s: float = 60.0, poll_s: float = 0.05) -> None:
@@ -124,12 +157,13 @@ class SharedStoreTransport(WeightTransport):
         """The engine reads the version's directory itself (vLLM `reload_weights`, hf in-place copy)."""
         start = time.perf_counter()
         self.wait_for(version)
-        engine.update_weights(version, self.path(version))
+        engine.update_weights(version, self.local_path(version))
         return time.perf_counter() - start
 
     def fetch(self, version: int) -> dict[str, torch.Tensor]:
         with self._timed("fetch", version):
             self.wait_for(version)
-            adapter = self.path(version) / lora.ADAPTER_WEIGHTS
-            state = load_file(str(adapter if adapter.exists() else self.path(version) / WEIGHTS_FILE))
+            directory = self.local_path(version)
+            adapter = directory / lora.ADAPTER_WEIGHTS
+            state = load_file(str(adapter if adapter.exists() else directory / WEIGHTS_FILE))
         return state

@@ -1,0 +1,189 @@
+"""The store's contract, shared by both backends: versions are directories written file by file, then a manifest.
+
+Invariants:
+- A version (a checkpoint, a weight version) is readable iff `<key>/MANIFEST.json` exists; it is written after every
+  file it lists, and deleted before them, so a reader never sees a half-written or half-deleted version.
+- The manifest lists each file's sha256 and size: readers verify what they download and cache it by content.
+- Transient failures (connection refused or reset while the server restarts, 5xx, throttling) are retried with
+  backoff for up to `retry_s`; denied credentials and a full store are raised at once as their own errors, whose
+  messages are what the user reads in the job's events.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from workers.artifact_store.cache import ContentCache, file_sha256
+
+log = logging.getLogger(__name__)
+MANIFEST = "MANIFEST.json"
+T = TypeVar("T")
+
+
+class ArtifactStoreError(RuntimeError):
+    """The store could not do what was asked; the message says why in the user's terms."""
+
+
+class ArtifactStoreDenied(ArtifactStoreError):
+    """The store refused the credentials (or their permissions)."""
+
+
+class ArtifactStoreFull(ArtifactStoreError):
+    """The store (bucket, quota, disk) has no room left."""
+
+
+class TransientStoreError(Exception):
+    """Raised by a backend's `_classify` for errors worth retrying."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    files: dict[str, tuple[str, int]]  # relative path -> (sha256 hex, size)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.files.values())
+
+    def to_json(self) -> bytes:
+        return json.dumps({"files": {p: {"sha256": h, "size": s} for p, (h, s) in sorted(self.files.items())},
+                           "written_at": time.time()}).encode()
+
+    @staticmethod
+    def from_json(raw: bytes) -> Manifest:
+        files = json.loads(raw)["files"]
+        return Manifest({p: (f["sha256"], int(f["size"])) for p, f in files.items()})
+
+
+def manifest_of(directory: Path) -> Manifest:
+    files = {}
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        files[path.relative_to(directory).as_posix()] = (file_sha256(path), path.stat().st_size)
+    return Manifest(files)
+
+
+class ArtifactStore(ABC):
+    """Versioned directories under string keys (`teams/3/jobs/7/checkpoints/iter_000010`)."""
+
+    url: str  # what STREAMRL_ARTIFACTS said, for messages
+
+    def __init__(self, cache: ContentCache, retry_s: float = 60.0) -> None:
+        self.cache, self.retry_s = cache, retry_s
+
+    # -- what a backend provides ---------------------------------------------------------------------------------------
+    @abstractmethod
+    def _upload_file(self, source: Path, key: str) -> None: ...
+
+    @abstractmethod
+    def _put_bytes(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _get_bytes(self, key: str) -> bytes | None:
+        """The object's bytes, None when there is no such object."""
+
+    @abstractmethod
+    def _download_file(self, key: str, dest: Path) -> None: ...
+
+    @abstractmethod
+    def _list_keys(self, prefix: str) -> Iterator[str]: ...
+
+    @abstractmethod
+    def _delete_keys(self, keys: list[str]) -> None: ...
+
+    @abstractmethod
+    def share_url(self, key: str, expires_s: int = 3600) -> str | None:
+        """A URL anyone holding it can download the object from (presigned), None when the backend has none."""
+
+    def _classify(self, err: Exception) -> Exception:
+        """`err` as ArtifactStoreDenied / ArtifactStoreFull / TransientStoreError, or `err` itself (not retried)."""
+        return err
+
+    # -- the contract --------------------------------------------------------------------------------------------------
+    def _retrying(self, what: str, op: Callable[[], T]) -> T:
+        deadline, wait_s = time.monotonic() + self.retry_s, 0.25
+        while True:
+            try:
+                return op()
+            except Exception as raw:
+                err = self._classify(raw)
+                if not isinstance(err, TransientStoreError):
+                    if err is raw:
+                        raise
+                    raise err from raw
+                if time.monotonic() + wait_s > deadline:
+                    raise ArtifactStoreError(f"artifact store {self.url} unreachable for {self.retry_s:.0f}s while "
+                                             f"{what}: {raw}") from raw
+                log.warning("artifact store %s: %s failed (%s); retrying in %.2fs", self.url, what, raw, wait_s)
+                time.sleep(wait_s)
+                wait_s = min(wait_s * 2, 5.0)
+
+    def put_dir(self, key: str, source: Path) -> Manifest:
+        """Upload every file under `source` to `<key>/...`, then the manifest. A version already complete under `key`
+        is replaced: its manifest goes first, so no reader mixes its files with the new ones."""
+        manifest = manifest_of(source)
+        if self.manifest(key) is not None:
+            self._retrying(f"retracting {key}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
+        for rel in manifest.files:
+            self._upload_retrying(source / rel, f"{key}/{rel}")
+        self._retrying(f"writing {key}/{MANIFEST}", lambda: self._put_bytes(f"{key}/{MANIFEST}", manifest.to_json()))
+        return manifest
+
+    def _upload_retrying(self, source: Path, key: str) -> None:
+        self._retrying(f"uploading {key}", lambda: self._upload_file(source, key))
+
+    def _download_retrying(self, key: str, dest: Path) -> None:
+        self._retrying(f"downloading {key}", lambda: self._download_file(key, dest))
+
+    def manifest(self, key: str) -> Manifest | None:
+        raw = self._retrying(f"reading {key}/{MANIFEST}", lambda: self._get_bytes(f"{key}/{MANIFEST}"))
+        return None if raw is None else Manifest.from_json(raw)
+
+    def versions(self, prefix: str) -> list[str]:
+        """Names of the complete versions directly under `prefix` (those with a manifest), sorted."""
+        start = prefix.rstrip("/") + "/"
+        names = []
+        listed: list[str] = self._retrying(f"listing {start}", lambda: list(self._list_keys(start)))
+        for key in listed:
+            rest = key[len(start):]
+            name, _, tail = rest.partition("/")
+            if tail == MANIFEST:
+                names.append(name)
+        return sorted(names)
+
+    def get_dir(self, key: str, dest: Path) -> Path:
+        """Materialize the version under `key` as the directory `dest` (through the content cache); raises
+        FileNotFoundError when no complete version is there."""
+        manifest = self.manifest(key)
+        if manifest is None:
+            raise FileNotFoundError(f"no complete version at {self.url}/{key}")
+        staging = dest.with_name(f"{dest.name}.get-{uuid.uuid4().hex[:8]}")
+        try:
+            for rel, (sha, size) in manifest.files.items():
+                cached = self.cache.get(sha, size, functools.partial(self._download_retrying, f"{key}/{rel}"))
+                target = staging / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self.cache.materialize(cached, target)
+            if dest.exists():
+                shutil.rmtree(dest)
+            staging.mkdir(parents=True, exist_ok=True)
+            os.rename(staging, dest)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return dest
+
+    def delete(self, key: str) -> None:
+        """Retract the version (manifest first), then remove its files."""
+        self._retrying(f"deleting {key}/{MANIFEST}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
+        rest: list[str] = self._retrying(f"listing {key}/", lambda: list(self._list_keys(f"{key}/")))
+        if rest:
+            self._retrying(f"deleting {key}/", lambda: self._delete_keys(rest))

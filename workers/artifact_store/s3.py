@@ -1,0 +1,122 @@
+"""The S3-compatible backend (AWS S3, SeaweedFS, MinIO, GCS's XML API) through boto3.
+
+Files above `MULTIPART_BYTES` are uploaded in parts (boto3's transfer manager, `CHUNK_BYTES` a part, several in
+flight); an interrupted upload leaves no object, and no manifest names it. Endpoint and credentials come from the
+usual variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, profiles, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from workers.artifact_store.base import ArtifactStore, ArtifactStoreDenied, ArtifactStoreFull, TransientStoreError
+from workers.artifact_store.cache import ContentCache
+
+MULTIPART_BYTES = 16 << 20
+CHUNK_BYTES = 16 << 20
+DENIED_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+                "AllAccessDisabled", "AccountProblem", "403"}
+FULL_CODES = {"QuotaExceeded", "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "InsufficientStorage",
+              "StorageFull", "507"}
+FULL_TEXTS = ("quota", "no space", "storage full", "no writable volume", "not enough space")
+
+
+class S3Store(ArtifactStore):
+    def __init__(self, bucket: str, prefix: str, cache: ContentCache, retry_s: float = 60.0,
+                 endpoint_url: str | None = None) -> None:
+        import boto3  # only a store that uses S3 imports boto3
+        from boto3.s3.transfer import TransferConfig
+        from botocore.config import Config
+
+        super().__init__(cache, retry_s)
+        self.bucket, self.prefix = bucket, prefix.strip("/")
+        self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        # botocore's own retries cover throttling and 5xx quickly; a server that is down is retried by `_retrying`
+        config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=60,
+                        s3={"addressing_style": "path"} if endpoint else {}, max_pool_connections=16)
+        self.client: Any = boto3.client("s3", endpoint_url=endpoint, config=config,
+                                        region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+        self.transfer = TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=CHUNK_BYTES,
+                                       max_concurrency=8, use_threads=True)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _upload_file(self, source: Path, key: str) -> None:
+        self.client.upload_file(str(source), self.bucket, self._key(key), Config=self.transfer)
+
+    def _put_bytes(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+
+    def _get_bytes(self, key: str) -> bytes | None:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except self.client.exceptions.NoSuchKey:
+            return None
+        data: bytes = response["Body"].read()
+        return data
+
+    def _download_file(self, key: str, dest: Path) -> None:
+        self.client.download_file(self.bucket, self._key(key), str(dest), Config=self.transfer)
+
+    def _list_keys(self, prefix: str) -> Iterator[str]:
+        full = self._key(prefix)
+        strip = len(self._key(""))
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full):
+            for item in page.get("Contents", []):
+                yield item["Key"][strip:]
+
+    def _delete_keys(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": self._key(k)} for k in keys[start:start + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+
+    def share_url(self, key: str, expires_s: int = 3600) -> str | None:
+        url: str = self.client.generate_presigned_url("get_object", Params={"Bucket": self.bucket,
+                                                                            "Key": self._key(key)},
+                                                      ExpiresIn=expires_s)
+        return url
+
+    def _classify(self, err: Exception) -> Exception:
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
+        from s3transfer.exceptions import RetriesExceededError
+
+        cause: BaseException = err
+        if isinstance(err, S3UploadFailedError) and err.__cause__ is not None:
+            cause = err.__cause__  # the transfer manager wraps the ClientError
+        text = str(err)
+        if isinstance(cause, NoCredentialsError):
+            return ArtifactStoreDenied(f"artifact store {self.url}: no credentials (set AWS_ACCESS_KEY_ID and "
+                                       f"AWS_SECRET_ACCESS_KEY)")
+        if isinstance(cause, ClientError):
+            error = cause.response.get("Error", {})
+            code = str(error.get("Code", ""))
+            status = int(cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            if code in DENIED_CODES or status == 403:
+                return ArtifactStoreDenied(f"artifact store {self.url} denied the credentials ({code or status}): "
+                                           f"check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy")
+            if code in FULL_CODES or status == 507 or any(t in text.lower() for t in FULL_TEXTS):
+                return ArtifactStoreFull(f"artifact store {self.url} is full ({code or status}): free space or "
+                                         f"raise the bucket's quota")
+            if code == "NoSuchBucket":
+                return ArtifactStoreDenied(f"artifact store {self.url}: bucket {self.bucket!r} does not exist")
+            if status >= 500 or code in ("SlowDown", "RequestTimeout", "ServiceUnavailable", "InternalError"):
+                return TransientStoreError(text)
+            return err
+        if isinstance(cause, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError | ConnectionError
+                      | RetriesExceededError | S3UploadFailedError):
+            return TransientStoreError(text)
+        if "Connection" in type(cause).__name__ or "could not connect" in text.lower():
+            return TransientStoreError(text)
+        return err
