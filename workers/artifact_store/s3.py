@@ -38,8 +38,9 @@ class S3Store(ArtifactStore):
         # botocore's own retries cover throttling and 5xx quickly; a server that is down is retried by `_retrying`
         config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=60,
                         s3={"addressing_style": "path"} if endpoint else {}, max_pool_connections=16)
-        self.client: Any = boto3.client("s3", endpoint_url=endpoint, config=config,
-                                        region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+        # a session of its own: boto3's default session keeps the credentials it resolved first
+        self.client: Any = boto3.session.Session().client(
+            "s3", endpoint_url=endpoint, config=config, region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
         self.transfer = TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=CHUNK_BYTES,
                                        max_concurrency=8, use_threads=True)
 

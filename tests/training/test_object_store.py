@@ -1,0 +1,178 @@
+"""Checkpoints and weight versions through S3-compatible object storage: a real SeaweedFS server (tests/object_store.py)
+with two "hosts" that share nothing but the store (separate local directories and caches)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from training_fixtures import make_group, make_spec
+
+from workers.artifact_store import (
+    ArtifactStoreDenied,
+    ArtifactStoreError,
+    checkpoint_key,
+    checkpoints_prefix,
+    open_store,
+    weights_prefix,
+)
+from workers.artifact_store.base import ArtifactStore
+from workers.artifact_store.checkpoints import CheckpointMirror
+from workers.training.trainer import Trainer
+from workers.weightsync.shared_store import SharedStoreTransport
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from object_store import SeaweedS3  # noqa: E402
+
+pytestmark = pytest.mark.integration
+TEAM, JOB = 3, 41
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    with SeaweedS3(tmp_path_factory.mktemp("seaweed")) as server:
+        yield server
+
+
+def host_store(seaweed: SeaweedS3, cache: Path, monkeypatch: pytest.MonkeyPatch, prefix: str,
+               retry_s: float = 60.0) -> ArtifactStore:
+    """One host's view of the store: its own cache directory, the credentials from the environment as in production."""
+    for name, value in seaweed.env().items():
+        monkeypatch.setenv(name, value)
+    return open_store(f"s3://streamrl/{prefix}", cache, retry_s=retry_s)
+
+
+def test_checkpoint_save_and_load_across_hosts(seaweed: SeaweedS3, tiny_model_dir: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = make_spec(name="ppo", kl_coef=0.05)
+    batch_a = make_group("a", [1.0, 0.0, 0.0, 1.0], seed=5) + make_group("b", [0.0, 1.0, 1.0, 1.0], seed=6)
+    batch_b = make_group("c", [0.0, 0.0, 1.0, 0.0], seed=7) + make_group("d", [1.0, 0.5, 0.0, 0.2], seed=8)
+    trainer = Trainer(tiny_model_dir, spec)
+    trainer.train_iteration(batch_a)
+    host_a = CheckpointMirror(host_store(seaweed, tmp_path / "a-cache", monkeypatch, "ckpt"), TEAM, JOB)
+    host_a.upload(trainer.save_checkpoint(tmp_path / "host-a" / "iter_000001"))
+    trainer.train_iteration(batch_b)
+
+    # every object is under the team's prefix
+    listed = seaweed.client().list_objects_v2(Bucket="streamrl", Prefix="ckpt/")["Contents"]
+    assert listed and all(o["Key"].startswith(f"ckpt/teams/{TEAM}/jobs/{JOB}/checkpoints/iter_000001/")
+                          for o in listed)
+    assert any(o["Key"].endswith("/MANIFEST.json") for o in listed)
+
+    host_b = CheckpointMirror(host_store(seaweed, tmp_path / "b-cache", monkeypatch, "ckpt"), TEAM, JOB)
+    restored = host_b.restore(tmp_path / "host-b")
+    assert restored == tmp_path / "host-b" / "iter_000001"
+    resumed = Trainer(tiny_model_dir, spec)
+    assert resumed.load_checkpoint(restored) == 1
+    resumed.train_iteration(batch_b)  # the same step from the restored state: the same weights
+    for (name, a), (_, b) in zip(trainer.model.named_parameters(), resumed.model.named_parameters(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_weight_version_publish_and_fetch_across_hosts(seaweed: SeaweedS3, tiny_model_dir: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    trainer = Trainer(tiny_model_dir, make_spec(name="grpo"))
+    state = trainer.state_dict_for_sync()
+    prefix = weights_prefix(TEAM, JOB)
+    publisher = SharedStoreTransport(tmp_path / "a", None, JOB, template_dir=tiny_model_dir, keep=2,
+                                     store=host_store(seaweed, tmp_path / "a-cache", monkeypatch, "w"),
+                                     store_prefix=prefix)
+    reader_store = host_store(seaweed, tmp_path / "b-cache", monkeypatch, "w")
+    reader = SharedStoreTransport(tmp_path / "b", None, JOB, follow_disk=True, store=reader_store, store_prefix=prefix)
+    for version in (1, 2, 3):
+        publisher.publish(version, state)
+    assert reader.latest_version() == 3
+    fetched = reader.fetch(3)
+    assert set(fetched) == set(state) and all(torch.equal(fetched[k], state[k]) for k in state)
+    assert (tmp_path / "b" / "v000003" / "config.json").exists()  # a loadable HF directory on the reader's host
+    assert reader_store.versions(prefix) == ["v000002", "v000003"]  # pruned in the store too (keep=2)
+    # the reader's cache is content-addressed: an identical version is not downloaded again
+    entries = set(reader_store.cache.entries())
+    publisher.publish(4, state)
+    reader.fetch(4)
+    assert set(reader_store.cache.entries()) == entries
+
+
+def test_server_restarted_mid_checkpoint(seaweed: SeaweedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server is killed after the first file of a checkpoint: the upload waits for it and completes; a server
+    that stays down fails the upload, and the partial version is never listed (no manifest)."""
+    source = tmp_path / "iter_000005"
+    source.mkdir()
+    for name in ("a.bin", "b.bin", "c.bin"):
+        (source / name).write_bytes(torch.randint(0, 255, (3 << 20,), dtype=torch.uint8).numpy().tobytes())
+    store = host_store(seaweed, tmp_path / "cache", monkeypatch, "restart", retry_s=60)
+    mirror = CheckpointMirror(store, TEAM, JOB)
+    uploaded: list[str] = []
+    real_upload = store._upload_file
+    restarter: list[threading.Thread] = []
+
+    def upload_then_kill(path: Path, key: str) -> None:
+        real_upload(path, key)
+        uploaded.append(key)
+        if len(uploaded) == 1:
+            seaweed.stop()  # kill -9 between two files of the checkpoint
+            restarter.append(threading.Thread(target=seaweed.start))
+            restarter[0].start()
+
+    monkeypatch.setattr(store, "_upload_file", upload_then_kill)
+    mirror.upload(source)
+    restarter[0].join()
+    assert len(uploaded) == 3 and mirror.names() == ["iter_000005"]
+    restored = CheckpointMirror(host_store(seaweed, tmp_path / "b-cache", monkeypatch, "restart"), TEAM, JOB) \
+        .restore(tmp_path / "host-b")
+    assert restored is not None
+    assert all((restored / n).read_bytes() == (source / n).read_bytes() for n in ("a.bin", "b.bin", "c.bin"))
+
+    # the server goes down mid-checkpoint and stays down past the retry window
+    short = host_store(seaweed, tmp_path / "cache2", monkeypatch, "restart", retry_s=1.5)
+    partial = tmp_path / "iter_000010"
+    partial.mkdir()
+    for name in ("a.bin", "b.bin"):
+        (partial / name).write_bytes(b"x" * 1000 + name.encode())
+    real_short = short._upload_file
+    calls: list[str] = []
+
+    def kill_after_first(path: Path, key: str) -> None:
+        if calls:
+            seaweed.stop()
+        calls.append(key)
+        real_short(path, key)
+
+    monkeypatch.setattr(short, "_upload_file", kill_after_first)
+    started = time.monotonic()
+    with pytest.raises(ArtifactStoreError, match="unreachable"):
+        CheckpointMirror(short, TEAM, JOB).upload(partial)
+    assert time.monotonic() - started < 30
+    seaweed.start()
+    keys = [o["Key"] for o in seaweed.client().list_objects_v2(Bucket="streamrl", Prefix="restart/").get("Contents",
+                                                                                                       [])]
+    assert any("iter_000010/a.bin" in k for k in keys)  # the part that made it is there...
+    assert not any("iter_000010/MANIFEST.json" in k for k in keys)  # ...but never its manifest
+    assert mirror.names() == ["iter_000005"]
+    assert mirror.restore(tmp_path / "host-c") == tmp_path / "host-c" / "iter_000005"
+
+
+def test_denied_credentials_are_a_clear_error(seaweed: SeaweedS3, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in seaweed.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    store = open_store("s3://streamrl/denied", tmp_path / "cache", retry_s=30)
+    source = tmp_path / "iter_000001"
+    source.mkdir()
+    (source / "x.bin").write_bytes(b"1")
+    started = time.monotonic()
+    with pytest.raises(ArtifactStoreDenied) as denied:
+        CheckpointMirror(store, TEAM, JOB).upload(source)
+    assert time.monotonic() - started < 10  # not retried as if transient
+    assert "denied the credentials" in str(denied.value) and "AWS_SECRET_ACCESS_KEY" in str(denied.value)
+    with pytest.raises(ArtifactStoreDenied):
+        store.versions(checkpoints_prefix(TEAM, JOB))
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
+    assert open_store("s3://streamrl/denied", tmp_path / "c2").manifest(checkpoint_key(TEAM, JOB, "iter_000001")) \
+        is None
