@@ -53,6 +53,7 @@ from backend.api.static import install_frontend
 from backend.db.migrate import upgrade_database
 from backend.db.session import make_engine
 from backend.services import dataset_hub, model_hub
+from backend.services.rollout_gateway import CALL_TIMEOUT_S
 from contract.settings import ConfigError, Settings, get_settings
 
 API_PREFIX = "/api/v1"
@@ -102,7 +103,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         app.state.redis, app.state.redis_url = link.client, link.url
         # the event loop's own client: the rollout gateway's calls wait on it without holding a thread
         if link.url is not None:
-            app.state.async_redis = aioredis.Redis.from_url(link.url, socket_connect_timeout=2)
+            app.state.async_redis = aioredis.Redis.from_url(  # reads outlast a call's BLPOP (redis-py's default: 5 s)
+                link.url, socket_connect_timeout=2, socket_timeout=CALL_TIMEOUT_S + 30)
         auth_cache.start(link.url, link.client)
         model_hub.resume_downloads(app.state.session_factory, settings)  # a restarted API finishes its downloads
         dataset_hub.resume_imports(app.state.session_factory, settings)

@@ -113,6 +113,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=64, help="calls per level per round (at least 2 per client)")
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrency levels, comma-separated")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     os.environ.update({"STREAMRL_DATA_DIR": str(tmp), "STREAMRL_REDIS_URL": args.redis,
@@ -173,7 +174,7 @@ def main() -> None:
 
     worst_overhead, worst_ratio = 0.0, float("inf")
     try:
-        for clients in LEVELS:
+        for clients in [int(level) for level in args.levels.split(",")]:
             calls = max(args.calls, 2 * clients)
             direct_runs, gateway_runs = [], []
             _timed(direct, clients, clients)  # warm both paths at this batch size
