@@ -83,6 +83,11 @@ class Settings(BaseSettings):
         "", max_length=4096, description="comma-separated IPs or CIDRs of the reverse proxies whose X-Forwarded-For "
         "/ X-Forwarded-Proto are believed (login limits key on that address); empty: none, the peer is the client"
     )
+    public_url: str = Field(
+        "http://127.0.0.1:8000", max_length=2000, pattern=r"^https?://[^\s]+$", description="the API's base URL as "
+        "agents reach it: a remote agent (`agent.url`) is handed {public_url}/api/v1/rollouts/{episode}/v1 as its "
+        "OpenAI base_url (read by the generation workers)"
+    )
     egress_allow: str = Field(
         "", max_length=4096, description="comma-separated IPs, CIDRs or host names that webhooks, tracker servers and "
         "the Hub endpoint may reach although they are loopback, private, link-local or this host's own addresses "

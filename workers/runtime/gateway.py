@@ -10,6 +10,10 @@ as returned) gets the previous prompt ids + the sampled ids + the tokens of what
 episodes do, so re-tokenising the policy's own text never changes what it is trained on. The agent's
 `POST .../reward` (or the episode timeout) ends the episode; the instance then assembles its calls and streams it
 as one sample like any episode.
+
+With `JobSpec.agent` the platform starts the agent itself (`agents`, workers/runtime/remote_agent.py `AgentRuns`):
+the episode is never offered to the claim API; its agent gets the task, the episode's base URL and token, and its
+end (a reward, nothing, or a failure) ends the episode. Past `agent.timeout_s` from its start the episode fails.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from contract.spec import EnvironmentSpec
 from workers.core.episode import SENTINEL, TOOLS_SYSTEM, Episode, describe_tools, parse_tool_calls
 from workers.core.gateway import Call, Choice, assemble, oldest_version, to_episode
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
+from workers.runtime.remote_agent import AgentRuns, AgentTask
 
 POLL_S = 0.002  # calls and ended episodes are looked for at most this often
 
@@ -50,8 +55,9 @@ class Finished:
 
 class GatewayEpisodes:
     def __init__(self, client: redis.Redis, job_id: int, instance_id: str, tokenizer: Any, spec: EnvironmentSpec,
-                 sampling: SamplingParams):
-        self.redis, self.job_id, self.instance_id = client, job_id, instance_id
+                 sampling: SamplingParams, agents: AgentRuns | None = None):
+        """`agents`: the job's agent, started per episode; None: agents claim the episodes through the API."""
+        self.redis, self.job_id, self.instance_id, self.agents = client, job_id, instance_id, agents
         self.tokenizer, self.spec, self.sampling = tokenizer, spec, sampling
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError("gateway episodes need a model whose tokenizer has a chat template")
@@ -69,12 +75,15 @@ class GatewayEpisodes:
         pipe = self.redis.pipeline()
         pipe.hset(keys.episode(episode_id), mapping={
             "job": self.job_id, "instance": self.instance_id, "token_sha": keys.token_sha(token),
-            "task": json.dumps(task), "state": "open", "token": token})
+            "task": json.dumps(task), "state": "open" if self.agents is None else "claimed", "token": token})
         pipe.expire(keys.episode(episode_id), keys.EPISODE_TTL_S)
-        pipe.lpush(keys.open_episodes(self.job_id), episode_id)
+        if self.agents is None:  # offered to the claim API; the job's own agent is started instead
+            pipe.lpush(keys.open_episodes(self.job_id), episode_id)
         pipe.execute()
         self.live[episode_id] = Live(request, token, time.time())
         self.by_sample[request.sample_id] = episode_id
+        if self.agents is not None:
+            self.agents.start(AgentTask(episode_id, task, f"{self.agents.base_url}/rollouts/{episode_id}/v1", token))
         return episode_id
 
     def poll(self, version: int, force: bool = False) -> tuple[list[GenerationRequest], list[Finished]]:
@@ -91,12 +100,38 @@ class GatewayEpisodes:
         for raw in raw_calls or []:
             requests += self._call(json.loads(raw), version)
         finished = [self._end(str(e if isinstance(e, str) else e.decode()), None) for e in raw_ended or []]
+        finished += self._agents_ended()
         wall = time.time()
         for episode_id, live in list(self.live.items()):
             if wall - live.opened_at > self.spec.episode_timeout_s and not live.pending:
                 finished.append(self._end(episode_id, f"gateway episode {episode_id}: no reward within "
                                           f"episode_timeout_s={self.spec.episode_timeout_s:g}"))
+                continue
+            since = None if self.agents is None else self.agents.running_since(episode_id)
+            if since is not None and self.agents is not None and now - since > self.agents.timeout_s \
+                    and not live.pending:
+                finished.append(self._end(episode_id, f"gateway episode {episode_id}: its agent did not finish "
+                                          f"within agent.timeout_s={self.agents.timeout_s:g}"))
         return requests, [f for f in finished if f is not None]
+
+    def close(self) -> None:
+        if self.agents is not None:
+            self.agents.close()
+
+    def _agents_ended(self) -> list[Finished | None]:
+        """Episodes whose agent returned: its answered reward (a reward it posted to the endpoint stands), or its
+        failure as the episode's error."""
+        if self.agents is None:
+            return []
+        out = []
+        for done in self.agents.finished():
+            if done.episode not in self.live:
+                continue  # ended already (its reward posted, or timed out)
+            if done.error is None and done.reward is not None:
+                self.redis.hsetnx(keys.episode(done.episode), "reward", json.dumps(done.reward))
+            out.append(self._end(done.episode, None if done.error is None else
+                                 f"gateway episode {done.episode}: {done.error}"))
+        return out
 
     def _reply(self, call_id: str, body: dict[str, Any]) -> None:
         pipe = self.redis.pipeline()
