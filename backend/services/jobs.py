@@ -21,6 +21,7 @@ from backend.db.enums import ACTIVE_JOB_STATUSES, TERMINAL_JOB_STATUSES, JobStat
 from backend.db.models import Dataset, Job, JobEvent, Team, User
 from backend.planner.service import suggest_instances
 from backend.services.agent_requirements import check_agent_requirements
+from backend.services.agent_url import check_agent_url
 from backend.services.alerts import enqueue_for_event
 from backend.services.budgets import check_resumable, check_team_budget
 from backend.services.datasets import require_ready
@@ -123,6 +124,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
         require_ready(dataset, ("body", "dataset", "id"))
     check_suites(session, team.id, spec)  # 422 at evaluation[i]: a suite's reward or dataset
     check_agent_requirements(spec)  # 422 at agent.requirements: pip cannot resolve them
+    check_agent_url(spec)  # 422 at agent.url: the egress policy refuses it
     target = initial_target_instances(spec, team.max_generation_instances)
     _check_instance_quota(team, target, 0)
     job = Job(
