@@ -15,7 +15,7 @@ AlgorithmName = Literal["distill", "grpo", "ppo", "reinforce_pp", "rloo"]
 EngineName = Literal["hf", "vllm"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 RewardType = Literal["exact_match", "format", "judge", "length_penalty", "model", "multi", "numeric", "regex", "string_check", "text_similarity", "composite", "python"]
-EnvironmentName = Literal["calculator", "guess_number", "python", "gateway"]
+EnvironmentName = Literal["calculator", "guess_number", "python", "gateway", "openenv"]
 
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "distill": {
@@ -234,5 +234,9 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
     "gateway": {
         "label": "Gateway (your agent)",
         "summary": "your agent's chat calls through the episode's OpenAI-compatible rollout gateway are the turns"
+    },
+    "openenv": {
+        "label": "OpenEnv (your server)",
+        "summary": "an OpenEnv environment server at `environment.url`: one WebSocket session per episode (reset, step, MCP tools)"
     }
 }

@@ -56,6 +56,8 @@ class BuiltinEnvironment:
 ENVIRONMENTS: Registry[type[BuiltinEnvironment]] = Registry("environment")
 PYTHON = "python"  # user code in the jail: the spec's `code`
 GATEWAY = "gateway"  # the turns come from an agent through the rollout gateway (workers/runtime/gateway.py)
+OPENENV = "openenv"  # an OpenEnv environment server at the spec's `url` (workers/environments/openenv_env.py)
+OPENENV_PARAMS = {"action_field": str, "observation_field": str}  # the params of type openenv
 
 
 def _evaluate(expression: str) -> float:

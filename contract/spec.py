@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -25,7 +26,7 @@ from contract.catalog import (
     EngineName,
     EnvironmentName,
 )
-from contract.environments import GATEWAY, PYTHON, bind_builtin
+from contract.environments import GATEWAY, OPENENV, OPENENV_PARAMS, PYTHON, bind_builtin
 from contract.scheduling import PRIORITIES, Priority
 from contract.spec_base import StrictModel, check_json_value, choice_list
 from contract.spec_operations import (
@@ -127,6 +128,9 @@ class EnvironmentSpec(StrictModel):
     params: dict[str, Any] = Field(default_factory=dict, description="parameters of a built-in environment")
     code: str | None = Field(None, max_length=100_000, description="type 'python': your environment's code, run in "
                              "the kernel jail python rewards use")
+    url: str | None = Field(None, max_length=2000, description="type 'openenv': the OpenEnv environment server's "
+                            "base URL (http or https; it must pass the operator's egress policy). Each episode is one "
+                            "WebSocket session of it; episodes a dead server loses are retried")
     max_turns: int = Field(4, ge=1, le=64, description="policy turns per episode at most")
     max_episode_tokens: int = Field(512, ge=8, le=131_072, description="tokens after the opening prompt (policy and "
                                     "environment together) per episode at most")
@@ -164,11 +168,28 @@ class EnvironmentSpec(StrictModel):
             return self
         if self.code:
             raise ValueError("`code` is only used with type 'python'")
+        if self.type == OPENENV:
+            return self._openenv()
+        if self.url is not None:
+            raise ValueError("`url` is only used with type 'openenv'")
         if self.type == GATEWAY:
             if self.params:
                 raise ValueError("type 'gateway' takes no `params`: the agent drives its episodes")
             return self
         bind_builtin(self.type, self.params)  # ValueError names the bad param
+        return self
+
+    def _openenv(self) -> EnvironmentSpec:
+        if not self.url:
+            raise ValueError("type 'openenv' needs `url`, the environment server's base URL")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+            raise ValueError(f"url {self.url!r} is not an http(s) URL with a host (and no user-info)")
+        for name, value in self.params.items():
+            if name not in OPENENV_PARAMS:
+                raise ValueError(f"type 'openenv' has no param {name!r} (it takes {', '.join(OPENENV_PARAMS)})")
+            if not isinstance(value, OPENENV_PARAMS[name]) or not value:
+                raise ValueError(f"param {name!r} must be a non-empty string")
         return self
 
 

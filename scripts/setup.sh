@@ -19,6 +19,12 @@ scripts/host_packages.sh  # bubblewrap (the reward jail): installed as root with
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[dev]'
 
+# The OpenEnv environment servers the tests start (tests/integration/openenv_guess_server.py) run in a venv of their
+# own, as an OpenEnv server runs in its own container: openenv-core 0.3 needs mcp >= 2.3 through fastmcp, and
+# verifiers 0.4 (in .[dev]) pins mcp 2.0.0. The platform itself speaks the protocol and needs neither.
+[ -x .venv-openenv/bin/python ] || "$PY" -m venv .venv-openenv
+.venv-openenv/bin/python -m pip install -q 'openenv-core>=0.3,<0.4' uvicorn
+
 # Optional vLLM (CPU build) engine: scripts/install_vllm.sh, when present and STREAMRL_VLLM=1.
 if [ "${STREAMRL_VLLM:-0}" = "1" ] && [ -x scripts/install_vllm.sh ]; then scripts/install_vllm.sh; fi
 

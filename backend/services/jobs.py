@@ -26,6 +26,7 @@ from backend.services.alerts import enqueue_for_event
 from backend.services.budgets import check_resumable, check_team_budget
 from backend.services.datasets import require_ready
 from backend.services.distill import check_teacher
+from backend.services.egress import EgressRefused, check_url
 from backend.services.errors import InvalidInput, InvalidTransition, QuotaExceeded, not_found
 from backend.services.evaluations import check_suites
 from backend.services.graders import grader_models, is_reward_model
@@ -38,6 +39,7 @@ from backend.services.models import find_model
 from backend.services.scheduling import team_priority
 from backend.services.trackers import register_runs
 from contract.rewards import validate_reward_spec
+from contract.settings import get_settings
 from contract.spec import JobSpec
 
 
@@ -123,6 +125,11 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
             raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
         require_ready(dataset, ("body", "dataset", "id"))
     check_suites(session, team.id, spec)  # 422 at evaluation[i]: a suite's reward or dataset
+    if spec.environment is not None and spec.environment.url is not None:  # an OpenEnv server: the egress policy
+        try:
+            check_url(spec.environment.url, get_settings())
+        except EgressRefused as exc:
+            raise InvalidInput(f"`url` is refused: {exc}", loc=("body", "environment", "url")) from None
     check_agent_requirements(spec)  # 422 at agent.requirements: pip cannot resolve them
     check_agent_url(spec)  # 422 at agent.url: the egress policy refuses it
     target = initial_target_instances(spec, team.max_generation_instances)

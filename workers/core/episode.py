@@ -17,7 +17,9 @@ Tool calls, for the tiny BPE chat presets and any template: the policy writes
 `<tool_call>{"name": "calculate", "arguments": {"expression": "3 * 4"}}</tool_call>` (one block per call; the
 arguments may also be a JSON string); the assistant message the environment sees carries them as OpenAI-style
 `tool_calls`. A template that takes `tools` gets them; for one that does not, they are described in a system message.
-A failing environment (workers/environments/base.py `EnvironmentFailure`) ends the episode with `reward_error`.
+A failing environment (workers/environments/base.py `EnvironmentFailure`) ends the episode with `reward_error`; a
+lost one (`EnvironmentLost`: a remote server that went away mid-episode) starts the episode over from its reset, up
+to `MAX_EPISODE_RETRIES` times (its tokens so far are dropped: they continued a conversation that no longer exists).
 
 The episode's reward is the sum of its steps' rewards plus, when the job has an `environment.grader`, the grader's
 score of the final answer (the last assistant message), scored for a batch of episodes at once (`grade_episodes`).
@@ -38,10 +40,11 @@ from contract.environments import Message
 from contract.prompt_rows import with_system_prompt
 from contract.sample import PromptRequest, Sample
 from contract.spec import EnvironmentSpec
-from workers.environments.base import Environment, EnvironmentFailure
+from workers.environments.base import Environment, EnvironmentFailure, EnvironmentLost
 from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
 from workers.rewards import Reward, RewardOutcome
 
+MAX_EPISODE_RETRIES = 3  # restarts of one episode whose environment was lost
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 SENTINEL = "\x00STREAMRL-CONTENT\x00"
 TOOLS_SYSTEM = ("You can call tools. To call one, write <tool_call>{{\"name\": NAME, \"arguments\": {{...}}}}"
@@ -101,6 +104,7 @@ class Episode:
     turns_truncated: int = 0  # policy turns cut at generation.max_tokens
     turn_rewards: list[float | None] = field(default_factory=list)
     end: str | None = None  # done | max_turns | max_episode_tokens | error
+    retries: int = 0  # restarts after its environment was lost
     error: str | None = None
     started_at: float = 0.0
     finished_at: float = 0.0
@@ -165,23 +169,40 @@ class EpisodeRunner:
                 return closing[k:]
         return closing
 
-    def opening(self, row: Mapping[str, Any]) -> list[Message]:
+    def opening(self, row: Mapping[str, Any], episode: str = "") -> list[Message]:
         """The conversation an episode of `row` opens with: the environment's reset, the job's system prompt and the
         tools note (what SFT demonstrations must match, workers/environments/demos.py). Raises EnvironmentFailure."""
-        return self._opening(self.env.reset(row))
+        return self._opening(self.env.reset(row, episode))
 
     # -- the loop -----------------------------------------------------------------------------------------------------
     def start(self, request: PromptRequest) -> tuple[Episode, GenerationRequest | None]:
         row = {"prompt": request.prompt_text, **request.meta}
         episode = Episode(request=request, row=row, started_at=time.time())
+        return episode, self._open(episode)
+
+    def _open(self, episode: Episode) -> GenerationRequest | None:
         try:
-            episode.messages = self.opening(row)
+            episode.messages = self.opening(episode.row, episode.request.sample_id)
         except EnvironmentFailure as exc:
             self._fail(episode, f"environment reset: {exc}")
-            return episode, None
+            return None
         episode.prompt_text = self._render(episode.messages, True)
         episode.prompt_ids = self._encode(episode.prompt_text)
-        return episode, self._next(episode)
+        return self._next(episode)
+
+    def _retry(self, episode: Episode, lost: EnvironmentLost) -> GenerationRequest | None:
+        """The environment lost the episode's state: start it over from its reset (or fail it, retries spent)."""
+        if episode.retries >= MAX_EPISODE_RETRIES:
+            self._fail(episode, f"environment step: {lost} (after {episode.retries} retries of the episode)")
+            return None
+        self.env.finish(episode.request.sample_id)
+        retries = episode.retries + 1
+        fresh = Episode(request=episode.request, row=episode.row, started_at=episode.started_at, retries=retries)
+        for name in ("messages", "prompt_text", "prompt_ids", "response_ids", "loss_mask", "logprobs", "turn_spans",
+                     "turns_truncated", "turn_rewards"):
+            setattr(episode, name, getattr(fresh, name))
+        episode.retries = retries
+        return self._open(episode)
 
     def _next(self, episode: Episode) -> GenerationRequest | None:
         left = self.spec.max_episode_tokens - len(episode.response_ids)
@@ -210,7 +231,9 @@ class EpisodeRunner:
             assistant["tool_call_errors"] = call_errors
         episode.messages.append(assistant)
         try:
-            new, reward, done = self.env.step(list(episode.messages), episode.row)
+            new, reward, done = self.env.step(list(episode.messages), episode.row, episode.request.sample_id)
+        except EnvironmentLost as exc:
+            return self._retry(episode, exc)
         except EnvironmentFailure as exc:
             episode.turn_rewards.append(None)
             self._fail(episode, f"environment step: {exc} (turn {episode.turns})")
@@ -242,6 +265,7 @@ class EpisodeRunner:
 
     def _finish(self, episode: Episode, end: str) -> None:
         episode.end, episode.finished_at = end, time.time()
+        self.env.finish(episode.request.sample_id)
 
     def _fail(self, episode: Episode, error: str) -> None:
         episode.error = error

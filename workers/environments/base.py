@@ -2,7 +2,12 @@
 
 `reset(row)` and `step(messages, row)` return checked results (contract/environments.py `check_reset` /
 `check_step`) or raise `EnvironmentFailure` with the reason, which fails that episode only (a per-episode error on
-its sample, a `reward_error` event), never the instance or the job.
+its sample, a `reward_error` event), never the instance or the job. `EnvironmentLost` (a remote server that went
+away) is the exception: the episode loop starts that episode over (workers/core/episode.py).
+
+Stateless environments (built-ins, python code, verifiers) ignore `episode`; a stateful one (OpenEnv: a server
+session per episode) keys its sessions by it, and `finish(episode)` (called once the episode ended, however) lets it
+close that session.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from contract.environments import (
+    OPENENV,
     PYTHON,
     BuiltinEnvironment,
     Message,
@@ -32,6 +38,11 @@ class EnvironmentFailure(Exception):
     """The environment failed this episode (time limit, crash, malformed result, ...): the message says why."""
 
 
+class EnvironmentLost(EnvironmentFailure):
+    """The environment's server went away with the episode's state (connection refused or dropped): the episode is
+    retried from its reset, not failed (until its retries are spent)."""
+
+
 class Environment(ABC):
     """One job's environment in one process, serving any number of interleaved episodes (it keeps no state)."""
 
@@ -44,12 +55,20 @@ class Environment(ABC):
         return []
 
     @abstractmethod
-    def reset(self, row: Mapping[str, Any]) -> list[Message]:
+    def reset(self, row: Mapping[str, Any], episode: str = "") -> list[Message]:
         """The episode's opening conversation for a dataset row."""
 
     @abstractmethod
-    def step(self, messages: list[Message], row: Mapping[str, Any]) -> tuple[list[Message], float | None, bool]:
+    def step(self, messages: list[Message], row: Mapping[str, Any],
+             episode: str = "") -> tuple[list[Message], float | None, bool]:
         """The environment's reply to the conversation so far: (new messages, reward or None, done)."""
+
+    def finish(self, episode: str) -> None:  # noqa: B027 - optional hook
+        """Episode `episode` ended (done, failed, cut or retried): release what it holds."""
+
+    def take_notes(self) -> list[str]:
+        """What the job's events should say since the last call (e.g. a server lost and episodes retried)."""
+        return []
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Stop the jailed process, if any. Idempotent."""
@@ -65,13 +84,14 @@ class InProcessEnvironment(Environment):
     def tools(self) -> list[dict[str, Any]]:
         return list(self.env.tools)
 
-    def reset(self, row: Mapping[str, Any]) -> list[Message]:
+    def reset(self, row: Mapping[str, Any], episode: str = "") -> list[Message]:
         try:
             return check_reset(self.env.reset(row))
         except (StepResultError, ValueError, KeyError, TypeError) as exc:
             raise EnvironmentFailure(f"environment {self.name!r} reset: {exc}"[:MAX_ERROR_CHARS]) from None
 
-    def step(self, messages: list[Message], row: Mapping[str, Any]) -> tuple[list[Message], float | None, bool]:
+    def step(self, messages: list[Message], row: Mapping[str, Any],
+             episode: str = "") -> tuple[list[Message], float | None, bool]:
         try:
             return check_step(self.env.step(messages, row))
         except (StepResultError, ValueError, KeyError, TypeError) as exc:
@@ -113,14 +133,15 @@ class SandboxedEnvironment(Environment):
         except SandboxCallFailed as exc:
             raise EnvironmentFailure(str(exc)[:MAX_ERROR_CHARS]) from None
 
-    def reset(self, row: Mapping[str, Any]) -> list[Message]:
+    def reset(self, row: Mapping[str, Any], episode: str = "") -> list[Message]:
         raw = self._call({"op": "reset", "row": dict(row)})
         try:
             return check_reset(raw)
         except StepResultError as exc:
             raise EnvironmentFailure(str(exc)[:MAX_ERROR_CHARS]) from None
 
-    def step(self, messages: list[Message], row: Mapping[str, Any]) -> tuple[list[Message], float | None, bool]:
+    def step(self, messages: list[Message], row: Mapping[str, Any],
+             episode: str = "") -> tuple[list[Message], float | None, bool]:
         raw = self._call({"op": "step", "messages": messages, "row": dict(row)})
         try:
             return check_step(raw)
@@ -137,4 +158,9 @@ def build_environment(spec: EnvironmentSpec, *, mode: str | None = None) -> Envi
     if spec.type == PYTHON:
         assert spec.code is not None  # EnvironmentSpec's validator guarantees it
         return SandboxedEnvironment(spec.code, timeout_s=spec.step_timeout_s, memory_mb=spec.memory_mb, mode=mode)
+    if spec.type == OPENENV:
+        from workers.environments.openenv_env import OpenEnvEnvironment
+
+        assert spec.url is not None  # EnvironmentSpec's validator guarantees it
+        return OpenEnvEnvironment(spec.url, step_timeout_s=spec.step_timeout_s, **spec.params)
     return InProcessEnvironment(spec.type, bind_builtin(spec.type, spec.params))

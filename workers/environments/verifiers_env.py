@@ -76,7 +76,7 @@ class VerifiersEnvironment(Environment):
                                      f"{len(self.tasks)} tasks (rows from verifiers_rows)")
         return self.tasks[index]
 
-    def reset(self, row: Mapping[str, Any]) -> list[Message]:
+    def reset(self, row: Mapping[str, Any], episode: str = "") -> list[Message]:
         from verifiers.v1.types import content_text
 
         data = self._task(row).data
@@ -90,7 +90,8 @@ class VerifiersEnvironment(Environment):
         except StepResultError as exc:
             raise EnvironmentFailure(f"verifiers task prompt: {exc}"[:MAX_ERROR_CHARS]) from None
 
-    def step(self, messages: list[Message], row: Mapping[str, Any]) -> tuple[list[Message], float | None, bool]:
+    def step(self, messages: list[Message], row: Mapping[str, Any],
+             episode: str = "") -> tuple[list[Message], float | None, bool]:
         task = self._task(row)
         trace = _trace(task, messages)
         try:

@@ -62,8 +62,11 @@ class LocalRollout(SampleSource):
     def _rollout(self, requests: list[Any]) -> list[Sample]:
         """Generate and score `requests`: one completion each, or (spec.environment) one episode each."""
         if self.episodes is not None:
-            return run_episodes(self.engine, self.episodes, requests, job_id=self.host.job_id, instance_id=LANE,
-                                grader=self.reward)
+            samples = run_episodes(self.engine, self.episodes, requests, job_id=self.host.job_id, instance_id=LANE,
+                                   grader=self.reward)
+            for note in self.episodes.env.take_notes():  # e.g. an OpenEnv server lost and its episodes retried
+                self.host.reporter.record_event(self.host.job_id, "environment", note)
+            return samples
         assert self.reward is not None  # a single-turn job always has its reward (JobSpec.grading)
         return rollout(self.engine, self.reward, requests, self.sampling, job_id=self.host.job_id, instance_id=LANE)
 
