@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from workers.artifact_store import MANIFEST, ArtifactStoreFull, checkpoint_key, checkpoints_prefix, open_store
-from workers.artifact_store.cache import CacheCorrupt, ContentCache
-from workers.artifact_store.checkpoints import CheckpointMirror
-from workers.artifact_store.local import LocalDirStore
+from contract.artifact_store import MANIFEST, ArtifactStoreFull, checkpoint_key, checkpoints_prefix, open_store
+from contract.artifact_store.cache import CacheCorrupt, ContentCache
+from contract.artifact_store.checkpoints import CheckpointMirror
+from contract.artifact_store.local import LocalDirStore
 
 
 def write_version(directory: Path, payload: bytes) -> Path:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from training_fixtures import make_group, make_spec
 
-from workers.artifact_store import (
+from contract.artifact_store import (
     ArtifactStoreDenied,
     ArtifactStoreError,
     checkpoint_key,
@@ -21,8 +21,8 @@ from workers.artifact_store import (
     open_store,
     weights_prefix,
 )
-from workers.artifact_store.base import ArtifactStore
-from workers.artifact_store.checkpoints import CheckpointMirror
+from contract.artifact_store.base import ArtifactStore
+from contract.artifact_store.checkpoints import CheckpointMirror
 from workers.training.trainer import Trainer
 from workers.weightsync.shared_store import SharedStoreTransport
 
@@ -144,6 +144,7 @@ def test_server_restarted_mid_checkpoint(seaweed: SeaweedS3, tmp_path: Path, mon
         real_short(path, key)
 
     monkeypatch.setattr(short, "_upload_file", kill_after_first)
+    monkeypatch.setattr("contract.artifact_store.base.FILES_IN_FLIGHT", 1)  # the first file lands before the kill
     started = time.monotonic()
     with pytest.raises(ArtifactStoreError, match="unreachable"):
         CheckpointMirror(short, TEAM, JOB).upload(partial)

@@ -6,7 +6,7 @@ the adapter alone in PEFT layout (`adapter_model.safetensors` + `adapter_config.
 Publication is atomic: files are written to a temp directory in `root`, then renamed; a Redis key holds the latest
 version and a pub/sub channel announces each new one. Old versions beyond `keep` are pruned (never the latest).
 
-With an artifact store (STREAMRL_ARTIFACTS, workers/artifact_store/), hosts share no filesystem: the publisher uploads
+With an artifact store (STREAMRL_ARTIFACTS, contract/artifact_store/), hosts share no filesystem: the publisher uploads
 each version (files, then its manifest) before it announces it, and a reader on another host downloads the version
 through its content cache into its own `root` the first time it loads it.
 """
@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 
 from contract import keys
 from contract.spec import LoraSpec
-from workers.artifact_store import ArtifactStore, ArtifactStoreError
+from contract.artifact_store import ArtifactStore, ArtifactStoreError
 from workers.generation.engine import GenerationEngine
 from workers.models import lora
 from workers.models.weights_file import save_weights, storable
@@ -44,7 +44,7 @@ class SharedStoreTransport(WeightTransport):
         publishes and loads (train-local), the latest version is kept in memory;
         `follow_disk`: the latest version is the newest complete directory (a reader without the Redis key: an
         instance of an `auto` p2p job that cannot reach the trainer); `store`: versions also go to (and come from)
-        the artifact store under `store_prefix` (workers/artifact_store/keys.py `weights_prefix`)."""
+        the artifact store under `store_prefix` (contract/artifact_store/keys.py `weights_prefix`)."""
         super().__init__()
         self._latest, self.follow_disk = 0, follow_disk
         self.root, self.client, self.job_id, self.keep = Path(root), client, job_id, keep

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from workers.artifact_store.base import ArtifactStore, ArtifactStoreDenied, ArtifactStoreFull, TransientStoreError
-from workers.artifact_store.cache import ContentCache
+from contract.artifact_store.base import ArtifactStore, ArtifactStoreDenied, ArtifactStoreFull, TransientStoreError
+from contract.artifact_store.cache import ContentCache
 
 MULTIPART_BYTES = 16 << 20
 CHUNK_BYTES = 16 << 20
@@ -37,7 +37,9 @@ class S3Store(ArtifactStore):
         endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         # botocore's own retries cover throttling and 5xx quickly; a server that is down is retried by `_retrying`
         config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=60,
-                        s3={"addressing_style": "path"} if endpoint else {}, max_pool_connections=16)
+                        s3={"addressing_style": "path"} if endpoint else {}, max_pool_connections=32,
+                        # the manifest's sha256 verifies every download: no second checksum per request
+                        request_checksum_calculation="when_required", response_checksum_validation="when_required")
         # a session of its own: boto3's default session keeps the credentials it resolved first
         self.client: Any = boto3.session.Session().client(
             "s3", endpoint_url=endpoint, config=config, region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")

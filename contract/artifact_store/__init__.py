@@ -14,7 +14,7 @@ Every key is under the team's prefix (`keys.py`).
 
 from __future__ import annotations
 
-from workers.artifact_store.base import (
+from contract.artifact_store.base import (
     MANIFEST,
     ArtifactStore,
     ArtifactStoreDenied,
@@ -22,8 +22,8 @@ from workers.artifact_store.base import (
     ArtifactStoreFull,
     Manifest,
 )
-from workers.artifact_store.config import artifact_store, open_store
-from workers.artifact_store.keys import checkpoint_key, checkpoints_prefix, weights_key, weights_prefix
+from contract.artifact_store.config import artifact_store, open_store
+from contract.artifact_store.keys import checkpoint_key, checkpoints_prefix, weights_key, weights_prefix
 
 __all__ = [
     "MANIFEST", "ArtifactStore", "ArtifactStoreDenied", "ArtifactStoreError", "ArtifactStoreFull", "Manifest",

@@ -20,14 +20,16 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from workers.artifact_store.cache import ContentCache, file_sha256
+from contract.artifact_store.cache import ContentCache, file_sha256
 
 log = logging.getLogger(__name__)
 MANIFEST = "MANIFEST.json"
+FILES_IN_FLIGHT = 4
 T = TypeVar("T")
 
 
@@ -133,8 +135,9 @@ class ArtifactStore(ABC):
         manifest = manifest_of(source)
         if self.manifest(key) is not None:
             self._retrying(f"retracting {key}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
-        for rel in manifest.files:
-            self._upload_retrying(source / rel, f"{key}/{rel}")
+        with ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as pool:  # parts of each file go in parallel too
+            for done in [pool.submit(self._upload_retrying, source / rel, f"{key}/{rel}") for rel in manifest.files]:
+                done.result()
         self._retrying(f"writing {key}/{MANIFEST}", lambda: self._put_bytes(f"{key}/{MANIFEST}", manifest.to_json()))
         return manifest
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from workers.artifact_store.base import ArtifactStore
-from workers.artifact_store.keys import checkpoint_key, checkpoints_prefix
+from contract.artifact_store.base import ArtifactStore
+from contract.artifact_store.keys import checkpoint_key, checkpoints_prefix
 
 log = logging.getLogger(__name__)
 PREFIX = "iter_"
@@ -60,7 +60,7 @@ class CheckpointMirror:
 def checkpoint_mirror(team_id: int, job_id: int, job_dir: Path) -> CheckpointMirror | None:
     """The job's mirror when STREAMRL_ARTIFACTS names a store (`job_dir`: `<artifact dir>/jobs/<id>`, whose
     artifact dir holds this host's cache), else None."""
-    from workers.artifact_store.config import artifact_store
+    from contract.artifact_store.config import artifact_store
 
     store = artifact_store(job_dir.parent.parent)
     return None if store is None else CheckpointMirror(store, team_id, job_id)

@@ -7,8 +7,8 @@ from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlparse
 
-from workers.artifact_store.base import ArtifactStore
-from workers.artifact_store.cache import DEFAULT_MAX_BYTES, ContentCache
+from contract.artifact_store.base import ArtifactStore
+from contract.artifact_store.cache import DEFAULT_MAX_BYTES, ContentCache
 
 CACHE_DIR_ENV = "STREAMRL_ARTIFACT_CACHE"  # default: <artifact dir>/cache/objects of this host
 CACHE_BYTES_ENV = "STREAMRL_ARTIFACT_CACHE_BYTES"
@@ -23,10 +23,10 @@ def open_store(url: str, cache_dir: Path, cache_bytes: int = DEFAULT_MAX_BYTES, 
     if parsed.scheme == "s3":
         if not parsed.netloc:
             raise ValueError(f"STREAMRL_ARTIFACTS={url!r}: an s3 URL names its bucket (s3://bucket/prefix)")
-        from workers.artifact_store.s3 import S3Store
+        from contract.artifact_store.s3 import S3Store
         return S3Store(parsed.netloc, parsed.path, cache, retry_s=retry_s)
     if parsed.scheme in ("file", ""):
-        from workers.artifact_store.local import LocalDirStore
+        from contract.artifact_store.local import LocalDirStore
         return LocalDirStore(Path(parsed.path if parsed.scheme else url), cache, retry_s=retry_s)
     raise ValueError(f"STREAMRL_ARTIFACTS={url!r}: use s3://bucket/prefix or file:///directory")
 

@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from workers.artifact_store.base import ArtifactStore, ArtifactStoreDenied, ArtifactStoreFull
-from workers.artifact_store.cache import ContentCache
+from contract.artifact_store.base import ArtifactStore, ArtifactStoreDenied, ArtifactStoreFull
+from contract.artifact_store.cache import ContentCache
 
 
 class LocalDirStore(ArtifactStore):

@@ -1,0 +1,151 @@
+"""Artifact store cost (contract/artifact_store): checkpoint save + load and one weight-version publish + fetch through
+S3-compatible object storage (a real SeaweedFS server on loopback, tests/object_store.py) against the local artifact
+directory (today's shared-volume layout), at 15M and 100M parameters, on this machine.
+
+- checkpoint save: local = `Trainer.save_checkpoint` into the artifact dir; object store = the same save, then the
+  upload the driver makes (files multipart, manifest last: contract/artifact_store/checkpoints.py).
+- checkpoint load: local = `Trainer.load_checkpoint` from the artifact dir; object store = restore on a host whose
+  cache is empty (download, sha256 check, into its checkpoints dir), then the same load.
+- publish + fetch: `SharedStoreTransport.publish` then `fetch` by a reader; local = one shared directory; object
+  store = publisher and reader on separate roots and caches (the reader's cache emptied each round).
+The trainer holds AdamW state (one optimizer step taken), so a checkpoint is weights + 2x optimizer moments.
+Rounds interleave local and store; each figure is the median over rounds.
+Run: `python bench/artifacts.py [--rounds 3] [--sizes tiny-15m,tiny-100m]`.
+Per size: `RESULT size=... ckpt_mb=... save_local_s=... save_store_s=... load_local_s=... load_store_s=...
+publish_fetch_local_s=... publish_fetch_store_s=... upload_mb_s=... download_mb_s=...`; final line:
+`RESULT artifacts_ratio_save=... ratio_load=... publish_fetch_ratio=... mb_s=...` (worst ratios over sizes; mb_s: the
+largest size's upload throughput). Target: ratios <= 1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+import torch  # noqa: E402
+
+from contract.sample import Sample  # noqa: E402
+from contract.spec import JobSpec  # noqa: E402
+from contract.artifact_store import open_store  # noqa: E402
+from contract.artifact_store.checkpoints import CheckpointMirror  # noqa: E402
+from workers.models import build_tiny_model  # noqa: E402
+from workers.training.trainer import Trainer  # noqa: E402
+from workers.weightsync.shared_store import SharedStoreTransport  # noqa: E402
+
+
+def _spec() -> JobSpec:
+    return JobSpec.model_validate({"model": "tiny", "dataset": {"builtin": "arithmetic"},
+                                   "algorithm": {"name": "grpo", "group_size": 2},
+                                   "training": {"lr": 1e-4, "micro_batch_size": 2}})
+
+
+def _samples() -> list[Sample]:
+    return [Sample(job_id=1, prompt_id="p", group_id="p", sample_id=f"p-{i}", policy_version=0,
+                   prompt_ids=[1, 5, 6, 7], response_ids=[8, 9, 10], behaviour_logprobs=[-4.0, -4.0, -4.0],
+                   finish_reason="stop", reward=float(i)) for i in range(2)]
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path, base: Path, url: str, job: int
+              ) -> tuple[dict[str, float], int]:
+    """One interleaved round: every figure once, local then store."""
+    t: dict[str, float] = {}
+    # -- checkpoint save: the local directory vs the local save + the upload ---------------------------------------
+    local = base / "local" / "iter_000001"
+    t["save_local"] = _timed(lambda: trainer.save_checkpoint(local, iteration=1))
+    mirror = CheckpointMirror(open_store(url, base / "host-a-cache"), team_id=1, job_id=job)
+    staged = base / "host-a" / "iter_000001"
+    saved = _timed(lambda: trainer.save_checkpoint(staged, iteration=1))
+    t["upload"] = _timed(lambda: mirror.upload(staged))
+    t["save_store"] = saved + t["upload"]
+    # -- checkpoint load: in place vs a restore on a host with an empty cache, then the load -----------------------
+    t["load_local"] = _timed(lambda: trainer.load_checkpoint(local))
+    reader = CheckpointMirror(open_store(url, base / "host-b-cache"), team_id=1, job_id=job)
+    t["download"] = _timed(lambda: reader.restore(base / "host-b"))
+    t["load_store"] = t["download"] + _timed(lambda: trainer.load_checkpoint(base / "host-b" / "iter_000001"))
+    # -- one weight version: publish + fetch -----------------------------------------------------------------------
+    shared = SharedStoreTransport(base / "weights", None, 1, template_dir=model_dir)
+    t["pf_local"] = _timed(lambda: (shared.publish(1, state), shared.fetch(1)))
+    prefix = f"teams/1/jobs/{job}/weights"
+    pub = SharedStoreTransport(base / "w-a", None, 1, template_dir=model_dir,
+                               store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
+    sub = SharedStoreTransport(base / "w-b", None, 1, follow_disk=True,
+                               store=open_store(url, base / "w-b-cache"), store_prefix=prefix)
+    t["pf_store"] = _timed(lambda: (pub.publish(1, state), sub.fetch(1)))
+    return t, _dir_bytes(staged)
+
+
+def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, float]:
+    model_dir = build_tiny_model(preset, work / preset / "model", seed=0)
+    trainer = Trainer(model_dir, _spec())
+    trainer.train_iteration(_samples())  # AdamW moments exist from here on
+    state = trainer.state_dict_for_sync()
+    times: dict[str, list[float]] = {}
+    size = 0
+    for rnd in range(rounds):
+        base = work / preset / f"r{rnd}"
+        got, size = one_round(trainer, state, model_dir, base, url, job=rnd + 1)
+        for key, value in got.items():
+            times.setdefault(key, []).append(value)
+        shutil.rmtree(base)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    mb = size / 1e6
+    result = {"ckpt_mb": mb, "save_local_s": med["save_local"], "save_store_s": med["save_store"],
+              "load_local_s": med["load_local"], "load_store_s": med["load_store"],
+              "publish_fetch_local_s": med["pf_local"], "publish_fetch_store_s": med["pf_store"],
+              "upload_mb_s": mb / med["upload"], "download_mb_s": mb / med["download"]}
+    print("RESULT size=" + preset + " " + " ".join(f"{k}={v:.3f}" for k, v in result.items()), flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes", default="tiny-15m,tiny-100m")
+    parser.add_argument("--store", default="", help="an s3:// URL with AWS_* set (default: a SeaweedFS started here)")
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    work = Path(tempfile.mkdtemp(prefix="bench-artifacts-"))
+    server = None
+    try:
+        url = args.store
+        if not url:
+            from object_store import SeaweedS3
+            server = SeaweedS3(work / "seaweed")
+            server.start()
+            os.environ.update(server.env())
+            url = "s3://streamrl/bench"
+        results = [bench_size(size, args.rounds, work, url) for size in args.sizes.split(",")]
+        ratio_save = max(r["save_store_s"] / r["save_local_s"] for r in results)
+        ratio_load = max(r["load_store_s"] / r["load_local_s"] for r in results)
+        ratio_pf = max(r["publish_fetch_store_s"] / r["publish_fetch_local_s"] for r in results)
+        print(f"RESULT artifacts_ratio_save={ratio_save:.2f} ratio_load={ratio_load:.2f} "
+              f"publish_fetch_ratio={ratio_pf:.2f} mb_s={results[-1]['upload_mb_s']:.1f}", flush=True)
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
