@@ -35,10 +35,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import torch  # noqa: E402
 
-from contract.sample import Sample  # noqa: E402
-from contract.spec import JobSpec  # noqa: E402
 from contract.artifact_store import open_store  # noqa: E402
 from contract.artifact_store.checkpoints import CheckpointMirror  # noqa: E402
+from contract.sample import Sample  # noqa: E402
+from contract.spec import JobSpec  # noqa: E402
 from workers.models import build_tiny_model  # noqa: E402
 from workers.training.trainer import Trainer  # noqa: E402
 from workers.weightsync.shared_store import SharedStoreTransport  # noqa: E402

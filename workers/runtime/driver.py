@@ -24,12 +24,12 @@ from typing import Any
 import torch
 
 from contract import keys
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.checkpoints import checkpoint_mirror
 from contract.evaluation import retained
 from contract.sample import PromptRequest, Sample
 from contract.spec import JobSpec
 from contract.states import TERMINAL_JOB_STATUSES, JobStatus
-from contract.artifact_store import ArtifactStoreError
-from contract.artifact_store.checkpoints import checkpoint_mirror
 from workers.core.chat import ChatEncoder
 from workers.core.learn import unzip
 from workers.core.prompts import EVAL_PREFIX, PromptSchedule, make_requests, request_seed

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import redis
 
-from contract.spec import JobSpec
 from contract.artifact_store import artifact_store, weights_prefix
+from contract.spec import JobSpec
 from workers.weightsync.base import SyncTiming, WeightTransport
 from workers.weightsync.p2p import P2PPublisher, P2PReceiver
 from workers.weightsync.shared_store import SharedStoreTransport

@@ -25,8 +25,8 @@ import torch
 from safetensors.torch import load_file
 
 from contract import keys
-from contract.spec import LoraSpec
 from contract.artifact_store import ArtifactStore, ArtifactStoreError
+from contract.spec import LoraSpec
 from workers.generation.engine import GenerationEngine
 from workers.models import lora
 from workers.models.weights_file import save_weights, storable
