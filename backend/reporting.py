@@ -29,7 +29,7 @@ from backend.services import evaluations
 from backend.services.job_data import record_checkpoint, record_iteration, record_samples, record_spans
 from backend.services.jobs import record_event, transition_job
 from backend.services.live import publish_live
-from backend.services.models import find_model
+from backend.services.models import find_model, job_model
 from contract import liveness
 from contract.reporter import JobRecord, Reporter
 from contract.rewards.model_graders import model_refs
@@ -72,7 +72,7 @@ class DatabaseReporter(Reporter):
             if job is None:
                 return None
             spec = JobSpec.model_validate(job.spec)
-            model = find_model(session=session, team_id=job.team_id, name=spec.model)
+            model = job_model(session, job)  # the version it was submitted with
             dataset_path = None
             if spec.dataset.id is not None:
                 dataset = session.get(Dataset, spec.dataset.id)

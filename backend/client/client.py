@@ -213,6 +213,10 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def get_model(self, model_id: int) -> JSON:
         return self._json("GET", f"/models/{model_id}")
 
+    def delete_model(self, model_id: int) -> None:
+        """Delete one model version (409 while an unfinished job uses it)."""
+        self._json("DELETE", f"/models/{model_id}")
+
     def set_hub_token(self, token: str | None) -> JSON:
         return self._json("PUT", "/models/hub-token", json={"token": token})
 

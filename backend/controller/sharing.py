@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from backend.db import Job, JobStatus, Team
 from backend.services.jobs import shared_training_jobs
-from backend.services.models import find_model
+from backend.services.models import job_model
 from contract import keys
 from contract.sharing import stored_spec_shares_training
 from contract.spec import JobSpec
@@ -49,7 +49,7 @@ class SharedSender(Protocol):
 def base_model_dir(session: Session, job: Job) -> str:
     """The base model's directory (`spec.model`) as the job's workers will resolve it (workers/runtime/context.py)."""
     name = str(job.spec["model"])
-    model = find_model(session=session, team_id=job.team_id, name=name)
+    model = job_model(session, job)
     if model is not None:
         return str(Path(model.path).resolve())
     return str(Path(name).expanduser().resolve())

@@ -94,6 +94,7 @@ class ModelCard(BaseModel):
 class ModelPublic(ORMModel):
     id: int
     name: str
+    version: int  # 1, 2, ...: registering a name again adds a version; a spec's name means the newest
     path: str
     state: Literal["downloading", "ready", "failed"]
     error: str | None = None

@@ -149,8 +149,9 @@ def _target(session: Session, team: Team, model: str | None, job_id: int | None,
             raise NotFound(f"model {model} not found (no such job of this team, or no such checkpoint on disk)")
         job, row = found
         return model, row.path, job, row.iteration
-    registered = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == model))
-    if registered is None or registered.state != "ready":
+    registered = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == model,
+                                                    Model.state == "ready").order_by(Model.version.desc()).limit(1))
+    if registered is None:
         raise not_found("model", model)
     return model, registered.path, None, None
 

@@ -13,6 +13,11 @@ Besides a path, a model comes from an uploaded archive (backend/services/model_a
 (backend/services/model_hub.py); both land in the team's own `<artifact_dir>/team-models/<team id>/<model id>/`,
 which no path registration can name. Every directory is validated (backend/services/model_card.py) before its
 model is `ready`; a refused registration leaves no row and no files.
+
+Versions: registering (or uploading) a name the team already has adds the next version of that name; a spec's name
+resolves to its newest version (`find_model`) when the job is submitted and the job keeps that row (`Job.model_id`).
+A version is deleted only while no unfinished job uses it (409 naming the jobs); its files go with it when the
+platform owns them (uploads and Hub downloads), never a server directory it was merely pointed at.
 """
 
 from __future__ import annotations
@@ -22,14 +27,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from backend.db.enums import TERMINAL_JOB_STATUSES
 from backend.db.models import Job, Model, Team, User
 from backend.services.errors import Conflict, InvalidInput
 from backend.services.model_archive import extract_archive
 from backend.services.model_card import inspect_model_dir
 from backend.services.secret_box import seal
+from contract.rewards.model_graders import model_refs
+from contract.spec import JobSpec
 
 SHARED_MODELS_DIR = "models"
 JOBS_DIR = "jobs"
@@ -82,9 +90,10 @@ def resolve_model_path(
     return path
 
 
-def _check_name_free(session: Session, team: Team, name: str) -> None:
-    if session.scalar(select(Model.id).where(Model.team_id == team.id, Model.name == name)) is not None:
-        raise Conflict(f"a model named {name!r} is already registered in this team")
+def _next_version(session: Session, team: Team, name: str) -> int:
+    """The version a new registration of `name` gets: 1, or one past the team's newest of that name."""
+    newest = session.scalar(select(func.max(Model.version)).where(Model.team_id == team.id, Model.name == name))
+    return (newest or 0) + 1
 
 
 def _card_of(path: Path) -> dict[str, Any]:
@@ -101,9 +110,8 @@ def register_model(
     resolved = resolve_model_path(
         path, session=session, team=team, artifact_dir=artifact_dir, allowed_roots=allowed_roots
     )
-    _check_name_free(session, team, name)
-    model = Model(team_id=team.id, name=name, path=str(resolved), created_by_id=user.id, state="ready",
-                  source="directory", card=_card_of(resolved))
+    model = Model(team_id=team.id, name=name, version=_next_version(session, team, name), path=str(resolved),
+                  created_by_id=user.id, state="ready", source="directory", card=_card_of(resolved))
     session.add(model)
     session.flush()
     return model
@@ -117,8 +125,8 @@ def register_archive(*, session: Session, team: Team, user: User, name: str, con
                      max_bytes: int) -> Model:
     """A ready model from an uploaded archive, unpacked into the team's own directory. On any error the directory
     is removed and the row rolled back by the caller (nothing half-registered)."""
-    _check_name_free(session, team, name)
-    model = Model(team_id=team.id, name=name, path="", created_by_id=user.id, state="ready", source="archive")
+    model = Model(team_id=team.id, name=name, version=_next_version(session, team, name), path="",
+                  created_by_id=user.id, state="ready", source="archive")
     session.add(model)
     session.flush()  # the id names the directory
     root = team_model_dir(artifact_dir, team, model.id)
@@ -143,8 +151,8 @@ def register_hub(*, session: Session, team: Team, user: User, name: str, hub_id:
         raise InvalidInput(f"hub_id {hub_id!r} is not a Hub model id (owner/name)", loc=("body", "hub_id"))
     if not REVISION_PATTERN.match(revision) or ".." in revision:
         raise InvalidInput(f"revision {revision!r} is not a branch, tag or commit", loc=("body", "revision"))
-    _check_name_free(session, team, name)
-    model = Model(team_id=team.id, name=name, path="", created_by_id=user.id, state="downloading", source="hub",
+    model = Model(team_id=team.id, name=name, version=_next_version(session, team, name), path="",
+                  created_by_id=user.id, state="downloading", source="hub",
                   hub_id=hub_id, revision=revision, progress={"done_bytes": 0, "total_bytes": 0})
     session.add(model)
     session.flush()
@@ -173,8 +181,59 @@ def get_model(*, session: Session, team: Team, model_id: int) -> Model | None:
 
 
 def list_models(*, session: Session, team: Team) -> list[Model]:
-    return list(session.scalars(select(Model).where(Model.team_id == team.id).order_by(Model.id)))
+    """Every version of every model of the team, by name then newest version first."""
+    return list(session.scalars(select(Model).where(Model.team_id == team.id)
+                                .order_by(Model.name, Model.version.desc())))
 
 
 def find_model(*, session: Session, team_id: int, name: str) -> Model | None:
-    return session.scalar(select(Model).where(Model.team_id == team_id, Model.name == name))
+    """The newest version of the team's model `name` (what a spec naming it gets at submission)."""
+    return session.scalar(select(Model).where(Model.team_id == team_id, Model.name == name)
+                          .order_by(Model.version.desc()).limit(1))
+
+
+def job_model(session: Session, job: Job) -> Model | None:
+    """The model version a job loads: the one it was submitted with, else (a job from before versions) the newest
+    of the name its spec gives."""
+    if job.model_id is not None:
+        return session.get(Model, job.model_id)
+    return find_model(session=session, team_id=job.team_id, name=str(job.spec.get("model")))
+
+
+def _names_in_spec(spec: dict[str, Any]) -> set[str]:
+    """The registered model names a stored spec loads by name at run time: tokenizer, teacher, grader models."""
+    try:
+        parsed = JobSpec.model_validate(spec)
+    except ValueError:
+        return set()
+    names = {name for _, _, name in (model_refs(parsed.grading[0]) if parsed.grading else [])}
+    return names | {n for n in (parsed.tokenizer, parsed.algorithm.teacher) if n}
+
+
+def jobs_using(session: Session, model: Model) -> list[Job]:
+    """The team's unfinished jobs that load this version: as their policy (pinned), or (when it is the newest of its
+    name, which a name resolves to) by name as policy, tokenizer, teacher or grader."""
+    unfinished = list(session.scalars(select(Job).where(Job.team_id == model.team_id,
+                                                        Job.status.not_in(TERMINAL_JOB_STATUSES)).order_by(Job.id)))
+    newest = find_model(session=session, team_id=model.team_id, name=model.name)
+    by_name = newest is not None and newest.id == model.id
+    return [job for job in unfinished if job.model_id == model.id or (by_name and (
+        (job.model_id is None and job.spec.get("model") == model.name) or model.name in _names_in_spec(job.spec)))]
+
+
+def delete_model(*, session: Session, team: Team, model: Model, artifact_dir: Path) -> None:
+    """Delete one version: 409 while an unfinished job uses it or its Hub download runs; the platform's own copy
+    (upload, Hub) is removed after the row, a server directory it was registered from is left alone."""
+    if model.state == "downloading":
+        raise Conflict(f"model {model.name!r} version {model.version} is still downloading: wait until it is "
+                       f"ready or failed, then delete it")
+    users = jobs_using(session, model)
+    if users:
+        named = ", ".join(f"#{job.id} ({job.status})" for job in users[:10])
+        raise Conflict(f"model {model.name!r} version {model.version} is used by unfinished jobs: {named}; "
+                       f"cancel them or wait until they end", job_ids=[job.id for job in users])
+    owned = team_model_dir(artifact_dir, team, model.id)
+    session.delete(model)
+    session.flush()
+    if Path(model.path).resolve() == owned:
+        shutil.rmtree(owned, ignore_errors=True)

@@ -30,6 +30,7 @@ from backend.services import model_aliases
 from backend.services.chat_preview import ChatRenderer
 from backend.services.errors import InvalidInput
 from backend.services.inference import SampleRequest
+from backend.services.models import job_model
 from backend.services.openai_compat import MARKER, OpenAIError, model_name, unix
 from contract.settings import get_settings
 
@@ -77,9 +78,12 @@ def _facts(session: Session, job_ids: list[int]) -> dict[int, dict[str, Any]]:
 def list_models(session: Session, team: Team) -> dict[str, Any]:
     """The team's ready models, then every job's fine-tuned model (succeeded jobs) and checkpoints, newest first, with
     `job:<id>@best` beside the checkpoint marked best."""
+    newest: dict[str, Model] = {}  # a name serves its newest ready version
+    for model in session.scalars(select(Model).where(Model.team_id == team.id, Model.state == "ready")
+                                 .order_by(Model.id, Model.version)):
+        newest[model.name] = model
     out = [_model_object(model.name, unix(model.created_at), team)
-           for model in session.scalars(select(Model).where(Model.team_id == team.id, Model.state == "ready")
-                                        .order_by(Model.id))]
+           for model in sorted(newest.values(), key=lambda m: m.id)]
     rows = session.execute(select(Job, Checkpoint).join(Checkpoint, Checkpoint.job_id == Job.id)
                            .where(Job.team_id == team.id).order_by(Job.id.desc(), Checkpoint.iteration.desc())).all()
     facts = _facts(session, sorted({job.id for job, _ in rows}))
@@ -118,8 +122,9 @@ def resolve(session: Session, team: Team, model_id: str, key_id: int | None = No
         return _served_checkpoint(session, team, model_id, *found)
     match = CHECKPOINT.match(model_id)
     if match is None:
-        model = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == model_id))
-        if model is None or model.state != "ready":
+        model = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == model_id,
+                                                   Model.state == "ready").order_by(Model.version.desc()).limit(1))
+        if model is None:
             raise _not_found(model_id)
         return Served(model_id, model.path, None, unix(model.created_at))
     job = session.scalar(select(Job).where(Job.id == int(match["job"]), Job.team_id == team.id))
@@ -176,9 +181,8 @@ def _served_checkpoint(session: Session, team: Team, model_id: str, job: Job, ch
     adapter = Path(checkpoint.path) / ADAPTER_DIR
     lora = (job.spec.get("training") or {}).get("lora")
     if lora and adapter.is_dir():
-        base = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == job.spec.get("model"),
-                                                  Model.state == "ready"))
-        if base is not None:  # base + adapter; without its base model, the merged model the checkpoint also holds
+        base = job_model(session, job)  # the version it trained on
+        if base is not None and base.state == "ready":  # base + adapter; else the merged model the checkpoint holds
             return Served(model_id, base.path, str(adapter), unix(checkpoint.created_at))
     return Served(model_id, checkpoint.path, None, unix(checkpoint.created_at))
 

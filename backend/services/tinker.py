@@ -36,7 +36,7 @@ from backend.db.models import Job, Model, Team, User
 from backend.services import jobs as job_service
 from backend.services import tinker_checkpoints as checkpoints
 from backend.services.errors import ServiceError
-from backend.services.models import find_model
+from backend.services.models import find_model, job_model
 from backend.services.tinker_parking import park_file, parking_info, wake
 from contract import keys
 from contract.spec import JobSpec
@@ -117,8 +117,9 @@ def finish_session(session: Session, client: redis.Redis, session_id: str, team:
 
 # -- models (training runs) -----------------------------------------------------------------------------------------
 def supported_models(session: Session, team: Team) -> list[dict[str, Any]]:
-    models = session.scalars(select(Model).where(Model.team_id == team.id, Model.state == "ready").order_by(Model.name))
-    return [{"model_name": m.name, "trainable": True, "sampleable": True} for m in models]
+    names = session.scalars(select(Model.name).where(Model.team_id == team.id, Model.state == "ready")
+                            .distinct().order_by(Model.name))  # a name once, whatever its versions
+    return [{"model_name": name, "trainable": True, "sampleable": True} for name in names]
 
 
 def model_id_of(session_id: str, model_seq_id: int) -> str:
@@ -174,7 +175,7 @@ def model_info(session: Session, job: Job) -> dict[str, Any]:
     """GetInfoResponse: `tokenizer_id` is the base model's directory on the artifact store, so `get_tokenizer()`
     loads it offline where that directory is reachable (the same machine or a shared mount)."""
     spec = JobSpec.model_validate(job.spec)
-    model = find_model(session=session, team_id=job.team_id, name=spec.model)
+    model = job_model(session, job)
     rank = spec.training.lora.rank if spec.training.lora else None
     return {"type": "get_info", "model_id": job.name, "is_lora": True, "lora_rank": rank, "model_name": spec.model,
             "model_data": {"arch": "lora", "model_name": spec.model,

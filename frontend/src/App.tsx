@@ -17,6 +17,7 @@ import { SubmitJobPage } from "./pages/SubmitJob";
 import { InvitationsBadge } from "./pages/InvitationsCard";
 import { TeamPage } from "./pages/Team";
 import { SessionProvider, useSession } from "./session";
+import { NavMenu } from "./components/NavMenu";
 
 function TeamSwitcher() {
   const { me, switchTeam } = useSession();
@@ -45,6 +46,7 @@ function Shell() {
     <div className="shell">
       <nav className="topbar">
         <span className="brand">StreamRL</span>
+        <NavMenu>
         <NavLink to="/jobs">Jobs</NavLink>
         <NavLink to="/sessions">Sessions</NavLink>
         {canWrite ? <NavLink to="/submit">Submit job</NavLink> : null /* viewers cannot submit: not offered */}
@@ -64,6 +66,7 @@ function Shell() {
         <button className="link" onClick={signOut}>
           Sign out
         </button>
+        </NavMenu>
       </nav>
       <main className="content" key={me.team.id /* a team switch remounts every page */}>
         <Routes>

@@ -4,6 +4,7 @@ import { createRoot } from "react-dom/client";
 import { App } from "./App";
 import { queryClient } from "./lib/queries";
 import "./styles.css";
+import "./responsive.css"; // after styles.css: the narrow-screen rules override it
 
 createRoot(document.getElementById("root")!).render(
   <StrictMode>

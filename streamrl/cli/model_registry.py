@@ -1,9 +1,13 @@
-"""`streamrl models register | upload | get | list | hub-token`: models a job may load.
+"""`streamrl models register | upload | get | list | delete | hub-token`: models a job may load.
 
     streamrl models register qwen models/qwen-chat                 # a directory on the server
     streamrl models register qwen --hub Qwen/Qwen2.5-0.5B-Instruct --revision main [--wait]
     streamrl models upload qwen ./my-checkpoint                    # a local directory (packed) or an archive
     streamrl models hub-token set hf_...                           # the team's Hub token (stored encrypted)
+    streamrl models delete qwen --version 1                        # one version (refused while a job uses it)
+
+Registering or uploading a name the team already has adds its next version; a job uses the newest version of the
+name it gives, and keeps that version to its end.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ token_app = typer.Typer(help="The team's Hugging Face token (gated or private Hu
 
 
 def describe(model: dict[str, Any]) -> str:
-    line = f"model {model.get('id')} {model.get('name')!r}: {model.get('state')}"
+    line = f"model {model.get('id')} {model.get('name')!r} v{model.get('version', 1)}: {model.get('state')}"
     card = model.get("card") or {}
     if model.get("state") == "ready" and card:
         params = card.get("parameters")
@@ -88,7 +92,40 @@ def list_models(ctx: typer.Context) -> None:
         page = api.list_models()
     if not emit_json(ctx, page):
         rows = [{**m, "architecture": (m.get("card") or {}).get("architecture", "")} for m in page.get("data", [])]
-        print_table(rows, ["id", "name", "state", "source", "architecture", "path", "created_at"])
+        print_table(rows, ["id", "name", "version", "state", "source", "architecture", "path", "created_at"])
+
+
+def _version_id(models: list[dict[str, Any]], ref: str, version: int | None) -> int:
+    """The id of the version `ref` names: a model id, or a name (with --version unless it has one version)."""
+    if ref.isdigit() and version is None:
+        return int(ref)
+    versions = sorted((m for m in models if m.get("name") == ref), key=lambda m: int(m.get("version", 1)))
+    if not versions:
+        raise CLIError(f"no model named {ref!r} in this team (streamrl models list)")
+    if version is None:
+        if len(versions) > 1:
+            listed = ", ".join(f"v{m.get('version')} (id {m.get('id')})" for m in versions)
+            raise CLIError(f"{ref!r} has {len(versions)} versions: {listed}; choose one with --version")
+        return int(versions[0]["id"])
+    for model in versions:
+        if int(model.get("version", 1)) == version:
+            return int(model["id"])
+    raise CLIError(f"{ref!r} has no version {version} (it has {', '.join(str(m.get('version')) for m in versions)})")
+
+
+@models_app.command("delete")
+def delete_model(
+    ctx: typer.Context,
+    model: str = typer.Argument(..., help="a model id, or a name (with --version when it has several)"),
+    version: int | None = typer.Option(None, min=1, help="which version of the named model"),
+) -> None:
+    """Delete one model version; refused (409) while an unfinished job uses it. Uploaded and downloaded files go
+    with it, a registered server directory stays."""
+    with client(ctx) as api:
+        model_id = _version_id(api.list_models().get("data", []), model, version)
+        api.delete_model(model_id)
+    if not emit_json(ctx, {"deleted": model_id}):
+        typer.echo(f"deleted model {model_id}")
 
 
 @token_app.command("set")

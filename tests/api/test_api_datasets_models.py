@@ -92,8 +92,8 @@ def test_model_registration_only_from_allowed_roots(
     inside = write_minimal_model(pg_backend.settings.artifacts / "models" / "ok-model")
     created = app_client.post(f"{API}/models", json={"name": "ok", "path": "models/ok-model"}, headers=member)
     assert created.status_code == 201 and created.json()["path"] == str(inside.resolve())
-    duplicate = app_client.post(f"{API}/models", json={"name": "ok", "path": str(inside)}, headers=member)
-    assert duplicate.status_code == 409
+    again = app_client.post(f"{API}/models", json={"name": "ok", "path": str(inside)}, headers=member)
+    assert again.status_code == 201 and again.json()["version"] == 2  # a name again: its next version
     outside = write_minimal_model(tmp_path / "elsewhere")
     escape = pg_backend.settings.artifacts / "models" / "escape"
     escape.symlink_to(outside)

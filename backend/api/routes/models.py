@@ -27,12 +27,12 @@ def list_models(auth: ViewerAuth, session: SessionDep) -> Page[ModelPublic]:
     return page_of(ModelPublic, model_service.list_models(session=session, team=auth.team))
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, responses=errors(409))
+@router.post("", status_code=status.HTTP_201_CREATED)
 def register_model(
     body: ModelCreate, request: Request, auth: MemberAuth, session: SessionDep, settings: SettingsDep
 ) -> ModelPublic:
     """Register a server directory (validated now: `ready`) or a Hub id + revision (`downloading`, then `ready` or
-    `failed`; poll GET /models/{id}) (member)."""
+    `failed`; poll GET /models/{id}) (member). A name the team already has gets its next version."""
     if body.hub_id is not None:
         model = model_service.register_hub(session=session, team=auth.team, user=auth.user, name=body.name,
                                            hub_id=body.hub_id, revision=body.revision, artifact_dir=settings.artifacts)
@@ -48,7 +48,7 @@ def register_model(
     return ModelPublic.model_validate(model)
 
 
-@router.post("/upload", status_code=status.HTTP_201_CREATED, responses=errors(409, 413))
+@router.post("/upload", status_code=status.HTTP_201_CREATED, responses=errors(413))
 def upload_model(
     request: Request,
     file: UploadFile,
@@ -79,6 +79,17 @@ def get_model(model_id: IdPath, auth: ViewerAuth, session: SessionDep) -> ModelP
     if model is None:
         raise not_found("model", model_id)
     return ModelPublic.model_validate(model)
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(404, 409))
+def delete_model(model_id: IdPath, auth: MemberAuth, session: SessionDep, settings: SettingsDep) -> None:
+    """Delete one model version (member): 409 naming the jobs while an unfinished job uses it (or while its Hub
+    download runs). Uploaded and downloaded files go with it; a registered server directory is left in place."""
+    model = model_service.get_model(session=session, team=auth.team, model_id=model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    model_service.delete_model(session=session, team=auth.team, model=model, artifact_dir=settings.artifacts)
+    session.commit()
 
 
 @router.put("/hub-token", responses=errors(403))

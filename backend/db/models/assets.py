@@ -40,14 +40,18 @@ class Model(Base):
     """A model directory a team's jobs may load; specs name models by `name`, never by raw path.
 
     `state`: `ready` (validated, `card` filled), `downloading` (a Hub download in progress, `progress` in bytes) or
-    `failed` (`error` says why). Only a ready model can run a job (backend/services/jobs.py)."""
+    `failed` (`error` says why). Only a ready model can run a job (backend/services/jobs.py).
+
+    Registering a name the team already has adds a `version` (1, 2, ...); a spec's name means its newest version
+    when the job is submitted, and the job keeps that version (`Job.model_id`) for its whole life."""
 
     __tablename__ = "models"
-    __table_args__ = (UniqueConstraint("team_id", "name"),)
+    __table_args__ = (UniqueConstraint("team_id", "name", "version"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     team_id: Mapped[int] = mapped_column(ForeignKey("teams.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(default=1, server_default="1")
     path: Mapped[str] = mapped_column(String(1000))
     state: Mapped[str] = mapped_column(String(20), default="ready", server_default="ready")
     error: Mapped[str | None] = mapped_column(Text)

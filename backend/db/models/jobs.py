@@ -43,6 +43,9 @@ class Job(Base):
     # a fork (POST /jobs/{id}/fork): the job and checkpoint iteration it starts from; None: not a fork
     parent_job_id: Mapped[int | None] = mapped_column(ForeignKey("jobs.id", ondelete="SET NULL"), index=True)
     parent_iteration: Mapped[int | None]
+    # the registered model version the job loads (its spec names the model; the newest version at submission);
+    # None: a job from before versions, or its model version was deleted after it ended
+    model_id: Mapped[int | None] = mapped_column(ForeignKey("models.id", ondelete="SET NULL"), index=True)
     created_at: Mapped[datetime] = created_at_column()
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]

@@ -24,17 +24,19 @@ export function ClusterPage() {
       <ErrorBanner error={error} />
       {data ? (
         <>
-          <table className="table" data-testid="pools">
-            <thead><tr><th>Pool</th><th>Workers</th><th>Slots</th><th>Busy</th><th>Queued tasks</th></tr></thead>
-            <tbody>
-              {data.pools.map((p) => (
-                <tr key={p.pool} data-pool={p.pool}>
-                  <td>{p.pool}</td><td className="num">{p.workers}</td><td className="num">{p.slots}</td>
-                  <td className="num">{p.busy}</td><td className="num">{p.queue_depth}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+          <div className="table-scroll">
+            <table className="table" data-testid="pools">
+              <thead><tr><th>Pool</th><th>Workers</th><th>Slots</th><th>Busy</th><th>Queued tasks</th></tr></thead>
+              <tbody>
+                {data.pools.map((p) => (
+                  <tr key={p.pool} data-pool={p.pool}>
+                    <td>{p.pool}</td><td className="num">{p.workers}</td><td className="num">{p.slots}</td>
+                    <td className="num">{p.busy}</td><td className="num">{p.queue_depth}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
           <QueueCard />
           <Card title={`Pending instances (${data.pending.length})`}>
             {data.pending.length === 0 ? <p className="muted">None: every instance asked for has a worker slot.</p> : (

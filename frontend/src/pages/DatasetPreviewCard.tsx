@@ -8,6 +8,7 @@ import { api, unwrap } from "../api/client";
 import { BarChart } from "../components/BarChart";
 import { Card, ErrorBanner } from "../components/ui";
 import { useApiQuery } from "../lib/queries";
+import { newestVersions } from "../lib/modelVersions";
 
 type Preview = Awaited<ReturnType<typeof loadPreview>>;
 
@@ -24,7 +25,7 @@ export function DatasetPreviewCard() {
   const [model, setModel] = useState("");
   const [preview, setPreview] = useState<Preview | null>(null);
   const [error, setError] = useState<unknown>(null);
-  const ready = models.data?.data.filter((m) => m.state === "ready") ?? [];
+  const ready = newestVersions(models.data?.data.filter((m) => m.state === "ready") ?? []);
 
   const show = async () => {
     if (datasetId === null || !model) return;

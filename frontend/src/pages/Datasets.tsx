@@ -3,14 +3,14 @@
  * uploading a JSONL / Parquet / CSV file with its progress (a name already taken in the team is refused, 409), and
  * the preview of a dataset through a model's chat template with its prompt-length histogram (DatasetPreviewCard).
  */
-import { useState } from "react";
 import { api, unwrap } from "../api/client";
 import type { Dataset } from "../api/types";
 import { Card, ErrorBanner, formatTime } from "../components/ui";
 import { queryClient, useApiQuery } from "../lib/queries";
-import { progressText, uploadWithProgress, type UploadProgress } from "../lib/upload";
 import { useSession } from "../session";
 import { DatasetPreviewCard } from "./DatasetPreviewCard";
+import { DATASET_ACCEPT, DATASET_EXTENSIONS } from "./DatasetUpload";
+import { FileUpload } from "../components/FileUpload";
 
 const kilobytes = (bytes: number) => `${(bytes / 1e3).toFixed(1)} kB`;
 
@@ -45,48 +45,24 @@ function DatasetsTable() {
 }
 
 function DatasetUploadCard() {
-  const [file, setFile] = useState<File | null>(null);
-  const [name, setName] = useState("");
-  const [progress, setProgress] = useState<UploadProgress | null>(null);
-  const [done, setDone] = useState<string | null>(null);
-  const [error, setError] = useState<unknown>(null);
-  const busy = progress !== null && done === null && error === null;
-
-  const upload = async () => {
-    if (!file) return;
-    const form = new FormData();
-    form.append("file", file);
-    form.append("name", name || file.name.replace(/\.(jsonl?|parquet|csv)$/, ""));
-    setError(null);
-    setDone(null);
-    setProgress({ sent: 0, total: file.size });
-    try {
-      const dataset = await uploadWithProgress<Dataset>("/api/v1/datasets", form, setProgress);
-      setDone(`uploaded ${dataset.name}: ${dataset.row_count} rows`);
-      await queryClient.invalidateQueries({ queryKey: ["datasets"] });
-    } catch (err) {
-      setError(err);
-    }
-  };
-
   return (
     <Card title="Upload a dataset">
       <p className="muted">
         JSONL, Parquet or CSV rows with a <code>prompt</code> (text or chat messages) or OpenAI <code>messages</code>;
         other columns reach the reward. A bad row is named and nothing is stored.
       </p>
-      <ErrorBanner error={error} />
-      <div className="row inline-form">
-        <input name="dataset_upload_file" type="file" accept=".jsonl,.json,.parquet,.csv" onChange={(e) => setFile(e.target.files?.[0] ?? null)} />
-        <input name="dataset_upload_name" placeholder="dataset name (default: file name)" value={name} onChange={(e) => setName(e.target.value)} />
-        <button type="button" onClick={() => void upload()} disabled={!file || busy}>{busy ? "Uploading…" : "Upload dataset"}</button>
-      </div>
-      {progress ? (
-        <div data-testid="dataset-upload-progress">
-          <progress max={progress.total || 1} value={progress.sent} /> <span className="muted">{progressText(progress)}</span>
-        </div>
-      ) : null}
-      {done ? <p data-testid="dataset-upload-done">{done}</p> : null}
+      <FileUpload<Dataset>
+        url="/api/v1/datasets"
+        accept={DATASET_ACCEPT}
+        extensions={DATASET_EXTENSIONS}
+        fileInput="dataset_upload_file"
+        nameInput="dataset_upload_name"
+        namePlaceholder="dataset name (default: file name)"
+        button="Upload dataset"
+        testId="dataset-upload"
+        describe={(d) => `uploaded ${d.name}: ${d.row_count} rows`}
+        onUploaded={() => queryClient.invalidateQueries({ queryKey: ["datasets"] })}
+      />
     </Card>
   );
 }

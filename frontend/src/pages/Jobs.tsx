@@ -79,23 +79,25 @@ export function JobsPage() {
         </div>
       </div>
       <ErrorBanner error={error} />
-      <table className="table" data-testid="jobs-table">
-        <thead>
-          <tr>
-            <th aria-label="select" />
-            {COLUMNS.map(([key, label]) => (
-              <th key={key} className="sortable" onClick={() => sortBy(key)} aria-sort={sort.key === key ? (sort.desc ? "descending" : "ascending") : "none"}>
-                {label}{sort.key === key ? (sort.desc ? " ▾" : " ▴") : ""}
-              </th>
+      <div className="table-scroll">
+        <table className="table runs-table" data-testid="jobs-table">
+          <thead>
+            <tr>
+              <th aria-label="select" />
+              {COLUMNS.map(([key, label]) => (
+                <th key={key} className="sortable" onClick={() => sortBy(key)} aria-sort={sort.key === key ? (sort.desc ? "descending" : "ascending") : "none"}>
+                  {label}{sort.key === key ? (sort.desc ? " ▾" : " ▴") : ""}
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((run) => (
+              <RunRow key={run.id} run={run} selected={selected.includes(run.id)} onToggle={() => toggle(run.id)} onTag={(tag) => setFilter("tag", tag)} />
             ))}
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map((run) => (
-            <RunRow key={run.id} run={run} selected={selected.includes(run.id)} onToggle={() => toggle(run.id)} onTag={(tag) => setFilter("tag", tag)} />
-          ))}
-        </tbody>
-      </table>
+          </tbody>
+        </table>
+      </div>
       {data && rows.length === 0 ? <p className="muted empty">No jobs{filters.status || filters.tag || filters.q || unhealthyOnly ? " match the filters" : " yet"}.</p> : null}
       {data ? <p className="muted">{data.count} job(s){selected.length ? ` · ${selected.length} selected` : ""}</p> : null}
     </div>

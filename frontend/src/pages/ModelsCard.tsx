@@ -1,7 +1,8 @@
 /**
- * Registered models of the team (what the submit form offers) with their state and card, and registering one: by
- * server-side path, or by Hugging Face Hub id + revision (downloaded in the background; the table follows its
- * progress until it is ready or failed).
+ * Registered models of the team (what the submit form offers) with their version, state and card, and registering
+ * one: by server-side path, or by Hugging Face Hub id + revision (downloaded in the background; the table follows its
+ * progress until it is ready or failed). A name registered again is listed as its next version (a job takes the
+ * newest); a version is deleted from its row, refused (409, shown) while an unfinished job uses it.
  */
 import { useEffect, useState, type FormEvent } from "react";
 import { api, unwrap } from "../api/client";
@@ -44,6 +45,17 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
     return () => window.clearInterval(timer);
   }, [downloading, models]);
 
+  const remove = async (model: Model) => {
+    if (!window.confirm(`Delete model "${model.name}" version ${model.version}?`)) return;
+    setError(null);
+    try {
+      await unwrap(api.DELETE("/api/v1/models/{model_id}", { params: { path: { model_id: model.id } } }));
+      await models.reload();
+    } catch (err) {
+      setError(err);
+    }
+  };
+
   const register = async (e: FormEvent) => {
     e.preventDefault();
     setError(null);
@@ -61,22 +73,33 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
   return (
     <Card title="Models">
       <ErrorBanner error={error ?? models.error} />
-      <table className="table compact" data-testid="models">
-        <thead>
-          <tr><th>Name</th><th>State</th><th>Model card</th><th>Source</th><th>Registered</th></tr>
-        </thead>
-        <tbody>
-          {models.data?.data.map((m) => (
-            <tr key={m.id} data-testid={`model-${m.name}`}>
-              <td>{m.name}</td>
-              <td>{m.state}</td>
-              <td><ModelCardCell model={m} /></td>
-              <td>{m.source === "hub" ? <code>{m.hub_id}@{m.revision}</code> : <code title={m.path}>{m.source}</code>}</td>
-              <td>{formatTime(m.created_at)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <div className="table-scroll">
+        <table className="table compact" data-testid="models">
+          <thead>
+            <tr><th>Name</th><th>Version</th><th>State</th><th>Model card</th><th>Source</th><th>Registered</th>{canWrite ? <th /> : null}</tr>
+          </thead>
+          <tbody>
+            {models.data?.data.map((m, i, all) => {
+              const newest = all.findIndex((other) => other.name === m.name) === i; // listed newest version first
+              return (
+                <tr key={m.id} data-testid={newest ? `model-${m.name}` : `model-${m.name}-v${m.version}`}>
+                  <td>{m.name}</td>
+                  <td data-testid="model-version">v{m.version}{newest && m.version > 1 ? <span className="pill">newest</span> : null}</td>
+                  <td>{m.state}</td>
+                  <td><ModelCardCell model={m} /></td>
+                  <td>{m.source === "hub" ? <code>{m.hub_id}@{m.revision}</code> : <code title={m.path}>{m.source}</code>}</td>
+                  <td>{formatTime(m.created_at)}</td>
+                  {canWrite ? (
+                    <td>
+                      <button className="link danger" aria-label={`delete ${m.name} v${m.version}`} onClick={() => void remove(m)}>delete</button>
+                    </td>
+                  ) : null}
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
       {canWrite ? (
         <form className="row inline-form" onSubmit={register}>
           <input name="model_name" placeholder="model name" value={name} onChange={(e) => setName(e.target.value)} required />
@@ -92,7 +115,7 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
             required
           />
           {fromHub ? <input name="model_revision" placeholder="revision" value={revision} onChange={(e) => setRevision(e.target.value)} /> : null}
-          <button type="submit">Register model</button>
+          <button type="submit" title="a name already registered gets its next version">Register model</button>
         </form>
       ) : null}
     </Card>

@@ -36,29 +36,31 @@ export function SessionsPage() {
       {rows.length === 0 && !sessions.isLoading ? (
         <p className="muted" data-testid="no-sessions">No Tinker training clients yet (docs/tinker.md: point the tinker SDK at this server).</p>
       ) : (
-        <table className="table" data-testid="sessions-table">
-          <thead>
-            <tr>
-              <th>model id</th><th>owner</th><th>base model</th><th>status</th><th>steps</th><th>last call</th>
-              <th>checkpoints</th><th>user metadata</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((s) => (
-              <tr key={s.job_id} data-testid={`session-${s.job_id}`} className={selected === s.job_id ? "selected" : ""}
-                  onClick={() => setSelected(s.job_id)} style={{ cursor: "pointer" }}>
-                <td><Link to={`/jobs/${s.job_id}`}>{s.model_id}</Link></td>
-                <td>{s.owner ?? "—"}{s.api_key ? <span className="muted"> · key {s.api_key}</span> : null}</td>
-                <td>{s.base_model}{s.lora_rank ? <span className="muted"> · LoRA {s.lora_rank}</span> : null}</td>
-                <td><StatusBadge status={s.status} />{s.parked ? <span className="muted" data-testid="parked"> parked</span> : null}</td>
-                <td>{s.steps}</td>
-                <td>{formatTime(s.last_call)}</td>
-                <td>{s.checkpoints?.length ?? 0}</td>
-                <td><Metadata value={s.user_metadata} /></td>
+        <div className="table-scroll">
+          <table className="table" data-testid="sessions-table">
+            <thead>
+              <tr>
+                <th>model id</th><th>owner</th><th>base model</th><th>status</th><th>steps</th><th>last call</th>
+                <th>checkpoints</th><th>user metadata</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {rows.map((s) => (
+                <tr key={s.job_id} data-testid={`session-${s.job_id}`} className={selected === s.job_id ? "selected" : ""}
+                    onClick={() => setSelected(s.job_id)} style={{ cursor: "pointer" }}>
+                  <td><Link to={`/jobs/${s.job_id}`}>{s.model_id}</Link></td>
+                  <td>{s.owner ?? "—"}{s.api_key ? <span className="muted"> · key {s.api_key}</span> : null}</td>
+                  <td>{s.base_model}{s.lora_rank ? <span className="muted"> · LoRA {s.lora_rank}</span> : null}</td>
+                  <td><StatusBadge status={s.status} />{s.parked ? <span className="muted" data-testid="parked"> parked</span> : null}</td>
+                  <td>{s.steps}</td>
+                  <td>{formatTime(s.last_call)}</td>
+                  <td>{s.checkpoints?.length ?? 0}</td>
+                  <td><Metadata value={s.user_metadata} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       )}
       {selected !== null ? <SessionDetail jobId={selected} /> : null}
     </div>
@@ -109,14 +111,16 @@ function SessionDetail({ jobId }: { jobId: number }) {
           </div>
           <h3>checkpoints</h3>
           {data.checkpoints?.length ? (
-            <table className="table" data-testid="session-checkpoints">
-              <thead>
-                <tr><th>path</th><th>type</th><th>saved</th><th>expiry</th><th>visibility</th><th>user metadata</th></tr>
-              </thead>
-              <tbody>
-                {data.checkpoints.map((c) => <CheckpointRow key={c.tinker_path} checkpoint={c} />)}
-              </tbody>
-            </table>
+            <div className="table-scroll">
+              <table className="table" data-testid="session-checkpoints">
+                <thead>
+                  <tr><th>path</th><th>type</th><th>saved</th><th>expiry</th><th>visibility</th><th>user metadata</th></tr>
+                </thead>
+                <tbody>
+                  {data.checkpoints.map((c) => <CheckpointRow key={c.tinker_path} checkpoint={c} />)}
+                </tbody>
+              </table>
+            </div>
           ) : (
             <p className="muted">No named saves.</p>
           )}

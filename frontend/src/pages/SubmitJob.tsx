@@ -17,6 +17,7 @@ import { chooseLora, DEFAULT_FORM, fromSpec, localErrors, lrNote, mergeSpec, par
 import { trackersOf, withTrackers, type TrackerChoice } from "../lib/trackers";
 import { TrackerPicker } from "../components/TrackerPicker";
 import { useApiQuery, useJob } from "../lib/queries";
+import { newestVersions } from "../lib/modelVersions";
 import { useSession } from "../session";
 import { ALGORITHMS, DISPATCH_POLICIES, ENGINES, MODES } from "../lib/choices";
 import { RewardFields } from "./RewardFields";
@@ -43,7 +44,7 @@ function SubmitJobForm() {
   const [form, setForm] = useState<JobForm>(DEFAULT_FORM);
   const modelsQuery = useApiQuery(["models"], () => unwrap(api.GET("/api/v1/models")));
   const datasetsQuery = useApiQuery(["datasets"], () => unwrap(api.GET("/api/v1/datasets")));
-  const models: Model[] = modelsQuery.data?.data ?? [];
+  const models: Model[] = newestVersions(modelsQuery.data?.data ?? []); // a name means its newest version
   const datasets: Dataset[] = datasetsQuery.data?.data ?? [];
   const [fields, setFields] = useState<Record<string, string>>({});
   const [error, setError] = useState<unknown>(null);
