@@ -143,6 +143,7 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
         status=JobStatus.queued,
         target_instances=target,
         autoscale=spec.autoscale.policy == "auto",
+        model_id=model.id,  # the newest version now; the job keeps it when the name gets a newer one
     )
     session.add(job)
     session.flush()
