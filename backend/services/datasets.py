@@ -18,14 +18,22 @@ from sqlalchemy.orm import Session
 from backend.db.models import Dataset, Team, User
 from backend.private_files import private_dir, write_private
 from backend.services.dataset_formats import parse_upload
-from backend.services.errors import Conflict, InvalidInput, PayloadTooLarge, not_found
+from backend.services.errors import Conflict, InvalidInput, PayloadTooLarge, ServiceError, not_found
 from backend.services.models import HUB_ID_PATTERN, REVISION_PATTERN
 from backend.services.strict_json import BadJson, check_text
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.datasets import upload_dataset
 
 CHUNK_BYTES = 1 << 20
 
 
 MULTIPART_OVERHEAD = 64 * 1024  # what multipart framing may add to a file in a request's declared Content-Length
+
+
+class StoreUnavailable(ServiceError):
+    """The artifact store (STREAMRL_ARTIFACTS) refused or did not answer: nothing was kept."""
+
+    status_code = 503
 
 
 def read_upload(stream: BinaryIO, *, declared_bytes: int, max_bytes: int) -> bytes:
@@ -111,6 +119,11 @@ def create_dataset(
     path = artifact_dir / "datasets" / str(team.id) / f"{dataset.id}.jsonl"
     private_dir(path.parent)  # 0700; the file 0600 (backend/private_files.py)
     write_private(path, content)
+    try:  # hosts without the shared volume read it from the store (contract/artifact_store/datasets.py)
+        upload_dataset(team.id, dataset.id, path, artifact_dir)
+    except ArtifactStoreError as err:
+        path.unlink(missing_ok=True)
+        raise StoreUnavailable(f"the dataset could not be stored: {err}") from err
     dataset.storage_path = str(path)
     session.flush()
     return dataset

@@ -23,9 +23,16 @@ from contract.artifact_store.base import (
     Manifest,
 )
 from contract.artifact_store.config import artifact_store, open_store
-from contract.artifact_store.keys import checkpoint_key, checkpoints_prefix, weights_key, weights_prefix
+from contract.artifact_store.keys import (
+    checkpoint_key,
+    checkpoints_prefix,
+    dataset_key,
+    weights_key,
+    weights_prefix,
+)
 
 __all__ = [
     "MANIFEST", "ArtifactStore", "ArtifactStoreDenied", "ArtifactStoreError", "ArtifactStoreFull", "Manifest",
-    "artifact_store", "checkpoint_key", "checkpoints_prefix", "open_store", "weights_key", "weights_prefix",
+    "artifact_store", "checkpoint_key", "checkpoints_prefix", "dataset_key", "open_store", "weights_key",
+    "weights_prefix",
 ]

@@ -67,9 +67,10 @@ class Manifest:
         return Manifest({p: (f["sha256"], int(f["size"])) for p, f in files.items()})
 
 
-def manifest_of(directory: Path) -> Manifest:
+def manifest_of(directory: Path, names: list[str] | None = None) -> Manifest:
     files = {}
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+    chosen = [directory / n for n in names] if names is not None else directory.rglob("*")
+    for path in sorted(p for p in chosen if p.is_file()):
         files[path.relative_to(directory).as_posix()] = (file_sha256(path), path.stat().st_size)
     return Manifest(files)
 
@@ -129,10 +130,10 @@ class ArtifactStore(ABC):
                 time.sleep(wait_s)
                 wait_s = min(wait_s * 2, 5.0)
 
-    def put_dir(self, key: str, source: Path) -> Manifest:
-        """Upload every file under `source` to `<key>/...`, then the manifest. A version already complete under `key`
-        is replaced: its manifest goes first, so no reader mixes its files with the new ones."""
-        manifest = manifest_of(source)
+    def put_dir(self, key: str, source: Path, names: list[str] | None = None) -> Manifest:
+        """Upload every file under `source` (or the files `names` in it) to `<key>/...`, then the manifest. A version
+        already complete under `key` is replaced: its manifest goes first, so no reader mixes old and new files."""
+        manifest = manifest_of(source, names)
         if self.manifest(key) is not None:
             self._retrying(f"retracting {key}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
         with ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as pool:  # parts of each file go in parallel too

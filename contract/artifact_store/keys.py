@@ -26,3 +26,8 @@ def weights_prefix(team_id: int, job_id: int) -> str:
 
 def weights_key(team_id: int, job_id: int, version: int) -> str:
     return f"{weights_prefix(team_id, job_id)}/v{version:06d}"
+
+
+def dataset_key(team_id: int, dataset_id: int) -> str:
+    """An uploaded dataset: one version holding `<id>.jsonl`."""
+    return f"{team_prefix(team_id)}/datasets/{dataset_id}"

@@ -15,6 +15,8 @@ from typing import Any
 from redis import Redis
 
 from contract import keys
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.datasets import local_dataset
 from contract.reporter import Reporter
 from contract.rewards.model_graders import model_refs
 from contract.spec import JobSpec
@@ -99,9 +101,16 @@ def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifact
         raise JobSetupError(f"dataset {record.spec.dataset.id} not found in this team")
     job_dir = artifacts / "jobs" / str(job_id)
     job_dir.mkdir(parents=True, exist_ok=True)
+    dataset_path = record.dataset_path
+    if dataset_path is not None and record.spec.dataset.id is not None:  # a host without the shared volume
+        try:
+            dataset_path = str(local_dataset(record.team_id, record.spec.dataset.id, Path(dataset_path), artifacts))
+        except (ArtifactStoreError, FileNotFoundError) as err:
+            raise JobSetupError(f"dataset {record.spec.dataset.id} cannot be read from the artifact store: "
+                                f"{err}") from err
     return JobContext(job_id=job_id, team_id=record.team_id, spec=record.spec,
                       model_dir=resolve_model_dir(record.spec.model, record.model_path), job_dir=job_dir,
-                      reporter=reporter, redis=client, dataset_path=record.dataset_path, epoch=record.epoch, node=node,
+                      reporter=reporter, redis=client, dataset_path=dataset_path, epoch=record.epoch, node=node,
                       recorded_through=record.recorded_through,
                       grader_models=resolve_grader_models(record.spec, record.grader_models),
                       teacher_dir=resolve_teacher(record.spec, record.teacher_path),
