@@ -205,3 +205,91 @@ def test_inference_calls_are_metered_under_the_callers_key(platform: Any, setup:
     other = httpx.get(setup.url.removesuffix("/openai/v1") + "/api/v1/usage", params={"group_by": "key"},
                       headers={"Authorization": f"Bearer {setup.other_key}"}).json()
     assert all(r["name"] != "sdk" for r in other["rows"])  # another team sees none of it
+
+
+def _second_adapter(platform: Any, root: Path) -> str:
+    """Another LoRA job of the team over chat-tiny with a checkpoint of its own adapter; its `job:<id>@1` id."""
+    import torch
+
+    from workers.models import lora
+    from workers.training.trainer import load_policy
+
+    with platform.backend.session() as session:
+        base = session.query(Model).filter_by(team_id=platform.team.id, name="chat-tiny").one()
+        torch.manual_seed(11)
+        wrapped = lora.wrap(load_policy(Path(base.path), torch.device("cpu")), SPEC)
+        with torch.no_grad():
+            for name, param in wrapped.named_parameters():
+                if ".lora_B." in name:
+                    param.normal_(0.0, 0.5)
+        adapter = lora.adapter_state(wrapped)
+        checkpoint = root / "iter-1"
+        lora.write_adapter(checkpoint / lora.ADAPTER_DIR, adapter, lora.adapter_config_json(SPEC, adapter))
+        team, user = session.get(Team, platform.team.id), session.get(User, platform.user.id)
+        spec = JobSpec.model_validate({
+            "name": "lora-two", "model": "chat-tiny", "dataset": {"builtin": "arithmetic", "num_prompts": 8},
+            "reward": {"type": "exact_match"}, "training": {"iterations": 1, "lora": SPEC.model_dump()}})
+        job = create_job(session=session, team=team, user=user, spec=spec)
+        job.status, job.finished_at = JobStatus.succeeded, datetime.now(UTC)
+        session.add(Checkpoint(job_id=job.id, iteration=1, path=str(checkpoint)))
+        session.flush()
+        return f"job:{job.id}@1"
+
+
+def test_deployment_scales_from_zero_batches_two_adapters_and_back(platform: Any, setup: Setup,
+                                                                  tmp_path: Path) -> None:
+    """A deployment with min_replicas 0: the first requests (two adapters, at once) start one replica and wait for
+    it; it generates both in one batch (the same replica, a step with both adapters), each with its own adapter's
+    greedy tokens; then, idle, it scales back to zero and gives its generation slot back."""
+    import threading
+
+    import httpx
+
+    from contract import keys
+    from contract.leases import live
+
+    second = _second_adapter(platform, tmp_path)
+    api = httpx.Client(base_url=setup.url.removesuffix("/openai/v1") + "/api/v1",
+                       headers={"Authorization": f"Bearer {setup.key}"}, timeout=30)
+    client = openai.OpenAI(base_url=setup.url, api_key=setup.key, max_retries=0)
+    second_job = second.removeprefix("job:").removesuffix("@1")
+    first = next(m.id for m in client.models.list()  # the setup's LoRA checkpoint, by its ft: id
+                 if m.id.endswith(":ckpt-step-1") and not m.id.endswith(f":{second_job}:ckpt-step-1"))
+    created = api.post("/deployments", json={"name": "sums-live", "base_model": "chat-tiny", "adapters": [
+        first, second], "min_replicas": 0, "max_replicas": 1, "idle_s": 2})
+    assert created.status_code == 201, created.text
+    deployment = created.json()
+    assert deployment["replicas"] == []
+
+    answers: dict[str, Any] = {}
+    barrier = threading.Barrier(2)
+
+    def ask(model: str) -> None:
+        barrier.wait()
+        answers[model] = client.chat.completions.create(model=model, messages=MESSAGES, temperature=0, max_tokens=8)
+
+    threads = [threading.Thread(target=ask, args=(model,)) for model in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=150)
+    assert set(answers) == {first, second}
+    replica = keys.replica_key(deployment["id"], 0)
+    assert answers[first].system_fingerprint == answers[second].system_fingerprint == replica
+    want_first = engine_greedy(setup.model_dir, setup.adapter_dir, max_tokens=8)
+    want_second = engine_greedy(setup.model_dir, tmp_path / "iter-1" / "adapter", max_tokens=8)
+    assert want_first.text != want_second.text  # two different adapters ...
+    assert answers[first].choices[0].message.content == want_first.text  # ... each answering with its own
+    assert answers[second].choices[0].message.content == want_second.text
+
+    shown = api.get(f"/deployments/{deployment['id']}").json()
+    assert shown["metrics"]["batches"]["max_adapters"] == 2 and shown["metrics"]["batches"]["replica"] == replica
+    assert shown["metrics"]["requests"] == 2 and shown["metrics"]["p99_latency_s"] > 0
+    assert shown["metrics"]["tokens_per_s"] > 0
+    named = client.chat.completions.create(model="sums-live", messages=MESSAGES, temperature=0, max_tokens=8)
+    assert named.choices[0].message.content == want_first.text  # the name serves its first adapter
+
+    wait_until(lambda: api.get(f"/deployments/{deployment['id']}").json()["replicas"] == [], 40,
+               "the idle replica to stop (scale to zero)")
+    assert all(lease.id != replica for lease in live(platform.client))
+    assert api.delete(f"/deployments/{deployment['id']}").status_code == 204

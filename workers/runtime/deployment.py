@@ -52,6 +52,8 @@ class DeploymentReplica(InferenceInstance):
                          idle_s=float(config["idle_s"]), node=node, device=device)
         self.deployment_id, self.replica, self.version = deployment_id, replica, int(config["version"])
         self.adapters: dict[str, str] = dict(config.get("adapters") or {})
+        # the engine's adapter names: model ids hold ':', '@' and '.', which peft's module keys cannot
+        self.names = {model_id: f"adapter{index}" for index, model_id in enumerate(self.adapters)}
         self.requests_key = keys.inference_requests(keys.deployment_key(deployment_id))  # shared by the replicas
         self.max_adapters = 0
         self._apply(config)
@@ -79,8 +81,8 @@ class DeploymentReplica(InferenceInstance):
 
     def _load(self) -> HFEngine:
         engine = MultiLoraEngine(self.model_dir, max_batch_size=MAX_BATCH, device=self.device)
-        for name, directory in self.adapters.items():
-            engine.attach(name, lora_spec_of(directory)).update_weights(1, directory)
+        for model_id, directory in self.adapters.items():
+            engine.attach(self.names[model_id], lora_spec_of(directory)).update_weights(1, directory)
         return engine
 
     def _batcher(self) -> _Batcher:
@@ -99,7 +101,7 @@ class DeploymentReplica(InferenceInstance):
             self._refuse(request, f"the deployment serves no adapter {str(adapter)[:200]!r}")
             return
         for generation_request in super()._admit(raw):
-            yield _with_adapter(generation_request, adapter)
+            yield _with_adapter(generation_request, None if adapter is None else self.names[adapter])
 
     def _on_step(self, rows: list[_Row], finished: set[int]) -> None:
         super()._on_step(rows, finished)
