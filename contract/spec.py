@@ -123,7 +123,8 @@ class EnvironmentSpec(StrictModel):
     optionally `TOOLS`, JSON-schema tool definitions). Each episode is one sample: the policy's turns are trained,
     the environment's tokens are context only (loss mask 0)."""
 
-    type: EnvironmentName = Field(..., description="built-in environment, or 'python' for your own `code`",
+    type: EnvironmentName = Field(..., description="built-in environment, 'python' for your own `code`, "
+                                  "'openenv' for an OpenEnv server at `url`, 'gateway' for your agent",
                                   json_schema_extra=choice_list(ENVIRONMENTS))
     params: dict[str, Any] = Field(default_factory=dict, description="parameters of a built-in environment")
     code: str | None = Field(None, max_length=100_000, description="type 'python': your environment's code, run in "

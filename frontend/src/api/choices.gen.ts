@@ -40,5 +40,6 @@ export const CHOICES = {
     { value: "guess_number", label: "Guess the number" },
     { value: "python", label: "Python (your code)" },
     { value: "gateway", label: "Gateway (your agent)" },
+    { value: "openenv", label: "OpenEnv (your server)" },
   ],
 } as const;

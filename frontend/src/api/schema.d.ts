@@ -2485,7 +2485,7 @@ export interface components {
             step_timeout_s?: number;
             /**
              * Type
-             * @description built-in environment, or 'python' for your own `code`
+             * @description built-in environment, 'python' for your own `code`, 'openenv' for an OpenEnv server at `url`, 'gateway' for your agent
              * @enum {string}
              */
             type: "calculator" | "guess_number" | "python" | "gateway" | "openenv";

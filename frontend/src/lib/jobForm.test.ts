@@ -126,6 +126,13 @@ describe("environment and reward params", () => {
     expect(fromSpec({ name: "x", environment: { type: "calculator", grader: null } })["environment.grader"]).toBe("off");
   });
 
+  it("sends an openenv environment's url (and clones it back)", () => {
+    const spec = toSpec({ ...DEFAULT_FORM, "environment.type": "openenv", "environment.url": " http://envs:8000 " });
+    expect(spec.environment).toMatchObject({ type: "openenv", url: "http://envs:8000" });
+    expect(toSpec({ ...DEFAULT_FORM, "environment.type": "calculator" }).environment).not.toHaveProperty("url");
+    expect(fromSpec({ name: "x", environment: { type: "openenv", url: "http://envs:8000" } })["environment.url"]).toBe("http://envs:8000");
+  });
+
   it("sends python environment code without params, and null without an environment", () => {
     const spec = toSpec({ ...DEFAULT_FORM, "environment.type": "python", "environment.params": "{}" });
     expect(spec.environment).toMatchObject({ type: "python", code: expect.stringContaining("def step(messages, row)") });

@@ -77,6 +77,7 @@ export const DEFAULT_FORM = {
   "environment.type": "", // "": single-turn (the reward scores one completion); else a built-in or "python"
   "environment.params": "", // a built-in's params, JSON or YAML
   "environment.code": DEFAULT_ENVIRONMENT_CODE,
+  "environment.url": "", // openenv: the OpenEnv server's base URL
   "environment.max_turns": "4",
   "environment.max_episode_tokens": "512",
   "environment.step_timeout_s": "2",
@@ -175,6 +176,7 @@ function environmentSpec(form: JobForm, parsed: ParsedTexts): Record<string, unk
   return {
     type,
     ...(type === "python" ? { code: form["environment.code"] } : Object.keys(params).length ? { params } : {}),
+    ...(type === "openenv" ? { url: form["environment.url"].trim() } : {}),
     max_turns: num(form["environment.max_turns"]),
     max_episode_tokens: num(form["environment.max_episode_tokens"]),
     step_timeout_s: num(form["environment.step_timeout_s"]),

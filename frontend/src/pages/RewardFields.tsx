@@ -49,6 +49,11 @@ function EnvironmentFields({ form, set, err }: Props) {
           <input name="step_timeout_s" inputMode="decimal" value={form["environment.step_timeout_s"]} onChange={set("environment.step_timeout_s")} />
         </Field>
       </div>
+      {form["environment.type"] === "openenv" && (
+        <Field label="OpenEnv server URL" error={err("environment.url")} hint="each episode is one WebSocket session of the server; episodes a dead server loses are retried">
+          <input name="environment_url" value={form["environment.url"]} onChange={set("environment.url")} placeholder="https://envs.example.com/my-env" />
+        </Field>
+      )}
       {python ? (
         <Field label="Environment code: reset(row), step(messages, row) (runs sandboxed)" error={err("environment.code", "environment")}>
           <textarea name="environment_code" className="mono" rows={9} value={form["environment.code"]} onChange={set("environment.code")} spellCheck={false} />
