@@ -381,6 +381,25 @@ class StreamRLClient(AlertsClient, TrackersClient):
     def list_evaluations(self, job_id: int | None = None) -> list[JSON]:
         return self._json("GET", "/evaluations", params={"job_id": job_id} if job_id else None)
 
+    # ---- deployments ------------------------------------------------------------------------------------------------
+    def create_deployment(self, body: dict[str, Any]) -> JSON:
+        return self._json("POST", "/deployments", json=body)
+
+    def list_deployments(self) -> list[JSON]:
+        return self._json("GET", "/deployments")
+
+    def get_deployment(self, deployment_id: int) -> JSON:
+        return self._json("GET", f"/deployments/{deployment_id}")
+
+    def update_deployment(self, deployment_id: int, changes: dict[str, Any]) -> JSON:
+        return self._json("PATCH", f"/deployments/{deployment_id}", json=changes)
+
+    def delete_deployment(self, deployment_id: int) -> None:
+        self._json("DELETE", f"/deployments/{deployment_id}")
+
+    def promote_checkpoint(self, body: dict[str, Any]) -> JSON:
+        return self._json("POST", "/deployments/promote", json=body)
+
     def stream_job(self, job_id: int) -> Iterator[SSEEvent]:
         """Live events of a job (`metrics`, `event`, `status`, `timeline`, `samples`) until the server ends the
         stream. No read timeout: the generator blocks until the next event; close it to stop listening."""

@@ -33,6 +33,7 @@ COMMAND_MODULES = [
     "streamrl.cli.train_cmds",  # train-local, sft (single-process RL and SFT warm start)
     "streamrl.cli.checkpoints",  # checkpoints list|download
     "streamrl.cli.eval_cmds",  # eval run|get|list (evaluation suites on demand)
+    "streamrl.cli.deployment_cmds",  # deployments create|list|show|update|promote|delete
     "streamrl.cli.alerts",  # alerts list|create|update|delete|test|log
     "streamrl.cli.trackers",  # trackers list|set|delete|runs
     "streamrl.cli.cluster",  # cluster (workers, slots, queues, pending instances)
