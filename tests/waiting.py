@@ -59,15 +59,16 @@ def wait_until(check: Callable[[], Any], timeout_s: float, what: str, poll_s: fl
 
 
 @contextmanager
-def api_in_thread(settings: Any, **uvicorn_options: Any) -> Iterator[str]:
-    """The platform's API (`create_app(settings)`) on a real uvicorn server in a daemon thread of this process, on a
-    free loopback port; yields its base URL and stops it on exit. Real HTTP, so SSE streams and the official
-    clients (openai, tinker) talk to it unchanged."""
+def api_in_thread(settings: Any, port: int | None = None, **uvicorn_options: Any) -> Iterator[str]:
+    """The platform's API (`create_app(settings)`) on a real uvicorn server in a daemon thread of this process, on
+    `port` (default: a free loopback port); yields its base URL and stops it on exit. Real HTTP, so SSE streams and
+    the official clients (openai, tinker) talk to it unchanged."""
     import uvicorn
 
     from backend.main import create_app
 
-    config = uvicorn.Config(create_app(settings), port=free_port(), log_level="warning", **uvicorn_options)
+    config = uvicorn.Config(create_app(settings), port=port or free_port(), log_level="warning",
+                            **uvicorn_options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

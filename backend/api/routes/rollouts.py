@@ -18,11 +18,12 @@ from fastapi import APIRouter, Body, Depends, Header, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
-from backend.api.deps import MemberAuth, RedisDep, SessionDep, reject_unknown_query
+from backend.api.deps import MemberAuth, RedisDep, SessionDep, SettingsDep, reject_unknown_query
 from backend.api.routes.openai_compat import OpenAIRoute
 from backend.db.models import Job
 from backend.services import rollout_gateway as gateway
 from backend.services.openai_compat import OpenAIError
+from contract.signing import SIGNATURE_HEADER, agent_secret
 
 router = APIRouter(route_class=OpenAIRoute, include_in_schema=False, dependencies=[Depends(reject_unknown_query)])
 
@@ -55,6 +56,21 @@ def claim_episode(job_id: int, auth: MemberAuth, session: SessionDep, client: Re
     session.close()
     claimed = gateway.claim(client, job_id, f"{str(http.base_url).rstrip('/')}/api/v1")
     return Response(status_code=204) if claimed is None else claimed
+
+
+@router.get("/jobs/{job_id}/rollouts/agent")
+def agent_signing(job_id: int, auth: MemberAuth, session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    """What a remote agent (`agent.url`) needs to check that a POST to its /rollout came from this platform: the
+    header and the job's secret (HMAC-SHA256 of the raw body, contract/signing.py)."""
+    job = session.scalar(select(Job).where(Job.id == job_id, Job.team_id == auth.team.id))
+    if job is None:
+        raise OpenAIError(f"job {job_id} does not exist", code="job_not_found", status_code=404)
+    agent = job.spec.get("agent") or {}
+    if not agent.get("url"):
+        raise OpenAIError(f"job {job_id} has no agent.url", param="agent.url")
+    return {"job": job_id, "url": agent["url"], "signature_header": SIGNATURE_HEADER,
+            "signing_secret": agent_secret(settings.secret_key, job_id),
+            "signature": "sha256=<hex HMAC-SHA256 of the raw request body under signing_secret>"}
 
 
 @router.get("/rollouts/{episode_id}/v1/models")
