@@ -6,14 +6,14 @@ leaves the reward to the job's grader) and raises AgentCodeFailed with the reaso
 never the job.
 
 The packages are built in the background from the instance's start (the first episodes wait for them); a build
-failure is said once as a job event naming the requirement (`agent_packages`), and every episode fails with it.
+failure (naming the requirement) or a host without the jail fails every episode with that reason, which the job's
+`reward_error` events and each sample's reward error show.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,12 +37,10 @@ class AgentCodeFailed(Exception):
 
 
 class JailedAgent:
-    def __init__(self, spec: AgentSpec, *, gateway_url: str, cache_dir: Path,
-                 say: Callable[[str, str], None] | None = None):
-        """`gateway_url`: the API's base URL as this worker reaches it (settings.public_url); `say(kind, message)`: a
-        job event."""
+    def __init__(self, spec: AgentSpec, *, gateway_url: str, cache_dir: Path):
+        """`gateway_url`: the API's base URL as this worker reaches it (settings.public_url)."""
         assert spec.code is not None
-        self.spec, self.gateway_url, self.say = spec, gateway_url, say
+        self.spec, self.gateway_url = spec, gateway_url
         self.stopped = threading.Event()
         self.http = httpx.Client(timeout=httpx.Timeout(spec.timeout_s, connect=10.0), follow_redirects=False,
                                  trust_env=False)
@@ -50,13 +48,8 @@ class JailedAgent:
         self.packages: Future[str | None] = self._builder.submit(self._build, cache_dir)
 
     def _build(self, cache_dir: Path) -> str | None:
-        try:
-            check_jail()
-            return ensure_packages(self.spec.requirements, cache_dir)
-        except (PackagesFailed, AgentJailUnavailable) as exc:
-            if self.say is not None:
-                self.say("agent_packages", str(exc))
-            raise
+        check_jail()
+        return ensure_packages(self.spec.requirements, cache_dir)
 
     def __call__(self, task: EpisodeTask) -> float | None:
         try:
