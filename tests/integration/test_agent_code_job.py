@@ -1,0 +1,129 @@
+"""An unmodified OpenAI Agents SDK agent (openai-agents 0.24: `Agent` + one `@function_tool` calculator, run by
+`Runner.run` on an `OpenAIChatCompletionsModel` whose `AsyncOpenAI` client has only `base_url` and `api_key` set) as
+`agent.code` with `agent.requirements`, on the real platform (Celery workers, Postgres, Redis, the API on uvicorn):
+the generation instance runs it per episode in the jail, its requirements installed from the package index, and
+the job trains to `succeeded`.
+
+Every trained token is a token the policy sampled for the agent: the agent returns as its reward its correctness
+plus 1/1000 of the completion tokens the gateway served it (the SDK's own usage count), and each stored sample's
+trained tokens (loss mask 1) number exactly that and carry a recorded behaviour logprob. Each episode's agent also
+tries to fork and to reach Postgres and Redis first (reward -1 if any of it worked): all refused, the episodes go on.
+Hostile agents failing their own episodes are tests/agents/test_agent_jail.py.
+The learning check (held-out reward rising on a model warmed on tool use) is not CI-sized and not here."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runtime_platform import Platform, base_spec
+from waiting import api_in_thread
+
+from contract.states import JobStatus
+from workers.agents.packages import ensure_packages
+from workers.rewards.jail import missing_piece
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow,
+              pytest.mark.skipif(missing_piece() is not None, reason=f"no jail here: {missing_piece()}")]
+REQUIREMENTS = ["openai-agents==0.24.0"]
+AGENT = '''
+import ast, operator, os, socket
+
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+from openai import AsyncOpenAI
+
+OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+       ast.USub: operator.neg}
+
+
+def _eval(node):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in OPS:
+        return OPS[type(node.op)](_eval(node.left), _eval(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in OPS:
+        return OPS[type(node.op)](_eval(node.operand))
+    raise ValueError("not arithmetic")
+
+
+@function_tool
+def calculate(expression: str) -> str:
+    """Evaluate an arithmetic expression such as 12 * (3 + 4)."""
+    try:
+        return str(_eval(ast.parse(expression, mode="eval").body))
+    except (ValueError, SyntaxError, ZeroDivisionError) as exc:
+        return f"error: {exc}"
+
+
+async def run(task, base_url, api_key):
+    escaped = []  # hostile on the side: each attempt must fail inside the jail
+    for attempt in (os.fork, lambda: socket.create_connection(("127.0.0.1", 5432), timeout=1),
+                    lambda: socket.create_connection(("127.0.0.1", 6379), timeout=1)):
+        try:
+            if attempt() == 0:
+                os._exit(0)  # the child of a fork that should not have happened
+            escaped.append(attempt)
+        except OSError:
+            pass
+    if escaped:
+        return -1.0
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=base_url, api_key=api_key)
+    agent = Agent(name="calculator", instructions="Solve the problem. Use the calculate tool, then answer with the "
+                  "number only.", tools=[calculate],
+                  model=OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client),
+                  model_settings=ModelSettings(max_tokens=12, temperature=1.0))
+    result = await Runner.run(agent, task["prompt"], max_turns=4)
+    correct = str(result.final_output).strip() == str(task["answer"]).strip()
+    return float(correct) + result.context_wrapper.usage.output_tokens / 1000
+'''
+
+
+@pytest.fixture(scope="module")
+def platform(pg_backend: Any, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    from workers.models import build_tiny_model
+
+    root = tmp_path_factory.mktemp("agent-code")
+    model_dir = build_tiny_model("chat-qwen2-1m", root / "chat", seed=0)
+    # the workers' package cache, warmed by the same code (pip from the index); kept across runs on this host like
+    # pip's own cache (a tree per requirements hash, read-only once complete)
+    packages = Path(tempfile.gettempdir()) / "streamrl-test-agent-packages"
+    ensure_packages(REQUIREMENTS, packages)
+    with api_in_thread(pg_backend.settings) as url, Platform.start(
+            pg_backend, redis_url, model_dir, generation_slots=2,
+            extra_env={"STREAMRL_PUBLIC_URL": url, "STREAMRL_AGENT_PACKAGES_DIR": str(packages)}) as running:
+        running.api_url = url  # type: ignore[attr-defined]
+        yield running
+
+
+def test_an_openai_agents_sdk_agent_trains_as_agent_code(platform: Platform) -> None:
+    spec = base_spec(environment={"type": "gateway", "max_turns": 4, "max_episode_tokens": 200},
+                     agent={"code": AGENT, "requirements": REQUIREMENTS, "concurrency": 4, "timeout_s": 120},
+                     algorithm={"name": "grpo", "group_size": 2},
+                     generation={"instances": 1, "batch_size": 8, "max_tokens": 12, "temperature": 1.0},
+                     training={"iterations": 2, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3})
+    del spec["reward"]
+    job_id = platform.submit_as(platform.team, platform.user, spec)
+    job = platform.wait_done(job_id, timeout_s=600)
+    assert job.status == JobStatus.succeeded, (job.error, platform.events(job_id)[-10:], platform.logs_tail())
+
+    headers = platform.backend.auth_headers(platform.user, platform.team)
+    checked = 0
+    with platform.backend.client() as api:
+        samples = api.get(f"/api/v1/jobs/{job_id}/samples", params={"limit": 1000}, headers=headers).json()["data"]
+        assert samples, platform.events(job_id)
+        for sample in samples:
+            record = api.get(f"/api/v1/jobs/{job_id}/samples/{sample['sample_id']}/tokens", headers=headers).json()
+            assert sample["reward_error"] is None and sample["reward"] >= 0, sample  # nothing escaped the jail
+            mask = record["loss_mask"] or [1] * len(record["pieces"])
+            trained = [i for i, m in enumerate(mask) if m]
+            served = round((record["reward"] % 1) * 1000)  # the completion tokens the SDK counted
+            assert len(trained) == served > 0, (sample["sample_id"], len(trained), record["reward"])
+            assert all(record["behaviour"][i] < 0 for i in trained)  # each a sampled token with its logprob
+            assert all(record["behaviour"][i] == 0.0 for i, m in enumerate(mask) if not m)  # context: none
+            checked += 1
+    print(f"samples {len(samples)}: {checked} checked token for token")
+    assert checked >= 1
