@@ -1,7 +1,7 @@
 """`agent.code`: the user's agent run per episode in the jail (jailed.py), its only network a relay to that episode's
 gateway (relay.py), its packages from `agent.requirements` (packages.py). One `JailedAgent` per generation instance;
 the instance's `AgentRuns` (workers/runtime/remote_agent.py) calls it on `agent.concurrency` threads, one episode
-each. It returns the reward the agent's `run` returned (None: the agent posted its own to `{base_url}/../reward`, or
+each. It returns the reward the agent's `run` returned (None: the agent posted its own to the reward route, or
 leaves the reward to the job's grader) and raises AgentCodeFailed with the reason otherwise: that episode fails,
 never the job.
 
