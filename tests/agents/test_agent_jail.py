@@ -71,6 +71,9 @@ def run(task, base_url, api_key):
                 "other_team_claim": 404, "huge_request": 413}
     if breaches or seen != expected:
         raise AssertionError(json.dumps({"breaches": breaches, "seen": seen}))
+    posted = status(root + "/reward", api_key, "POST", b'{"reward": 0.5}')  # its own reward ends its episode
+    if posted != 200:
+        raise AssertionError(f"reward: {posted}")
     return 1.0
 '''
 
@@ -140,6 +143,8 @@ def test_the_agent_reaches_its_own_gateway_and_nothing_else(gateway: tuple[str, 
         agent.close()
     assert client.lrange(keys.open_episodes(other_job), 0, -1) == [b"ep-other-team"]  # nobody claimed it
     assert client.hget(keys.episode(other.episode), "state") == b"claimed"
+    assert client.hmget(keys.episode(mine.episode), ["state", "reward"]) == [b"ended", b"0.5"]
+    client.delete(keys.ended(job_id, "i-test"))
     client.delete(keys.open_episodes(other_job), keys.episode(other.episode), keys.episode(mine.episode))
 
 
