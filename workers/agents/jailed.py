@@ -142,7 +142,8 @@ def _collect(proc: subprocess.Popen[bytes], rep_r: int, out_r: int, deadline: fl
                 return reply, "the episode was abandoned (its job or instance stopped)", tail.decode(errors="replace")
             left = deadline - time.monotonic()
             if left <= 0:
-                return reply, f"time limit exceeded (agent.timeout_s={timeout_s:g})", tail.decode(errors="replace")
+                return reply, f"time limit exceeded (agent.timeout_s: the agent ran {timeout_s:.3g}s)", tail.decode(
+                    errors="replace")
             for key, _ in selector.select(min(left, 0.5)):
                 data = os.read(key.fd, 65536)
                 if key.fd == out_r:

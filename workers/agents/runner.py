@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +53,7 @@ class JailedAgent:
         return ensure_packages(self.spec.requirements, cache_dir)
 
     def __call__(self, task: EpisodeTask) -> float | None:
+        started = time.monotonic()  # agent.timeout_s counts from here, waiting for the packages included
         try:
             packages = self.packages.result(timeout=self.spec.timeout_s)
         except (PackagesFailed, AgentJailUnavailable) as exc:
@@ -61,11 +63,14 @@ class JailedAgent:
                                   f"{self.spec.timeout_s:g}") from None
         if self.stopped.is_set():
             raise AgentCodeFailed("the instance stopped")
+        left = self.spec.timeout_s - (time.monotonic() - started)
+        if left <= 0:
+            raise AgentCodeFailed(f"agent.timeout_s={self.spec.timeout_s:g} spent waiting for agent.requirements")
         relay = EpisodeRelay(self.http, self.gateway_url, task.episode)
         try:
             assert self.spec.code is not None
             result = run_agent(self.spec.code, task.task, task.api_key, relay.path, packages=packages,
-                               timeout_s=self.spec.timeout_s, memory_mb=self.spec.memory_mb, cancel=self.stopped)
+                               timeout_s=left, memory_mb=self.spec.memory_mb, cancel=self.stopped)
         finally:
             relay.close()
         if result.error is not None:
