@@ -31,6 +31,7 @@ from waiting import api_in_thread, free_port
 from backend.db.models import JobEvent, Team, User
 from backend.services.auth import new_api_key
 from contract import keys
+from contract.settings import get_settings
 from contract.signing import SIGNATURE_HEADER, sign
 from contract.states import JobStatus
 
@@ -62,8 +63,13 @@ def platform(pg_backend: Any, redis_url: str, tmp_path_factory: pytest.TempPathF
     env = {"STREAMRL_PUBLIC_URL": f"http://127.0.0.1:{api_port}", "STREAMRL_EGRESS_ALLOW": "127.0.0.1"}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STREAMRL_EGRESS_ALLOW", "127.0.0.1")
-        with Platform.start(pg_backend, redis_url, model_dir, generation_slots=2, extra_env=env) as running:
-            yield running
+        get_settings.cache_clear()
+        try:
+            with Platform.start(pg_backend, redis_url, model_dir, generation_slots=2, extra_env=env) as running:
+                yield running
+        finally:
+            patch.undo()
+            get_settings.cache_clear()
 
 
 @pytest.fixture(scope="module")
