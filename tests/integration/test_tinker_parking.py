@@ -26,11 +26,11 @@ import tinker
 from runtime_platform import Platform, base_spec, wait_until
 from sqlalchemy import select
 from tinker import types
+from tinker_client import api_key, sft_batch
 from waiting import api_in_thread, stop_process_groups
 
 from backend.db import JobEvent, JobStatus
-from backend.db.models import Job, Team, User
-from backend.services.auth import new_api_key
+from backend.db.models import Job
 from contract import keys
 from contract.liveness import Timeouts
 
@@ -56,24 +56,11 @@ def parking(pg_backend: Any, redis_url: str, tiny_model_dir: Path) -> Iterator[t
             yield platform, f"{url}/tinker"
 
 
-def _key(platform: Platform, team_id: int, user_id: int) -> str:
-    with platform.backend.session() as session:
-        return new_api_key(session=session, team=session.get(Team, team_id), creator=session.get(User, user_id),
-                           name="tinker", scopes=["read", "write"])[1]
-
-
-def _batch() -> list[types.Datum]:
-    rows = [[5, 9, 12, 7, 3, 11], [4, 8, 15, 16, 23, 42], [1, 2, 3, 4, 5, 6]]
-    return [types.Datum(model_input=types.ModelInput.from_ints(row[:-1]),
-                        loss_fn_inputs={"target_tokens": row[1:], "weights": [1.0] * (len(row) - 1)})
-            for row in rows]
-
-
 def _steps(trainer: Any, n: int, timeout_s: float = 240) -> list[float]:
     """n steps of forward_backward + optim_step; each step's loss (before its update)."""
     losses = []
     for _ in range(n):
-        fwd = trainer.forward_backward(_batch(), "cross_entropy")
+        fwd = trainer.forward_backward(sft_batch(), "cross_entropy")
         step = trainer.optim_step(types.AdamParams(learning_rate=LR))
         losses.append(fwd.result(timeout=timeout_s).metrics["loss:sum"])
         step.result(timeout=timeout_s)
@@ -81,7 +68,7 @@ def _steps(trainer: Any, n: int, timeout_s: float = 240) -> list[float]:
 
 
 def _loss(trainer: Any, timeout_s: float = 240) -> float:
-    return float(trainer.forward(_batch(), "cross_entropy").result(timeout=timeout_s).metrics["loss:sum"])
+    return float(trainer.forward(sft_batch(), "cross_entropy").result(timeout=timeout_s).metrics["loss:sum"])
 
 
 def _job(platform: Platform, model_id: str) -> Job:
@@ -104,7 +91,7 @@ def _wait_parked(platform: Platform, model_id: str, timeout_s: float = 60) -> Jo
 
 def test_idle_sessions_park_and_another_teams_job_runs(parking: tuple[Platform, str]) -> None:
     platform, url = parking
-    service = tinker.ServiceClient(base_url=url, api_key=_key(platform, platform.team.id, platform.user.id))
+    service = tinker.ServiceClient(base_url=url, api_key=api_key(platform.backend, platform.team.id, platform.user.id))
     first = service.create_lora_training_client(base_model="tiny", rank=4, seed=0).result(timeout=240)
     first_losses = _steps(first, 2)
     # one slot: the second session starts once the first has parked
@@ -114,7 +101,7 @@ def test_idle_sessions_park_and_another_teams_job_runs(parking: tuple[Platform, 
     for trainer in (first, second):
         _wait_parked(platform, trainer.model_id)
     run = httpx.get(f"{url}/api/v1/training_runs/{first.model_id}",
-                    headers={"X-API-Key": _key(platform, platform.team.id, platform.user.id)}).json()
+                    headers={"X-API-Key": api_key(platform.backend, platform.team.id, platform.user.id)}).json()
     assert run["parked"] is True and run["status"] == "parked" and run["restores"] >= 1, run
 
     other, other_user = platform.other_team(max_concurrent_jobs=2, max_generation_instances=4)
@@ -134,7 +121,7 @@ def test_idle_sessions_park_and_another_teams_job_runs(parking: tuple[Platform, 
         assert restores and all(event["restore_s"] > 0 for event in restores), restores
         assert len(_tinker_events(platform, job.id, "parked")) >= 1
     run = httpx.get(f"{url}/api/v1/training_runs/{second.model_id}",
-                    headers={"X-API-Key": _key(platform, platform.team.id, platform.user.id)}).json()
+                    headers={"X-API-Key": api_key(platform.backend, platform.team.id, platform.user.id)}).json()
     assert run["last_restore_s"] > 0 and run["steps_lost"] == 0, run
     service.close("success").result()
     for trainer in (first, second):  # a parked session ends where it is
@@ -144,14 +131,14 @@ def test_idle_sessions_park_and_another_teams_job_runs(parking: tuple[Platform, 
 
 def test_training_through_a_warm_restart_of_the_worker_loses_no_step(parking: tuple[Platform, str]) -> None:
     platform, url = parking
-    service = tinker.ServiceClient(base_url=url, api_key=_key(platform, platform.team.id, platform.user.id))
+    service = tinker.ServiceClient(base_url=url, api_key=api_key(platform.backend, platform.team.id, platform.user.id))
     reference = service.create_lora_training_client(base_model="tiny", rank=4, seed=3).result(timeout=240)
     expected = _steps(reference, 6)
 
     trainer = service.create_lora_training_client(base_model="tiny", rank=4, seed=3).result(timeout=240)
     losses = _steps(trainer, 3)
     # step 4 is in flight while the worker shuts down (Ctrl-C of `streamrl up`: SIGTERM, a warm shutdown)
-    fwd = trainer.forward_backward(_batch(), "cross_entropy")
+    fwd = trainer.forward_backward(sft_batch(), "cross_entropy")
     step = trainer.optim_step(types.AdamParams(learning_rate=LR))
     stopped: dict[str, float] = {}
 
@@ -171,7 +158,7 @@ def test_training_through_a_warm_restart_of_the_worker_loses_no_step(parking: tu
     wait_until(lambda: any(e["reason"] == "its worker is shutting down" for e in _tinker_events(platform, job.id,
                                                                                              "parked")),
                30, "the session to park at the shutdown", logs=platform.logs_tail)
-    later = trainer.forward_backward(_batch(), "cross_entropy")  # made while no worker is up
+    later = trainer.forward_backward(sft_batch(), "cross_entropy")  # made while no worker is up
     later_step = trainer.optim_step(types.AdamParams(learning_rate=LR))
     stopper.join(timeout=60)
     assert stopped["s"] < 10, f"the training worker took {stopped['s']:.1f}s to stop"
@@ -193,7 +180,7 @@ def test_training_through_a_warm_restart_of_the_worker_loses_no_step(parking: tu
 def test_a_kill_9_resumes_from_the_last_park_and_reports_lost_steps(parking: tuple[Platform, str]) -> None:
     platform, url = parking
     platform.wait_registered("training")
-    service = tinker.ServiceClient(base_url=url, api_key=_key(platform, platform.team.id, platform.user.id))
+    service = tinker.ServiceClient(base_url=url, api_key=api_key(platform.backend, platform.team.id, platform.user.id))
     reference = service.create_lora_training_client(base_model="tiny", rank=4, seed=5).result(timeout=240)
     expected = _steps(reference, 4)
     trainer = service.create_lora_training_client(base_model="tiny", rank=4, seed=5).result(timeout=240)
@@ -213,7 +200,7 @@ def test_a_kill_9_resumes_from_the_last_park_and_reports_lost_steps(parking: tup
     os.killpg(platform.workers.pop("training").pid, signal.SIGKILL)
     platform.client.delete(keys.tinker_requests(job.id))
     platform.start_worker("training", concurrency=1)
-    fwd = trainer.forward_backward(_batch(), "cross_entropy")
+    fwd = trainer.forward_backward(sft_batch(), "cross_entropy")
     step = trainer.optim_step(types.AdamParams(learning_rate=LR))
     try:
         lost_metric = fwd.result(timeout=300).metrics["steps_lost:max"]
@@ -232,7 +219,7 @@ def test_the_schedulers_preemption_flag_parks_a_running_session(parking: tuple[P
     free within a read of its stream, and its next call restores it where it was."""
     platform, url = parking
     platform.wait_registered("training")
-    service = tinker.ServiceClient(base_url=url, api_key=_key(platform, platform.team.id, platform.user.id))
+    service = tinker.ServiceClient(base_url=url, api_key=api_key(platform.backend, platform.team.id, platform.user.id))
     trainer = service.create_lora_training_client(base_model="tiny", rank=4, seed=7).result(timeout=240)
     _steps(trainer, 1)
     before = _loss(trainer)

@@ -16,21 +16,25 @@ import pytest
 import tinker
 from sqlalchemy import select
 from tinker import types
+from tinker_client import QUESTION, api_key, distillation_teacher, sft_batch, sharpened
 from waiting import api_in_thread, wait_until
 
-from backend.db.models import Checkpoint, Iteration, Job, Model, Team, User
-from backend.services.auth import new_api_key
+from backend.db.models import Checkpoint, Iteration, Job, Model
 from backend.services.tinker_checkpoints import sweep_expired
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def base_url(platform: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sharp_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return sharpened(tmp_path_factory.mktemp("tinker-sharp") / "qwen")
+
+
+@pytest.fixture(scope="module")
+def base_url(platform: Any, sharp_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from workers.models import build_tiny_model
 
     model_dir: Path = build_tiny_model("chat-qwen2-1m", tmp_path_factory.mktemp("tinker-chat") / "qwen", seed=0)
-    sharp_dir = _sharpened(tmp_path_factory.mktemp("tinker-sharp") / "qwen")
     with platform.backend.session() as session:
         session.add(Model(team_id=platform.team.id, name="chat-tiny", path=str(model_dir),
                           created_by_id=platform.user.id))
@@ -40,36 +44,8 @@ def base_url(platform: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield f"{url}/tinker"
 
 
-def _sharpened(out: Path) -> Path:
-    """The tiny BPE chat model with its output layer scaled up: a random model's next-token distribution is nearly
-    uniform over 1024 tokens, which no few-step RL moves; scaled, a few tokens share most of the mass (like a
-    pretrained model's), and the LoRA's changes to the hidden states move it fast."""
-    from transformers import AutoModelForCausalLM
-
-    from workers.models import build_tiny_model
-
-    build_tiny_model("chat-qwen2-1m", out, seed=0)
-    model = AutoModelForCausalLM.from_pretrained(out)
-    model.lm_head.weight.data.mul_(10.0)
-    model.save_pretrained(out, safe_serialization=True)
-    return out
-
-
-def _key(platform: Any, team_id: int, user_id: int) -> str:
-    with platform.backend.session() as session:
-        return new_api_key(session=session, team=session.get(Team, team_id), creator=session.get(User, user_id),
-                           name="tinker", scopes=["read", "write"])[1]
-
-
-def _batch() -> list[types.Datum]:
-    rows = [[5, 9, 12, 7, 3, 11], [4, 8, 15, 16, 23, 42], [1, 2, 3, 4, 5, 6]]
-    return [types.Datum(model_input=types.ModelInput.from_ints(row[:-1]),
-                        loss_fn_inputs={"target_tokens": row[1:], "weights": [1.0] * (len(row) - 1)})
-            for row in rows]
-
-
 def test_a_tinker_script_trains_saves_and_resumes(platform: Any, base_url: str) -> None:
-    key = _key(platform, platform.team.id, platform.user.id)
+    key = api_key(platform.backend, platform.team.id, platform.user.id)
     service = tinker.ServiceClient(base_url=base_url, api_key=key)  # the two lines a user changes
     assert "chat-tiny" in [m.model_name for m in service.create_rest_client().get_server_capabilities().result()
                            .supported_models]
@@ -78,7 +54,7 @@ def test_a_tinker_script_trains_saves_and_resumes(platform: Any, base_url: str) 
     assert info.model_data.model_name == "chat-tiny" and info.lora_rank == 4
     assert trainer.get_tokenizer().encode("hi")  # tokenizer_id: the model's directory, loaded offline
 
-    batch, losses = _batch(), []
+    batch, losses = sft_batch(), []
     for _ in range(4):
         fwd = trainer.forward_backward(batch, "cross_entropy")
         step = trainer.optim_step(types.AdamParams(learning_rate=5e-2))
@@ -121,7 +97,7 @@ def test_a_tinker_script_trains_saves_and_resumes(platform: Any, base_url: str) 
     other = platform.backend.make_team(max_concurrent_jobs=1, max_generation_instances=1)
     other_user = platform.backend.make_user(other)
 
-    stranger = tinker.ServiceClient(base_url=base_url, api_key=_key(platform, other.id, other_user.id))
+    stranger = tinker.ServiceClient(base_url=base_url, api_key=api_key(platform.backend, other.id, other_user.id))
     with pytest.raises(tinker.NotFoundError):
         stranger.create_rest_client().get_training_run(trainer.model_id).result()
     with pytest.raises(tinker.NotFoundError):
@@ -158,7 +134,7 @@ def _check_checkpoint_settings(platform: Any, base_url: str, trainer: Any, servi
     assert any(p.name == "short" for p in sweep_expired(platform.backend.settings.artifacts))  # the controller's
     assert not [p for p in directory.glob("*/weights/short*")]
 
-    mate = tinker.ServiceClient(base_url=base_url, api_key=_key(platform, platform.team.id,
+    mate = tinker.ServiceClient(base_url=base_url, api_key=api_key(platform.backend, platform.team.id,
                                                                 platform.backend.make_user(platform.team).id))
     mate_rest = mate.create_rest_client()
     with pytest.raises(tinker.NotFoundError):  # unpublished: the run's own key only
@@ -228,8 +204,8 @@ def _check_openai(platform: Any, base_url: str, key: str, path: str, greedy_text
         for value, top in zip(values, tops, strict=True):  # greedy: the chosen token is the most likely one
             assert len(top) == 3 and max(top.values()) == pytest.approx(value, abs=1e-4)
     other = platform.backend.make_team(max_concurrent_jobs=1, max_generation_instances=1)
-    for stranger in (_key(platform, other.id, platform.backend.make_user(other).id),
-                     _key(platform, platform.team.id, platform.backend.make_user(platform.team).id)):
+    for stranger in (api_key(platform.backend, other.id, platform.backend.make_user(other).id),
+                     api_key(platform.backend, platform.team.id, platform.backend.make_user(platform.team).id)):
         with pytest.raises(openai.NotFoundError):
             client(stranger).chat.completions.create(model=path, messages=messages, max_tokens=2)
 
@@ -268,7 +244,7 @@ def _reward_rate(sampler: Any, prompt: types.ModelInput, target: int, seed: int)
 
 
 def test_sampling_clients_and_a_grpo_loop(platform: Any, base_url: str) -> None:
-    key = _key(platform, platform.team.id, platform.user.id)
+    key = api_key(platform.backend, platform.team.id, platform.user.id)
     service = tinker.ServiceClient(base_url=base_url, api_key=key)
     trainer = service.create_lora_training_client(base_model="chat-sharp", rank=8, seed=0).result(timeout=120)
     tokenizer = trainer.get_tokenizer()
@@ -345,9 +321,63 @@ def test_sampling_clients_and_a_grpo_loop(platform: Any, base_url: str) -> None:
         named.sample(prompt, 1, types.SamplingParams(max_tokens=2, top_k=5)).result(timeout=60)
     other = platform.backend.make_team(max_concurrent_jobs=1, max_generation_instances=1)
     stranger = tinker.ServiceClient(base_url=base_url,
-                                    api_key=_key(platform, other.id, platform.backend.make_user(other).id))
+                                    api_key=api_key(platform.backend, other.id, platform.backend.make_user(other).id))
     with pytest.raises(tinker.NotFoundError):
         stranger.create_sampling_client(model_path=saved.path).result(timeout=60).sample(
             prompt, 1, types.SamplingParams(max_tokens=2)).result(timeout=60)
     stranger.close("success").result()
+    service.close("success").result()
+
+
+@pytest.fixture(scope="module")
+def teacher_token(platform: Any, sharp_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> int:
+    """The team's registered `chat-teacher` (chat-sharp fine-tuned to answer QUESTION with one token) and that
+    token, the student's third most likely first answer."""
+    teacher_dir, token = distillation_teacher(sharp_dir, tmp_path_factory.mktemp("tinker-teacher") / "qwen")
+    with platform.backend.session() as session:
+        session.add(Model(team_id=platform.team.id, name="chat-teacher", path=str(teacher_dir),
+                          created_by_id=platform.user.id))
+    return token
+
+
+def test_on_policy_distillation_as_a_tinker_loop(platform: Any, base_url: str, teacher_token: int) -> None:
+    """On-policy distillation written only against the SDK, as the cookbook does: the student (a LoRA of
+    chat-sharp) samples, the teacher (the team's model `chat-teacher`, a sampling client of the base model) scores
+    every sampled token with compute_logprobs, and importance_sampling trains on the per-token advantage
+    teacher logprob - student logprob (the negative reverse KL). The reverse KL falls and the student answers as
+    the teacher does; topk_prompt_logprobs gives the teacher's top answer token."""
+    service = tinker.ServiceClient(base_url=base_url, api_key=api_key(platform.backend, platform.team.id,
+                                                                      platform.user.id))
+    student = service.create_lora_training_client(base_model="chat-sharp", rank=8, seed=0).result(timeout=120)
+    teacher = service.create_sampling_client(base_model="chat-teacher").result(timeout=60)
+    tokenizer = student.get_tokenizer()
+    prompt_ids = tokenizer.encode(tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True,
+                                                                tokenize=False))
+    top = teacher.sample(types.ModelInput.from_ints(prompt_ids + [teacher_token]), 1, types.SamplingParams(
+        max_tokens=1), topk_prompt_logprobs=2).result(timeout=180).topk_prompt_logprobs
+    assert top is not None and top[-1] is not None and top[-1][0][0] == teacher_token  # its likeliest answer
+
+    reverse_kl, agreement = [], []
+    for step in range(6):
+        sampler = student.save_weights_and_get_sampling_client().result(timeout=120)
+        group = sampler.sample(types.ModelInput.from_ints(prompt_ids), 16, types.SamplingParams(
+            max_tokens=2, temperature=1.0, seed=200 + step)).result(timeout=180).sequences
+        scored = [teacher.compute_logprobs(types.ModelInput.from_ints(prompt_ids + seq.tokens)) for seq in group]
+        data, gaps = [], []
+        for seq, future in zip(group, scored, strict=True):
+            teacher_lp = future.result(timeout=180)[len(prompt_ids):]
+            assert seq.logprobs is not None
+            advantages = [float(t or 0.0) - s for t, s in zip(teacher_lp, seq.logprobs, strict=True)]
+            gaps += [-a for a in advantages]
+            pad = [0.0] * (len(prompt_ids) - 1)
+            inputs: Any = {"target_tokens": prompt_ids[1:] + seq.tokens, "logprobs": pad + seq.logprobs,
+                           "advantages": pad + advantages}
+            data.append(types.Datum(model_input=types.ModelInput.from_ints(prompt_ids + seq.tokens[:-1]),
+                                    loss_fn_inputs=inputs))
+        reverse_kl.append(sum(gaps) / len(gaps))
+        agreement.append(sum(seq.tokens[0] == teacher_token for seq in group) / len(group))
+        student.forward_backward(data, "importance_sampling").result(timeout=60)
+        student.optim_step(types.AdamParams(learning_rate=2e-2)).result(timeout=60)
+    assert sum(reverse_kl[-2:]) / 2 < 0.5 * reverse_kl[0], (reverse_kl, agreement)
+    assert agreement[-1] >= 0.6 and agreement[-1] >= agreement[0] + 0.3, (reverse_kl, agreement)
     service.close("success").result()
