@@ -4,6 +4,7 @@ import { AlertsPage } from "./pages/Alerts";
 import { ClusterPage } from "./pages/Cluster";
 import { ComparePage } from "./pages/Compare";
 import { DatasetsPage } from "./pages/Datasets";
+import { DeploymentsPage } from "./pages/Deployments";
 import { JobDetailPage } from "./pages/JobDetail";
 import { GraderPanelPage } from "./pages/GraderPanel";
 import { JobsPage } from "./pages/Jobs";
@@ -52,6 +53,7 @@ function Shell() {
         {canWrite ? <NavLink to="/submit">Submit job</NavLink> : null /* viewers cannot submit: not offered */}
         <NavLink to="/models">Models</NavLink>
         <NavLink to="/datasets">Datasets</NavLink>
+        <NavLink to="/deployments">Deployments</NavLink>
         {canWrite ? <NavLink to="/playground">Playground</NavLink> : null /* chat completions need member */}
         <NavLink to="/graders">Graders</NavLink>
         <NavLink to="/planner">Planner</NavLink>
@@ -78,6 +80,7 @@ function Shell() {
           <Route path="/submit" element={<SubmitJobPage />} />
           <Route path="/models" element={<ModelsPage />} />
           <Route path="/datasets" element={<DatasetsPage />} />
+          <Route path="/deployments" element={<DeploymentsPage />} />
           <Route path="/playground" element={<PlaygroundPage />} />
           <Route path="/graders" element={<GraderPanelPage />} />
           <Route path="/planner" element={<PlannerPage />} />

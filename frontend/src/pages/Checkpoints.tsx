@@ -1,7 +1,8 @@
 /** The job's saved checkpoints (HF directories in the artifact store), each downloadable as a tar: the whole
  * checkpoint, the model alone (a LoRA job's merged with its adapter) or, for a LoRA job, the adapter alone. Each shows
  * its evaluation suites' means and the best one (checkpoint.select best) a badge; Evaluate runs the job's suites on it
- * (POST /evaluations), listed below with their results; Chat opens it in the playground (`job:<id>@<iteration>`); Fork starts a new run from one (ForkCheckpoint.tsx), and a
+ * (POST /evaluations), listed below with their results; Promote serves a LoRA checkpoint as a deployment's first adapter
+ * (Deployments.tsx); Chat opens it in the playground (`job:<id>@<iteration>`); Fork starts a new run from one (ForkCheckpoint.tsx), and a
  * fork shows its parent here. */
 import { useState } from "react";
 import { Link } from "react-router";
@@ -12,6 +13,7 @@ import { download } from "../lib/download";
 import { playgroundRoute } from "../lib/playground";
 import { queryClient, useCheckpoints, useJob } from "../lib/queries";
 import { Evaluations, evaluationsKey } from "./Evaluations";
+import { PromoteButton } from "./Deployments";
 import { ForkButton, Lineage } from "./ForkCheckpoint";
 
 type Form = "checkpoint" | "merged" | "adapter";
@@ -75,6 +77,7 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
               </button>
             )}
             <Link className="link" data-action="chat" to={playgroundRoute(`job:${jobId}@${c.iteration}`)}>💬 chat</Link>{" "}
+            {lora && job && <PromoteButton jobId={jobId} iteration={c.iteration} baseModel={jobSpec(job).model} />}
             {forms.map((form) => (
               <button key={form} className="link" disabled={busy !== null} data-form={form}
                 onClick={() => void fetchOne(c.iteration, form)}>
