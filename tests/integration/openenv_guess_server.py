@@ -2,7 +2,7 @@
 independently of the platform's built-in `guess_number` (contract/environments.py) to the same rules, with its
 `guess` tool served MCP style (`list_tools` / `call_tool` actions) and text replies as `message` actions.
 
-    .venv-openenv/bin/python tests/integration/openenv_guess_server.py --port 8123 [--die-after-steps N]
+    .venv-openenv/bin/python tests/integration/openenv_guess_server.py --port 8123 [--high 16] [--die-after-steps N]
 
 `--die-after-steps N`: the process exits (os._exit, sessions open) at its N-th step: a server dying mid-run.
 Standard library + openenv-core only: it imports nothing of the platform.
@@ -21,10 +21,11 @@ from typing import Any, Literal
 import uvicorn
 from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
 
-LOW, HIGH = 1, 16
+LOW, HIGH = 1, 16  # guess_number's default range (--high sets the top, like its `high` param)
 TOOL = {"name": "guess", "description": "Guess the secret number.",
         "input_schema": {"type": "object", "properties": {"number": {"type": "integer"}}, "required": ["number"]}}
 STEPS = {"count": 0, "die_after": 0}
+RANGE = {"high": HIGH}
 LOCK = threading.Lock()
 
 
@@ -57,11 +58,11 @@ class GuessEnvironment(Environment):
             self.secret = int(row["secret"])
         else:
             key = str(row.get("prompt_id", "")) + "\x00" + str(row.get("prompt", ""))
-            self.secret = random.Random(zlib.crc32(f"guess_number:{key}".encode())).randint(LOW, HIGH)
+            self.secret = random.Random(zlib.crc32(f"guess_number:{key}".encode())).randint(LOW, RANGE["high"])
         self.guesses = 0
         self._state = State(episode_id=episode_id, step_count=0)
-        return GuessObservation(message=f"I picked a number from {LOW} to {HIGH}. Guess it: reply with a number "
-                                        "and I say higher or lower.")
+        return GuessObservation(message=f"I picked a number from {LOW} to {RANGE['high']}. Guess it: reply with a "
+                                        "number and I say higher or lower.")
 
     def step(self, action: GuessAction, timeout_s: float | None = None, **_: Any) -> GuessObservation:  # type: ignore[override]
         with LOCK:
@@ -93,8 +94,10 @@ class GuessEnvironment(Environment):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--high", type=int, default=HIGH)
     parser.add_argument("--die-after-steps", type=int, default=0)
     args = parser.parse_args()
+    RANGE["high"] = args.high
     STEPS["die_after"] = args.die_after_steps
     app = create_fastapi_app(GuessEnvironment, GuessAction, GuessObservation, max_concurrent_envs=256)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", ws_ping_interval=None)

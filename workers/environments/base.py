@@ -17,17 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from contract.environments import (
-    OPENENV,
     PYTHON,
     BuiltinEnvironment,
     Message,
     StepResultError,
-    bind_builtin,
     check_reset,
     check_step,
     check_tools,
 )
-from contract.spec import EnvironmentSpec
 from workers.rewards.sandbox import SandboxCallFailed, SandboxWorker
 
 MAX_ERROR_CHARS = 500
@@ -150,17 +147,3 @@ class SandboxedEnvironment(Environment):
 
     def close(self) -> None:
         self.worker.close()
-
-
-def build_environment(spec: EnvironmentSpec, *, mode: str | None = None) -> Environment:
-    """The job's environment. Raises ValueError for bad params and SandboxUnavailable (workers/rewards/jail.py)
-    where user code may not run here."""
-    if spec.type == PYTHON:
-        assert spec.code is not None  # EnvironmentSpec's validator guarantees it
-        return SandboxedEnvironment(spec.code, timeout_s=spec.step_timeout_s, memory_mb=spec.memory_mb, mode=mode)
-    if spec.type == OPENENV:
-        from workers.environments.openenv_env import OpenEnvEnvironment
-
-        assert spec.url is not None  # EnvironmentSpec's validator guarantees it
-        return OpenEnvEnvironment(spec.url, step_timeout_s=spec.step_timeout_s, **spec.params)
-    return InProcessEnvironment(spec.type, bind_builtin(spec.type, spec.params))

@@ -19,7 +19,7 @@ Mapping to the episode loop's messages:
   template is given are the server's answer to `{"type": "list_tools"}` (none if it has no MCP tools).
 
 A server that refuses or drops the connection raises `EnvironmentLost` (the episode loop retries the episode from
-its reset); connecting is retried with backoff for `reconnect_s` first, so a restarting server loses no episodes.
+its reset); connecting is retried with backoff for `reconnect_s` (5 min) first, so a restarting server fails no episodes.
 An error answer or a step past `step_timeout_s` fails that episode only.
 """
 
@@ -40,7 +40,7 @@ from websockets.sync.client import ClientConnection, connect
 from contract.environments import OPENENV, Message, StepResultError, check_messages
 from workers.environments.base import MAX_ERROR_CHARS, Environment, EnvironmentFailure, EnvironmentLost
 
-RECONNECT_S = 60.0  # how long connecting to a server that is down is retried before the episode is lost
+RECONNECT_S = 300.0  # how long connecting to a server that is down is retried before the episode is lost (a restart)
 BACKOFF_S = (0.2, 2.0)  # first and longest wait between connection attempts
 MAX_MESSAGE_BYTES = 4 << 20
 CLOSE_TIMEOUT_S = 1.0  # an ended episode's session: the server drops it when the connection closes
