@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from backend.db.models import Dataset, Team, User
 from backend.private_files import private_dir, write_private
 from backend.services.dataset_formats import parse_upload
-from backend.services.errors import Conflict, InvalidInput, PayloadTooLarge, ServiceError, not_found
+from backend.services.errors import Conflict, InvalidInput, PayloadTooLarge, StoreUnavailable, not_found
 from backend.services.models import HUB_ID_PATTERN, REVISION_PATTERN
 from backend.services.strict_json import BadJson, check_text
 from contract.artifact_store import ArtifactStoreError
@@ -28,12 +28,6 @@ CHUNK_BYTES = 1 << 20
 
 
 MULTIPART_OVERHEAD = 64 * 1024  # what multipart framing may add to a file in a request's declared Content-Length
-
-
-class StoreUnavailable(ServiceError):
-    """The artifact store (STREAMRL_ARTIFACTS) refused or did not answer: nothing was kept."""
-
-    status_code = 503
 
 
 def read_upload(stream: BinaryIO, *, declared_bytes: int, max_bytes: int) -> bytes:

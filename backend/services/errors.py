@@ -63,6 +63,12 @@ class TooManyRequests(ServiceError):
         self.headers = {"Retry-After": str(retry_after_s)}
 
 
+class StoreUnavailable(ServiceError):
+    """The artifact store (STREAMRL_ARTIFACTS) refused or did not answer; nothing was kept."""
+
+    status_code = 503
+
+
 class InvalidInput(ServiceError):
     """422 in FastAPI's shape: `{"detail": [{"loc": [...], "msg": ..., "type": ...}]}`."""
 

@@ -21,9 +21,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from backend.db.models import Checkpoint, Job, Team, User
-from backend.services.errors import InvalidInput
+from backend.services.errors import InvalidInput, StoreUnavailable
 from backend.services.exports import checkpoint_dir
 from backend.services.jobs import create_job, record_event
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.checkpoints import checkpoint_mirror, stored_checkpoint
 from contract.spec import JobSpec
 
 # what a checkpoint cannot be carried over to: other weights, another algorithm's optimizer/value-head state
@@ -86,6 +88,11 @@ def parent_checkpoint(session: Session, parent: Job, iteration: int, artifacts: 
     """The parent's checkpoint directory of `iteration` (422 naming the iteration and the ones there are)."""
     row = session.scalar(select(Checkpoint).where(Checkpoint.job_id == parent.id, Checkpoint.iteration == iteration))
     directory = None if row is None else checkpoint_dir(row.path, artifacts)
+    if directory is None and row is not None:  # written on a worker host: from the object store, if there is one
+        try:
+            directory = stored_checkpoint(parent.team_id, parent.id, iteration, artifacts)
+        except ArtifactStoreError as err:
+            raise StoreUnavailable(f"job {parent.id}'s checkpoint of iteration {iteration}: {err}") from err
     if directory is None:
         there = session.scalars(select(Checkpoint.iteration).where(Checkpoint.job_id == parent.id)
                                 .order_by(Checkpoint.iteration)).all()
@@ -118,7 +125,14 @@ def fork_job(*, session: Session, team: Team, user: User, parent: Job, iteration
     checkpoint of `iteration` (`parent_checkpoint`); `changed`: the overridden keys, for the event."""
     job = create_job(session=session, team=team, user=user, spec=spec, api_key_id=api_key_id)
     job.parent_job_id, job.parent_iteration, job.current_iteration = parent.id, iteration, iteration
-    copy_checkpoint(source, artifacts / "jobs" / str(job.id), iteration)
+    copied = copy_checkpoint(source, artifacts / "jobs" / str(job.id), iteration)
+    try:  # the fork's driver may run on a host that only sees the object store
+        mirror = checkpoint_mirror(team.id, job.id, artifacts / "jobs" / str(job.id))
+        if mirror is not None:
+            mirror.upload(copied)
+    except ArtifactStoreError as err:
+        shutil.rmtree(copied.parent.parent, ignore_errors=True)
+        raise StoreUnavailable(f"the fork's checkpoint could not be stored: {err}") from err
     what = ", ".join(changed) or "nothing"
     record_event(session=session, job_id=job.id, kind="created",
                  message=f"forked from job {parent.id} at iteration {iteration} (changed: {what})",

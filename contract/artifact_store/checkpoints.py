@@ -64,3 +64,22 @@ def checkpoint_mirror(team_id: int, job_id: int, job_dir: Path) -> CheckpointMir
 
     store = artifact_store(job_dir.parent.parent)
     return None if store is None else CheckpointMirror(store, team_id, job_id)
+
+
+def stored_checkpoint(team_id: int, job_id: int, iteration: int, artifact_dir: Path) -> Path | None:
+    """A checkpoint this host lacks, from the store into `<artifact dir>/cache/checkpoints/` (the API exports and
+    forks from it); None without a store or when the store has no complete checkpoint of that iteration."""
+    from contract.artifact_store.config import artifact_store
+
+    store = artifact_store(artifact_dir)
+    if store is None:
+        return None
+    name = f"{PREFIX}{iteration:06d}"
+    local = artifact_dir / "cache" / "checkpoints" / str(team_id) / str(job_id) / name
+    if local.is_dir():
+        return local
+    key = checkpoint_key(team_id, job_id, name)
+    if store.manifest(key) is None:
+        return None
+    local.parent.mkdir(parents=True, exist_ok=True)
+    return store.get_dir(key, local)

@@ -12,7 +12,7 @@ from backend.api.deps import IdPath, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.db.models import Checkpoint, Iteration, JobEvent
 from backend.schemas.jobs import IterationPublic
-from backend.services.errors import NotFound, not_found
+from backend.services.errors import NotFound, StoreUnavailable, not_found
 from backend.services.exports import (
     CheckpointForm,
     checkpoint_dir,
@@ -22,6 +22,8 @@ from backend.services.exports import (
     tar_stream,
 )
 from backend.services.jobs import get_job
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.checkpoints import stored_checkpoint
 
 router = APIRouter(prefix="/jobs/{job_id}/export", tags=["exports"], responses=errors(*AUTHENTICATED))
 
@@ -82,6 +84,11 @@ def checkpoint_export(
     if row is None:
         raise not_found("checkpoint of iteration", iteration)
     directory = checkpoint_dir(row.path, settings.artifacts)
+    if directory is None:  # written on a worker host: streamed from the object store, if there is one
+        try:
+            directory = stored_checkpoint(job.team_id, job.id, iteration, settings.artifacts)
+        except ArtifactStoreError as err:
+            raise StoreUnavailable(f"checkpoint of iteration {iteration}: {err}") from err
     if directory is None:
         raise NotFound(f"checkpoint of iteration {iteration}: its files ({row.path}) are not on this server")
     chosen = export_root(directory, form)
