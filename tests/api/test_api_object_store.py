@@ -1,0 +1,96 @@
+"""The API with STREAMRL_ARTIFACTS=s3://... (a real SeaweedFS server, tests/object_store.py): uploaded datasets go to
+the store under the team's prefix before the upload is answered; a store that denies the credentials answers 503
+and keeps nothing; a checkpoint that only the store holds (written on a worker host) is exported as a tar stream and
+forked from, the fork's copy stored under its own key."""
+
+from __future__ import annotations
+
+import io
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from backend.services.job_data import record_checkpoint
+from contract.artifact_store import checkpoint_key, dataset_key, open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from object_store import SeaweedS3  # noqa: E402
+
+pytestmark = pytest.mark.integration
+API = "/api/v1"
+ROWS = b'{"prompt": "1+1?", "answer": "2"}\n{"prompt": "2+2?", "answer": "4"}\n'
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
+    with SeaweedS3(tmp_path_factory.mktemp("api-store")) as server:
+        yield server
+
+
+def _use_store(monkeypatch: pytest.MonkeyPatch, seaweed: SeaweedS3, prefix: str, **env: str) -> None:
+    for name, value in {**seaweed.env(f"streamrl/{prefix}"), **env}.items():
+        monkeypatch.setenv(name, value)
+
+
+def _stored(seaweed: SeaweedS3, prefix: str) -> list[str]:
+    listed = seaweed.client().list_objects_v2(Bucket="streamrl", Prefix=prefix).get("Contents", [])
+    return [o["Key"] for o in listed]
+
+
+def test_an_uploaded_dataset_goes_to_the_store(app_client: TestClient, world: Any, seaweed: SeaweedS3,
+                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _use_store(monkeypatch, seaweed, "api-datasets")
+    answer = app_client.post(f"{API}/datasets", data={"name": "stored"}, files={"file": ("d.jsonl", ROWS)},
+                             headers=world.headers("member"))
+    assert answer.status_code == 201, answer.text
+    dataset_id = answer.json()["id"]
+    keys = _stored(seaweed, f"api-datasets/{dataset_key(world.team.id, dataset_id)}/")
+    assert {k.rsplit("/", 1)[1] for k in keys} == {"MANIFEST.json", f"{dataset_id}.jsonl"}
+    # a worker host without the API's disk reads the same bytes from the store
+    store = open_store("s3://streamrl/api-datasets", tmp_path / "worker-cache")
+    got = store.get_dir(dataset_key(world.team.id, dataset_id), tmp_path / "worker")
+    assert (got / f"{dataset_id}.jsonl").read_bytes() == ROWS
+
+
+def test_denied_credentials_answer_503_and_keep_nothing(app_client: TestClient, world: Any, seaweed: SeaweedS3,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _use_store(monkeypatch, seaweed, "api-denied", AWS_SECRET_ACCESS_KEY="wrong-secret")
+    answer = app_client.post(f"{API}/datasets", data={"name": "denied"}, files={"file": ("d.jsonl", ROWS)},
+                             headers=world.headers("member"))
+    assert answer.status_code == 503, answer.text
+    assert "denied the credentials" in answer.json()["detail"]
+    listed = app_client.get(f"{API}/datasets", headers=world.headers("viewer")).json()["data"]
+    assert "denied" not in {d["name"] for d in listed}
+    assert not list((world.backend.settings.artifacts / "datasets" / str(world.team.id)).glob("*.jsonl"))
+
+
+def test_a_checkpoint_only_the_store_holds_is_exported_and_forked(app_client: TestClient, world: Any,
+                                                                   seaweed: SeaweedS3, monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    _use_store(monkeypatch, seaweed, "api-ckpt")
+    parent = world.submit(app_client, name="parent", training={"lr": 1e-3, "iterations": 6})["id"]
+    worker_dir = tmp_path / "worker-host" / "iter_000002"  # written on another host: not under the API's dir
+    worker_dir.mkdir(parents=True)
+    (worker_dir / "model.safetensors").write_bytes(b"weights of iteration 2")
+    (worker_dir / "config.json").write_text("{}")
+    (worker_dir / "trainer_state.pt").write_bytes(b"optimizer state")
+    store = open_store("s3://streamrl/api-ckpt", tmp_path / "worker-cache")
+    store.put_dir(checkpoint_key(world.team.id, parent, "iter_000002"), worker_dir)
+    with world.backend.session() as session:
+        record_checkpoint(session=session, job_id=parent, iteration=2, path=str(worker_dir))
+    exported = app_client.get(f"{API}/jobs/{parent}/export/checkpoints/2.tar", headers=world.headers("viewer"))
+    assert exported.status_code == 200, exported.text
+    with tarfile.open(fileobj=io.BytesIO(exported.content)) as tar:
+        members = {m.name.rsplit("/", 1)[-1]: m for m in tar.getmembers() if m.isfile()}
+        weights = tar.extractfile(members["model.safetensors"])
+        assert weights is not None and weights.read() == b"weights of iteration 2"
+    fork = app_client.post(f"{API}/jobs/{parent}/fork", headers=world.headers("member"),
+                           json={"iteration": 2, "overrides": {"training.lr": 5e-6}})
+    assert fork.status_code == 201, fork.text
+    forked = store.manifest(checkpoint_key(world.team.id, fork.json()["id"], "iter_000002"))
+    assert forked is not None and "model.safetensors" in forked.files  # the fork's driver finds it on any host
