@@ -1,12 +1,17 @@
 """Exact resume: a job whose driver is killed (kill -9) mid-run resumes from its checkpoint and trains, for every
 iteration after the checkpoint, the same prompts with the same responses and the same loss as an uninterrupted twin
 with the same seed (CPU). The sampling seed of a request leaves the driver epoch out (workers/core/prompts.py); the
-prompt schedule, the trainer's RNG and optimizer state come from the checkpoint."""
+prompt schedule, the trainer's RNG and optimizer state come from the checkpoint.
+
+The platform keeps its artifacts in S3-compatible object storage (a SeaweedFS server, tests/object_store.py), and the
+killed sync job's local checkpoints are deleted with its driver: the resume reads the checkpoint from the store."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,9 @@ from sqlalchemy import select
 from backend.db import JobSample
 from contract.liveness import Timeouts
 from workers.core.prompts import epoch_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from object_store import SeaweedS3  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FAST = Timeouts(instance_heartbeat_s=8.0, instance_start_s=120.0, driver_start_s=120.0, driver_heartbeat_ttl_s=5.0)
@@ -27,9 +35,11 @@ SHAPE = {"training": {"iterations": ITERATIONS, "prompts_per_iteration": 2, "mic
 
 
 @pytest.fixture(scope="module")
-def resume_platform(pg_backend, redis_url: str, tiny_model_dir: Path):
-    with Platform.start(pg_backend, redis_url, tiny_model_dir, timeouts=FAST,
-                        extra_env={"STREAMRL_DRIVER_HEARTBEAT_TTL_S": "5"}) as platform:
+def resume_platform(pg_backend, redis_url: str, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    with SeaweedS3(tmp_path_factory.mktemp("resume-store")) as store, \
+            Platform.start(pg_backend, redis_url, tiny_model_dir, timeouts=FAST,
+                           extra_env={"STREAMRL_DRIVER_HEARTBEAT_TTL_S": "5", **store.env("streamrl/resume")}
+                           ) as platform:
         yield platform
 
 
@@ -53,6 +63,10 @@ def test_sync_kill_9_and_resume_trains_as_the_uninterrupted_twin(resume_platform
     pid = resume_platform.driver_pid(killed)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
+    job_dir = Path(resume_platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(killed)
+    shutil.rmtree(job_dir / "checkpoints")  # the host's disk is lost: the checkpoint comes from the object store
+    shutil.rmtree(Path(resume_platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "cache" / "objects",
+                  ignore_errors=True)
     job = resume_platform.wait_done(killed, timeout_s=300)
     assert job.driver_epoch >= 1 and job.driver_failures >= 1  # it really was restarted
     assert any("driver resumed from checkpoint at iteration" in e for e in resume_platform.events(killed))
