@@ -3,8 +3,7 @@ adapters, served on /openai/v1 under stable names by replicas of one multi-LoRA 
 
     row = create(session, client, team, name="support", base_model="qwen", adapters=["job:7@best"],
                  min_replicas=0, max_replicas=2, idle_s=300)
-    found = find(session, team, "support")      # (deployment, adapter) for a model id, or None
-    route = route_for(session_factory, found[0].id, found[1])   # backend/services/inference.py `Route`
+    route = route_for(session_factory, row.id, "job:7@best")   # backend/services/inference.py `Route`
 
 - Names: `model=<name>` generates with the deployment's first adapter (the base model when it has none);
   `model=<adapter id>` (an `ft:` id or `job:<id>@best|@last|@<N>`, exactly as given) with that adapter. The adapter
@@ -204,19 +203,6 @@ def write_config(session: Session, client: redis.Redis, row: Deployment) -> None
         client.delete(keys.deployment_config(row.id))
     else:
         client.set(keys.deployment_config(row.id), json.dumps(config))
-
-
-def find(session: Session, team: Team, model_id: str) -> tuple[Deployment, str | None] | None:
-    """The team's deployment a model id names, and the adapter to generate with: a deployment's name (its first
-    adapter, or the base model), or one of its adapter ids (the first deployment listing it)."""
-    rows = list_for(session, team)
-    for row in rows:
-        if row.name == model_id:
-            return row, (row.adapters[0] if row.adapters else None)
-    for row in rows:
-        if model_id in row.adapters:
-            return row, model_id
-    return None
 
 
 # -- replicas --------------------------------------------------------------------------------------------------------

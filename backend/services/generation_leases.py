@@ -17,6 +17,7 @@ workers nothing can be judged and every lease is granted (as the scheduler does 
 from __future__ import annotations
 
 import contextlib
+import json
 from dataclasses import dataclass
 
 import redis
@@ -45,6 +46,18 @@ def _job_instances(session: Session) -> int:
         GenerationInstance.status.in_(live))) or 0)
 
 
+def _generation_slots(client: redis.Redis) -> int | None:
+    """Slots of the registered generation workers (None: none registered), as the controller counts them."""
+    total, seen = 0, False
+    for name in client.scan_iter(match=keys.WORKER_REGISTRY_PATTERN, count=100):
+        raw = client.get(name)
+        if raw is not None:
+            entry = json.loads(raw)
+            if "generation" in entry.get("queues", []):
+                total, seen = total + int(entry.get("slots", 0)), True
+    return total if seen else None
+
+
 def _team_generation(session: Session, team_id: int) -> int:
     jobs = session.scalars(select(Job).where(Job.team_id == team_id, Job.status.in_(
         [JobStatus.starting, JobStatus.running]))).all()
@@ -54,8 +67,6 @@ def _team_generation(session: Session, team_id: int) -> int:
 def try_acquire(session: Session, client: redis.Redis, *, team_id: int, lease: str, kind: str,
                 ttl_s: float) -> Grant:
     """Take one generation slot for `lease` if one is free and the team's cap allows; holding it already: granted."""
-    from backend.controller.capacity import registered_slots  # the controller's own view of the pool
-
     lock = client.lock(keys.generation_lease_lock(), timeout=LOCK_S, blocking_timeout=LOCK_S)
     if not lock.acquire():
         return Grant(False, "the generation pool's lease lock is busy")
@@ -70,7 +81,7 @@ def try_acquire(session: Session, client: redis.Redis, *, team_id: int, lease: s
             in_use = _team_generation(session, team_id) + sum(1 for x in leases if x.team_id == team_id)
             if in_use + 1 > cap:
                 return Grant(False, f"the team's quota max_generation_instances ({cap}) is in use ({in_use})")
-        slots = registered_slots(client, "generation")
+        slots = _generation_slots(client)
         if slots is not None:
             used = _job_instances(session) + len(leases)
             if used >= slots:

@@ -142,13 +142,17 @@ def resolve(session: Session, team: Team, model_id: str, key_id: int | None = No
 
 
 def _served_deployment(session: Session, team: Team, model_id: str) -> Served | None:
-    """A deployment's name or one of its adapter ids: its replicas serve it (None: no deployment names it)."""
-    from backend.services import deployments  # it resolves adapters through this module
-
-    found = deployments.find(session, team, model_id)
-    if found is None:
+    """A deployment's name (its first adapter, or the base model) or one of its adapter ids (the first deployment
+    listing it): its replicas serve it (backend/services/deployments.py; None: no deployment names it)."""
+    rows = list(session.scalars(select(Deployment).where(Deployment.team_id == team.id).order_by(Deployment.id)))
+    named = next((r for r in rows if r.name == model_id), None)
+    listing = next((r for r in rows if model_id in r.adapters), None)
+    if named is not None:
+        row, adapter = named, (named.adapters[0] if named.adapters else None)
+    elif listing is not None:
+        row, adapter = listing, model_id
+    else:
         return None
-    row, adapter = found
     base = session.scalar(select(Model).where(Model.team_id == team.id, Model.name == row.base_model,
                                               Model.state == "ready").order_by(Model.id.desc()).limit(1))
     if base is None:
