@@ -121,14 +121,16 @@ def _y_scale(card: Locator) -> dict:
 def test_chart_controls_switch_metric_smoothing_and_scale(
     page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]
 ) -> None:
-    """One view for every chart of the job page: a metric picked from every recorded metric gets its panel; the zero
-    baseline, the log scale and EMA smoothing change what the reward chart draws; x by samples seen; the same
-    controls on Compare, kept in the URL."""
+    """The ETA and cost card of a finished run; one view for every chart of the job page: a metric picked from every
+    recorded metric gets its panel; the zero baseline, the log scale and EMA smoothing change what the reward chart
+    draws; x by samples seen; the same controls on Compare, kept in the URL."""
     world, jobs = runs
     open_signed_in(page, api_server, world.token, f"/jobs/{jobs['ten']['id']}")
     reward = page.locator("section.card", has=page.get_by_role("heading", name="Reward and KL", exact=True))
     expect(reward.locator("canvas")).to_have_count(1)
     assert _y_scale(reward)["min"] > 0.05  # auto range around 0.1-0.7
+    expect(page.get_by_test_id("eta")).to_have_text("done")  # ETA and cost card (GET /jobs/{id}/eta)
+    expect(page.get_by_test_id("cost-used")).to_contain_text("40.0 device-s")  # 4 iterations x 10 s x 1 trainer
 
     page.get_by_label("chart a metric").select_option("len_p99")  # any recorded metric (40 + iteration)
     panel = page.get_by_test_id("metric-panel-len_p99")
@@ -157,7 +159,8 @@ def test_chart_controls_switch_metric_smoothing_and_scale(
     shot(page, "52-job-chart-controls")
 
     ids = f"{jobs['ten']['id']},{jobs['seven']['id']}"
-    open_signed_in(page, api_server, world.token, f"/compare?ids={ids}&m=reward_mean&zero=1&smooth=0.5")
+    page.goto(f"{api_server.url}/#/compare?ids={ids}&m=reward_mean&zero=1&smooth=0.5")  # signed in: a hash change
+    expect(page.get_by_test_id("compare")).to_be_visible()
     compared = page.get_by_test_id("panel-reward_mean")
     expect(compared.locator(".u-legend")).to_contain_text("every-7s (EMA 0.5)")
     expect(compared.locator(".uplot")).to_have_attribute("data-y-scale", re.compile(r'"min":0[,}]'))

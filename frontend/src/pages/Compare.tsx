@@ -10,7 +10,8 @@ import { Link, useSearchParams } from "react-router";
 import { jobSpec, type Job } from "../api/types";
 import { ChartControls } from "../components/ChartControls";
 import { LineChart } from "../components/LineChart";
-import { viewFromParams, viewToParams, X_LABELS, type ChartView } from "../lib/chartView";
+import { X_LABELS } from "../lib/chartView";
+import { useChartView } from "../lib/useChartView";
 import { Card, ErrorBanner, formatNumber, StatusBadge } from "../components/ui";
 import { availableMetrics, commonTarget, PREFERRED_METRICS, RUN_COLORS, runSeries, runSummary } from "../lib/compare";
 import { formatDuration } from "../lib/runs";
@@ -25,7 +26,7 @@ const DEFAULT_PANELS = PREFERRED_METRICS.filter((m) => m !== "reward_errors"); /
 export function ComparePage() {
   const [params, setParams] = useSearchParams();
   const ids = useMemo(() => parseIds(params.get("ids")), [params]);
-  const view = viewFromParams(params);
+  const [view, setView] = useChartView();
   const xMode = view.x;
   const { jobs, iterations } = useCompared(ids);
   const [onlyDiff, setOnlyDiff] = useState(true);
@@ -39,13 +40,13 @@ export function ComparePage() {
   const target = commonTarget(rows.map((r) => runSummary(r, null)));
   const summaries = rows.map((r) => runSummary(r, target));
 
-  const update = (key: string, value: string | null) => {
-    const next = new URLSearchParams(params);
-    if (value === null) next.delete(key);
-    else next.set(key, value);
-    setParams(next, { replace: true });
-  };
-  const setView = (next: ChartView) => setParams(viewToParams(next, params), { replace: true });
+  const update = (key: string, value: string | null) =>
+    setParams((current) => {
+      const next = new URLSearchParams(current);
+      if (value === null) next.delete(key);
+      else next.set(key, value);
+      return next;
+    }, { replace: true });
   const togglePanel = (metric: string) =>
     update("m", (panels.includes(metric) ? panels.filter((m) => m !== metric) : [...panels, metric]).join(","));
 

@@ -4,7 +4,7 @@
  * share one view (ChartControls: x by iteration, samples or wall time; smoothing; log scale; zero baseline).
  */
 import { useEffect, useMemo, useState, type ReactNode } from "react";
-import { Link, useNavigate, useParams, useSearchParams } from "react-router";
+import { Link, useNavigate, useParams } from "react-router";
 import { api, ApiError, unwrap } from "../api/client";
 import { HealthBadge, HealthBanner, SignalList } from "../components/HealthBadge";
 import { LengthHistogram } from "../components/LengthHistogram";
@@ -17,7 +17,8 @@ import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, Sha
 import { formatDuration } from "../lib/runs";
 import { playgroundRoute } from "../lib/playground";
 import { jobSpec } from "../api/types";
-import { iterationToX, metricPoints, viewFromParams, viewToParams, X_LABELS, xByIteration, type ChartView } from "../lib/chartView";
+import { iterationToX, metricPoints, X_LABELS, xByIteration } from "../lib/chartView";
+import { useChartView } from "../lib/useChartView";
 import { recentIterationLengths } from "../lib/histogram";
 import { latestIterationTurns, sampleTurns } from "../lib/turns";
 import { scaleMarkers } from "../lib/markers";
@@ -53,9 +54,7 @@ export function JobDetailPage() {
   const { canWrite } = useSession();
   const [actionError, setActionError] = useState<unknown>(null);
   const [now, setNow] = useState(() => Date.now() / 1000);
-  const [params, setParams] = useSearchParams();
-  const view = viewFromParams(params); // x axis, smoothing, log scale, zero baseline: in the URL (shareable)
-  const setView = (next: ChartView) => setParams(viewToParams(next, params), { replace: true });
+  const [view, setView] = useChartView(); // x axis, smoothing, log scale, zero baseline: in the URL (shareable)
 
   useEffect(() => {
     const timer = setInterval(() => setNow(Date.now() / 1000), 1000);

@@ -24,11 +24,12 @@ export function MetricPanels({ rows, x, chart }: Props) {
   const [params, setParams] = useSearchParams();
   const metrics = useMemo(() => recordedMetrics(rows, PREFERRED_METRICS), [rows]);
   const chosen = params.has("m") ? (params.get("m") ?? "").split(",").filter(Boolean) : DEFAULT_METRICS.filter((m) => metrics.includes(m));
-  const choose = (next: string[]) => {
-    const updated = new URLSearchParams(params);
-    updated.set("m", next.join(","));
-    setParams(updated, { replace: true });
-  };
+  const choose = (next: string[]) =>
+    setParams((current) => {
+      const updated = new URLSearchParams(current);
+      updated.set("m", next.join(","));
+      return updated;
+    }, { replace: true });
   return (
     <Card
       title="Metrics"
