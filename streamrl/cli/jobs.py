@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from backend.services.spec_yaml import spec_yaml
 from contract.spec import JobSpec
+from streamrl.cli.agent_opts import with_agent
 from streamrl.cli.common import client, emit_json, globals_of, print_fields, print_table
 from streamrl.cli.errors import CLIError, validation_message
 from streamrl.cli.follow import follow_job, print_all_events
@@ -99,9 +100,16 @@ def submit(
     teacher: str | None = typer.Option(None, "--teacher", help="on-policy distillation from this registered model "
                                        "(sets algorithm.name=distill and algorithm.teacher; it must share the "
                                        "model's tokenizer)"),
+    agent_url: str | None = typer.Option(None, "--agent-url", help="train your agent service: the platform POSTs "
+                                         "each episode to URL/rollout (agent.url; a gateway job)"),
+    agent_code: Path | None = typer.Option(None, "--agent-code", help="a Python file defining run(task, base_url, "
+                                           "api_key), run per episode in the jail (agent.code)"),
+    agent_requirements: list[str] | None = typer.Option(None, "--agent-requirement", help="a package for "
+                                                        "--agent-code, repeatable: openai-agents==0.24.0"),
 ) -> None:
     """Submit a job; it starts `queued` and the controller admits it within the team's quotas."""
     spec = load_spec(spec_file, name, [*distill_overrides(teacher), *(overrides or [])])
+    spec = with_agent(spec, agent_url, agent_code, agent_requirements)
     with client(ctx) as api:
         job = api.submit_job(spec)
     if not emit_json(ctx, job):
