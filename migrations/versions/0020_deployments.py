@@ -29,7 +29,7 @@ def upgrade() -> None:
         sa.Column('adapters', sa.JSON(), nullable=False),
         sa.Column('min_replicas', sa.Integer(), nullable=False, server_default='0'),
         sa.Column('max_replicas', sa.Integer(), nullable=False, server_default='1'),
-        sa.Column('idle_s', sa.Float(), nullable=False, server_default='300'),
+        sa.Column('idle_s', sa.Double(), nullable=False, server_default='300'),
         sa.Column('version', sa.Integer(), nullable=False, server_default='1'),
         sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
         sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),

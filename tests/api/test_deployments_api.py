@@ -144,3 +144,29 @@ def test_leases_take_free_generation_slots_and_the_scheduler_counts_them(
     with pg_backend.session() as session:
         assert generation_leases.try_acquire(session, client, team_id=world.team.id, lease="eval:1",
                                              kind="evaluation", ttl_s=30).granted
+
+
+def test_an_evaluation_waits_for_a_generation_slot_then_the_controller_sends_it(
+        pg_backend: Any, world: Any, one_generation_slot: redis.Redis) -> None:
+    """On-demand evaluations go through the scheduler's accounting: with the pool's one slot leased, the evaluation
+    stays queued and unsent; once the slot is free, the controller's pass sends it (and leases the slot)."""
+    from backend.services import evaluations
+
+    client = one_generation_slot
+    client.delete(keys.generation_leases())
+    suite = {"name": "held", "dataset": {"builtin": "arithmetic", "eval_prompts": 2},
+             "reward": {"type": "exact_match"}, "samples_per_prompt": 1}
+    with pg_backend.session() as session:
+        assert generation_leases.try_acquire(session, client, team_id=world.team.id, lease="deploy-9.r0",
+                                             kind="deployment", ttl_s=30).granted
+        team = session.get(Team, world.team.id)
+        row = evaluations.create(session, client, team, suite=suite, model="tiny")
+        evaluation_id = row.id
+    assert row.status == "queued" and not client.exists(keys.evaluation_sent(evaluation_id))
+    with pg_backend.session() as session:
+        assert evaluation_id not in evaluations.dispatch_waiting(session, client)  # still no free slot
+    generation_leases.release(client, "deploy-9.r0")
+    with pg_backend.session() as session:
+        assert evaluation_id in evaluations.dispatch_waiting(session, client)
+    assert client.exists(keys.evaluation_sent(evaluation_id))
+    assert [lease.id for lease in generation_leases.live(client)] == [evaluations.lease_id(evaluation_id)]

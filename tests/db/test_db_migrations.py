@@ -24,6 +24,7 @@ EXPECTED_TABLES = {
     "models",
     "jobs",
     "evaluations",
+    "deployments",
     "job_events",
     "alert_rules",
     "alert_deliveries",
