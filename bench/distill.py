@@ -3,10 +3,11 @@ student trained with the task reward alone (GRPO), on the same sample budget.
 
     python bench/distill.py                    # student ~1M tiny Llama, teacher tiny-5m, one-digit addition
 
-Setup (all built here, same character tokenizer): the teacher is `--teacher-preset` fine-tuned on addition until
-its loss is low (it answers most prompts); the student is `--preset` warm-started with a short SFT to a higher loss
-target (right format, often wrong). Runs, interleaved per seed, each from that student and with the same
-iterations x prompts x group_size samples:
+Setup (all built here, same character tokenizer): the teacher is `--teacher-preset` fine-tuned on addition in rounds
+of `--teacher-steps` until its own held-out reward reaches `--teacher-target` (or `--teacher-rounds` are spent), and
+cached under `<tmp>/streamrl-bench-distill/` (keyed by preset, steps, batch and target), so a rerun reuses it; the
+student is `--preset` warm-started with a short SFT to a higher loss target (right format, often wrong).
+Runs, interleaved per seed, each from that student and with the same iterations x prompts x group_size samples:
     rl       algorithm grpo, reward exact_match
     distill  algorithm distill, teacher = the teacher (reward_coef 0: the teacher's per-token reverse KL only)
 Each evaluates the held-out reward (`--eval-prompts` prompts, one seeded sample each) every `--eval-every`
@@ -20,7 +21,9 @@ reward) / rl's iterations (inf when it never does); medians over the seeds. Prin
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import shutil
 import statistics
 import tempfile
 import time
@@ -44,8 +47,12 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny-1m", help="the student")
     parser.add_argument("--teacher-preset", default="tiny-5m")
-    parser.add_argument("--teacher-steps", type=int, default=150)
-    parser.add_argument("--teacher-batch", type=int, default=32)
+    parser.add_argument("--teacher-steps", type=int, default=300, help="SFT steps per round")
+    parser.add_argument("--teacher-batch", type=int, default=64)
+    parser.add_argument("--teacher-target", type=float, default=0.9, help="the teacher's held-out reward to reach")
+    parser.add_argument("--teacher-rounds", type=int, default=6)
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "streamrl-bench-distill"),
+                        help="where the trained teacher is kept between runs ('' : not kept)")
     parser.add_argument("--student-loss", type=float, default=0.9, help="the student's SFT warm start stops here")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--prompts", type=int, default=8, help="prompts per iteration")
@@ -94,8 +101,37 @@ def teacher_heldout(args: argparse.Namespace, teacher: Path, work: Path) -> floa
     """The teacher's own held-out reward: a one-iteration run's evaluation before its step."""
     spec = job_spec(args, teacher, teacher, "rl", 0)
     spec = spec.model_copy(update={"training": spec.training.model_copy(update={"iterations": 1})})
-    result = train_local(spec, work / "teacher-eval", eval_every=1, dataset_params=TASK)
+    result = train_local(spec, work, eval_every=1, dataset_params=TASK)
     return float(result.eval_curve[0][1]) if result.eval_curve else math.nan
+
+
+def trained_teacher(args: argparse.Namespace, rows: list[dict[str, Any]], work: Path) -> tuple[Path, float]:
+    """The teacher and its held-out reward: from the cache when a run with these settings trained it, else SFT in
+    rounds of --teacher-steps (lr 3e-3, then 1e-3) until its held-out reward reaches --teacher-target."""
+    key = (f"{args.teacher_preset}-s{args.teacher_steps}-b{args.teacher_batch}-t{args.teacher_target}"
+           f"-r{args.teacher_rounds}")
+    cached = Path(args.cache) / key if args.cache else None
+    if cached is not None and (cached / "heldout.json").exists():
+        reward = float(json.loads((cached / "heldout.json").read_text())["heldout"])
+        print(f"teacher {args.teacher_preset}: cached at {cached}, held-out reward {reward:.3f}", flush=True)
+        return cached / "model", reward
+    model_dir, reward, steps, started = build_tiny_model(args.teacher_preset, work / "teacher-0", seed=1), 0.0, 0, \
+        time.perf_counter()
+    for round_ in range(1, args.teacher_rounds + 1):
+        result = sft_warm_start(model_dir, work / f"teacher-{round_}", rows, steps=args.teacher_steps,
+                                lr=3e-3 if round_ == 1 else 1e-3, batch_size=args.teacher_batch, seed=round_)
+        model_dir, steps = result.model_dir, steps + result.steps
+        reward = teacher_heldout(args, model_dir, work / f"teacher-eval-{round_}")
+        print(f"teacher {args.teacher_preset}: {steps} SFT steps, loss {result.final_loss:.3f}, held-out reward "
+              f"{reward:.3f} ({time.perf_counter() - started:.0f}s)", flush=True)
+        if reward >= args.teacher_target:
+            break
+    if cached is not None:
+        shutil.rmtree(cached, ignore_errors=True)
+        shutil.copytree(model_dir, cached / "model")
+        (cached / "heldout.json").write_text(json.dumps({"heldout": reward, "sft_steps": steps}))
+        model_dir = cached / "model"
+    return model_dir, reward
 
 
 def reach_ratio(distill: list[tuple[int, float]], target: float, iterations: int) -> float:
@@ -113,21 +149,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-distill-") as tmp:
         work = Path(tmp)
         rows = generate_rows("arithmetic", 4000, 1000, **TASK)
-        teacher_base = build_tiny_model(args.teacher_preset, work / "teacher-base", seed=1)
-        teacher = sft_warm_start(teacher_base, work / "teacher", rows, steps=args.teacher_steps, lr=3e-3,
-                                 batch_size=args.teacher_batch, seed=1)
+        teacher_dir, teacher_reward = trained_teacher(args, rows, work)
         student_base = build_tiny_model(args.preset, work / "student-base", seed=0)
         student = sft_warm_start(student_base, work / "student", rows, steps=300, lr=3e-3, batch_size=64, seed=0,
                                  target_loss=args.student_loss)
-        print(f"teacher {args.teacher_preset}: {teacher.steps} SFT steps, loss {teacher.final_loss:.3f}, "
-              f"{teacher.seconds:.0f}s; student {args.preset}: {student.steps} steps, loss "
-              f"{student.final_loss:.3f}", flush=True)
-        teacher_reward = teacher_heldout(args, teacher.model_dir, work)
-        print(f"teacher held-out reward {teacher_reward:.3f}", flush=True)
+        print(f"student {args.preset}: {student.steps} SFT steps, loss {student.final_loss:.3f}", flush=True)
         figures: dict[str, list[dict[str, Any]]] = {run: [] for run in RUNS}
         for seed in seeds:  # interleaved: one round of both runs per seed
             for run in RUNS:
-                figures[run].append(one_run(args, student.model_dir, teacher.model_dir, work, run, seed))
+                figures[run].append(one_run(args, student.model_dir, teacher_dir, work, run, seed))
 
     ratios = [reach_ratio(d["curve"], r["curve"][-1][1], args.iterations)
               for d, r in zip(figures["distill"], figures["rl"], strict=True)]
