@@ -9,10 +9,10 @@ clients call `/api/v1/rollouts/{episode}/v1/chat/completions`, and the feed poll
 does (workers/runtime/gateway.py). Rounds interleave the paths; each figure is the median over rounds of the round's
 p50 call latency and calls/s.
 
-Needs Redis (`--redis`, default the local one); the API runs on a temporary SQLite database. Everything runs in this
-one process (engine thread, uvicorn, the client threads), so the gateway path's HTTP and JSON work shares the GIL
-with the engine, which a deployed API (its own process) does not; the chat route is synchronous, so past the API's
-thread pool (40) concurrent calls queue in the API.
+Needs Redis (`--redis`, default the local one); the API runs on a temporary SQLite database in its own uvicorn
+process, as deployed (`--api-in-process` puts it in this process's thread instead, sharing the GIL with the engine);
+the agents' clients share one HTTP connection pool. The chat route is async (an asyncio Redis client waits for the
+instance's answer) and takes no admission work slot.
 Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8]`.
 Final line: `RESULT gateway_overhead_p50_ms=... throughput_ratio=...` (the worst of the concurrency levels), after one
 `RESULT concurrency=... direct_p50_ms=... gateway_p50_ms=... overhead_p50_ms=... direct_calls_s=... gateway_calls_s=...
@@ -26,6 +26,7 @@ import os
 import queue
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -113,12 +114,14 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=64, help="calls per level per round (at least 2 per client)")
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--api-in-process", action="store_true", help="uvicorn in a thread of this process")
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrency levels, comma-separated")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     os.environ.update({"STREAMRL_DATA_DIR": str(tmp), "STREAMRL_REDIS_URL": args.redis,
                        "STREAMRL_SECRET_KEY": "bench-gateway-secret-key-0123456789abcdef"})
 
+    import httpx
     import openai
     import redis
     import uvicorn
@@ -144,12 +147,29 @@ def main() -> None:
     sampling = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
     gateway = GatewayEpisodes(client, job_id, "bench", tokenizer, spec, sampling)
     loop = Loop(engine, gateway)
-    config = uvicorn.Config(create_app(get_settings()), port=_free_port(), log_level="warning")
-    server = uvicorn.Server(config)
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    url = f"http://127.0.0.1:{config.port}/api/v1"
+    port = _free_port()
+    server: Any = None
+    api_process: subprocess.Popen[bytes] | None = None
+    if args.api_in_process:
+        server = uvicorn.Server(uvicorn.Config(create_app(get_settings()), port=port, log_level="warning"))
+        threading.Thread(target=server.run, daemon=True).start()
+        while not server.started:
+            time.sleep(0.05)
+    else:
+        api_process = subprocess.Popen([sys.executable, "-m", "uvicorn", "backend.main:app", "--port", str(port),
+                                        "--log-level", "warning"], cwd=REPO)
+        deadline = time.time() + 180
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.time() > deadline or api_process.poll() is not None:
+                raise SystemExit("the API process did not start")
+            time.sleep(0.2)
+    url = f"http://127.0.0.1:{port}/api/v1"
+    pool = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=256), timeout=600)
     text = tokenizer.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
     prompt_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     counter = iter(range(10**9))
@@ -168,7 +188,7 @@ def main() -> None:
             token: Any = client.hget(keys.episode(episode), "token")
             assert token is not None
             agents.append(openai.OpenAI(base_url=f"{url}/rollouts/{episode}/v1", api_key=token.decode(),
-                                        max_retries=0))
+                                        max_retries=0, http_client=pool))
         return lambda index: agents[index].chat.completions.create(
             model="policy", messages=MESSAGES, max_tokens=args.max_tokens, temperature=0.0)  # type: ignore[arg-type]
 
@@ -195,7 +215,11 @@ def main() -> None:
                   f"throughput_ratio={ratio:.2f}", flush=True)
     finally:
         loop.stop.set()
-        server.should_exit = True
+        if server is not None:
+            server.should_exit = True
+        if api_process is not None:
+            api_process.terminate()
+            api_process.wait(timeout=30)
         for key in client.scan_iter(f"streamrl:job:{job_id}:*"):
             client.delete(key)
     print(f"RESULT gateway_overhead_p50_ms={worst_overhead:.1f} throughput_ratio={worst_ratio:.2f}")
