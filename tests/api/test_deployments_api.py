@@ -55,7 +55,9 @@ def test_deployment_crud_and_errors(app_client: TestClient, world: Any, other_wo
     row = created.json()
     assert row["adapters"] == [f"job:{job_id}@1"] and row["replicas"] == [] and row["version"] == 1
     assert row["metrics"]["requests"] == 0 and row["metrics"]["p50_latency_s"] is None
-    config = json.loads(redis_client.get(keys.deployment_config(row["id"])))
+    raw = redis_client.get(keys.deployment_config(row["id"]))
+    assert raw is not None
+    config = json.loads(raw)
     assert list(config["adapters"]) == [f"job:{job_id}@1"] and config["adapters"][f"job:{job_id}@1"].endswith(
         "iter-1/adapter")
     assert config["idle_s"] == 30 and config["min_replicas"] == 0
