@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from contract import sharing
+from contract import form_defaults, sharing
 from contract.agent import AgentSpec
 from contract.catalog import (
     ALGORITHMS,
@@ -379,7 +379,7 @@ class TrainingSpec(StrictModel):
                                            "(safetensors on the artifact store) or auto (p2p where an instance can "
                                            "reach the trainer, else the shared store)")
     lora: LoraSpec | None = Field(None, description="train a LoRA adapter instead of the full model; None: full "
-                                  "fine-tuning")
+                                  "fine-tuning", json_schema_extra=form_defaults.schema_extra())
     eval_every: int = Field(5, ge=0, le=1_000_000, description="held-out reward (one sample per eval prompt, at the "
                             "current weights) every N iterations and after the last; 0: never")
     share: bool = Field(False, description="LoRA jobs: train in one process shared with other sharing LoRA jobs on "

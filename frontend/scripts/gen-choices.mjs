@@ -1,6 +1,7 @@
 // Write src/api/choices.gen.ts from openapi.json: every choice list the forms offer (modes, algorithms, engines,
 // dispatch policies, reward types), in the order and with the labels the control plane publishes as `x-choices`
-// (contract/spec.py, from the registries beside each implementation via contract/catalog.py).
+// (contract/spec.py, from the registries beside each implementation via contract/catalog.py), and the submit form's
+// per-choice defaults (`x-form-defaults`, contract/form_defaults.py).
 // Run by `npm run gen:api`; `node scripts/gen-choices.mjs --check` exits 1 when the file is stale.
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -30,6 +31,14 @@ for (const [name, [schema, field]] of Object.entries(FIELDS)) {
   lines.push("  ],");
 }
 lines.push("} as const;", "");
+// the submit form's per-choice defaults with their reasons (contract/form_defaults.py, `x-form-defaults`)
+const formDefaults = schemas.TrainingSpec?.properties?.lora?.["x-form-defaults"];
+if (!formDefaults) throw new Error("TrainingSpec.lora has no x-form-defaults in openapi.json");
+lines.push(
+  "/** Per fine-tuning choice: each form field's default and why (contract/form_defaults.py). */",
+  `export const FORM_DEFAULTS = ${JSON.stringify(formDefaults, null, 2)} as const;`,
+  "",
+);
 const text = lines.join("\n");
 
 if (process.argv.includes("--check")) {

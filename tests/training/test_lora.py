@@ -111,3 +111,20 @@ def test_lora_on_a_bpe_chat_model(tmp_path: Path) -> None:
     requests = [GenerationRequest(str(i), engine.encode(text), greedy) for i, text in enumerate(["hi", "12 + 35 ="])]
     served = {r.request_id: r.response_ids for r in engine.generate_stream(requests)}
     assert served == {r.request_id: r.response_ids for r in HFEngine(path, max_batch_size=2).generate_stream(requests)}
+
+
+def test_an_adapter_on_the_output_head_ships_and_checkpoints_as_an_adapter(tiny_model_dir: Path,
+                                                                             tmp_path: Path) -> None:
+    """The form's LoRA default adapts lm_head too (contract/form_defaults.py); peft would then add the whole head to
+    the adapter's state ("auto" embedding saving), which the engines' adapter loading refuses."""
+    head = {"rank": 4, "alpha": 8.0, "target_modules": ["q_proj", "v_proj", "lm_head"]}
+    trainer = Trainer(tiny_model_dir, make_spec_kl(lora=head))
+    run_iterations(trainer, 2)
+    shipped = trainer.state_dict_for_sync()
+    assert lora.is_adapter(shipped) and any(name.startswith("base_model.model.lm_head.lora_") for name in shipped)
+    path = trainer.save_checkpoint(tmp_path / "iter_000002")
+    ids = torch.tensor([[1, 5, 9, 12, 30, 7]])
+    with torch.no_grad():
+        ours = trainer.model(input_ids=ids).logits
+        peft = PeftModel.from_pretrained(load_policy(tiny_model_dir, torch.device("cpu")), path / lora.ADAPTER_DIR)
+        assert float((peft(input_ids=ids).logits - ours).abs().max()) < 1e-5

@@ -59,7 +59,8 @@ def is_adapter(state: dict[str, Any]) -> bool:
 def adapter_state(model: Any, state: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     """The adapter's tensors under peft's saved names, detached CPU copies; `state`: take them from that state dict
     of the wrapped model (a multi-rank trainer's gathered one) instead of the model's own parameters."""
-    found = get_peft_model_state_dict(model, state_dict=state, adapter_name=ADAPTER_NAME)
+    # the adapter alone: peft would add the whole output head when `lm_head` is a target ("auto" embedding saving)
+    found = get_peft_model_state_dict(model, state_dict=state, adapter_name=ADAPTER_NAME, save_embedding_layers=False)
     return {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in found.items()}
 
 

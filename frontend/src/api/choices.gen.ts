@@ -43,3 +43,31 @@ export const CHOICES = {
     { value: "openenv", label: "OpenEnv (your server)" },
   ],
 } as const;
+
+/** Per fine-tuning choice: each form field's default and why (contract/form_defaults.py). */
+export const FORM_DEFAULTS = {
+  "full": {
+    "training.lr": {
+      "value": 0.003,
+      "why": "Full fine-tuning default 0.003: right for small models, high for large ones."
+    }
+  },
+  "lora": {
+    "training.lora.alpha": {
+      "value": 32,
+      "why": "the update is scaled by alpha / rank (2 here); with alpha kept, the learning rate above holds across ranks."
+    },
+    "training.lora.rank": {
+      "value": 16,
+      "why": "RL's updates are small: a low rank learns them; more adds cost."
+    },
+    "training.lora.target_modules": {
+      "value": "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head",
+      "why": "every linear layer and the output head: without lm_head a freshly built model (like the demo's) cannot sharpen its outputs and the reward stays flat; vLLM jobs: leave lm_head out."
+    },
+    "training.lr": {
+      "value": 0.01,
+      "why": "LoRA default 0.01: only the small adapters train, so they take a larger step than full fine-tuning (0.003)."
+    }
+  }
+} as const;

@@ -84,7 +84,7 @@ describe("LoRA fields", () => {
     expect((toSpec(DEFAULT_FORM).training as { lora: unknown }).lora).toBeNull();
     const on = toSpec({ ...DEFAULT_FORM, "training.lora": "on", "training.lora.rank": "8", "training.lora.target_modules": "q_proj, v_proj" });
     expect((on.training as { lora: unknown }).lora).toEqual({ rank: 8, alpha: 32, dropout: 0, target_modules: ["q_proj", "v_proj"] });
-    const all = toSpec({ ...DEFAULT_FORM, "training.lora": "on" });
+    const all = toSpec({ ...DEFAULT_FORM, "training.lora": "on", "training.lora.target_modules": " " });
     expect((all.training as { lora: { target_modules: unknown } }).lora.target_modules).toBeNull();
   });
 
@@ -256,11 +256,27 @@ describe("per-choice learning-rate defaults", () => {
   it("moves a default rate with the LoRA choice, keeps a typed one, and says why", () => {
     const on = chooseLora(DEFAULT_FORM, "on");
     expect(on["training.lr"]).toBe(LORA_LR);
-    expect(lrNote(on)).toContain("an adapter needs a larger rate");
+    expect(lrNote(on)).toContain("only the small adapters train");
     expect(chooseLora(on, "off")["training.lr"]).toBe(FULL_FINETUNE_LR);
     const typed = chooseLora({ ...DEFAULT_FORM, "training.lr": "0.0005" }, "on");
     expect(typed["training.lr"]).toBe("0.0005");
     expect(lrNote(typed)).toBeNull();
-    expect(lrNote({ ...on, "training.lr": FULL_FINETUNE_LR })).toContain("LoRA adapters usually need more");
+    expect(lrNote({ ...on, "training.lr": FULL_FINETUNE_LR })).toContain("LoRA adapters need more");
+  });
+});
+
+import { FORM_DEFAULTS } from "../api/choices.gen";
+
+describe("the form's spec carries the registry's per-choice defaults", () => {
+  it("LoRA on: lr, rank and alpha of contract/form_defaults.py; off again: the full fine-tuning rate", () => {
+    const lora = toSpec(chooseLora(DEFAULT_FORM, "on")).training as Record<string, unknown>;
+    expect(lora.lr).toBe(FORM_DEFAULTS.lora["training.lr"].value);
+    expect(lora.lora).toMatchObject({ rank: FORM_DEFAULTS.lora["training.lora.rank"].value, alpha: FORM_DEFAULTS.lora["training.lora.alpha"].value });
+    const targets = String(FORM_DEFAULTS.lora["training.lora.target_modules"].value).split(", ");
+    expect((lora.lora as Record<string, unknown>).target_modules).toEqual(targets);
+    expect(targets).toContain("lm_head"); // without the output head a fresh model cannot learn (contract/form_defaults.py)
+    const full = toSpec(chooseLora(chooseLora(DEFAULT_FORM, "on"), "off")).training as Record<string, unknown>;
+    expect(full.lr).toBe(FORM_DEFAULTS.full["training.lr"].value);
+    expect(full.lora).toBeNull();
   });
 });

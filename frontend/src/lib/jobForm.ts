@@ -1,4 +1,5 @@
 /** The submit form's state and its translation into a JobSpec request body. */
+import { FORM_DEFAULTS } from "../api/choices.gen";
 import { parseObject } from "./structured";
 
 /**
@@ -26,25 +27,42 @@ def reward(prompt, response, meta):
 export const REWARD_LENGTH_NOTE =
   "The default reward scores length against the answer (the demo's term): on the long-tail task most untrained samples hit max_tokens, and without it the reward stays flat.";
 
-/** Learning-rate defaults per fine-tuning choice: an adapter's few parameters need a larger step than every weight. */
-export const FULL_FINETUNE_LR = "0.003";
-export const LORA_LR = "0.01";
+/** Per-choice defaults from the registry (contract/form_defaults.py, published in the OpenAPI schema and generated
+ * into choices.gen.ts): full fine-tuning or LoRA, each field's value and the reason shown under it. */
+type Tuning = keyof typeof FORM_DEFAULTS; // "full" | "lora"
+type DefaultEntry = { readonly value: number | string; readonly why: string };
+const defaultsOf = (tuning: Tuning) => FORM_DEFAULTS[tuning] as Readonly<Record<string, DefaultEntry>>;
+const text = (value: number | string) => String(value);
+export const FULL_FINETUNE_LR = text(FORM_DEFAULTS.full["training.lr"].value);
+export const LORA_LR = text(FORM_DEFAULTS.lora["training.lr"].value);
 
-/** The form after choosing `training.lora`: a learning rate still at the other choice's default follows the choice
- * (a rate the user typed is kept). */
+/** The form after choosing `training.lora`: every field still at a default (of either choice, or the form's own)
+ * takes the new choice's default; a value the user typed is kept. */
 export function chooseLora<F extends { "training.lora": "off" | "on"; "training.lr": string }>(form: F, value: "off" | "on"): F {
-  const next = { ...form, "training.lora": value };
-  if (value === "on" && form["training.lr"].trim() === FULL_FINETUNE_LR) next["training.lr"] = LORA_LR;
-  if (value === "off" && form["training.lr"].trim() === LORA_LR) next["training.lr"] = FULL_FINETUNE_LR;
-  return next;
+  const next: Record<string, string> = { ...(form as unknown as Record<string, string>), "training.lora": value };
+  const [to, from] = value === "on" ? (["lora", "full"] as const) : (["full", "lora"] as const);
+  for (const [key, entry] of Object.entries(defaultsOf(to))) {
+    const current = String(next[key] ?? "").trim();
+    const untouched = [defaultsOf(from)[key]?.value, entry.value].some((v) => v !== undefined && current === text(v)) ||
+      current === String((DEFAULT_FORM as Record<string, string>)[key] ?? "");
+    if (key in next && untouched) next[key] = text(entry.value);
+  }
+  return next as unknown as F;
 }
 
-/** A line under the learning rate saying why its default is what it is (null once the user typed another rate). */
+/** The registry's reason for a field's value (null once the user typed another value than the choice's default). */
+export function defaultNote(form: { "training.lora": "off" | "on" } & Record<string, string>, key: string): string | null {
+  const entry = defaultsOf(form["training.lora"] === "on" ? "lora" : "full")[key];
+  return entry && String(form[key] ?? "").trim() === text(entry.value) ? entry.why : null;
+}
+
+/** A line under the learning rate saying why its default is what it is, or that a LoRA job kept the full rate. */
 export function lrNote(form: { "training.lora": "off" | "on"; "training.lr": string }): string | null {
-  const lr = form["training.lr"].trim();
-  if (form["training.lora"] === "on" && lr === LORA_LR) return `LoRA default ${LORA_LR}: an adapter needs a larger rate than full fine-tuning (${FULL_FINETUNE_LR}); at ${FULL_FINETUNE_LR} a LoRA job's reward stays flat.`;
-  if (form["training.lora"] === "on" && lr === FULL_FINETUNE_LR) return `${FULL_FINETUNE_LR} is the full fine-tuning rate: LoRA adapters usually need more (default ${LORA_LR}).`;
-  if (form["training.lora"] !== "on" && lr === FULL_FINETUNE_LR) return `Full fine-tuning default ${FULL_FINETUNE_LR}: high for large models, right for small ones.`;
+  const note = defaultNote(form as { "training.lora": "off" | "on" } & Record<string, string>, "training.lr");
+  if (note) return note;
+  if (form["training.lora"] === "on" && form["training.lr"].trim() === FULL_FINETUNE_LR) {
+    return `${FULL_FINETUNE_LR} is the full fine-tuning rate: LoRA adapters need more (default ${LORA_LR}), or the reward stays flat.`;
+  }
   return null;
 }
 
@@ -101,10 +119,10 @@ export const DEFAULT_FORM = {
   "training.prompts_per_iteration": "8",
   "training.lr": FULL_FINETUNE_LR,
   "training.lora": "off" as "off" | "on",
-  "training.lora.rank": "16",
-  "training.lora.alpha": "32",
+  "training.lora.rank": String(FORM_DEFAULTS.lora["training.lora.rank"].value),
+  "training.lora.alpha": String(FORM_DEFAULTS.lora["training.lora.alpha"].value),
   "training.lora.dropout": "0",
-  "training.lora.target_modules": "",
+  "training.lora.target_modules": String(FORM_DEFAULTS.lora["training.lora.target_modules"].value), // sent with LoRA on
   "training.share": "off" as "off" | "on", // LoRA jobs only (trainingShareSpec); the control is shown with LoRA on
   "dispatch.policy": "skew_aware",
   "autoscale.policy": "manual",

@@ -13,7 +13,7 @@ import { useCluster } from "./Cluster";
 import { capacityWarning } from "../lib/cluster";
 import { DatasetFromHub } from "./DatasetFromHub";
 import { DatasetUpload } from "./DatasetUpload";
-import { chooseLora, DEFAULT_FORM, fromSpec, localErrors, lrNote, mergeSpec, parseFormTexts, SHARE_CHOICES, toSpec, type JobForm } from "../lib/jobForm";
+import { chooseLora, DEFAULT_FORM, defaultNote, fromSpec, localErrors, lrNote, mergeSpec, parseFormTexts, SHARE_CHOICES, toSpec, type JobForm } from "../lib/jobForm";
 import { trackersOf, withTrackers, type TrackerChoice } from "../lib/trackers";
 import { TrackerPicker } from "../components/TrackerPicker";
 import { useApiQuery, useJob } from "../lib/queries";
@@ -272,16 +272,16 @@ function SubmitJobForm() {
             </Field>
             {form["training.lora"] === "on" && (
               <>
-                <Field label="LoRA rank" error={err("training.lora.rank")}>
+                <Field label="LoRA rank" error={err("training.lora.rank")} hint={defaultNote(form, "training.lora.rank") ?? undefined}>
                   <input name="lora_rank" inputMode="numeric" value={form["training.lora.rank"]} onChange={set("training.lora.rank")} />
                 </Field>
-                <Field label="LoRA alpha" error={err("training.lora.alpha")}>
+                <Field label="LoRA alpha" error={err("training.lora.alpha")} hint={defaultNote(form, "training.lora.alpha") ?? undefined}>
                   <input name="lora_alpha" inputMode="decimal" value={form["training.lora.alpha"]} onChange={set("training.lora.alpha")} />
                 </Field>
                 <Field label="LoRA dropout" error={err("training.lora.dropout")}>
                   <input name="lora_dropout" inputMode="decimal" value={form["training.lora.dropout"]} onChange={set("training.lora.dropout")} />
                 </Field>
-                <Field label="Target modules" error={err("training.lora.target_modules")} hint="comma-separated; empty: all linear layers">
+                <Field label="Target modules" error={err("training.lora.target_modules")} hint={<span data-testid="targets-note">{defaultNote(form, "training.lora.target_modules") ?? "comma-separated; empty: all linear layers (not the output head)"}</span>}>
                   <input name="lora_target_modules" value={form["training.lora.target_modules"]} onChange={set("training.lora.target_modules")} />
                 </Field>
               </>
