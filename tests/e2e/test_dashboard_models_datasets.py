@@ -38,7 +38,7 @@ def test_upload_a_model_archive_then_a_chat_dataset_and_preview_it(
     page.locator("input[name=model_archive]").set_input_files(str(model_archive(tmp_path)))
     page.locator("input[name=upload_model_name]").fill("qwen-up")
     page.get_by_role("button", name="Upload model").click()
-    expect(page.get_by_test_id("model-upload-done")).to_contain_text("registered qwen-up (ready)")
+    expect(page.get_by_test_id("model-upload-done")).to_contain_text("registered qwen-up v1 (ready)")
     expect(page.get_by_test_id("model-upload-progress")).to_contain_text("(100%)")
     row = page.get_by_test_id("model-qwen-up")
     expect(row).to_contain_text("ready")
