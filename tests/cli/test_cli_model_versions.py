@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from .conftest import Invoke, Server
 
 pytestmark = pytest.mark.integration
