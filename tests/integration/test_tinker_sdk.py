@@ -358,7 +358,7 @@ def test_on_policy_distillation_as_a_tinker_loop(platform: Any, base_url: str, t
     assert top is not None and top[-1] is not None and top[-1][0][0] == teacher_token  # its likeliest answer
 
     reverse_kl, agreement = [], []
-    for step in range(6):
+    for step in range(8):
         sampler = student.save_weights_and_get_sampling_client().result(timeout=120)
         group = sampler.sample(types.ModelInput.from_ints(prompt_ids), 16, types.SamplingParams(
             max_tokens=2, temperature=1.0, seed=200 + step)).result(timeout=180).sequences
@@ -377,7 +377,7 @@ def test_on_policy_distillation_as_a_tinker_loop(platform: Any, base_url: str, t
         reverse_kl.append(sum(gaps) / len(gaps))
         agreement.append(sum(seq.tokens[0] == teacher_token for seq in group) / len(group))
         student.forward_backward(data, "importance_sampling").result(timeout=60)
-        student.optim_step(types.AdamParams(learning_rate=2e-2)).result(timeout=60)
+        student.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)  # 2e-2 overshoots
     assert sum(reverse_kl[-2:]) / 2 < 0.5 * reverse_kl[0], (reverse_kl, agreement)
     assert agreement[-1] >= 0.6 and agreement[-1] >= agreement[0] + 0.3, (reverse_kl, agreement)
     service.close("success").result()
