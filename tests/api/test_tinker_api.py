@@ -211,7 +211,7 @@ def test_bad_sample_requests_are_400s_and_other_teams_samplers_404(pg_backend: A
         assert answer.status_code == 404 and "sampler" in answer.json()["detail"], answer.text
     assert httpx.get(f"{base_url}/api/v1/samplers/{sampler}", headers=theirs).status_code == 404
 
-    bad = [({"num_samples": 0}, "num_samples must be between 1 and 128"),
+    bad: list[tuple[dict[str, Any], str]] = [({"num_samples": 0}, "num_samples must be between 1 and 128"),
            ({"max_tokens": 0}, "max_tokens must be 1 or more"),
            ({"temperature": -1.0}, "temperature >= 0"),
            ({"seed": -1}, "seed must be a non-negative integer"),
