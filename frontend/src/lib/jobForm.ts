@@ -79,6 +79,21 @@ def step(messages, row):
     return {"messages": [{"role": "user", "content": "Not quite: try again."}], "reward": 0.0, "done": False}
 `;
 
+/** A gateway job's agent as it stands: one plain `openai` call per task, rewarded on the built-in tasks' `answer`
+ * (docs/user-guide.md#train-an-agent-you-already-have); `base_url` is the episode's gateway, any model name works. */
+export const DEFAULT_AGENT_CODE = `from openai import OpenAI
+
+
+def run(task, base_url, api_key):
+    client = OpenAI(base_url=base_url, api_key=api_key)
+    reply = client.chat.completions.create(
+        model="policy",
+        messages=[{"role": "user", "content": task["prompt"]}],
+    )
+    answer = (reply.choices[0].message.content or "").strip()
+    return 1.0 if answer == str(task.get("answer", "")) else 0.0
+`;
+
 /** The form's values, flat; `toSpec` nests them into a JobSpec. Keys are the JobSpec's dotted field paths. The
  * defaults make a job that learns on any registered model (tests/e2e/test_dashboard_signals.py proves it): the
  * long-tail task with the shaped reward above, short answers, a high learning rate for small models. */
@@ -100,6 +115,12 @@ export const DEFAULT_FORM = {
   "environment.max_episode_tokens": "512",
   "environment.step_timeout_s": "2",
   "environment.grader": "off" as "off" | "on", // on: the reward fields grade each episode's final answer
+  "agent.where": "code" as "code" | "url", // gateway: the agent's code in the jail, or a service at a URL
+  "agent.code": DEFAULT_AGENT_CODE,
+  "agent.requirements": "openai", // one per line, for code
+  "agent.url": "", // a remote agent service; the platform POSTs to {url}/rollout
+  "agent.concurrency": "4",
+  "agent.timeout_s": "300",
   "algorithm.name": "grpo",
   "algorithm.group_size": "8",
   "algorithm.kl_coef": "0",
@@ -193,13 +214,23 @@ function environmentSpec(form: JobForm, parsed: ParsedTexts): Record<string, unk
   const params = parsed["environment.params"] ?? {};
   return {
     type,
-    ...(type === "python" ? { code: form["environment.code"] } : Object.keys(params).length ? { params } : {}),
+    ...(type === "python" ? { code: form["environment.code"] } : Object.keys(params).length && type !== "gateway" ? { params } : {}),
     ...(type === "openenv" ? { url: form["environment.url"].trim() } : {}),
     max_turns: num(form["environment.max_turns"]),
     max_episode_tokens: num(form["environment.max_episode_tokens"]),
     step_timeout_s: num(form["environment.step_timeout_s"]),
     grader: form["environment.grader"] === "on" ? rewardSpec(form, parsed) : null,
   };
+}
+
+/** `agent` of a gateway job: code with its requirements (one per line), or a service's URL; null otherwise, so a
+ * clone switched away from the gateway drops the base's agent. */
+export function agentSpec(form: JobForm): Record<string, unknown> | null {
+  if (form["environment.type"] !== "gateway") return null;
+  const place = form["agent.where"] === "url"
+    ? { url: form["agent.url"].trim() }
+    : { code: form["agent.code"], requirements: form["agent.requirements"].split("\n").map((r) => r.trim()).filter(Boolean) };
+  return { ...place, concurrency: num(form["agent.concurrency"]), timeout_s: num(form["agent.timeout_s"]) };
 }
 
 /** Nest the flat form into a JobSpec body (numbers parsed; the API validates and names any bad field). With an
@@ -219,6 +250,7 @@ export function toSpec(form: JobForm, parsed: ParsedTexts = {}): Record<string, 
     dataset,
     reward: environment ? undefined : rewardSpec(form, parsed),
     environment,
+    agent: agentSpec(form),
     algorithm: algorithmSpec(form),
     mode: form.mode,
     max_staleness: num(form.max_staleness),
@@ -300,6 +332,9 @@ export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
     const params = get(key === "reward.params" ? `${rewardAt}.params` : key);
     form[key] = isObj(params) && Object.keys(params).length ? JSON.stringify(params, null, 2) : "";
   }
+  form["agent.where"] = typeof get("agent.url") === "string" ? "url" : "code";
+  const requirements = get("agent.requirements");
+  form["agent.requirements"] = Array.isArray(requirements) ? requirements.join("\n") : defaults["agent.requirements"];
   const modules = get("training.lora.target_modules");
   form["training.lora.target_modules"] = Array.isArray(modules) ? modules.join(", ") : "";
   return form;
@@ -318,6 +353,7 @@ export function mergeSpec(base: Obj, patch: Obj): Obj {
     const old = base[key];
     const replace =
       (key === "dataset" && isObj(old) && isObj(value) && Boolean(old.builtin) !== Boolean(value.builtin)) ||
+      key === "agent" || // code and url exclude each other: the form's agent replaces the base's whole
       ((key === "reward" || key === "environment" || key === "grader") && isObj(old) && isObj(value) && old.type !== value.type) ||
       key === "params"; // the form shows params whole (an edited grader must not keep a removed field)
     if (value === undefined) continue;
@@ -331,7 +367,7 @@ const NUMERIC: (keyof JobForm)[] = [
   "generation.batch_size", "generation.max_tokens", "generation.temperature", "training.devices", "training.iterations",
   "training.prompts_per_iteration", "training.lr", "autoscale.min_instances", "autoscale.max_instances",
   "training.lora.rank", "training.lora.alpha", "training.lora.dropout", "environment.max_turns",
-  "environment.max_episode_tokens", "environment.step_timeout_s",
+  "environment.max_episode_tokens", "environment.step_timeout_s", "agent.concurrency", "agent.timeout_s",
 ];
 
 /**

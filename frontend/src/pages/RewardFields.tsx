@@ -7,6 +7,7 @@
 import { useState } from "react";
 import { useNavigate } from "react-router";
 import { Field } from "../components/ui";
+import { AgentFields } from "./AgentFields";
 import { ENVIRONMENTS, REWARD_TYPES } from "../lib/choices";
 import { graderRoute } from "../lib/graderSpec";
 import { DEFAULT_REWARD_CODE, REWARD_LENGTH_NOTE, type JobForm } from "../lib/jobForm";
@@ -54,7 +55,7 @@ function EnvironmentFields({ form, set, err }: Props) {
           <input name="environment_url" value={form["environment.url"]} onChange={set("environment.url")} placeholder="https://envs.example.com/my-env" />
         </Field>
       )}
-      {python ? (
+      {form["environment.type"] === "gateway" ? <AgentFields form={form} set={set} err={err} /> : python ? (
         <Field label="Environment code: reset(row), step(messages, row) (runs sandboxed)" error={err("environment.code", "environment")}>
           <textarea name="environment_code" className="mono" rows={9} value={form["environment.code"]} onChange={set("environment.code")} spellCheck={false} />
         </Field>
