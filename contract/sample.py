@@ -54,6 +54,9 @@ class Sample:
     # multi-turn episodes: policy turns cut at generation.max_tokens (finish "length"); 0 for single-turn samples
     # (whose cut is `truncated`) and for older payloads
     turns_truncated: int = 0
+    # gateway episodes (workers/core/gateway.py): the policy version of each policy turn (one recorded chat call);
+    # None: not recorded (built-in episodes, whose per-token versions are `version_marks`)
+    turn_versions: list[int] | None = None
 
     def __post_init__(self) -> None:
         assert len(self.behaviour_logprobs) == len(self.response_ids), "one behaviour logprob per response token"

@@ -19,7 +19,7 @@ from transformers import AutoTokenizer
 from contract import gateway as keys
 from contract.sample import PromptRequest
 from contract.spec import EnvironmentSpec, JobSpec
-from workers.core.episode import episode_sample
+from workers.core.episode import episode_record, episode_sample
 from workers.core.gateway import Call, Choice, assemble, oldest_version, to_episode
 from workers.core.rollout import sampling_params
 from workers.generation.engines.hf import HFEngine
@@ -98,6 +98,9 @@ def test_calls_assemble_into_sequences_and_one_sample(chat_model: Path, client: 
     assert sample.loss_mask == [1] * len(sample.response_ids)
     assert sample.behaviour_logprobs == pytest.approx(third["choices"][0]["logprobs"])
     assert sample.reward == 0.5 and sample.reward_error is None
+    record = episode_record(sample)
+    assert record is not None and record["turn_versions"] == [engine.version] and record["turn_spans"] == [
+        [0, len(sample.response_ids)]]
 
 
 def test_assembly_merges_prefix_extending_calls_and_splits_at_a_rewrite() -> None:
@@ -116,6 +119,7 @@ def test_assembly_merges_prefix_extending_calls_and_splits_at_a_rewrite() -> Non
     assert episode.loss_mask == [1, 0, 0, 1, 1, 0, 1]  # completions only
     assert episode.logprobs == [-0.3, 0.0, 0.0, -0.4, -0.5, 0.0, -0.6]
     assert oldest_version(sequences[0]) == 3
+    assert episode.turn_versions == [3, 4, 5]  # each call's version, shown per call in the sample browser
     split = assemble([one, two, rewrite])
     assert [len(s.calls) for s in split] == [2, 1]
     assert to_episode(request, split[-1], started_at=0.0, finished_at=1.0).response_ids == [14]

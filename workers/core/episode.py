@@ -103,6 +103,7 @@ class Episode:
     turn_spans: list[list[int]] = field(default_factory=list)
     turns_truncated: int = 0  # policy turns cut at generation.max_tokens
     turn_rewards: list[float | None] = field(default_factory=list)
+    turn_versions: list[int] = field(default_factory=list)  # gateway: each call's policy version (empty: built-in)
     end: str | None = None  # done | max_turns | max_episode_tokens | error
     retries: int = 0  # restarts after its environment was lost
     error: str | None = None
@@ -302,7 +303,7 @@ def episode_sample(episode: Episode, tokenizer: Any, *, job_id: int, version: in
         reward_error=error, meta=dict(request.meta),
         queued_at=request.queued_at, started_at=episode.started_at, finished_at=episode.finished_at,
         instance_id=instance_id, truncated=episode.end == "max_episode_tokens",
-        turns_truncated=episode.turns_truncated,
+        turns_truncated=episode.turns_truncated, turn_versions=list(episode.turn_versions) or None,
         loss_mask=list(episode.loss_mask), turns=episode.turns, turn_spans=[list(s) for s in episode.turn_spans],
         turn_rewards=list(episode.turn_rewards), messages=list(episode.messages), episode_end=episode.end,
         segments=[{**run, "text": tokenizer.decode(episode.response_ids[run["start"]:run["end"]],
@@ -358,7 +359,7 @@ def episode_record(sample: Sample) -> dict[str, Any] | None:
     if sample.loss_mask is None:
         return None
     return {"turns": sample.turns, "end": sample.episode_end, "turn_rewards": sample.turn_rewards,
-            "turn_spans": sample.turn_spans, "messages": sample.messages,
+            "turn_spans": sample.turn_spans, "turn_versions": sample.turn_versions, "messages": sample.messages,
             "trained_tokens": sum(sample.loss_mask), "context_tokens": len(sample.loss_mask) - sum(sample.loss_mask),
             "segments": sample.segments or mask_segments(sample.loss_mask)}
 

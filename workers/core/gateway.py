@@ -83,6 +83,7 @@ def to_episode(request: PromptRequest, sequence: Sequence, *, started_at: float,
         episode.add(list(choice.ids), True, list(choice.logprobs))
         episode.turn_spans.append([start, len(episode.response_ids)])
         episode.turn_rewards.append(None)
+        episode.turn_versions.append(call.version)
     last = sequence.calls[-1]
     choice = last.choices[sequence.choices[-1]]
     assistant: dict[str, Any] = {"role": "assistant", "content": choice.text}
