@@ -56,3 +56,19 @@ describe("readEpisode", () => {
     expect(episode?.contextTokens).toBe(8);
   });
 });
+
+describe("gateway episodes", () => {
+  it("reads each call's trained tokens, the context before it and its policy version", () => {
+    const episode = readEpisode({ ...RECORD, turn_versions: [3, 4] });
+    expect(episode?.gateway).toBe(true);
+    const calls = episode?.messages.filter((m) => m.policyTurn !== null) ?? [];
+    expect(calls.map((m) => [m.tokens, m.contextBefore, m.version])).toEqual([[12, 0, 3], [3, 8, 4]]);
+    expect(calls[0].toolCalls[0].name).toBe("calculate");
+  });
+
+  it("a built-in episode has token counts per turn but no versions", () => {
+    const episode = readEpisode(RECORD);
+    expect(episode?.gateway).toBe(false);
+    expect(episode?.messages.filter((m) => m.policyTurn !== null).map((m) => m.version)).toEqual([null, null]);
+  });
+});

@@ -20,6 +20,9 @@ export interface EpisodeMessage {
   toolCallErrors: string[]; // <tool_call> blocks that were not valid JSON
   policyTurn: number | null; // 1-based: the policy's own turns (the last `turns` assistant messages)
   stepReward: number | null; // the environment's reward for the step after this policy turn
+  tokens: number | null; // a policy turn's own tokens (trained), from its turn span
+  contextBefore: number | null; // context tokens between the previous turn and this one (tool results, markup)
+  version: number | null; // a gateway call's policy version
 }
 
 export interface EpisodeSegment {
@@ -37,6 +40,7 @@ export interface Episode {
   trainedTokens: number;
   contextTokens: number;
   segments: EpisodeSegment[];
+  gateway: boolean; // a gateway episode: each policy turn is one recorded chat call of the agent (with its version)
 }
 
 type Obj = Record<string, unknown>;
@@ -66,11 +70,22 @@ export function readEpisode(raw: unknown): Episode | null {
     toolCallErrors: list(m.tool_call_errors).map(text),
     policyTurn: null,
     stepReward: null,
+    tokens: null,
+    contextBefore: null,
+    version: null,
   }));
+  const spans = list(raw.turn_spans).map((s) => (Array.isArray(s) && s.length === 2 ? [num(s[0]), num(s[1])] : null));
+  const versions = Array.isArray(raw.turn_versions) ? raw.turn_versions.map((v) => (typeof v === "number" ? v : null)) : null;
   const assistant = messages.filter((m) => m.role === "assistant");
   assistant.slice(Math.max(0, assistant.length - turns)).forEach((m, i) => {
     m.policyTurn = i + 1;
     m.stepReward = turnRewards[i] ?? null;
+    const span = spans[i];
+    if (span) {
+      m.tokens = span[1] - span[0];
+      m.contextBefore = span[0] - (i > 0 ? (spans[i - 1]?.[1] ?? span[0]) : 0);
+    }
+    m.version = versions?.[i] ?? null;
   });
   const segments = list(raw.segments).filter(isObj).map((s) => ({
     start: num(s.start), end: num(s.end), trained: Boolean(s.trained), text: text(s.text),
@@ -84,6 +99,7 @@ export function readEpisode(raw: unknown): Episode | null {
     trainedTokens: num(raw.trained_tokens, fromSegments(true)),
     contextTokens: num(raw.context_tokens, fromSegments(false)),
     segments,
+    gateway: versions !== null,
   };
 }
 
