@@ -91,6 +91,14 @@ def redis_url() -> Iterator[str]:
     base.close()
 
 
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of this session's Redis db (redis_url)."""
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
 def _take_stale_lock(base: redis.Redis, lock: str) -> bool:
     """Take a db lock whose holder (a test session on this host, killed before it released it) no longer runs."""
     holder = base.get(lock)

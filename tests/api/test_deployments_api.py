@@ -105,13 +105,6 @@ def test_deployment_crud_and_errors(app_client: TestClient, world: Any, other_wo
 
 
 @pytest.fixture
-def redis_client(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def one_generation_slot(redis_client: redis.Redis) -> Iterator[redis.Redis]:
     client = redis_client
     node = f"gen-{uuid.uuid4().hex[:8]}"

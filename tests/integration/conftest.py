@@ -18,13 +18,6 @@ from workers.stream import clear_job
 
 
 @pytest.fixture
-def redis_client(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def job_id(redis_client: redis.Redis) -> Iterator[int]:
     """A job id no other test uses; its Redis keys are removed afterwards."""
     jid = random.randint(10**8, 10**9)
