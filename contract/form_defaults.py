@@ -4,7 +4,8 @@ The dashboard reads this table from the OpenAPI schema (`x-form-defaults` on `Tr
 frontend/src/api/choices.gen.ts by `npm run gen:api`): choosing full fine-tuning or LoRA in the form sets each field
 below to the choice's value unless the user typed another, and shows `why`. The form's spec is checked against this
 table in a browser test (tests/e2e/test_dashboard_form_defaults.py) and a LoRA job with these defaults is trained on
-the built-in long-tail task by bench/form_defaults.py.
+the built-in long-tail task in CI by tests/training/test_form_defaults_learn.py (the body the form posts, written by
+frontend/src/lib/formLoraSpec.test.ts) and with a flat control by bench/form_defaults.py.
 
 Why a LoRA job from the form did not learn (issue 39): peft's default targets ("all-linear") leave out the output head.
 After the final RMSNorm the hidden state's size is fixed, so a model whose head is small, as in a freshly built model

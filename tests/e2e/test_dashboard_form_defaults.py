@@ -1,7 +1,7 @@
 """The submit form's per-choice defaults (issue 39): switching LoRA on sets the registry's LoRA defaults
 (contract/form_defaults.py: learning rate, target modules with the output head, rank, alpha) and says why; the
 default reward carries the length term and says why; the submitted spec equals the registry's values. (That a LoRA
-job with these defaults learns: bench/form_defaults.py.)"""
+job with these defaults learns: tests/training/test_form_defaults_learn.py.)"""
 
 from __future__ import annotations
 
