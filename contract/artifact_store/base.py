@@ -130,10 +130,17 @@ class ArtifactStore(ABC):
                 time.sleep(wait_s)
                 wait_s = min(wait_s * 2, 5.0)
 
-    def put_dir(self, key: str, source: Path, names: list[str] | None = None) -> Manifest:
+    def put_dir(self, key: str, source: Path, names: list[str] | None = None, cache_files: bool = False
+                ) -> Manifest:
         """Upload every file under `source` (or the files `names` in it) to `<key>/...`, then the manifest. A version
-        already complete under `key` is replaced: its manifest goes first, so no reader mixes old and new files."""
+        already complete under `key` is replaced: its manifest goes first, so no reader mixes old and new files.
+        `cache_files`: the files also enter this host's content cache (hard links; they must never be rewritten in
+        place), so a reader on this host materializes the version without downloading it, once the manifest is
+        in the store (a reader still reads the manifest from the store: the version is visible when it is there)."""
         manifest = manifest_of(source, names)
+        if cache_files:
+            for rel, (sha, _) in manifest.files.items():
+                self.cache.adopt(source / rel, sha)
         if self.manifest(key) is not None:
             self._retrying(f"retracting {key}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
         with ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as pool:  # parts of each file go in parallel too

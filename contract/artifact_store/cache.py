@@ -52,6 +52,23 @@ class ContentCache:
         self.evict(keep=cached)
         return cached
 
+    def adopt(self, source: Path, sha: str) -> None:
+        """Enter a file this host wrote (and hashed: `sha`) as a hard link, so a reader here needs no download;
+        a cache on another filesystem is left as it is (a copy would cost what it saves)."""
+        cached = self.path(sha)
+        if cached.exists():
+            os.utime(cached)
+            return
+        cached.parent.mkdir(exist_ok=True)
+        tmp = self.root / "tmp" / uuid.uuid4().hex
+        try:
+            os.link(source, tmp)
+            os.replace(tmp, cached)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+            return
+        self.evict(keep=cached)
+
     @staticmethod
     def materialize(cached: Path, target: Path) -> None:
         try:

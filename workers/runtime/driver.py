@@ -44,6 +44,7 @@ from workers.runtime.telemetry import Heartbeat
 from workers.stream import PromptQueue, expire_job
 from workers.training import checkpoint as ckpt
 from workers.training.checkpoint_save import CheckpointSaveFailed, save_retrying
+from workers.training.checkpoint_upload import BackgroundUpload, UploadOutcome
 from workers.training.defaults import choose_training_defaults, describe
 from workers.training.faults import RanksLost
 from workers.weightsync import setup_weight_sync
@@ -98,6 +99,8 @@ class Driver:
                 self.mirror.names()
             except ArtifactStoreError as err:
                 raise JobSetupError(str(err)) from err
+        self.uploads = BackgroundUpload(self.mirror, CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S) \
+            if self.mirror is not None else None
         self.rec = IterationRecorder(ctx.job_id, lane, ctx.reporter, ctx.spec.telemetry)
         self.encode = ChatEncoder(self.trainer.tokenizer, system_prompt=ctx.spec.dataset.system_prompt)
         self.schedule = PromptSchedule(components.load_rows(ctx, **ctx.dataset_params), ctx.spec)
@@ -133,10 +136,12 @@ class Driver:
                 self.check_runnable()
                 result = self.iteration(it)
                 self.rec.finish(it, result.samples, result.step, result.extra, trace=self.trainer.token_trace)
+                self._collect_upload(block=False)
                 last = it + 1 == self.spec.training.iterations
                 evaluate = self.evaluation_due(it + 1)
                 if (it + 1) % self.spec.checkpoint.interval == 0 or last or evaluate:
-                    self._checkpoint(it + 1, final=last)
+                    # the upload runs behind the next iterations unless the checkpoint is read right away
+                    self._checkpoint(it + 1, final=last, background=not (last or evaluate))
                     if evaluate:
                         self._request_evaluations(it + 1)
             self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
@@ -166,6 +171,7 @@ class Driver:
                           write_err)
                 outcome = None
         finally:
+            self._finish_uploads()
             heartbeat.stop()
             self._release(outcome)
             self.close()
@@ -196,6 +202,8 @@ class Driver:
     def _hand_back(self, preempted: str | None = None) -> None:
         """The worker is shutting down, or the scheduler preempted the job (`preempted`: why): keep what was trained
         (a checkpoint at the last optimizer step)."""
+        with contextlib.suppress(JobSetupError):  # a failed upload removed its checkpoint: written again below
+            self._collect_upload(block=True)
         trained, latest = self.trainer.iteration, ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         if trained > 0 and (latest is None or ckpt.checkpoint_iteration(latest) != trained):
             with contextlib.suppress(JobSetupError):  # an event; the next driver resumes from the newest that stands
@@ -283,6 +291,8 @@ class Driver:
         if trained == 0 or self.pause_checkpointed == trained:
             return
         self.pause_checkpointed = trained  # tried once per trained iteration (a failed save is an event already)
+        with contextlib.suppress(JobSetupError):
+            self._collect_upload(block=True)
         latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         if latest is not None and ckpt.checkpoint_iteration(latest) == trained:
             return
@@ -293,32 +303,62 @@ class Driver:
             self.reporter.record_event(self.job_id, "checkpoint", f"paused: checkpoint at iteration {trained}",
                                        {"iteration": trained, "paused": True})
 
-    def _checkpoint(self, iteration: int, *, final: bool = False) -> None:
+    def _checkpoint(self, iteration: int, *, final: bool = False, background: bool = False) -> None:
         """Save with retries (workers/training/checkpoint_save.py). A checkpoint that cannot be written is an event
         and training goes on while the newest complete checkpoint stands; the job fails with the reason only when
-        the final checkpoint or CHECKPOINT_FAILURES_ALLOWED in a row cannot be written."""
+        the final checkpoint or CHECKPOINT_FAILURES_ALLOWED in a row cannot be written. With an object store the
+        checkpoint counts as written once its manifest is in the store: `background` uploads it behind the next
+        iterations (workers/training/checkpoint_upload.py), else this waits for the upload."""
         path = self.ctx.checkpoints_dir / f"iter_{iteration:06d}"
+        self._collect_upload(block=True)  # one upload in flight per job: the previous one ends first
         try:
             save_retrying(lambda: self.trainer.save_checkpoint(path, iteration=iteration), path,
                           attempts=CHECKPOINT_ATTEMPTS, backoff_s=CHECKPOINT_RETRY_S)
-            if self.mirror is not None:  # written only once its manifest is in the store (retried there)
-                try:
-                    self.mirror.upload(path)
-                except ArtifactStoreError as store_err:
-                    shutil.rmtree(path, ignore_errors=True)  # never resumed from: no other host could
-                    raise CheckpointSaveFailed(f"checkpoint upload failed: {store_err}") from store_err
         except CheckpointSaveFailed as err:
-            self.checkpoint_failures += 1
-            standing = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
-            fatal = final or self.checkpoint_failures >= CHECKPOINT_FAILURES_ALLOWED
-            then = "the job fails" if fatal else \
-                f"training goes on; newest complete checkpoint: {standing.name if standing else 'none'}"
-            self.reporter.record_event(self.job_id, "checkpoint", f"{err} (iteration {iteration}, "
-                                       f"{CHECKPOINT_ATTEMPTS} attempts; {then})",
-                                       data={"iteration": iteration, "failures": self.checkpoint_failures})
-            if fatal:
-                raise JobSetupError(str(err)) from err
+            self._checkpoint_failed(iteration, err, final)
             return
+        if self.uploads is None:
+            self._checkpoint_written(iteration, path)
+            return
+        self.uploads.start(iteration, path)
+        if not background:
+            self._collect_upload(block=True, final=final)
+
+    def _collect_upload(self, *, block: bool, final: bool = False) -> None:
+        """Record the finished (with `block`: the in-flight) upload's outcome: the checkpoint's row, or the event."""
+        if self.uploads is None:
+            return
+        done: UploadOutcome | None = self.uploads.wait() if block else self.uploads.poll()
+        if done is None:
+            return
+        if done.error is None:
+            log.info("job %s: checkpoint %s uploaded in %.1fs", self.job_id, done.path.name, done.seconds)
+            self._checkpoint_written(done.iteration, done.path)
+            return
+        shutil.rmtree(done.path, ignore_errors=True)  # never resumed from: no other host could
+        failed = CheckpointSaveFailed(f"checkpoint upload failed: {done.error}")
+        self._checkpoint_failed(done.iteration, failed, final)
+
+    def _finish_uploads(self) -> None:
+        """Before the driver exits: the in-flight upload completes (or its failure is an event)."""
+        try:
+            self._collect_upload(block=True)
+        except Exception as err:  # the job's outcome is already decided; say what became of the checkpoint
+            log.error("job %s: last checkpoint upload: %s", self.job_id, err)
+
+    def _checkpoint_failed(self, iteration: int, err: CheckpointSaveFailed, final: bool) -> None:
+        self.checkpoint_failures += 1
+        standing = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+        fatal = final or self.checkpoint_failures >= CHECKPOINT_FAILURES_ALLOWED
+        then = "the job fails" if fatal else \
+            f"training goes on; newest complete checkpoint: {standing.name if standing else 'none'}"
+        self.reporter.record_event(self.job_id, "checkpoint", f"{err} (iteration {iteration}, "
+                                   f"{CHECKPOINT_ATTEMPTS} attempts; {then})",
+                                   data={"iteration": iteration, "failures": self.checkpoint_failures})
+        if fatal:
+            raise JobSetupError(str(err)) from err
+
+    def _checkpoint_written(self, iteration: int, path: Path) -> None:
         self.checkpoint_failures = 0
         self._retain()
         self.reporter.record_checkpoint(self.job_id, iteration, str(path))

@@ -97,7 +97,8 @@ class SharedStoreTransport(WeightTransport):
     def _install(self, tmp: Path, version: int) -> None:
         if self.store is not None:  # announced only once every host can read it
             try:
-                self.store.put_dir(self._store_key(version), tmp)
+                # this host's cache gets the files too: a reader here with another root downloads nothing
+                self.store.put_dir(self._store_key(version), tmp, cache_files=True)
             except ArtifactStoreError:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
