@@ -377,7 +377,9 @@ def test_on_policy_distillation_as_a_tinker_loop(platform: Any, base_url: str, t
         reverse_kl.append(sum(gaps) / len(gaps))
         agreement.append(sum(seq.tokens[0] == teacher_token for seq in group) / len(group))
         student.forward_backward(data, "importance_sampling").result(timeout=60)
-        student.optim_step(types.AdamParams(learning_rate=1e-2)).result(timeout=60)  # 2e-2 overshoots
+        # Adam's momentum keeps pushing once the student agrees with the teacher; at lr 1e-2 with beta1 0.9 it
+        # carried the LoRA past the teacher's token into another one, where the gradient p(1-p) vanishes
+        student.optim_step(types.AdamParams(learning_rate=5e-3, beta1=0.5)).result(timeout=60)
     assert sum(reverse_kl[-2:]) / 2 < 0.5 * reverse_kl[0], (reverse_kl, agreement)
     assert agreement[-1] >= 0.6 and agreement[-1] >= agreement[0] + 0.3, (reverse_kl, agreement)
     service.close("success").result()
