@@ -3,18 +3,24 @@ S3-compatible object storage (a real SeaweedFS server on loopback, tests/object_
 directory (today's shared-volume layout), at 15M and 100M parameters, on this machine.
 
 - checkpoint save: local = `Trainer.save_checkpoint` into the artifact dir; object store = the same save, then the
-  upload the driver makes (files multipart, manifest last: contract/artifact_store/checkpoints.py).
+  upload the driver makes (files multipart, manifest last: contract/artifact_store/checkpoints.py) in the background
+  (workers/training/checkpoint_upload.py). `save_store_s` is what the training loop waits for (the local save and
+  starting the upload: the figure `artifacts_ratio_save` compares); `save_store_full_s` adds the whole upload (until
+  the manifest is in the store: `ratio_save_full`).
 - checkpoint load: local = `Trainer.load_checkpoint` from the artifact dir; object store = restore on a host whose
   cache is empty (download, sha256 check, into its checkpoints dir), then the same load.
 - publish + fetch: `SharedStoreTransport.publish` then `fetch` by a reader; local = one shared directory; object
-  store = publisher and reader on separate roots and caches (the reader's cache emptied each round).
+  store: the publish uploads before it announces (every host can read what is announced), then a reader on the
+  writer's host (its own weights directory, the host's content cache, which the writer filled:
+  `publish_fetch_ratio`) or on another host (its own empty cache, it downloads: `publish_fetch_cross_host_ratio`).
 The trainer holds AdamW state (one optimizer step taken), so a checkpoint is weights + 2x optimizer moments.
 Rounds interleave local and store; each figure is the median over rounds.
 Run: `python bench/artifacts.py [--rounds 3] [--sizes tiny-15m,tiny-100m]`.
-Per size: `RESULT size=... ckpt_mb=... save_local_s=... save_store_s=... load_local_s=... load_store_s=...
-publish_fetch_local_s=... publish_fetch_store_s=... upload_mb_s=... download_mb_s=...`; final line:
-`RESULT artifacts_ratio_save=... ratio_load=... publish_fetch_ratio=... mb_s=...` (worst ratios over sizes; mb_s: the
-largest size's upload throughput). Target: ratios <= 1.5.
+Per size: `RESULT size=... ckpt_mb=... save_local_s=... save_store_s=... save_store_full_s=... load_local_s=...
+load_store_s=... publish_fetch_local_s=... publish_fetch_store_s=... publish_fetch_cross_host_s=... upload_mb_s=...
+download_mb_s=...`; final line: `RESULT artifacts_ratio_save=... ratio_save_full=... ratio_load=...
+publish_fetch_ratio=... publish_fetch_cross_host_ratio=... mb_s=... download_mb_s=...` (worst ratios over sizes;
+mb_s / download_mb_s: the largest size's checkpoint upload / download throughput). Target: ratios <= 1.5.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from contract.artifact_store.checkpoints import CheckpointMirror  # noqa: E402
 from contract.sample import Sample  # noqa: E402
 from contract.spec import JobSpec  # noqa: E402
 from workers.models import build_tiny_model  # noqa: E402
+from workers.training.checkpoint_upload import BackgroundUpload  # noqa: E402
 from workers.training.trainer import Trainer  # noqa: E402
 from workers.weightsync.shared_store import SharedStoreTransport  # noqa: E402
 
@@ -76,8 +83,12 @@ def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path,
     mirror = CheckpointMirror(open_store(url, base / "host-a-cache"), team_id=1, job_id=job)
     staged = base / "host-a" / "iter_000001"
     saved = _timed(lambda: trainer.save_checkpoint(staged, iteration=1))
-    t["upload"] = _timed(lambda: mirror.upload(staged))
-    t["save_store"] = saved + t["upload"]
+    uploads = BackgroundUpload(mirror)
+    t["save_store"] = saved + _timed(lambda: uploads.start(1, staged))  # what the training loop waits for
+    done = uploads.wait()
+    assert done is not None and done.error is None, done
+    t["upload"] = done.seconds
+    t["save_store_full"] = saved + done.seconds
     # -- checkpoint load: in place vs a restore on a host with an empty cache, then the load -----------------------
     t["load_local"] = _timed(lambda: trainer.load_checkpoint(local))
     reader = CheckpointMirror(open_store(url, base / "host-b-cache"), team_id=1, job_id=job)
@@ -89,9 +100,14 @@ def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path,
     prefix = f"teams/1/jobs/{job}/weights"
     pub = SharedStoreTransport(base / "w-a", None, 1, template_dir=model_dir,
                                store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
-    sub = SharedStoreTransport(base / "w-b", None, 1, follow_disk=True,
-                               store=open_store(url, base / "w-b-cache"), store_prefix=prefix)
-    t["pf_store"] = _timed(lambda: (pub.publish(1, state), sub.fetch(1)))
+    same_host = SharedStoreTransport(base / "w-a2", None, 1, follow_disk=True,
+                                     store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
+    t["pf_store"] = _timed(lambda: (pub.publish(1, state), same_host.fetch(1)))
+    pub2 = SharedStoreTransport(base / "w-c", None, 1, template_dir=model_dir,
+                                store=open_store(url, base / "w-c-cache"), store_prefix=prefix + "-x")
+    other_host = SharedStoreTransport(base / "w-b", None, 1, follow_disk=True,
+                                      store=open_store(url, base / "w-b-cache"), store_prefix=prefix + "-x")
+    t["pf_cross"] = _timed(lambda: (pub2.publish(1, state), other_host.fetch(1)))
     return t, _dir_bytes(staged)
 
 
@@ -111,8 +127,10 @@ def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, floa
     med = {k: statistics.median(v) for k, v in times.items()}
     mb = size / 1e6
     result = {"ckpt_mb": mb, "save_local_s": med["save_local"], "save_store_s": med["save_store"],
+              "save_store_full_s": med["save_store_full"],
               "load_local_s": med["load_local"], "load_store_s": med["load_store"],
               "publish_fetch_local_s": med["pf_local"], "publish_fetch_store_s": med["pf_store"],
+              "publish_fetch_cross_host_s": med["pf_cross"],
               "upload_mb_s": mb / med["upload"], "download_mb_s": mb / med["download"]}
     print("RESULT size=" + preset + " " + " ".join(f"{k}={v:.3f}" for k, v in result.items()), flush=True)
     return result
@@ -137,10 +155,14 @@ def main() -> None:
             url = "s3://streamrl/bench"
         results = [bench_size(size, args.rounds, work, url) for size in args.sizes.split(",")]
         ratio_save = max(r["save_store_s"] / r["save_local_s"] for r in results)
+        ratio_full = max(r["save_store_full_s"] / r["save_local_s"] for r in results)
         ratio_load = max(r["load_store_s"] / r["load_local_s"] for r in results)
         ratio_pf = max(r["publish_fetch_store_s"] / r["publish_fetch_local_s"] for r in results)
-        print(f"RESULT artifacts_ratio_save={ratio_save:.2f} ratio_load={ratio_load:.2f} "
-              f"publish_fetch_ratio={ratio_pf:.2f} mb_s={results[-1]['upload_mb_s']:.1f}", flush=True)
+        ratio_cross = max(r["publish_fetch_cross_host_s"] / r["publish_fetch_local_s"] for r in results)
+        print(f"RESULT artifacts_ratio_save={ratio_save:.2f} ratio_save_full={ratio_full:.2f} "
+              f"ratio_load={ratio_load:.2f} publish_fetch_ratio={ratio_pf:.2f} "
+              f"publish_fetch_cross_host_ratio={ratio_cross:.2f} mb_s={results[-1]['upload_mb_s']:.1f} "
+              f"download_mb_s={results[-1]['download_mb_s']:.1f}", flush=True)
     finally:
         if server is not None:
             server.stop()

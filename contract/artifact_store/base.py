@@ -178,12 +178,22 @@ class ArtifactStore(ABC):
         if manifest is None:
             raise FileNotFoundError(f"no complete version at {self.url}/{key}")
         staging = dest.with_name(f"{dest.name}.get-{uuid.uuid4().hex[:8]}")
-        try:
-            for rel, (sha, size) in manifest.files.items():
+        def fetch(rel: str, sha: str, size: int) -> None:
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            for attempt in range(2):  # a bounded cache may evict an entry before it is linked (another file's get)
                 cached = self.cache.get(sha, size, functools.partial(self._download_retrying, f"{key}/{rel}"))
-                target = staging / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                self.cache.materialize(cached, target)
+                try:
+                    self.cache.materialize(cached, target)
+                    return
+                except FileNotFoundError:
+                    if attempt:
+                        raise
+
+        try:
+            with ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as pool:  # files in parallel, as put_dir
+                for done in [pool.submit(fetch, rel, sha, size) for rel, (sha, size) in manifest.files.items()]:
+                    done.result()
             if dest.exists():
                 shutil.rmtree(dest)
             staging.mkdir(parents=True, exist_ok=True)

@@ -89,8 +89,9 @@ def test_published_files_enter_the_writers_cache(tmp_path: Path, monkeypatch: py
     source = write_version(tmp_path / "src", os.urandom(6000))
     writer.put_dir("teams/1/jobs/2/weights/v000001", source, cache_files=True)
     assert len(writer.cache.entries()) == 2
-    assert os.path.samefile(writer.cache.path(writer.manifest("teams/1/jobs/2/weights/v000001")
-                                              .files["model.safetensors"][0]), source / "model.safetensors")
+    manifest = writer.manifest("teams/1/jobs/2/weights/v000001")
+    assert manifest is not None
+    assert os.path.samefile(writer.cache.path(manifest.files["model.safetensors"][0]), source / "model.safetensors")
 
     def no_download(key: str, dest: Path) -> None:
         raise AssertionError(f"downloaded {key}")

@@ -81,7 +81,9 @@ def test_a_corrupted_object_never_enters_the_cache(tmp_path: Path) -> None:
     (tmp_path / "store" / "c" / "v000001" / "model.safetensors").write_bytes(b"bad bytes!")
     with pytest.raises(CacheCorrupt, match="manifest says"):
         store.get_dir("c/v000001", tmp_path / "out")
-    assert not (tmp_path / "out").exists() and not store.cache.entries()
+    good_sha = store.manifest("c/v000001").files["model.safetensors"][0]  # type: ignore[union-attr]
+    assert not (tmp_path / "out").exists() and not store.cache.path(good_sha).exists()
+    assert all(p.read_bytes() != b"bad bytes!" for p in store.cache.entries())  # other files may be cached (valid)
     assert (tmp_path / "store" / "c" / "v000001" / MANIFEST).exists()
 
 
