@@ -23,7 +23,8 @@ from typing import Any
 FULL_FINETUNE_LR = 3e-3
 LORA_LR = 1e-2
 # every linear layer of Llama/Qwen/Mistral-style models and the output head (names another architecture lacks are a
-# 422 naming them); the hf engine serves adapters on the head, vLLM's LoRA does not adapt it
+# 422 naming them); both engines serve adapters on the head (vLLM through its LogitsProcessorWithLoRA:
+# tests/engines/test_lora_engines.py::test_vllm_serves_each_version_as_a_lora_request)
 LORA_TARGETS = "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head"
 
 FORM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {  # choice -> form field -> {value, why}
@@ -42,7 +43,7 @@ FORM_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {  # choice -> form field 
         "training.lora.target_modules": {
             "value": LORA_TARGETS,
             "why": ("every linear layer and the output head: without lm_head a freshly built model (like the demo's) "
-                    "cannot sharpen its outputs and the reward stays flat; vLLM jobs: leave lm_head out."),
+                    "cannot sharpen its outputs and the reward stays flat."),
         },
         "training.lora.rank": {"value": 16, "why": "RL's updates are small: a low rank learns them; more adds cost."},
         "training.lora.alpha": {"value": 32, "why": "the update is scaled by alpha / rank (2 here); with alpha kept, "

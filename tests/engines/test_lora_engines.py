@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from contract.form_defaults import LORA_TARGETS
 from contract.spec import JobSpec, LoraSpec
 from workers.generation.engine import GenerationRequest, SamplingParams
 from workers.generation.engines import setup_engine
@@ -21,15 +22,17 @@ from workers.training.trainer import Trainer, load_policy
 from .conftest import random_adapter
 
 SPEC = LoraSpec(rank=8, alpha=16.0)
+# the submit form's LoRA targets: every linear layer and the output head (vLLM's LogitsProcessorWithLoRA adapts it)
+FORM_SPEC = LoraSpec(rank=8, alpha=16.0, target_modules=LORA_TARGETS.split(", "))
 PROMPTS = ["12+35=", "rep 3 ab:", "x", "7*8="]
 
 
 
-def merged_dir(model_dir: Path, adapter: dict[str, torch.Tensor], out: Path) -> Path:
-    wrapped = lora.wrap(load_policy(model_dir, torch.device("cpu")), SPEC)
+def merged_dir(model_dir: Path, adapter: dict[str, torch.Tensor], out: Path, spec: LoraSpec = SPEC) -> Path:
+    wrapped = lora.wrap(load_policy(model_dir, torch.device("cpu")), spec)
     lora.load_adapter(wrapped, adapter)
     shutil.copytree(model_dir, out)
-    save_file({k: v.contiguous() for k, v in lora.merge_state(wrapped.state_dict(), SPEC).items()},
+    save_file({k: v.contiguous() for k, v in lora.merge_state(wrapped.state_dict(), spec).items()},
               str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
 
@@ -62,19 +65,24 @@ def test_hf_engine_applies_adapters_in_place(model_dir: Path, tmp_path: Path) ->
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vllm is not installed")
 def test_vllm_serves_each_version_as_a_lora_request(model_dir: Path, tmp_path: Path) -> None:
+    """With the form's targets, the output head included (peft's default, no head: test_vllm_multi_lora.py)."""
     base = HFEngine(model_dir, max_batch_size=4)
-    engine = setup_engine("vllm", model_dir=model_dir, max_batch_size=4, max_model_len=256, lora=SPEC)
+    engine = setup_engine("vllm", model_dir=model_dir, max_batch_size=4, max_model_len=256, lora=FORM_SPEC)
     assert greedy(engine, base) == greedy(base, base)  # no adapter yet: the base model
-    first, second = random_adapter(model_dir, 1), random_adapter(model_dir, 2)
-    lora.write_adapter(tmp_path / "v1", first, lora.adapter_config_json(SPEC, first))
+    first, second = random_adapter(model_dir, 1, FORM_SPEC), random_adapter(model_dir, 2, FORM_SPEC)
+    assert any(".lm_head.lora_B." in name for name in first)
+    lora.write_adapter(tmp_path / "v1", first, lora.adapter_config_json(FORM_SPEC, first))
     engine.update_weights(1, tmp_path / "v1")
     assert engine.adapter.lora_int_id == 2
-    want = greedy(HFEngine(merged_dir(model_dir, first, tmp_path / "m1"), max_batch_size=4), base)
+    want = greedy(HFEngine(merged_dir(model_dir, first, tmp_path / "m1", FORM_SPEC), max_batch_size=4), base)
     assert greedy(engine, base) == want != greedy(base, base)
+    # the head's part counts: the merged model without it generates otherwise
+    headless = {name: torch.zeros_like(t) if ".lm_head.lora_B." in name else t for name, t in first.items()}
+    assert greedy(HFEngine(merged_dir(model_dir, headless, tmp_path / "m0", FORM_SPEC), max_batch_size=4), base) != want
     engine.load_tensors(2, second)  # p2p: tensors, written to a directory vLLM reads
     assert engine.version == 2 and engine.adapter.lora_int_id == 3
-    assert greedy(engine, base) == greedy(HFEngine(merged_dir(model_dir, second, tmp_path / "m2"), max_batch_size=4),
-                                          base)
+    assert greedy(engine, base) == greedy(
+        HFEngine(merged_dir(model_dir, second, tmp_path / "m2", FORM_SPEC), max_batch_size=4), base)
 
 
 @pytest.mark.parametrize("stacked", [False, True], ids=["per-adapter", "stacked"])

@@ -63,7 +63,7 @@ export const FORM_DEFAULTS = {
     },
     "training.lora.target_modules": {
       "value": "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head",
-      "why": "every linear layer and the output head: without lm_head a freshly built model (like the demo's) cannot sharpen its outputs and the reward stays flat; vLLM jobs: leave lm_head out."
+      "why": "every linear layer and the output head: without lm_head a freshly built model (like the demo's) cannot sharpen its outputs and the reward stays flat."
     },
     "training.lr": {
       "value": 0.01,
