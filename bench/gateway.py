@@ -10,9 +10,11 @@ does (workers/runtime/gateway.py). Rounds interleave the paths; each figure is t
 p50 call latency and calls/s.
 
 Needs Redis (`--redis`, default the local one); the API runs on a temporary SQLite database in its own uvicorn
-process, as deployed (`--api-in-process` puts it in this process's thread instead, sharing the GIL with the engine);
-the agents' clients share one HTTP connection pool. The chat route is async (an asyncio Redis client waits for the
-instance's answer) and takes no admission work slot.
+process, as deployed (`--api-in-process` puts it in this process's thread instead, sharing the GIL with the engine).
+The agents run in a process of their own (`--agents`), as real agents do, their clients on one shared HTTP connection
+pool: 64 openai clients' Python work in the engine's process took the GIL from the engine thread (the direct path's
+callers only wait on an event), which slowed the gateway rounds' engine, not the gateway. The chat route is async
+(an asyncio Redis client waits for the instance's answer) and takes no admission work slot.
 Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8]`.
 Final line: `RESULT gateway_overhead_p50_ms=... throughput_ratio=...` (the worst of the concurrency levels), after one
 `RESULT concurrency=... direct_p50_ms=... gateway_p50_ms=... overhead_p50_ms=... direct_calls_s=... gateway_calls_s=...
@@ -22,6 +24,7 @@ throughput_ratio=...` line per level.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import queue
 import socket
@@ -33,6 +36,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +112,31 @@ def _timed(fn: Any, clients: int, calls: int) -> tuple[float, float]:
     return statistics.median(latencies) * 1000, len(latencies) / wall
 
 
+def _chat(agents: list[Any], max_tokens: int, index: int) -> Any:
+    return agents[index].chat.completions.create(model="policy", messages=MESSAGES, max_tokens=max_tokens,
+                                                 temperature=0.0)
+
+
+def agents_process() -> None:
+    """`--agents`: the agents of the gateway rounds, in their own process as real agents are (their openai clients'
+    Python work would otherwise contend with the engine thread for this process's GIL, which the direct path's
+    waiting callers never do). Reads one JSON round per line ({url, episodes: [[id, token]], calls, max_tokens}),
+    answers with [p50 ms, calls/s]."""
+    import httpx
+    import openai
+
+    pool = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=256), timeout=600)
+    for line in sys.stdin:
+        job = json.loads(line)
+        agents = [openai.OpenAI(base_url=f"{job['url']}/rollouts/{episode}/v1", api_key=token, max_retries=0,
+                                http_client=pool) for episode, token in job["episodes"]]
+        print(json.dumps(_timed(partial(_chat, agents, job["max_tokens"]), len(agents), job["calls"])), flush=True)
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--agents"]:
+        agents_process()
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=64, help="calls per level per round (at least 2 per client)")
@@ -122,7 +150,6 @@ def main() -> None:
                        "STREAMRL_SECRET_KEY": "bench-gateway-secret-key-0123456789abcdef"})
 
     import httpx
-    import openai
     import redis
     import uvicorn
     from transformers import AutoTokenizer
@@ -169,7 +196,6 @@ def main() -> None:
                 raise SystemExit("the API process did not start")
             time.sleep(0.2)
     url = f"http://127.0.0.1:{port}/api/v1"
-    pool = httpx.Client(limits=httpx.Limits(max_connections=256, max_keepalive_connections=256), timeout=600)
     text = tokenizer.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
     prompt_ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     counter = iter(range(10**9))
@@ -179,18 +205,26 @@ def main() -> None:
                                 prompt_ids=prompt_ids, prompt_text="", meta={}, seed=0)
         loop.call(generation_request(request, sampling))
 
-    def gateway_round(clients: int) -> Any:
-        agents = []
+    agents = subprocess.Popen([sys.executable, __file__, "--agents"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, cwd=REPO)
+    assert agents.stdin is not None and agents.stdout is not None
+
+    def gateway_timed(clients: int, calls: int) -> tuple[float, float]:
+        """A round of `clients` fresh episodes making `calls` calls in all, each agent in the agents' process."""
+        episodes = []
         for index in range(clients):
             request = PromptRequest(sample_id=f"r{next(counter)}-{index}", group_id="g", prompt_id="p", iteration=0,
                                     prompt_ids=[], prompt_text="bench", meta={}, seed=0)
             episode = gateway.open(request)
             token: Any = client.hget(keys.episode(episode), "token")
             assert token is not None
-            agents.append(openai.OpenAI(base_url=f"{url}/rollouts/{episode}/v1", api_key=token.decode(),
-                                        max_retries=0, http_client=pool))
-        return lambda index: agents[index].chat.completions.create(
-            model="policy", messages=MESSAGES, max_tokens=args.max_tokens, temperature=0.0)  # type: ignore[arg-type]
+            episodes.append([episode, token.decode()])
+        assert agents.stdin is not None and agents.stdout is not None
+        agents.stdin.write(json.dumps({"url": url, "episodes": episodes, "calls": calls,
+                                       "max_tokens": args.max_tokens}) + "\n")
+        agents.stdin.flush()
+        p50, rate = json.loads(agents.stdout.readline())
+        return float(p50), float(rate)
 
     worst_overhead, worst_ratio = 0.0, float("inf")
     try:
@@ -198,10 +232,10 @@ def main() -> None:
             calls = max(args.calls, 2 * clients)
             direct_runs, gateway_runs = [], []
             _timed(direct, clients, clients)  # warm both paths at this batch size
-            _timed(gateway_round(clients), clients, clients)
+            gateway_timed(clients, clients)
             for round_ in range(args.rounds):
                 direct_runs.append(_timed(direct, clients, calls))
-                gateway_runs.append(_timed(gateway_round(clients), clients, calls))
+                gateway_runs.append(gateway_timed(clients, calls))
                 print(f"concurrency {clients} round {round_}: direct (p50 ms, calls/s) {direct_runs[-1]}, gateway "
                       f"{gateway_runs[-1]}", flush=True)
             d_p50 = statistics.median(r[0] for r in direct_runs)
@@ -215,6 +249,8 @@ def main() -> None:
                   f"throughput_ratio={ratio:.2f}", flush=True)
     finally:
         loop.stop.set()
+        agents.stdin.close()
+        agents.wait(timeout=30)
         if server is not None:
             server.should_exit = True
         if api_process is not None:

@@ -119,9 +119,11 @@ async def call(client: aioredis.Redis, episode_id: str, state: dict[str, str],
     body = request.model_dump(exclude_none=True)
     body["stop"] = stop_strings(request)  # type: ignore[arg-type]
     body["max_tokens"] = request.max_completion_tokens or request.max_tokens
-    await client.lpush(keys.calls(int(state["job"]), state["instance"]),
-                       json.dumps({"call": call_id, "episode": episode_id, "body": body}))
-    answer = await client.blpop([keys.reply(call_id)], timeout=CALL_TIMEOUT_S)
+    pipe = client.pipeline(transaction=False)  # the push and the wait in one round trip
+    pipe.lpush(keys.calls(int(state["job"]), state["instance"]),
+               json.dumps({"call": call_id, "episode": episode_id, "body": body}))
+    pipe.blpop([keys.reply(call_id)], timeout=CALL_TIMEOUT_S)
+    _, answer = await pipe.execute()
     if answer is None:
         raise OpenAIError(f"the job's generation instance did not answer within {CALL_TIMEOUT_S}s",
                           code="timeout", status_code=504)

@@ -134,7 +134,7 @@ class GatewayEpisodes:
         return out
 
     def _reply(self, call_id: str, body: dict[str, Any]) -> None:
-        pipe = self.redis.pipeline()
+        pipe = self.redis.pipeline(transaction=False)  # one round trip, no MULTI/EXEC: the reply key is the call's own
         pipe.lpush(keys.reply(call_id), json.dumps(body))
         pipe.expire(keys.reply(call_id), keys.REPLY_TTL_S)
         pipe.execute()
