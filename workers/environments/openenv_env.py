@@ -19,7 +19,8 @@ Mapping to the episode loop's messages:
   template is given are the server's answer to `{"type": "list_tools"}` (none if it has no MCP tools).
 
 A server that refuses or drops the connection raises `EnvironmentLost` (the episode loop retries the episode from
-its reset); connecting is retried with backoff for `reconnect_s` (5 min) first, so a restarting server fails no episodes.
+its reset); connecting is retried with backoff for `reconnect_s` (5 min) first, so a restarting server fails no
+episodes.
 An error answer or a step past `step_timeout_s` fails that episode only.
 """
 
