@@ -4,7 +4,7 @@ A name registered again in a team adds a version (models.version, unique per tea
 the version it was submitted with (jobs.model_id; existing jobs: their model's only version).
 
 Revision ID: 0024
-Revises: 0023
+Revises: 0020
 Create Date: 2026-12-05 08:40:00
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = '0024'
-down_revision: str | None = '0023'
+down_revision: str | None = '0020'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
