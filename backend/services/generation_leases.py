@@ -39,7 +39,7 @@ class Grant:
     reason: str = ""  # why not: the pool is full, or the team's cap
 
 
-def _job_instances(session: Session) -> int:
+def live_job_instances(session: Session) -> int:
     """Job instances holding a generation slot or waiting for one (asked for, not stopped)."""
     live = [InstanceStatus.starting, InstanceStatus.running, InstanceStatus.stopping]
     return int(session.scalar(select(func.count(GenerationInstance.id)).where(
@@ -83,7 +83,7 @@ def try_acquire(session: Session, client: redis.Redis, *, team_id: int, lease: s
                 return Grant(False, f"the team's quota max_generation_instances ({cap}) is in use ({in_use})")
         slots = _generation_slots(client)
         if slots is not None:
-            used = _job_instances(session) + len(leases)
+            used = live_job_instances(session) + len(leases)
             if used >= slots:
                 return Grant(False, f"waiting for a generation slot: {slots} in the pool, {used} in use")
         put(client, lease, team_id, kind, ttl_s)

@@ -105,10 +105,15 @@ def test_deployment_crud_and_errors(app_client: TestClient, world: Any, other_wo
 
 
 @pytest.fixture
-def one_generation_slot(redis_client: redis.Redis) -> Iterator[redis.Redis]:
+def one_generation_slot(pg_backend: Any, redis_client: redis.Redis) -> Iterator[redis.Redis]:
+    """A generation pool with exactly one free slot: the live job instances other tests of this database left behind
+    hold slots of their own (the lease accounting counts them), so the pool gets one slot more than they hold."""
     client = redis_client
+    with pg_backend.session() as session:
+        held = generation_leases.live_job_instances(session)
     node = f"gen-{uuid.uuid4().hex[:8]}"
-    client.set(keys.worker_registry(node), json.dumps({"node": node, "queues": ["generation"], "slots": 1}), ex=60)
+    client.set(keys.worker_registry(node), json.dumps({"node": node, "queues": ["generation"], "slots": held + 1}),
+               ex=60)
     yield client
     client.delete(keys.worker_registry(node), keys.generation_leases())
 
