@@ -99,7 +99,7 @@ def test_datasets_and_models(cli: Invoke, owner: str, api_server: Server, tmp_pa
     assert outside.exit_code == 1 and "outside the allowed model roots" in outside.stderr
     mini = write_minimal_model(tmp_path / "mini", architecture="Qwen2ForCausalLM")
     uploaded = cli("models", "upload", "mini", str(mini))
-    assert uploaded.exit_code == 0 and "'mini': ready - Qwen2ForCausalLM" in uploaded.stdout, uploaded.stderr
+    assert uploaded.exit_code == 0 and "'mini' v1: ready - Qwen2ForCausalLM" in uploaded.stdout, uploaded.stderr
     model_id = uploaded.stdout.split()[1]
     assert "chat template no" in cli("models", "get", model_id).stdout
     assert "ready" in cli("models", "list").stdout
