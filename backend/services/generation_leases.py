@@ -40,10 +40,12 @@ class Grant:
 
 
 def live_job_instances(session: Session) -> int:
-    """Job instances holding a generation slot or waiting for one (asked for, not stopped)."""
+    """Job instances holding a generation slot or waiting for one (asked for, not stopped) of jobs that are still
+    starting or running: an ended job's instance rows hold no slot, whatever status they were left in."""
     live = [InstanceStatus.starting, InstanceStatus.running, InstanceStatus.stopping]
-    return int(session.scalar(select(func.count(GenerationInstance.id)).where(
-        GenerationInstance.status.in_(live))) or 0)
+    return int(session.scalar(
+        select(func.count(GenerationInstance.id)).join(Job, Job.id == GenerationInstance.job_id).where(
+            GenerationInstance.status.in_(live), Job.status.in_([JobStatus.starting, JobStatus.running]))) or 0)
 
 
 def _generation_slots(client: redis.Redis) -> int | None:
