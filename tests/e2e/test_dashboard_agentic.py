@@ -185,7 +185,7 @@ def _name_and_arithmetic(page: Page, name: str) -> None:
 def test_submit_form_sends_an_environment_job_and_tests_its_grader(page: Page, api_server: Server) -> None:
     world = new_team(api_server, "envjob")
     open_signed_in(page, api_server, world.token, "/submit")
-    expect(page.locator("select[name=model]")).to_have_value("tiny")
+    page.locator("select[name=model]").select_option("tiny")  # models list by name: the team's "judge" comes first
     _name_and_arithmetic(page, "calc-episodes")
 
     # the reward section first: a string_check grader, tried on the grader bench from the form
@@ -243,7 +243,7 @@ def test_submit_form_sends_a_tool_job_graded_by_a_judge_plus_string_multi(page: 
     judge_dir = build_digit_judge(api_server.data_dir / "artifacts" / "models" / f"judge-{world.tag}")
     world.api.post("/models", json={"name": "judge", "path": str(judge_dir)})
     open_signed_in(page, api_server, world.token, "/submit")
-    expect(page.locator("select[name=model]")).to_have_value("tiny")
+    page.locator("select[name=model]").select_option("tiny")  # models list by name: the team's "judge" comes first
     _name_and_arithmetic(page, "graded-episodes")
     page.locator("select[name=environment]").select_option("calculator")
     fields = page.get_by_test_id("environment-fields")
