@@ -20,7 +20,10 @@ import pytest
 from e2e_support import ARTIFACTS, REPO, Api, MakeApi, Server
 from hub_server import HubServer
 from playwright.sync_api import Browser, Page, expect
+from sqlalchemy import Engine
 from waiting import environ_snapshot
+
+from backend.db.session import make_engine
 
 CHROMIUM = os.environ.get("STREAMRL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -150,3 +153,11 @@ def make_api(api_server: Server) -> Iterator[MakeApi]:
     yield make
     for client in clients:
         client.http.close()
+
+
+@pytest.fixture(scope="module")
+def engine(pg_url: str) -> Iterator[Engine]:
+    """A SQLAlchemy engine on the session's database, for tests that record rows directly."""
+    engine = make_engine(pg_url)
+    yield engine
+    engine.dispose()

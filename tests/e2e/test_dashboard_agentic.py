@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 
 import pytest
 from e2e_runs import finished_run, new_team, record
@@ -16,7 +15,7 @@ from grader_models import build_digit_judge
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.job_data import record_samples
 
 pytestmark = pytest.mark.e2e
@@ -39,13 +38,6 @@ MULTI = {
         "calculate_output": "0.5 * exact + 0.5 * fuzzy",
     },
 }
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _run(page: Page, spec: str, output: str, item: str) -> None:

@@ -4,7 +4,6 @@ for viewers."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from e2e_runs import finished_run, new_team
@@ -12,16 +11,7 @@ from e2e_support import Server, invited_member, open_signed_in, shot
 from playwright.sync_api import Browser, Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine
-
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_tag_and_note_a_run_then_filter_and_search_the_table(

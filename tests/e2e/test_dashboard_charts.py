@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,16 +15,9 @@ from playwright.sync_api import Locator, Page, expect
 from sqlalchemy import Engine
 
 from backend.db.models import Iteration, Job
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _respace(engine: Engine, job_id: int, seconds: float) -> None:

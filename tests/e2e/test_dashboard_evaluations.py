@@ -4,8 +4,6 @@ a checkpoint (POST /evaluations; no worker here, so it stays queued)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from e2e_runs import add_checkpoint, finished_run, new_team
 from e2e_support import Server, open_signed_in, shot
@@ -13,17 +11,10 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import Engine, select
 
 from backend.db.models import Checkpoint, Evaluation, Job
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 
 pytestmark = pytest.mark.e2e
 SUITE = {"name": "held", "dataset": {"builtin": "arithmetic", "eval_prompts": 2}, "reward": {"type": "exact_match"}}
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_checkpoint_scores_best_badge_rows_and_evaluate(page: Page, api_server: Server, engine: Engine) -> None:

@@ -5,7 +5,6 @@ mismatch) narrow the table; two samples of a group diff from where they diverge;
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from e2e_support import Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.job_data import record_samples
 from contract.sample import Sample
 from contract.spec import JobSpec
@@ -24,13 +23,6 @@ from workers.training.batch import collate, policy_forward
 from workers.training.trainer import Trainer
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _trained_rows(server: Server, job_id: int) -> tuple[list[dict[str, Any]], dict[str, float], Trainer,

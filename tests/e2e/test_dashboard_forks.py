@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from e2e_runs import add_checkpoint, finished_run, new_team
@@ -12,16 +11,7 @@ from e2e_support import Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine
-
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_fork_a_checkpoint_and_see_the_tree(page: Page, api_server: Server, engine: Engine) -> None:

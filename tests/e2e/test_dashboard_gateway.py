@@ -6,7 +6,6 @@ episode reads in the sample browser as its agent calls, each with its tool calls
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from e2e_runs import finished_run, new_team
@@ -14,19 +13,12 @@ from e2e_support import Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.job_data import record_samples
 from contract.sample import Sample
 from workers.core.episode import episode_record, mask_segments
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_submit_form_sends_a_gateway_agent(page: Page, api_server: Server) -> None:

@@ -4,8 +4,6 @@ here, the same function the reconcile loop calls)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import redis
 from e2e_runs import new_team, spec
@@ -13,18 +11,11 @@ from e2e_support import Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.admission import schedule_pass
 from contract import keys
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_cluster_page_shows_the_queue_and_why(page: Page, api_server: Server, engine: Engine,

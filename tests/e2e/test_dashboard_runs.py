@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,8 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
 from backend.db.enums import InstanceStatus
-from backend.db.session import make_engine
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture(scope="module")

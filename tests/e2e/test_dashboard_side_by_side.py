@@ -4,7 +4,6 @@ job page across that run's iterations and checkpoints."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from e2e_runs import add_checkpoint, finished_run, new_team
@@ -12,18 +11,11 @@ from e2e_support import Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.job_data import record_samples
 
 pytestmark = pytest.mark.e2e
 PROMPT = "What is 12 + 30?"
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _store(engine: Engine, job_id: int, rows: list[tuple[int, str, str, float]]) -> None:

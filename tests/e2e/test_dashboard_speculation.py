@@ -5,7 +5,6 @@ sends the `generation.speculative` choice."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from e2e_runs import finished_run, new_team
@@ -14,16 +13,9 @@ from playwright.sync_api import Page, Request, expect
 from sqlalchemy import Engine
 
 from backend.db import Iteration
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_speculation_chart_shows_acceptance_tokens_per_forward_and_tail(page: Page, api_server: Server,

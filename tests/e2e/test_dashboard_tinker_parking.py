@@ -5,8 +5,6 @@ with no worker running."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from e2e_runs import new_team
@@ -16,17 +14,10 @@ from sqlalchemy import Engine
 
 from backend.db.enums import JobStatus
 from backend.db.models import Job
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.jobs import record_event, transition_job
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_a_parked_session_is_shown_filtered_and_cancelled(page: Page, api_server: Server, engine: Engine) -> None:

@@ -6,7 +6,6 @@ gets a 404 for it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -18,18 +17,11 @@ from sqlalchemy import Engine
 
 from backend.db.enums import JobStatus
 from backend.db.models import Job
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.job_data import record_iteration
 from backend.services.jobs import transition_job
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_sessions_page_lists_a_session_with_its_steps_and_checkpoints(page: Page, api_server: Server,

@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,12 @@ from sqlalchemy import Engine
 
 from backend.db.enums import InstanceStatus, JobStatus
 from backend.db.models import Iteration, Job
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.job_data import record_iteration
 from backend.services.jobs import record_event, transition_job
 
 pytestmark = pytest.mark.e2e
 CODE = 'def reward(prompt, response, meta):\n    return float(len(response) > {n})\n'
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def _iterations(engine: Engine, job_id: int, rows: list[dict[str, Any]], ago_s: float = 0.0) -> None:

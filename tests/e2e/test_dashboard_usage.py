@@ -3,25 +3,16 @@ monthly budget set by an admin (usage recorded through the service the runtime c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from e2e_runs import new_team, spec
 from e2e_support import Server, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
-from backend.db.session import make_engine, session_scope
+from backend.db.session import session_scope
 from backend.services.job_data import record_iteration
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def engine(pg_url: str) -> Iterator[Engine]:
-    engine = make_engine(pg_url)
-    yield engine
-    engine.dispose()
 
 
 def test_team_page_shows_usage_and_sets_the_budget(page: Page, api_server: Server, engine: Engine) -> None:
