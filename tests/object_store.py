@@ -5,11 +5,15 @@ on free loopback ports with its data under a temporary directory.
         os.environ.update(s3.env("streamrl/ci"))  # STREAMRL_ARTIFACTS=s3://streamrl/ci + AWS_* for boto3
         s3.restart()                              # kill -9 and start again on the same ports and data
 
+    s3 = shared_server()                          # one server per test process (CI: per xdist worker), started on
+                                                  # first use, stopped at exit; tests keep apart by their prefix
+
 The bucket is created on start (`-s3` refuses writes to a bucket that does not exist for non-admin identities).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -17,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -136,3 +141,22 @@ class SeaweedS3:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+_SHARED: list[SeaweedS3] = []
+
+
+def shared_server() -> SeaweedS3:
+    """This process's server (starting one costs seconds of the 2-core CI machine: every test module shares it).
+    Tests use prefixes of their own (`env("streamrl/<prefix>")`); one that stops the server starts it again, and it
+    is started again here if it is found stopped."""
+    if not _SHARED:
+        workdir = Path(tempfile.mkdtemp(prefix="streamrl-seaweed-"))
+        server = SeaweedS3(workdir)
+        server.start()
+        atexit.register(lambda: (server.stop(), shutil.rmtree(workdir, ignore_errors=True)))
+        _SHARED.append(server)
+    server = _SHARED[0]
+    if server.proc is None or server.proc.poll() is not None:
+        server.start()
+    return server

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,16 +26,15 @@ from workers.training.trainer import Trainer
 from workers.weightsync.shared_store import SharedStoreTransport
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from object_store import SeaweedS3  # noqa: E402
+from object_store import SeaweedS3, shared_server  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TEAM, JOB = 3, 41
 
 
 @pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    with SeaweedS3(tmp_path_factory.mktemp("seaweed")) as server:
-        yield server
+def seaweed() -> SeaweedS3:
+    return shared_server()  # one server for every module of the session (tests/object_store.py)
 
 
 def host_store(seaweed: SeaweedS3, cache: Path, monkeypatch: pytest.MonkeyPatch, prefix: str,
