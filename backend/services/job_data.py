@@ -159,8 +159,9 @@ def list_spans(*, session: Session, job_id: int, since: float, limit: int = 5000
     return list(session.scalars(query.order_by(TimelineSpan.start).limit(limit)))
 
 
-def list_checkpoints(*, session: Session, job_id: int) -> list[Checkpoint]:
-    """The job's checkpoints that exist on disk (a row whose directory was deleted by retention or by hand is not
-    offered: nothing could load it)."""
+def list_checkpoints(*, session: Session, job_id: int, stored: set[int] | None = None) -> list[Checkpoint]:
+    """The job's checkpoints that exist on disk or, `stored`, whose iteration the artifact store holds complete
+    (contract/artifact_store/checkpoints.py `stored_iterations`: a host with no shared disk); a row whose checkpoint
+    was deleted by retention or by hand is not offered: nothing could load it."""
     rows = session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.iteration))
-    return [row for row in rows if Path(row.path).is_dir()]
+    return [row for row in rows if (stored is not None and row.iteration in stored) or Path(row.path).is_dir()]

@@ -66,6 +66,17 @@ def checkpoint_mirror(team_id: int, job_id: int, job_dir: Path) -> CheckpointMir
     return None if store is None else CheckpointMirror(store, team_id, job_id)
 
 
+def stored_iterations(team_id: int, job_id: int, artifact_dir: Path) -> set[int] | None:
+    """The iterations whose checkpoint is complete in the store (its manifest is there): what a host with no shared
+    disk lists (GET /jobs/{id}/checkpoints); None without a store."""
+    from contract.artifact_store.config import artifact_store
+
+    store = artifact_store(artifact_dir)
+    if store is None:
+        return None
+    return {_iteration(name) for name in CheckpointMirror(store, team_id, job_id).names()}
+
+
 def stored_checkpoint(team_id: int, job_id: int, iteration: int, artifact_dir: Path) -> Path | None:
     """A checkpoint this host lacks, from the store into `<artifact dir>/cache/checkpoints/` (the API exports and
     forks from it); None without a store or when the store has no complete checkpoint of that iteration."""

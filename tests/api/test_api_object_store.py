@@ -1,17 +1,18 @@
 """The API with STREAMRL_ARTIFACTS=s3://... (a real SeaweedFS server, tests/object_store.py): uploaded datasets go to
 the store under the team's prefix before the upload is answered; a store that denies the credentials answers 503
-and keeps nothing; a checkpoint that only the store holds (written on a worker host) is exported as a tar stream and
-forked from, the fork's copy stored under its own key."""
+and keeps nothing; a checkpoint that only the store holds (written on a worker host) is listed (from its manifest),
+its files are served as presigned URLs (a redirect), it is exported as a tar stream and forked from, the fork's copy
+stored under its own key."""
 
 from __future__ import annotations
 
 import io
 import sys
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -19,7 +20,7 @@ from backend.services.job_data import record_checkpoint
 from contract.artifact_store import checkpoint_key, dataset_key, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from object_store import SeaweedS3  # noqa: E402
+from object_store import SeaweedS3, shared_server  # noqa: E402
 
 pytestmark = pytest.mark.integration
 API = "/api/v1"
@@ -27,9 +28,8 @@ ROWS = b'{"prompt": "1+1?", "answer": "2"}\n{"prompt": "2+2?", "answer": "4"}\n'
 
 
 @pytest.fixture(scope="module")
-def seaweed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SeaweedS3]:
-    with SeaweedS3(tmp_path_factory.mktemp("api-store")) as server:
-        yield server
+def seaweed() -> SeaweedS3:
+    return shared_server()  # one server for every module of the session (tests/object_store.py)
 
 
 def _use_store(monkeypatch: pytest.MonkeyPatch, seaweed: SeaweedS3, prefix: str, **env: str) -> None:
@@ -69,9 +69,9 @@ def test_denied_credentials_answer_503_and_keep_nothing(app_client: TestClient, 
     assert not list((world.backend.settings.artifacts / "datasets" / str(world.team.id)).glob("*.jsonl"))
 
 
-def test_a_checkpoint_only_the_store_holds_is_exported_and_forked(app_client: TestClient, world: Any,
-                                                                   seaweed: SeaweedS3, monkeypatch: pytest.MonkeyPatch,
-                                                                   tmp_path: Path) -> None:
+def test_a_checkpoint_only_the_store_holds_is_listed_exported_and_forked(
+        app_client: TestClient, world: Any, other_world: Any, seaweed: SeaweedS3, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
     _use_store(monkeypatch, seaweed, "api-ckpt")
     parent = world.submit(app_client, name="parent", training={"lr": 1e-3, "iterations": 6})["id"]
     worker_dir = tmp_path / "worker-host" / "iter_000002"  # written on another host: not under the API's dir
@@ -81,8 +81,23 @@ def test_a_checkpoint_only_the_store_holds_is_exported_and_forked(app_client: Te
     (worker_dir / "trainer_state.pt").write_bytes(b"optimizer state")
     store = open_store("s3://streamrl/api-ckpt", tmp_path / "worker-cache")
     store.put_dir(checkpoint_key(world.team.id, parent, "iter_000002"), worker_dir)
-    with world.backend.session() as session:
-        record_checkpoint(session=session, job_id=parent, iteration=2, path=str(worker_dir))
+    with world.backend.session() as session:  # the path is the worker host's: this server has no such directory
+        record_checkpoint(session=session, job_id=parent, iteration=2, path=f"/worker-host/{parent}/iter_000002")
+        record_checkpoint(session=session, job_id=parent, iteration=4, path=f"/worker-host/{parent}/iter_000004")
+    listed = app_client.get(f"{API}/jobs/{parent}/checkpoints", headers=world.headers("viewer"))
+    assert [c["iteration"] for c in listed.json()["data"]] == [2], listed.text  # 4's manifest is not in the store
+    files = app_client.get(f"{API}/jobs/{parent}/export/checkpoints/2/files", headers=world.headers("viewer"))
+    assert files.json() == {"config.json": 2, "model.safetensors": 22, "trainer_state.pt": 15}, files.text
+    shared = app_client.get(f"{API}/jobs/{parent}/export/checkpoints/2/files/model.safetensors",
+                            headers=world.headers("viewer"), follow_redirects=False)
+    assert shared.status_code == 307, shared.text  # a presigned URL: the bytes come from the store, not the API
+    assert shared.headers["location"].startswith(seaweed.endpoint)
+    assert httpx.get(shared.headers["location"]).content == b"weights of iteration 2"  # no credentials needed
+    assert app_client.get(f"{API}/jobs/{parent}/export/checkpoints/2/files/../../x", follow_redirects=False,
+                          headers=world.headers("viewer")).status_code == 404
+    other = app_client.get(f"{API}/jobs/{parent}/export/checkpoints/2/files/model.safetensors",
+                           headers=other_world.headers("viewer"), follow_redirects=False)
+    assert other.status_code == 404  # another team's job
     exported = app_client.get(f"{API}/jobs/{parent}/export/checkpoints/2.tar", headers=world.headers("viewer"))
     assert exported.status_code == 200, exported.text
     with tarfile.open(fileobj=io.BytesIO(exported.content)) as tar:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Query
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse, StreamingResponse
 from sqlalchemy import select
 
 from backend.api.deps import IdPath, SessionDep, SettingsDep, ViewerAuth
@@ -22,9 +23,10 @@ from backend.services.exports import (
     tar_stream,
 )
 from backend.services.jobs import get_job
-from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store import ArtifactStoreError, artifact_store, checkpoint_key
 from contract.artifact_store.checkpoints import stored_checkpoint
 
+SHARE_URL_S = 3600  # a presigned URL's life
 router = APIRouter(prefix="/jobs/{job_id}/export", tags=["exports"], responses=errors(*AUTHENTICATED))
 
 
@@ -100,3 +102,58 @@ def checkpoint_export(
     return StreamingResponse(
         tar_stream(root, name, members), media_type="application/x-tar", headers=_attachment(f"{name}.tar")
     )
+
+
+def _checkpoint_files(session: SessionDep, settings: SettingsDep, auth: ViewerAuth, job_id: int, iteration: int
+                      ) -> tuple[Path | None, str | None, dict[str, int]]:
+    """(the checkpoint's directory on this server or None, its key in the store or None, its files' sizes)."""
+    job = get_job(session=session, team=auth.team, job_id=job_id)
+    row = session.scalar(select(Checkpoint).where(Checkpoint.job_id == job.id, Checkpoint.iteration == iteration))
+    if row is None:
+        raise not_found("checkpoint of iteration", iteration)
+    directory = checkpoint_dir(row.path, settings.artifacts)
+    if directory is not None:
+        files = {p.relative_to(directory).as_posix(): p.stat().st_size for p in directory.rglob("*") if p.is_file()}
+        return directory, None, files
+    key = checkpoint_key(job.team_id, job.id, f"iter_{iteration:06d}")
+    try:
+        store = artifact_store(settings.artifacts)
+        manifest = None if store is None else store.manifest(key)
+    except ArtifactStoreError as err:
+        raise StoreUnavailable(f"checkpoint of iteration {iteration}: {err}") from err
+    if manifest is None:
+        raise NotFound(f"checkpoint of iteration {iteration}: its files ({row.path}) are not on this server")
+    return None, key, {path: size for path, (_, size) in manifest.files.items()}
+
+
+@router.get("/checkpoints/{iteration}/files")
+def checkpoint_files(job_id: IdPath, iteration: IdPath, auth: ViewerAuth, session: SessionDep,
+                     settings: SettingsDep) -> dict[str, int]:
+    """The checkpoint's files (relative path -> bytes), each downloadable from `.../files/{path}`."""
+    return dict(sorted(_checkpoint_files(session, settings, auth, job_id, iteration)[2].items()))
+
+
+@router.get(
+    "/checkpoints/{iteration}/files/{path:path}",
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "the file, streamed"},
+               307: {"description": "a presigned URL of the object store (STREAMRL_ARTIFACTS=s3://...), valid 1 h"}},
+)
+def checkpoint_file(job_id: IdPath, iteration: IdPath, path: str, auth: ViewerAuth, session: SessionDep,
+                    settings: SettingsDep) -> Response:
+    """One file of the checkpoint: a redirect to a presigned URL when the object store holds it (the bytes never pass
+    through the API), else streamed from this server's disk."""
+    directory, key, files = _checkpoint_files(session, settings, auth, job_id, iteration)
+    if path not in files:
+        raise NotFound(f"checkpoint of iteration {iteration} has no file {path!r}")
+    if directory is not None:
+        return FileResponse(directory / path, media_type="application/octet-stream",
+                            filename=path.rsplit("/", 1)[-1])
+    store = artifact_store(settings.artifacts)
+    assert store is not None and key is not None
+    url = store.share_url(f"{key}/{path}", expires_s=SHARE_URL_S)
+    if url is not None:
+        return RedirectResponse(url, status_code=307)
+    local = stored_checkpoint(auth.team.id, job_id, iteration, settings.artifacts)  # a directory store: streamed
+    if local is None:
+        raise NotFound(f"checkpoint of iteration {iteration}: gone from the store")
+    return FileResponse(local / path, media_type="application/octet-stream", filename=path.rsplit("/", 1)[-1])

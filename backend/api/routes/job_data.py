@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
-from backend.api.deps import IdPath, SessionDep, ViewerAuth
+from backend.api.deps import IdPath, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
 from backend.api.presenters import page_of
 from backend.schemas.common import MAX_ID, Page
@@ -21,8 +21,10 @@ from backend.schemas.jobs import (
 )
 from backend.schemas.usage import JobEstimatePublic, UsageFigures
 from backend.services import job_data, job_eta, json_pages
-from backend.services.errors import not_found
+from backend.services.errors import StoreUnavailable, not_found
 from backend.services.jobs import get_job
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.checkpoints import stored_iterations
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["jobs"], responses=errors(*AUTHENTICATED))
 
@@ -115,10 +117,16 @@ def timeline(
 
 
 @router.get("/checkpoints")
-def list_checkpoints(job_id: IdPath, auth: ViewerAuth, session: SessionDep) -> Page[CheckpointPublic]:
-    """Saved checkpoints, oldest first."""
+def list_checkpoints(job_id: IdPath, auth: ViewerAuth, session: SessionDep, settings: SettingsDep
+                     ) -> Page[CheckpointPublic]:
+    """Saved checkpoints, oldest first: on this server's disk or complete in the artifact store (STREAMRL_ARTIFACTS;
+    503 when the store does not answer)."""
     job = get_job(session=session, team=auth.team, job_id=job_id)  # after the query checks: 422 before 404
-    return page_of(CheckpointPublic, job_data.list_checkpoints(session=session, job_id=job.id))
+    try:
+        stored = stored_iterations(job.team_id, job.id, settings.artifacts)
+    except ArtifactStoreError as err:
+        raise StoreUnavailable(f"checkpoints of job {job.id}: {err}") from err
+    return page_of(CheckpointPublic, job_data.list_checkpoints(session=session, job_id=job.id, stored=stored))
 
 
 @router.get("/eta")
