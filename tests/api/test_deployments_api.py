@@ -16,9 +16,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from backend.db import JobStatus
-from backend.db.models import Checkpoint, Team, User
+from backend.db.models import Checkpoint, Deployment, Team, User
 from backend.services import generation_leases
 from backend.services.admission import schedule_pass
+from backend.services.deployments import BUSY, _wanted
 from backend.services.jobs import create_job
 from contract import keys
 from contract.spec import JobSpec
@@ -170,3 +171,26 @@ def test_an_evaluation_waits_for_a_generation_slot_then_the_controller_sends_it(
         assert evaluation_id in evaluations.dispatch_waiting(session, client)
     assert client.exists(keys.evaluation_sent(evaluation_id))
     assert [lease.id for lease in generation_leases.live(client)] == [evaluations.lease_id(evaluation_id)]
+
+
+def test_a_busy_deployment_asks_for_its_next_replica_up_to_max_replicas(redis_client: redis.Redis) -> None:
+    """Scale-out: a second replica is wanted once the ready replicas' rows in flight plus the waiting requests pass
+    BUSY of their capacity, never while one is still starting, and never past max_replicas."""
+    row = Deployment(id=987_654, team_id=1, name="d", base_model="tiny", adapters=[], min_replicas=0, max_replicas=2,
+                     idle_s=30.0, version=1)
+    waiting = keys.inference_requests(keys.deployment_key(row.id))
+    redis_client.delete(waiting)
+    assert _wanted(redis_client, row, [], set()) == 0  # scale from zero: the first request starts replica 0
+    assert _wanted(redis_client, row, [], {0}) is None  # replica 0 is on its way
+    capacity = 8
+    calm = [{"replica": 0, "state": "ready", "in_flight": int(BUSY * capacity), "capacity": capacity}]
+    assert _wanted(redis_client, row, calm, set()) is None  # at BUSY, not past it
+    redis_client.rpush(waiting, "r1")  # one more waiting request tips it over
+    assert _wanted(redis_client, row, calm, set()) == 1
+    assert _wanted(redis_client, row, calm, {1}) is None  # replica 1 already starting
+    two = calm + [{"replica": 1, "state": "ready", "in_flight": capacity, "capacity": capacity}]
+    redis_client.rpush(waiting, *[f"r{i}" for i in range(2, 40)])
+    assert _wanted(redis_client, row, two, set()) is None  # max_replicas reached, however busy
+    failed = [{"replica": 0, "state": "failed"}]
+    assert _wanted(redis_client, row, failed, set()) == 0  # a failed replica's slot is started again
+    redis_client.delete(waiting)
