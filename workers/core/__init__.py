@@ -3,7 +3,8 @@
     schedule = PromptSchedule(rows, spec)                 # which prompts iteration j uses (seeded, epoch shuffles)
     groups = make_requests(schedule, j, encode, ...)      # group_size PromptRequests per prompt, deterministic ids
     samples = rollout(engine, reward, requests, ...)      # (colocated/local) generate + score -> Samples
-    sample = to_sample(request, result, outcome, ...)     # (instances) the one place a Sample is built
+    sample = to_sample(request, result, outcome, ...)     # (instances) a completion; episodes: episode_sample
+                                                          # both through build_sample, the one Sample constructor
     batcher = MicroBatcher(algorithm, spec.training)      # complete groups in -> scored micro-batches out
     trainer.micro_step(...) per micro-batch; trainer.optimizer_step()   # workers/runtime/driver.py, every mode
 
@@ -15,8 +16,9 @@ give the same requests (ids, seeds, prompts), the same samples and the same loss
 from workers.core.learn import MicroBatcher, Scored, unzip
 from workers.core.prompts import PromptSchedule, iteration_of, make_requests, request_seed
 from workers.core.rollout import generation_request, rollout, sampling_params, to_sample
+from workers.core.sample import build_sample
 
 __all__ = [
-    "MicroBatcher", "PromptSchedule", "Scored", "generation_request", "iteration_of", "make_requests",
+    "MicroBatcher", "PromptSchedule", "Scored", "build_sample", "generation_request", "iteration_of", "make_requests",
     "request_seed", "rollout", "sampling_params", "to_sample", "unzip",
 ]

@@ -40,6 +40,7 @@ from contract.environments import Message
 from contract.prompt_rows import with_system_prompt
 from contract.sample import PromptRequest, Sample
 from contract.spec import EnvironmentSpec
+from workers.core.sample import build_sample
 from workers.environments.base import Environment, EnvironmentFailure, EnvironmentLost
 from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
 from workers.rewards import Reward, RewardOutcome
@@ -280,7 +281,7 @@ class EpisodeRunner:
 
 def episode_sample(episode: Episode, tokenizer: Any, *, job_id: int, version: int, instance_id: str,
                    graded: RewardOutcome | None = None) -> Sample:
-    """The finished episode as one Sample: the one constructor of built-in and gateway episodes (workers/core/
+    """The finished episode as one Sample (`build_sample`, workers/core/sample.py), built-in or gateway (workers/core/
     gateway.py). `version`: the weights its first turn was admitted under; `graded`: the environment.grader's
     outcome on its final answer (`grade_episodes`), added to the steps' rewards."""
     request = episode.request
@@ -292,20 +293,18 @@ def episode_sample(episode: Episode, tokenizer: Any, *, job_id: int, version: in
     reward = steps + graded.value if graded is not None else steps
     components = {"environment": float(steps), "grader": graded.value,
                   **{f"grader.{k}": v for k, v in graded.components.items()}} if graded is not None else {}
-    return Sample(
-        job_id=job_id, prompt_id=request.prompt_id, group_id=request.group_id, sample_id=request.sample_id,
-        policy_version=version, prompt_ids=prompt_ids, response_ids=list(episode.response_ids),
-        behaviour_logprobs=list(episode.logprobs),
+    outcome = RewardOutcome(0.0 if error else float(reward), {} if error else components, error)
+    return build_sample(
+        request, job_id=job_id, instance_id=instance_id, prompt_ids=prompt_ids, response_ids=episode.response_ids,
+        logprobs=episode.logprobs, loss_mask=episode.loss_mask, version=version, reward=outcome,
         finish_reason={"done": "stop", "error": "error"}.get(episode.end or "", "length"),
         prompt_text=episode.prompt_text or request.prompt_text,
         response_text=tokenizer.decode(episode.response_ids, skip_special_tokens=False),
-        reward=0.0 if error else float(reward), reward_components={} if error else components,
-        reward_error=error, meta=dict(request.meta),
-        queued_at=request.queued_at, started_at=episode.started_at, finished_at=episode.finished_at,
-        instance_id=instance_id, truncated=episode.end == "max_episode_tokens",
-        turns_truncated=episode.turns_truncated, turn_versions=list(episode.turn_versions) or None,
-        loss_mask=list(episode.loss_mask), turns=episode.turns, turn_spans=[list(s) for s in episode.turn_spans],
-        turn_rewards=list(episode.turn_rewards), messages=list(episode.messages), episode_end=episode.end,
+        started_at=episode.started_at, finished_at=episode.finished_at,
+        truncated=episode.end == "max_episode_tokens", turns_truncated=episode.turns_truncated,
+        turn_versions=list(episode.turn_versions) or None, turns=episode.turns,
+        turn_spans=[list(s) for s in episode.turn_spans], turn_rewards=list(episode.turn_rewards),
+        messages=list(episode.messages), episode_end=episode.end,
         segments=[{**run, "text": tokenizer.decode(episode.response_ids[run["start"]:run["end"]],
                                                    skip_special_tokens=False)}
                   for run in mask_segments(episode.loss_mask)],

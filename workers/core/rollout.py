@@ -1,13 +1,14 @@
-"""From requests to scored `Sample`s: the one place a Sample is built from an engine result and a reward outcome."""
+"""From requests to scored `Sample`s: single-turn completions (an engine result and a reward outcome), built by the one
+constructor of every producer (workers/core/sample.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from contract import version_marks
 from contract.sample import PromptRequest, Sample
 from contract.spec import GenerationSpec
+from workers.core.sample import build_sample
 from workers.generation.engine import GenerationEngine, GenerationRequest, GenerationResult, SamplingParams
 from workers.rewards import Reward, RewardOutcome
 
@@ -25,20 +26,16 @@ def generation_request(request: PromptRequest, sampling: SamplingParams) -> Gene
 
 def to_sample(request: PromptRequest, result: GenerationResult, outcome: RewardOutcome, *, job_id: int,
               version: int, instance_id: str) -> Sample:
-    """`version`: the weights the request was admitted under (its behaviour policy), unless the engine recorded which
-    versions sampled its tokens (then the oldest of them, and the marks when there are several)."""
-    policy_version, marks = version_marks.for_sample(result.version_marks, version)
-    return Sample(
-        job_id=job_id, prompt_id=request.prompt_id, group_id=request.group_id, sample_id=request.sample_id,
-        policy_version=policy_version, version_marks=marks, prompt_ids=list(result.prompt_ids),
-        response_ids=list(result.response_ids),
-        behaviour_logprobs=list(result.logprobs), finish_reason=result.finish_reason, prompt_text=request.prompt_text,
-        response_text=result.text, reward=outcome.value, reward_components=dict(outcome.components),
-        reward_error=outcome.error, meta=dict(request.meta), queued_at=request.queued_at,
-        started_at=result.started_at, finished_at=result.finished_at, instance_id=instance_id,
-        truncated=result.finish_reason == "length", forward_passes=result.forward_passes,
-        draft_tokens=result.draft_tokens, accepted_tokens=result.accepted_tokens,
-        speculative_passes=result.speculative_passes,
+    """A completion as a Sample (`build_sample`): every response token is the policy's; `version`: the weights the
+    request was admitted under, unless the engine recorded which versions sampled its tokens."""
+    return build_sample(
+        request, job_id=job_id, instance_id=instance_id, prompt_ids=result.prompt_ids,
+        response_ids=result.response_ids, logprobs=result.logprobs, loss_mask=None, version=version,
+        marks=result.version_marks, reward=outcome, finish_reason=result.finish_reason,
+        prompt_text=request.prompt_text, response_text=result.text, started_at=result.started_at,
+        finished_at=result.finished_at, truncated=result.finish_reason == "length",
+        forward_passes=result.forward_passes, draft_tokens=result.draft_tokens,
+        accepted_tokens=result.accepted_tokens, speculative_passes=result.speculative_passes,
     )
 
 
