@@ -27,8 +27,8 @@ from sqlalchemy.orm import Session
 from backend.db.models import Model, Team
 from backend.services.egress import EgressRefused, Policy, policy_of
 from backend.services.model_card import ModelInvalid, inspect_model_dir
-from backend.services.models import TEAM_MODELS_DIR
 from backend.services.secret_box import unseal
+from contract.artifact_store.models import TEAM_MODELS_DIR
 from contract.settings import Settings
 
 log = logging.getLogger(__name__)

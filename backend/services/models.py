@@ -32,16 +32,17 @@ from sqlalchemy.orm import Session
 
 from backend.db.enums import TERMINAL_JOB_STATUSES
 from backend.db.models import Job, Model, Team, User
-from backend.services.errors import Conflict, InvalidInput
+from backend.services.errors import Conflict, InvalidInput, StoreUnavailable
 from backend.services.model_archive import extract_archive
 from backend.services.model_card import inspect_model_dir
 from backend.services.secret_box import seal
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.models import TEAM_MODELS_DIR, upload_model
 from contract.rewards.model_graders import model_refs
 from contract.spec import JobSpec
 
 SHARED_MODELS_DIR = "models"
 JOBS_DIR = "jobs"
-TEAM_MODELS_DIR = "team-models"
 HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.\-]{0,95}(/[A-Za-z0-9][\w.\-]{0,95})?$")
 REVISION_PATTERN = re.compile(r"^[\w.\-/]{1,200}$")
 PATH_PATTERN = re.compile(r"^[\w.\-/ +=@,:]+$")  # no `~`, no control characters, no backslashes
@@ -134,7 +135,12 @@ def register_archive(*, session: Session, team: Team, user: User, name: str, con
         model_dir = extract_archive(content, root.with_name(f"{model.id}.unpacking"), max_bytes=max_bytes)
         model.card = inspect_model_dir(model_dir)
         model_dir.rename(root)
+        upload_model(team.id, model.id, root, artifact_dir)  # hosts without the shared volume read it from the store
+    except ArtifactStoreError as err:
+        shutil.rmtree(root, ignore_errors=True)
+        raise StoreUnavailable(f"the model could not be stored: {err}") from err
     except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(root.with_name(f"{model.id}.unpacking"), ignore_errors=True)
         raise
     finally:

@@ -31,3 +31,8 @@ def weights_key(team_id: int, job_id: int, version: int) -> str:
 def dataset_key(team_id: int, dataset_id: int) -> str:
     """An uploaded dataset: one version holding `<id>.jsonl`."""
     return f"{team_prefix(team_id)}/datasets/{dataset_id}"
+
+
+def model_key(team_id: int, model_id: int) -> str:
+    """An uploaded model: one version holding its directory (config.json, weights, tokenizer)."""
+    return f"{team_prefix(team_id)}/models/{model_id}"

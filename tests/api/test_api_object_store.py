@@ -1,5 +1,6 @@
 """The API with STREAMRL_ARTIFACTS=s3://... (a real SeaweedFS server, tests/object_store.py): uploaded datasets go to
-the store under the team's prefix before the upload is answered; a store that denies the credentials answers 503
+the store under the team's prefix before the upload is answered, and so do uploaded models (a worker without the
+API's disk reads them into its cache); a store that denies the credentials answers 503
 and keeps nothing; a checkpoint that only the store holds (written on a worker host) is listed (from its manifest),
 its files are served as presigned URLs (a redirect), it is exported as a tar stream and forked from, the fork's copy
 stored under its own key."""
@@ -18,6 +19,8 @@ from fastapi.testclient import TestClient
 
 from backend.services.job_data import record_checkpoint
 from contract.artifact_store import checkpoint_key, dataset_key, open_store
+from contract.artifact_store.keys import model_key
+from contract.artifact_store.models import local_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from object_store import SeaweedS3, shared_server  # noqa: E402
@@ -55,6 +58,31 @@ def test_an_uploaded_dataset_goes_to_the_store(app_client: TestClient, world: An
     store = open_store("s3://streamrl/api-datasets", tmp_path / "worker-cache")
     got = store.get_dir(dataset_key(world.team.id, dataset_id), tmp_path / "worker")
     assert (got / f"{dataset_id}.jsonl").read_bytes() == ROWS
+
+
+def test_an_uploaded_model_goes_to_the_store_and_a_worker_reads_it(
+        app_client: TestClient, world: Any, seaweed: SeaweedS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from workers.models import build_tiny_model
+
+    _use_store(monkeypatch, seaweed, "api-models")
+    source = build_tiny_model("tiny-1m", tmp_path_factory.mktemp("upload-model") / "m", seed=0)
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        tar.add(source, arcname="model")
+    answer = app_client.post(f"{API}/models/upload", data={"name": "stored-model"},
+                             files={"file": ("m.tar.gz", archive.getvalue())}, headers=world.headers("member"))
+    assert answer.status_code == 201, answer.text
+    model = answer.json()
+    keys = _stored(seaweed, f"api-models/{model_key(world.team.id, model['id'])}/")
+    assert f"api-models/{model_key(world.team.id, model['id'])}/config.json" in keys
+    assert all(k.startswith(f"api-models/teams/{world.team.id}/") for k in keys)  # under the team's prefix
+    # a worker host: the recorded directory is the API's, absent here; the store's copy is read into its cache
+    recorded = tmp_path / "api-host" / "team-models" / str(world.team.id) / str(model["id"])
+    got = local_model(world.team.id, recorded, tmp_path / "worker-artifacts")
+    assert got == tmp_path / "worker-artifacts" / "cache" / "models" / str(world.team.id) / str(model["id"])
+    assert (got / "config.json").read_bytes() == (source / "config.json").read_bytes()
+    assert local_model(world.team.id, recorded.with_name("999999"), tmp_path / "w") == recorded.with_name("999999")
 
 
 def test_denied_credentials_answer_503_and_keep_nothing(app_client: TestClient, world: Any, seaweed: SeaweedS3,

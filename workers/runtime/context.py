@@ -17,6 +17,7 @@ from redis import Redis
 from contract import keys
 from contract.artifact_store import ArtifactStoreError
 from contract.artifact_store.datasets import local_dataset
+from contract.artifact_store.models import local_model
 from contract.reporter import Reporter
 from contract.rewards.model_graders import model_refs
 from contract.spec import JobSpec
@@ -108,8 +109,14 @@ def load_context(job_id: int, reporter: Reporter, client: Redis | None, artifact
         except (ArtifactStoreError, FileNotFoundError) as err:
             raise JobSetupError(f"dataset {record.spec.dataset.id} cannot be read from the artifact store: "
                                 f"{err}") from err
+    model_path = record.model_path
+    if model_path is not None:  # an uploaded model on a host without the shared volume: from the store
+        try:
+            model_path = str(local_model(record.team_id, Path(model_path), artifacts))
+        except (ArtifactStoreError, FileNotFoundError) as err:
+            raise JobSetupError(f"model {record.spec.model!r} cannot be read from the artifact store: {err}") from err
     return JobContext(job_id=job_id, team_id=record.team_id, spec=record.spec,
-                      model_dir=resolve_model_dir(record.spec.model, record.model_path), job_dir=job_dir,
+                      model_dir=resolve_model_dir(record.spec.model, model_path), job_dir=job_dir,
                       reporter=reporter, redis=client, dataset_path=dataset_path, epoch=record.epoch, node=node,
                       recorded_through=record.recorded_through,
                       grader_models=resolve_grader_models(record.spec, record.grader_models),
