@@ -98,7 +98,7 @@ class S3Store(ArtifactStore):
         cause: BaseException = err
         if isinstance(err, S3UploadFailedError) and err.__cause__ is not None:
             cause = err.__cause__  # the transfer manager wraps the ClientError
-        text = str(err)
+        text = f"{err} {cause}" if cause is not err else str(err)  # a wrapped answer's words count too
         if isinstance(cause, NoCredentialsError):
             return ArtifactStoreDenied(f"artifact store {self.url}: no credentials (set AWS_ACCESS_KEY_ID and "
                                        f"AWS_SECRET_ACCESS_KEY)")
@@ -106,12 +106,13 @@ class S3Store(ArtifactStore):
             error = cause.response.get("Error", {})
             code = str(error.get("Code", ""))
             status = int(cause.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-            if code in DENIED_CODES or status == 403:
-                return ArtifactStoreDenied(f"artifact store {self.url} denied the credentials ({code or status}): "
-                                           f"check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy")
+            # a quota is refused with 400 or 403 by some servers: the full codes and texts are tried first
             if code in FULL_CODES or status == 507 or any(t in text.lower() for t in FULL_TEXTS):
                 return ArtifactStoreFull(f"artifact store {self.url} is full ({code or status}): free space or "
                                          f"raise the bucket's quota")
+            if code in DENIED_CODES or status == 403:
+                return ArtifactStoreDenied(f"artifact store {self.url} denied the credentials ({code or status}): "
+                                           f"check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy")
             if code == "NoSuchBucket":
                 return ArtifactStoreDenied(f"artifact store {self.url}: bucket {self.bucket!r} does not exist")
             if status >= 500 or code in ("SlowDown", "RequestTimeout", "ServiceUnavailable", "InternalError"):
