@@ -25,12 +25,13 @@ from backend.db.enums import TERMINAL_JOB_STATUSES
 from contract.artifact_store import checkpoints_prefix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from object_store import SeaweedS3  # noqa: E402
+from object_store import SeaweedS3, shared_server  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-ITERATIONS, PROMPTS, GROUP = 8, 4, 4
-WORKERS = (("gen-a", "generation", "0"), ("gen-b", "generation", "1"), ("train-a", "training", "0"),
-           ("train-b", "training", "1"))
+# CI cost (2 cores): 6 short iterations (checkpoints at 2, 4, 6: retention keeps 2), one generation host (its
+# instance reads every weight version from the store), two training hosts (the driver's and the one it moves to)
+ITERATIONS, PROMPTS, GROUP = 6, 2, 4
+WORKERS = (("gen", "generation", "0"), ("train-a", "training", "0"), ("train-b", "training", "1"))
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +45,12 @@ def hosts(pg_backend: Any, redis_url: str, tiny_model_dir: Path, tmp_path_factor
     with pg_backend.session() as session:  # the model is a path every host has (docs/operator.md)
         session.add(Model(team_id=team.id, name="tiny", path=str(tiny_model_dir), created_by_id=user.id))
     root = tmp_path_factory.mktemp("object-store-hosts")
-    seaweed = SeaweedS3(root / "seaweed")
-    seaweed.start()
+    seaweed = shared_server()
     env = {**environ_snapshot(), **seaweed.env("streamrl/hosts"), "STREAMRL_DATABASE_URL": pg_backend.url,
            "STREAMRL_REDIS_URL": redis_url, "STREAMRL_SECRET_KEY": pg_backend.settings.secret_key,
            "STREAMRL_AUTO_MIGRATE": "false", "STREAMRL_DEVICE": "cpu", "PYTHONPATH": str(Path.cwd()),
-           "TOKENIZERS_PARALLELISM": "false", "STREAMRL_DRIVER_HEARTBEAT_TTL_S": "5",
+           "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "STREAMRL_DRIVER_HEARTBEAT_TTL_S": "5",
            "STREAMRL_INSTANCE_HEARTBEAT_TIMEOUT_S": "8"}
     cluster = Cluster(env, root)
     port = _free_port()
@@ -64,7 +65,6 @@ def hosts(pg_backend: Any, redis_url: str, tiny_model_dir: Path, tmp_path_factor
         yield cluster, f"http://127.0.0.1:{port}", pg_backend.auth_headers(user, team), team, seaweed, root
     finally:
         stop_process_groups([cluster.procs.pop(name) for name in list(cluster.procs)])
-        seaweed.stop()
 
 
 def test_job_survives_losing_the_training_host(hosts: tuple[Cluster, str, dict[str, str], Any, SeaweedS3, Path]
@@ -72,7 +72,7 @@ def test_job_survives_losing_the_training_host(hosts: tuple[Cluster, str, dict[s
     procs, url, headers, team, seaweed, root = hosts
     spec = base_spec(name="object-store", mode="async", max_staleness=1, checkpoint={"interval": 2, "keep": 2},
                      failover={"max_restarts": 3, "backoff_s": 1.0},
-                     generation={"instances": 2, "batch_size": 16, "max_tokens": 8},
+                     generation={"instances": 1, "batch_size": 16, "max_tokens": 8},
                      training={"iterations": ITERATIONS, "prompts_per_iteration": PROMPTS, "micro_batch_size": 8,
                                "lr": 1e-3, "weight_sync": "shared_store"},
                      algorithm={"name": "grpo", "group_size": GROUP})
