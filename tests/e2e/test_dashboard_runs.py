@@ -205,8 +205,11 @@ def test_clone_round_trip_and_yaml(page: Page, api_server: Server, runs: tuple[W
     assert clone["spec"] == {**source["spec"], "name": "lr-high-clone"}
 
 
-def test_viewer_is_offered_no_submit(page: Page, api_server: Server, runs: tuple[World, dict[str, dict]]) -> None:
+def test_viewer_is_offered_no_submit(
+    page: Page, api_server: Server, engine: Engine, runs: tuple[World, dict[str, dict]]
+) -> None:
     world, jobs = runs
+    add_checkpoint(engine, api_server, jobs["single"]["id"], 1)
     viewer, token = invited_member(api_server.url, world.api, f"viewer-{world.tag}@example.com", "viewer")
     open_signed_in(page, api_server, token, "/jobs")
     expect(page.get_by_test_id("jobs-table")).to_contain_text("lr-high")
@@ -216,6 +219,12 @@ def test_viewer_is_offered_no_submit(page: Page, api_server: Server, runs: tuple
     expect(page.get_by_role("button", name="YAML")).to_be_visible()
     expect(page.get_by_role("button", name="Clone")).to_have_count(0)
     expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    # a checkpoint offers a viewer its download only: chat, evaluate, promote and fork need member (they would 403)
+    page.goto(f"{api_server.url}/#/jobs/{jobs['single']['id']}")
+    checkpoints = page.get_by_test_id("checkpoints")
+    expect(checkpoints.get_by_role("button", name="download")).to_be_visible()
+    expect(checkpoints.locator("[data-action=chat]")).to_have_count(0)
+    expect(checkpoints.get_by_role("button", name=re.compile("fork", re.I))).to_have_count(0)
     page.goto(f"{api_server.url}/#/submit")
     expect(page.get_by_test_id("needs-member")).to_contain_text("member role")
     shot(page, "47-viewer-no-submit")

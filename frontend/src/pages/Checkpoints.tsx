@@ -12,6 +12,7 @@ import { ErrorBanner, formatNumber, formatTime } from "../components/ui";
 import { download } from "../lib/download";
 import { playgroundRoute } from "../lib/playground";
 import { queryClient, useCheckpoints, useJob } from "../lib/queries";
+import { useSession } from "../session";
 import { Evaluations, evaluationsKey } from "./Evaluations";
 import { PromoteButton } from "./Deployments";
 import { ForkButton, Lineage } from "./ForkCheckpoint";
@@ -22,6 +23,7 @@ const LABELS: Record<Form, string> = { checkpoint: "⬇ download", merged: "⬇ 
 export function Checkpoints({ jobId, iteration, status, lora = false }:
   { jobId: number; iteration: number; status: string; lora?: boolean }) {
   const { data, error } = useCheckpoints(jobId, iteration, status);
+  const { canWrite } = useSession(); // evaluate, chat, promote and fork need member: a viewer gets downloads only
   const [busy, setBusy] = useState<string | null>(null);
   const [downloadError, setDownloadError] = useState<unknown>(null);
   const job = useJob(jobId).data;
@@ -70,21 +72,22 @@ export function Checkpoints({ jobId, iteration, status, lora = false }:
               <span key={suite} className="muted" data-suite={suite}>{suite} {formatNumber(values.mean, 4)} </span>
             ))}
             <code>{c.path}</code>{" "}
-            {suites.length > 0 && (
+            {canWrite && suites.length > 0 && (
               <button className="link" disabled={busy !== null} data-action="evaluate"
                 onClick={() => void evaluate(c.iteration)}>
                 {busy === `${c.iteration}:evaluate` ? "queuing…" : "▶ evaluate"}
               </button>
             )}
-            <Link className="link" data-action="chat" to={playgroundRoute(`job:${jobId}@${c.iteration}`)}>💬 chat</Link>{" "}
-            {lora && job && <PromoteButton jobId={jobId} iteration={c.iteration} baseModel={jobSpec(job).model} />}
+            {canWrite &&
+              <Link className="link" data-action="chat" to={playgroundRoute(`job:${jobId}@${c.iteration}`)}>💬 chat</Link>}{" "}
+            {canWrite && lora && job && <PromoteButton jobId={jobId} iteration={c.iteration} baseModel={jobSpec(job).model} />}
             {forms.map((form) => (
               <button key={form} className="link" disabled={busy !== null} data-form={form}
                 onClick={() => void fetchOne(c.iteration, form)}>
                 {busy === `${c.iteration}:${form}` ? "downloading…" : LABELS[form]}
               </button>
             ))}
-            {job && <ForkButton jobId={jobId} iteration={c.iteration} lr={jobSpec(job).training?.lr ?? 0}
+            {canWrite && job && <ForkButton jobId={jobId} iteration={c.iteration} lr={jobSpec(job).training?.lr ?? 0}
               mode={jobSpec(job).mode ?? "sync"} />}
           </li>
         ))}
