@@ -40,7 +40,7 @@ import torch  # noqa: E402
 from workers.datasets.long_tail import generate_rows  # noqa: E402
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams  # noqa: E402
 from workers.generation.engines.hf import HFEngine  # noqa: E402
-from workers.generation.engines.hf_speculative import speculation_for  # noqa: E402
+from workers.generation.engines.hf_speculative import StepCost, speculation_for  # noqa: E402
 from workers.generation.engines.suffix_draft import SuffixDrafter  # noqa: E402
 from workers.models import build_tiny_model  # noqa: E402
 from workers.training.sft import sft_warm_start  # noqa: E402
@@ -83,6 +83,7 @@ def run_iteration(engine: HFEngine, requests: list[GenerationRequest]) -> dict[s
 def set_arm(engine: HFEngine, arm: str) -> None:
     engine.speculation = speculation_for(arm, engine.max_batch_size)  # type: ignore[arg-type]
     engine.drafter = SuffixDrafter()
+    engine.step_cost = StepCost()
 
 
 def engine_part(args: argparse.Namespace, model_dir: Path) -> dict[str, float]:

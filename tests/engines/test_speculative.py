@@ -19,7 +19,7 @@ from workers.core import to_sample
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
 from workers.generation.engines.hf import HFEngine
 from workers.generation.engines.hf_multi_lora import MultiLoraEngine
-from workers.generation.engines.hf_speculative import speculation_for
+from workers.generation.engines.hf_speculative import StepCost, best_k, speculation_for
 from workers.generation.engines.suffix_draft import SuffixDrafter
 from workers.rewards import RewardOutcome
 from workers.runtime.metrics import sample_metrics
@@ -41,9 +41,10 @@ def group_requests(engine: HFEngine, sampling: SamplingParams, per_group: int = 
 
 
 def speculating(engine: HFEngine, on: bool = True) -> HFEngine:
-    """Speculation at every step (the default speculates only in the tail: a quarter of the batch or fewer)."""
+    """Speculation at every step, whole drafts (the default speculates only in the tail, a quarter of the batch or
+    fewer, with the draft length that pays: tests of the choice below)."""
     engine.speculation = speculation_for("group" if on else "off", engine.max_batch_size,
-                                         max_rows=engine.max_batch_size)
+                                         max_rows=engine.max_batch_size, paced=False)
     engine.drafter = SuffixDrafter()
     return engine
 
@@ -215,3 +216,31 @@ def test_drafts_stop_at_the_models_last_position(model_dir: Path) -> None:
     assert outputs[True] == outputs[False]
     assert all(len(r.prompt_ids) + len(outputs[True][r.request_id][0]) <= 30 for r in requests)
     assert sum(reason == "length" for _, reason in outputs[True].values()) >= 8
+
+
+def test_paced_k_pays_only_where_the_extra_positions_are_cheap() -> None:
+    """The step's draft length from the timed cost a + b * positions and the rows' acceptance: long drafts when
+    the fixed cost dominates (few rows), none in a wide batch or when drafts keep failing."""
+    cost = StepCost()
+    for positions in (1, 4, 16, 64, 128, 64, 16, 4, 1):
+        cost.observe(positions, 0.002 + 0.00005 * positions)  # a = 2 ms, b = 0.05 ms a position
+    a, b = cost.coefficients()
+    assert a == pytest.approx(0.002, rel=1e-6) and b == pytest.approx(0.00005, rel=1e-6)
+    assert best_k(cost, [0.9] * 2, [16, 16]) >= 8  # the long tail: drafts nearly free
+    assert best_k(cost, [0.6] * 64, [16] * 64) == 0  # a wide batch: each extra position costs b * 64
+    assert best_k(cost, [0.6] * 2, [16, 16]) >= 3
+    assert best_k(cost, [0.05] * 4, [16] * 4) == 0  # drafts that fail
+    assert best_k(cost, [0.9, 0.9], [0, 3]) <= 3  # no longer than the longest draft
+    assert 0.02 <= cost.alpha(0, 0) <= 0.98 and cost.alpha(30, 31) > cost.alpha(1, 31)
+
+
+def test_paced_speculation_runs_in_the_tail_and_keeps_the_tokens(model_dir: Path) -> None:
+    """The default (paced, tail only): greedy output equal to a plain run's, and the engine's step timings and
+    acceptance are recorded."""
+    engine = HFEngine(model_dir, max_batch_size=8)
+    requests = group_requests(engine, SamplingParams(temperature=0))
+    plain = run(engine, requests, False)
+    engine.speculation, engine.drafter = speculation_for("group", 8, max_rows=8), SuffixDrafter()
+    paced = {r.request_id: r for r in engine.generate_stream(iter(requests))}
+    assert {k: r.response_ids for k, r in paced.items()} == {k: r.response_ids for k, r in plain.items()}
+    assert engine.step_cost.w > 0 and engine.step_cost.trials >= 0

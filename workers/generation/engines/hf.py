@@ -31,7 +31,7 @@ from workers.generation.engine import (
     SamplingParams,
 )
 from workers.generation.engines.hf_batch import ContinuousBatcher
-from workers.generation.engines.hf_speculative import speculation_for
+from workers.generation.engines.hf_speculative import StepCost, speculation_for
 from workers.generation.engines.profile import profile_ptl
 from workers.generation.engines.suffix_draft import SuffixDrafter
 from workers.models import lora as lora_io
@@ -95,6 +95,7 @@ class HFEngine(GenerationEngine):
         self.speculation = speculation_for(self.speculative_default if speculative == "auto" else speculative,
                                            max_batch_size)
         self.drafter = SuffixDrafter()  # the prompt groups' suffix indexes, kept across generate_stream calls
+        self.step_cost = StepCost()  # timings of its decode steps (when to speculate, hf_speculative.py)
         self.adapted: Any = None  # LoRA: the peft wrapper of `model` (its adapter layers are injected into `model`)
         self.model: Any = None  # a transformers causal LM (typed loosely: transformers' stubs are partial)
         self.tokenizer: Any = None
@@ -185,6 +186,7 @@ class HFEngine(GenerationEngine):
                                  eos_ids=self.eos_ids, seed_rng=self.seed_rng, ignore_eos=self.ignore_eos,
                                  **{"min_free_slots": max(1, self.max_batch_size // 4),
                                     "speculation": self.speculation, "drafter": self.drafter,
+                                    "step_cost": self.step_cost,
                                     "version_of": lambda adapter: self.version, **routing})
 
     def _require_model(self) -> Any:

@@ -27,7 +27,7 @@ import torch
 from workers.generation.engine import GenerationRequest, GenerationResult
 from workers.generation.engines import hf_speculative
 from workers.generation.engines.feed import RequestFeed
-from workers.generation.engines.hf_speculative import K_INIT, Speculation
+from workers.generation.engines.hf_speculative import Speculation, StepCost
 from workers.generation.engines.kv_columns import MIN_SPARE, SPARE_DIVISOR, SpareColumnsCache, spare_layers
 from workers.generation.engines.sampling import logprob_temperature, request_rng, sample_tokens
 from workers.generation.engines.suffix_draft import DraftSequence, SuffixDrafter
@@ -44,11 +44,11 @@ class _Row:
     text: str | None = None  # set when a stop string cut the text
     version_marks: list[list[int]] = field(default_factory=list)  # [token_index, version] where the version changed
     draft: DraftSequence | None = None  # this row's sequence in its group's suffix index (speculation on)
-    draft_k: int = K_INIT  # draft tokens to propose next (adaptive, hf_speculative.py)
     forwards: int = 0  # forward passes that emitted this row's tokens (prefill included)
     speculative_forwards: int = 0  # ... of which verified drafts (the row's or others': hf_speculative.verify_step)
     proposed: int = 0  # draft tokens verified
     accepted: int = 0  # ... and accepted
+    rejected: int = 0  # verified drafts with a rejected token (accepted + rejected: verified positions)
 
 
 class ContinuousBatcher:
@@ -68,14 +68,16 @@ class ContinuousBatcher:
                  version_of: Callable[[str | None], int] = lambda adapter: 0,
                  adapters: Callable[[list[str | None]], AbstractContextManager[Any]] | None = None,
                  kv_spare: tuple[int, int | None] = (MIN_SPARE, SPARE_DIVISOR),
-                 speculation: Speculation = Speculation(), drafter: SuffixDrafter | None = None) -> None:
+                 speculation: Speculation = Speculation(), drafter: SuffixDrafter | None = None,
+                 step_cost: StepCost | None = None) -> None:
         """`version_of(adapter)`: the weights version the model holds now for that adapter (None: its own weights),
         read at every token: weights may change between the steps of `run`, in place, and rows keep their KV cache.
         `adapters(names)`: a context in which one forward pass applies each row's adapter (mixed-adapter batches,
         engines/hf_multi_lora.py); None: every row runs on the model as it is. `kv_spare`: the cache layers' spare
         columns (min_spare, spare_divisor) (kv_columns.py; (0, None) copies the cache at every step).
         `speculation`: grouped speculative decoding (hf_speculative.py; disabled by default) with drafts from
-        `drafter` (the engine's, so groups outlive one call; a new one when None)."""
+        `drafter` (the engine's, so groups outlive one call; a new one when None), paced by `step_cost` (the engine's
+        timings of its decode steps)."""
         self.model, self.tokenizer = model, tokenizer
         self.version_of = version_of
         self.adapters = adapters
@@ -88,6 +90,7 @@ class ContinuousBatcher:
         self.kv_spare = kv_spare
         self.speculation = speculation
         self.drafter = drafter if drafter is not None else SuffixDrafter()
+        self.step_cost = step_cost if step_cost is not None else StepCost()
         self.rows: list[_Row] = []
         self.cache = self._new_cache()
         self.starts = torch.zeros(0, dtype=torch.long, device=self.device)  # (B,)
@@ -146,10 +149,21 @@ class ContinuousBatcher:
 
     @torch.no_grad()
     def _decode_step(self) -> list[int]:
+        clock = time.process_time if self.device.type == "cpu" else time.perf_counter
+        started = clock()
         drafts = hf_speculative.drafts_for(self)
         self.decode_steps += 1
         if drafts is not None:
-            return hf_speculative.verify_step(self, drafts)
+            positions = len(self.rows) * (max(len(d) for d in drafts) + 1)
+            finished = hf_speculative.verify_step(self, drafts)
+        else:
+            positions = len(self.rows)
+            finished = self._plain_step()
+        if self.speculation.enabled:  # the step's tokens are on the host (emit): its time is the device's too
+            self.step_cost.observe(positions, clock() - started)  # CPU: this process's time (others' load aside)
+        return finished
+
+    def _plain_step(self) -> list[int]:
         width = self.cache.get_seq_length()
         mask = torch.cat([self.valid_columns(width), self.starts.new_ones((len(self.rows), 1), dtype=torch.bool)],
                          dim=1)  # (B, W+1)

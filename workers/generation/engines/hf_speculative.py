@@ -21,9 +21,15 @@ the widest row's new length (`truncate`) and the columns other rows rejected bec
 masked out and skipped by position ids) until the batch is compacted (at a retirement, or when holes waste a
 quarter of the width).
 
-Adaptive k: a row that accepted its whole draft tries `min(2k, K_MAX)` next; otherwise `accepted + 1`.
-Speculation runs only while at most `max_rows` rows decode (the long tail: a forward over k+1 positions costs about
-one position's there; in a full batch it costs up to k+1 times as much).
+Where it pays (`paced`, the default): the pass computes k_max + 1 positions for EVERY row (drafts are padded to the
+longest), so k is one choice per step. `StepCost` fits a forward's seconds as a + b * positions from the steps this
+engine has timed (plain and verifying, forgetting old ones); each row's per-token acceptance alpha is estimated from
+its own verified drafts (shrunk towards the engine's overall rate). A step verifies k draft tokens when that
+maximises the expected tokens per second, (B + sum_r sum_{j<=min(k, len(d_r))} alpha_r^j) / cost(B * (k + 1)),
+over plain decoding's B / cost(B); otherwise it is a plain decode step. So a wide batch, where extra positions cost
+nearly as much as the row tokens already in the pass, or rows whose drafts keep failing, get plain steps, and a
+near-idle device (the long tail: the fixed cost a dominates) verifies long drafts. Drafting runs only while at most
+`max_rows` rows decode (the tail). `paced=False` (tests) verifies every row's whole draft (up to k_max) each step.
 """
 
 from __future__ import annotations
@@ -39,8 +45,10 @@ from workers.generation.engines.kv_columns import SpareColumnsCache
 from workers.generation.engines.sampling import sample_with_uniforms
 from workers.generation.engines.suffix_draft import SuffixDrafter
 
-K_INIT = 8  # draft tokens a row starts with
-K_MAX = 16  # and at most
+K_MAX = 16  # draft tokens a row proposes at most
+ALPHA_PRIOR = 4.0  # a row's acceptance estimate counts the engine's overall rate as this many verified positions
+COST_DECAY = 0.97  # StepCost: weight of an earlier step relative to the next
+FLAT_POSITIONS = 32.0  # StepCost before it has timed steps of different widths: a / b (cost(32 positions) = 2 a)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class Speculation:
 
     max_rows: int = 0
     k_max: int = K_MAX
+    paced: bool = True  # choose k per step from StepCost and the rows' acceptance (False: always the whole draft)
 
     @property
     def enabled(self) -> bool:
@@ -66,6 +75,7 @@ class Batch(Protocol):
     last_tokens: torch.Tensor
     speculation: Speculation
     drafter: SuffixDrafter
+    step_cost: StepCost
     max_positions: int
 
     def lengths(self) -> torch.Tensor: ...
@@ -77,13 +87,62 @@ class Batch(Protocol):
     def compact_if_wasteful(self) -> None: ...
 
 
-def speculation_for(mode: SpeculativeMode, max_batch_size: int, max_rows: int | None = None) -> Speculation:
+class StepCost:
+    """Seconds of one decode forward as a + b * positions: least squares over the timed steps, each earlier step
+    weighted COST_DECAY times less than the next (batch widths and the machine's load drift)."""
+
+    def __init__(self) -> None:
+        self.w = self.n = self.nn = self.t = self.nt = 0.0  # weighted sums of 1, n, n^2, t, n*t
+        self.accepted = self.trials = 0.0  # every row's verified draft positions: accepted, and accepted + rejected
+
+    def observe(self, positions: int, seconds: float) -> None:
+        d = COST_DECAY
+        self.w, self.n, self.nn = d * self.w + 1, d * self.n + positions, d * self.nn + positions * positions
+        self.t, self.nt = d * self.t + seconds, d * self.nt + positions * seconds
+
+    def coefficients(self) -> tuple[float, float]:
+        """(a, b); before steps of different widths were timed, a = FLAT_POSITIONS * b."""
+        if self.w == 0:
+            return FLAT_POSITIONS, 1.0
+        mean_n, mean_t = self.n / self.w, self.t / self.w
+        var = self.nn / self.w - mean_n * mean_n
+        if var > 1.0:
+            b = (self.nt / self.w - mean_n * mean_t) / var
+            a = mean_t - b * mean_n
+            if a > 0 and b > 0:
+                return a, b
+        b = mean_t / (mean_n + FLAT_POSITIONS)
+        return FLAT_POSITIONS * b, b
+
+    def alpha(self, accepted: int, trials: int) -> float:
+        """A row's per-token acceptance: its own verified positions, shrunk towards the engine's overall rate."""
+        overall = (self.accepted + 1) / (self.trials + 2)
+        return min(0.98, max(0.02, (accepted + ALPHA_PRIOR * overall) / (trials + ALPHA_PRIOR)))
+
+
+def best_k(cost: StepCost, alphas: list[float], lengths: list[int]) -> int:
+    """The draft length k (0: a plain step) maximising expected tokens per second for rows with acceptance
+    `alphas` and drafts of `lengths` tokens (a row emits 1 + its accepted tokens; the pass costs B * (k + 1))."""
+    a, b = cost.coefficients()
+    rows = len(alphas)
+    best, best_rate = 0, rows / (a + b * rows)
+    for k in range(1, max(lengths, default=0) + 1):
+        tokens = rows + sum((alpha - alpha ** (min(n, k) + 1)) / (1 - alpha) for alpha, n in
+                            zip(alphas, lengths, strict=True))
+        rate = tokens / (a + b * rows * (k + 1))
+        if rate > best_rate:
+            best, best_rate = k, rate
+    return best
+
+
+def speculation_for(mode: SpeculativeMode, max_batch_size: int, max_rows: int | None = None,
+                    paced: bool = True) -> Speculation:
     """`generation.speculative` for an engine of `max_batch_size` rows (`auto` resolved by the engine first: its
-    `speculative_default`); `max_rows` overrides the tail threshold."""
+    `speculative_default`); `max_rows` overrides the tail threshold; `paced=False` verifies whole drafts (tests)."""
     if mode != "group":
         return Speculation()
     tail = max(1, max_batch_size // SPECULATIVE_TAIL_DIVISOR)
-    return Speculation(max_rows=max_rows if max_rows is not None else tail)
+    return Speculation(max_rows=max_rows if max_rows is not None else tail, paced=paced)
 
 
 def drafts_for(batcher: Batch) -> list[list[int]] | None:
@@ -96,9 +155,18 @@ def drafts_for(batcher: Batch) -> list[list[int]] | None:
         used = len(row.request.prompt_ids) + len(row.response_ids)
         room = min(row.request.sampling.max_tokens - len(row.response_ids),  # the step emits one more than accepted
                    batcher.max_positions - used) - 1  # and the drafts' positions must exist
-        k = min(row.draft_k, spec.k_max, max(room, 0))
+        k = min(spec.k_max, max(room, 0))
         drafts.append(batcher.drafter.propose(row.draft, k) if row.draft is not None else [])
-    return drafts if any(drafts) else None
+    if not any(drafts):
+        return None
+    if spec.paced:
+        cost = batcher.step_cost
+        k = best_k(cost, [cost.alpha(row.accepted, row.accepted + row.rejected) for row in batcher.rows],
+                   [len(d) for d in drafts])
+        if k == 0:
+            return None
+        drafts = [d[:k] for d in drafts]
+    return drafts
 
 
 @torch.no_grad()
@@ -135,8 +203,10 @@ def verify_step(batcher: Batch, drafts: list[list[int]]) -> list[int]:
         row.proposed += len(draft)
         row.accepted += accepted
         row.speculative_forwards += 1
-        if draft:
-            row.draft_k = min(2 * row.draft_k, K_MAX) if accepted == len(draft) else accepted + 1
+        rejected = int(accepted < len(draft))
+        row.rejected += rejected
+        batcher.step_cost.accepted += accepted
+        batcher.step_cost.trials += accepted + rejected
     finished = batcher.emit([[t for t, _ in got] for got in emitted], [[lp for _, lp in got] for got in emitted])
     batcher.compact_if_wasteful()
     return finished

@@ -3,10 +3,10 @@ SuffixDecoding).
 
 The samples of one GRPO group answer the same prompt, so the text one of them has written is a good guess of what
 another will write next. A `GroupIndex` holds the group's token sequences (the prompt, and every finished and
-in-progress response, each prefixed by the prompt's last tokens) and, for every position, the n-grams (n <= `max_match`)
-that end there. `propose(seq, k)` takes the longest suffix of sequence `seq` that occurs elsewhere in the group (or
-earlier in `seq` itself) and walks the continuations of its occurrences, one token at a time, choosing the token most
-of them agree on (a suffix tree's most frequent path); at most k tokens.
+in-progress response, each prefixed by the prompt's last tokens) and, for every position, the n-grams (n in
+`MATCH_LENGTHS`) that end there. `propose(seq, k)` takes the longest suffix of sequence `seq` that occurs elsewhere
+in the group (or earlier in `seq` itself) and walks the continuations of its occurrences, one token at a time,
+choosing the token most of them agree on (a suffix tree's most frequent path); at most k tokens.
 
     drafter = SuffixDrafter()
     seq = drafter.open(("adapter", prompt_ids), prompt_ids)    # one per row, the group keyed by prompt (and adapter)
@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 
 MAX_MATCH = 8  # longest suffix looked up (n-gram length)
 MIN_MATCH = 2  # shorter matches propose nothing: a single shared token predicts little
+# the n-gram lengths indexed and looked up (longest first): every token of every running row is indexed once per
+# length (the index's cost per decode step, profiled in jobs), so not all of 2..8
+MATCH_LENGTHS = (MAX_MATCH, 6, 4, 3, MIN_MATCH)
 MAX_OCCURRENCES = 32  # occurrences of an n-gram kept (the most recent): bounds the index and a proposal's work
 PROMPT_CONTEXT = MAX_MATCH  # a response sequence starts with this many prompt tokens (matches across the boundary)
 
@@ -46,7 +49,9 @@ class GroupIndex:
         for token in tokens:
             own.append(token)
             end = len(own)
-            for n in range(1, min(MAX_MATCH, end) + 1):
+            for n in MATCH_LENGTHS:
+                if n > end:
+                    continue
                 found = self.ngrams.setdefault(tuple(own[end - n:end]), [])
                 found.append((seq, end))
                 if len(found) > 2 * MAX_OCCURRENCES:
@@ -54,7 +59,9 @@ class GroupIndex:
 
     def propose(self, seq: int, k: int) -> list[int]:
         own = self.sequences[seq]
-        for n in range(min(MAX_MATCH, len(own)), MIN_MATCH - 1, -1):
+        for n in MATCH_LENGTHS:
+            if n > len(own):
+                continue
             found = self.ngrams.get(tuple(own[len(own) - n:]))
             if not found:
                 continue
