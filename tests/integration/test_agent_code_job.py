@@ -13,17 +13,15 @@ The learning check (held-out reward rising on a model warmed on tool use) is not
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from package_cache import CACHE, built
 from runtime_platform import Platform, base_spec
 from waiting import api_in_thread
 
 from contract.states import JobStatus
-from workers.agents.packages import ensure_packages
 from workers.rewards.jail import missing_piece
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
@@ -88,13 +86,10 @@ def platform(pg_backend: Any, redis_url: str, tmp_path_factory: pytest.TempPathF
 
     root = tmp_path_factory.mktemp("agent-code")
     model_dir = build_tiny_model("chat-qwen2-1m", root / "chat", seed=0)
-    # the workers' package cache, warmed by the same code (pip from the index); kept across runs on this host like
-    # pip's own cache (a tree per requirements hash, read-only once complete)
-    packages = Path(tempfile.gettempdir()) / "streamrl-test-agent-packages"
-    ensure_packages(REQUIREMENTS, packages)
+    built(*REQUIREMENTS)  # the workers' package cache (tests/package_cache.py), warmed by the same code
     with api_in_thread(pg_backend.settings) as url, Platform.start(
             pg_backend, redis_url, model_dir, generation_slots=2,
-            extra_env={"STREAMRL_PUBLIC_URL": url, "STREAMRL_AGENT_PACKAGES_DIR": str(packages)}) as running:
+            extra_env={"STREAMRL_PUBLIC_URL": url, "STREAMRL_AGENT_PACKAGES_DIR": str(CACHE)}) as running:
         running.api_url = url  # type: ignore[attr-defined]
         yield running
 
@@ -104,7 +99,7 @@ def test_an_openai_agents_sdk_agent_trains_as_agent_code(platform: Platform) -> 
                      agent={"code": AGENT, "requirements": REQUIREMENTS, "concurrency": 4, "timeout_s": 120},
                      algorithm={"name": "grpo", "group_size": 2},
                      generation={"instances": 1, "batch_size": 8, "max_tokens": 12, "temperature": 1.0},
-                     training={"iterations": 2, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3})
+                     training={"iterations": 1, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3})
     del spec["reward"]
     job_id = platform.submit_as(platform.team, platform.user, spec)
     job = platform.wait_done(job_id, timeout_s=600)

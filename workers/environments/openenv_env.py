@@ -82,7 +82,7 @@ class OpenEnvEnvironment(Environment):
             try:
                 return connect(self.endpoint, open_timeout=self.step_timeout_s, close_timeout=CLOSE_TIMEOUT_S,
                                max_size=MAX_MESSAGE_BYTES, proxy=None, legacy=True)
-            except (OSError, InvalidHandshake, TimeoutError) as exc:
+            except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed) as exc:  # closed: dying mid-handshake
                 error = f"{type(exc).__name__}: {exc}"
             except InvalidURI as exc:
                 raise EnvironmentFailure(f"openenv url {self.url!r}: {exc}"[:MAX_ERROR_CHARS]) from None
