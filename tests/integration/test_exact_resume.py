@@ -1,13 +1,23 @@
 """Exact resume: a job whose driver is killed (kill -9) mid-run resumes from its checkpoint and trains, for every
-iteration after the checkpoint, the same prompts with the same responses and the same loss as an uninterrupted twin
-with the same seed (CPU). The sampling seed of a request leaves the driver epoch out (workers/core/prompts.py); the
-prompt schedule, the trainer's RNG and optimizer state come from the checkpoint.
+iteration after the checkpoint, the same prompts as an uninterrupted twin with the same seed (CPU).
 
-The platform keeps its artifacts in S3-compatible object storage (a SeaweedFS server, tests/object_store.py), and the
-killed sync job's local checkpoints are deleted with its driver: the resume reads the checkpoint from the store."""
+Sync: the same prompts with the same responses and the same loss. The sampling seed of a request leaves the driver
+epoch out (workers/core/prompts.py); the prompt schedule, the trainer's RNG and optimizer state come from the
+checkpoint. The platform keeps its artifacts in S3-compatible object storage (a SeaweedFS server, tests/object_store.py)
+and the killed jobs' local checkpoints are deleted with their drivers: the resume reads the checkpoint from the store.
+
+Async: every checkpoint records the buffer dispatched ahead (workers/training/dispatch_record.py: the iterations with
+their prompt ids in slot order and sampling seeds); after the restart the same prompts are dispatched again, so every
+iteration trains the twin's prompts in the twin's slot order (responses may differ: which weights version generated
+a buffered sample depends on timing), and the resume says the recorded buffer was dispatched again. The prompt
+schedule is the same in every mode (workers/core/prompts.py), so the sync twin is the async job's twin too.
+
+CI cost: three short jobs (one twin, two killed) one after the other on one platform (at once, on a loaded 2-core
+machine, a starting driver's 5 s heartbeat lapsed and the controller failed the job)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,14 +30,17 @@ from sqlalchemy import select
 
 from backend.db import JobSample
 from contract.liveness import Timeouts
+from contract.spec import JobSpec
 from workers.core.prompts import epoch_of
+from workers.datasets import load_dataset
+from workers.training.dispatch_record import FILE as DISPATCH_RECORD
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from object_store import SeaweedS3  # noqa: E402
+from object_store import shared_server  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 FAST = Timeouts(instance_heartbeat_s=8.0, instance_start_s=120.0, driver_start_s=120.0, driver_heartbeat_ttl_s=5.0)
-ITERATIONS, CHECKPOINT = 6, 2
+ITERATIONS, CHECKPOINT, STALENESS = 5, 2, 2
 SHAPE = {"training": {"iterations": ITERATIONS, "prompts_per_iteration": 2, "micro_batch_size": 4, "lr": 1e-3},
          "generation": {"instances": 1, "batch_size": 16, "max_tokens": 8}, "checkpoint": {"interval": CHECKPOINT},
          "reward": {"type": "regex", "params": {"pattern": "[0-5]"}},  # rewards that differ: real gradients
@@ -35,11 +48,11 @@ SHAPE = {"training": {"iterations": ITERATIONS, "prompts_per_iteration": 2, "mic
 
 
 @pytest.fixture(scope="module")
-def resume_platform(pg_backend, redis_url: str, tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    with SeaweedS3(tmp_path_factory.mktemp("resume-store")) as store, \
-            Platform.start(pg_backend, redis_url, tiny_model_dir, timeouts=FAST,
-                           extra_env={"STREAMRL_DRIVER_HEARTBEAT_TTL_S": "5", **store.env("streamrl/resume")}
-                           ) as platform:
+def resume_platform(pg_backend, redis_url: str, tiny_model_dir: Path):
+    store = shared_server()
+    with Platform.start(pg_backend, redis_url, tiny_model_dir, timeouts=FAST,
+                        extra_env={"STREAMRL_DRIVER_HEARTBEAT_TTL_S": "5", **store.env("streamrl/resume")}
+                        ) as platform:
         yield platform
 
 
@@ -54,47 +67,65 @@ def _trained(platform: Platform, job_id: int) -> dict[int, list[tuple[str, str]]
     return {it: sorted(by_epoch[max(by_epoch)]) for it, by_epoch in out.items()}
 
 
-def test_sync_kill_9_and_resume_trains_as_the_uninterrupted_twin(resume_platform: Platform) -> None:
-    twin = resume_platform.submit(name="twin", mode="sync", **SHAPE)
-    resume_platform.wait_done(twin, timeout_s=300)
-    killed = resume_platform.submit(name="killed", mode="sync", **SHAPE)
-    wait_until(lambda: resume_platform.job(killed).current_iteration >= CHECKPOINT + 1, 240, "past the checkpoint",
-               resume_platform.logs_tail)
-    pid = resume_platform.driver_pid(killed)
+def _slot_prompts(platform: Platform, job_id: int) -> dict[int, list[str]]:
+    """Per iteration: its prompts in slot order, from the newest driver epoch that trained it."""
+    out: dict[int, dict[int, dict[int, str]]] = {}
+    with platform.backend.session() as session:
+        for row in session.scalars(select(JobSample).where(JobSample.job_id == job_id)):
+            slot = int(row.sample_id.split(":")[1].split("~")[0])
+            out.setdefault(row.iteration, {}).setdefault(epoch_of(row.sample_id), {})[slot] = row.prompt
+    return {it: [by_slot[k] for k in sorted(by_slot)] for it, epochs in out.items()
+            for by_slot in [epochs[max(epochs)]]}
+
+
+def _kill_after_checkpoint(platform: Platform, job_id: int) -> None:
+    wait_until(lambda: platform.job(job_id).current_iteration >= CHECKPOINT + 1, 240, "past the checkpoint",
+               platform.logs_tail)
+    pid = platform.driver_pid(job_id)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    job_dir = Path(resume_platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(killed)
-    shutil.rmtree(job_dir / "checkpoints")  # the host's disk is lost: the checkpoint comes from the object store
-    shutil.rmtree(Path(resume_platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "cache" / "objects",
-                  ignore_errors=True)
-    job = resume_platform.wait_done(killed, timeout_s=300)
+    # the host's disk is lost: the checkpoint comes from the object store (the content cache is shared with the
+    # jobs still running here; tests/integration/test_object_store_hosts.py wipes a whole host)
+    shutil.rmtree(Path(platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(job_id) / "checkpoints")
+
+
+def test_kill_9_and_resume_trains_as_the_uninterrupted_twin(resume_platform: Platform) -> None:
+    platform = resume_platform
+    twin = platform.submit(name="twin", mode="sync", **SHAPE)
+    platform.wait_done(twin, timeout_s=300)
+    killed = platform.submit(name="killed", mode="sync", **SHAPE)
+    _kill_after_checkpoint(platform, killed)
+    platform.wait_done(killed, timeout_s=300)
+    async_killed = platform.submit(name="async-killed", mode="async", max_staleness=STALENESS, **SHAPE)
+    _kill_after_checkpoint(platform, async_killed)
+    platform.wait_done(async_killed, timeout_s=300)
+
+    # sync: the same prompts, answered the same way, with the same loss
+    job = platform.job(killed)
     assert job.driver_epoch >= 1 and job.driver_failures >= 1  # it really was restarted
-    assert any("driver resumed from checkpoint at iteration" in e for e in resume_platform.events(killed))
-    twin_rows, killed_rows = resume_platform.iterations(twin), resume_platform.iterations(killed)
+    assert any("driver resumed from checkpoint at iteration" in e for e in platform.events(killed))
+    twin_rows, killed_rows = platform.iterations(twin), platform.iterations(killed)
     assert len(killed_rows) == len(twin_rows) == ITERATIONS
-    twin_samples, killed_samples = _trained(resume_platform, twin), _trained(resume_platform, killed)
+    twin_samples, killed_samples = _trained(platform, twin), _trained(platform, killed)
     for it in range(CHECKPOINT + 1, ITERATIONS + 1):
-        assert killed_samples[it] == twin_samples[it], it  # the same prompts, answered the same way
+        assert killed_samples[it] == twin_samples[it], it
         assert killed_rows[it - 1]["loss"] == pytest.approx(twin_rows[it - 1]["loss"], rel=1e-5, abs=1e-6), it
     assert any(row["grad_norm"] > 0 for row in twin_rows)  # the weights moved: the comparison means something
 
-
-def test_async_kill_9_and_resume_trains_the_same_prompts(resume_platform: Platform) -> None:
-    """Async: an iteration trains the samples of its own requests (workers/runtime/collector.py), whose prompts are a
-    function of the iteration (workers/core/prompts.py `PromptSchedule.rows_for`): after a restart, whatever was in
-    flight from the dead driver's epoch is dropped and the same prompts are dispatched again, so every iteration
-    trains the prompts the uninterrupted twin trained (responses may differ: the weights that generated them do)."""
-    twin = resume_platform.submit(name="async-twin", mode="async", **SHAPE)
-    resume_platform.wait_done(twin, timeout_s=300)
-    killed = resume_platform.submit(name="async-killed", mode="async", **SHAPE)
-    wait_until(lambda: resume_platform.job(killed).current_iteration >= CHECKPOINT + 1, 240, "past the checkpoint",
-               resume_platform.logs_tail)
-    pid = resume_platform.driver_pid(killed)
-    assert pid is not None
-    os.kill(pid, signal.SIGKILL)
-    job = resume_platform.wait_done(killed, timeout_s=300)
+    # async: the twin's prompts in the same slots, every iteration; the recorded buffer dispatched again
+    job = platform.job(async_killed)
     assert job.driver_epoch >= 1 and job.driver_failures >= 1
-    twin_samples, killed_samples = _trained(resume_platform, twin), _trained(resume_platform, killed)
-    assert sorted(killed_samples) == sorted(twin_samples) == list(range(1, ITERATIONS + 1))
+    resumed = [e for e in platform.events(async_killed) if "driver resumed from checkpoint" in e]
+    assert resumed and "dispatched again with the recorded prompts and sampling seeds" in resumed[-1], resumed
+    twin_prompts, killed_prompts = _slot_prompts(platform, twin), _slot_prompts(platform, async_killed)
+    assert sorted(killed_prompts) == sorted(twin_prompts) == list(range(1, ITERATIONS + 1))
     for it in range(1, ITERATIONS + 1):
-        assert [p for p, _ in killed_samples[it]] == [p for p, _ in twin_samples[it]], it
+        assert killed_prompts[it] == twin_prompts[it], it
+    spec = JobSpec.model_validate(job.spec)
+    text = {str(row["prompt_id"]): row["prompt"] for row in load_dataset(spec.dataset, seed=spec.seed)}
+    checkpoints = Path(platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(async_killed) / "checkpoints"
+    records = [json.loads(p.read_text()) for p in sorted(checkpoints.glob(f"iter_*/{DISPATCH_RECORD}"))]
+    buffered = {int(n): r["prompt_ids"] for record in records for n, r in record["iterations"].items()}
+    assert buffered and all(len(r["iterations"]) == min(STALENESS, ITERATIONS - r["trained"]) for r in records)
+    for it, prompt_ids in buffered.items():  # what each checkpoint recorded is what the twin trained
+        assert [text[p] for p in prompt_ids] == twin_prompts[it], it
