@@ -62,11 +62,12 @@ class HFEngine(GenerationEngine):
     # KV cache is also one right-aligned block (hf_batch.py): a batch that never drains keeps its longest row's
     # width, and every row admitted meanwhile attends over that padding; a paged cache (vLLM) has none.
     partial_rollouts_default = False
-    # `generation.speculative: auto`: off. Grouped speculation (hf_speculative.py) speeds up decoding (bench/
-    # speculative.py, tiny-1m warmed on long_tail, 2 shared CPU cores: the tail 1.5x the tokens/s by CPU time,
-    # 1.5-2.1x by wall clock) but the jobs did not gain end to end there (bench/modes.py --speculative, median of 3:
-    # sync 0.92x, async 0.73x the samples/s at equal reward; async was trainer-bound and its training ran slower
-    # beside the busier instance). Set `group` to use it; `auto` turns on once a bench shows jobs gaining.
+    # `generation.speculative: auto`: off. Grouped speculation (hf_speculative.py), paced by the step's measured cost
+    # and the rows' acceptance, speeds up decoding (bench/speculative.py, tiny-1m warmed on long_tail to loss 0.34,
+    # 2 shared CPU cores: the tail 2.8x the tokens/s by CPU time, 3.3x by wall clock; all tokens 2.1x / 2.4x) and
+    # every paired e2e round's generation (bench/modes.py --speculative: 1.1-1.7x), but jobs gained less and not
+    # steadily (sync 1.09-1.21x, async 0.90-1.37x; with a barely warmed model async lost, 0.71x): the trainer and
+    # the machine's load dominate there. Set `group` to use it; `auto` turns on once jobs gain steadily.
     speculative_default: SpeculativeMode = "off"
 
     @classmethod
