@@ -3,8 +3,10 @@
     driver = Driver(ctx, StreamSource)   # or LocalRollout (colocated, train-local); workers/runtime/job.py picks
     driver.run()                         # starting -> running -> succeeded | failed | cancelled
 
-`run` resumes from the newest checkpoint, then per iteration: micro-steps on what the source yields, one optimizer
-step, publish the weights, let the source settle (acknowledge / load weights), record the row, checkpoint.
+`run` resumes from the newest checkpoint, then per iteration: micro-batches of the complete groups the source
+produces (core.MicroBatcher), one micro-step each, one optimizer step, publish the weights, let the source settle
+(acknowledge / load weights), the held-out evaluation's bookkeeping (workers/runtime/held_out.py), record the row,
+checkpoint.
 Everything the control plane learns goes through `ctx.reporter`; errors become the job's `error` with a message that
 says what went wrong.
 """
@@ -27,15 +29,16 @@ from contract import keys
 from contract.artifact_store import ArtifactStoreError
 from contract.artifact_store.checkpoints import checkpoint_mirror
 from contract.evaluation import retained
-from contract.sample import PromptRequest, Sample
-from contract.spec import JobSpec
+from contract.sample import Sample
 from contract.states import TERMINAL_JOB_STATUSES, JobStatus
 from workers.core.chat import ChatEncoder
-from workers.core.learn import unzip
-from workers.core.prompts import EVAL_PREFIX, PromptSchedule, make_requests, request_seed
+from workers.core.learn import MicroBatcher, Scored, unzip
+from workers.core.prompts import PromptSchedule
+from workers.generation.engine import GenerationEngine
 from workers.runtime import components
 from workers.runtime.context import JobContext, JobSetupError
 from workers.runtime.dispatching import PromptDispatcher
+from workers.runtime.held_out import HeldOut, eval_skipped_reason
 from workers.runtime.ranks import rank_handing_back, start_trainer
 from workers.runtime.recorder import IterationRecorder, RewardFailed
 from workers.runtime.shutdown import HandBack, ShutdownWatch, preemption_due
@@ -103,19 +106,20 @@ class Driver:
         self.uploads = BackgroundUpload(self.mirror, CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S) \
             if self.mirror is not None else None
         self.rec = IterationRecorder(ctx.job_id, lane, ctx.reporter, ctx.spec.telemetry)
+        self.device, self.tokenizer = str(self.trainer.device), self.trainer.tokenizer
         self.encode = ChatEncoder(self.trainer.tokenizer, system_prompt=ctx.spec.dataset.system_prompt)
         self.schedule = PromptSchedule(components.load_rows(ctx, **ctx.dataset_params), ctx.spec)
         components.check_chat_template(self.schedule.rows, self.trainer.tokenizer)
-        self.eval_rows = components.load_rows(ctx, "eval", **ctx.dataset_params) if self.spec.training.eval_every \
-            else []
-        if self.spec.training.eval_every and not self.eval_rows:  # never silently: say why there is no eval_reward
+        eval_rows = components.load_rows(ctx, "eval", **ctx.dataset_params) if self.spec.training.eval_every else []
+        if self.spec.training.eval_every and not eval_rows:  # never silently: say why there is no eval_reward
             rows = len(self.schedule.rows)
             ctx.reporter.record_event(ctx.job_id, "eval_skipped", eval_skipped_reason(self.spec, rows),
                                       {"eval_prompts": self.spec.dataset.eval_prompts, "train_rows": rows})
         queues = (lambda iid: PromptQueue(ctx.require_redis(), ctx.job_id, iid)) if ctx.redis is not None else None
         self.dispatcher = PromptDispatcher(ctx.spec, self.schedule, self.encode, job_id=ctx.job_id,
                                            reporter=ctx.reporter, queues=queues, epoch=ctx.epoch)
-        self.eval_curve: list[tuple[int, float]] = []  # (iterations trained, held-out reward)
+        self.held_out = HeldOut(ctx.spec, eval_rows, self.encode, ctx.epoch)
+        self.eval_curve = self.held_out.curve  # (iterations trained, held-out reward)
         self.shutdown = ShutdownWatch(ctx.redis, ctx.node)
         self.superseded = False
         self.checkpoint_failures = 0  # checkpoints in a row that could not be written
@@ -219,26 +223,42 @@ class Driver:
                                    f"back after {self.trainer.iteration} iterations (checkpointed)")
 
     def start(self) -> None:
-        self.source.start()
+        self.source.start(self.trainer.iteration)
+        if self.trainer.version == 0 and (value := self.held_out.untrained(self.source)) is not None:
+            self.reporter.record_event(self.job_id, "eval", f"held-out reward before training: {value:.4f}",
+                                       data={"iteration": 0, "eval_reward": value})
 
     def close(self) -> None:
         self.source.close()
 
     def iteration(self, it: int) -> IterationOutcome:
-        """Train iteration `it` on what the source yields: micro-steps, one optimizer step, then weights v(it + 1)."""
+        """Train iteration `it` on the groups the source produces: a micro-step per micro-batch as soon as one is
+        full, one optimizer step, then weights v(it + 1)."""
         used: list[Sample] = []
-        for chunk in self.source.micro_batches(it):
-            samples, advantages = unzip(chunk)
-            with self.rec.phase("training"):
-                self.trainer.micro_step(samples, advantages)
-            used.extend(samples)
+        batcher = MicroBatcher(self.trainer.algorithm, self.spec.training)
+        for arrival in self.source.arrivals(it):
+            for group in arrival.groups:
+                batcher.add_group(group)
+            if arrival.waited is not None and not batcher.full and not arrival.final:
+                self.rec.add("waiting", *arrival.waited)  # nothing to train meanwhile: the trainer idled
+            used += self._micro_steps(batcher.take(final=arrival.final))
+        used += self._micro_steps(batcher.take(final=True))  # nothing unless the source ended without `final`
         with self.rec.phase("training"):
             step = self.trainer.optimizer_step()
         publish_s = self.publish_weights()
         used.sort(key=lambda s: s.finished_at)  # the iteration's samples in the order they finished
         self.source.trained(it, used, publish_s)
         self.dispatcher.observe(used)
-        return IterationOutcome(used, step, self.source.metrics(it, used))
+        return IterationOutcome(used, step, {**self.source.metrics(it, used), **self.held_out.after(it, self.source)})
+
+    def _micro_steps(self, chunks: list[list[Scored]]) -> list[Sample]:
+        used: list[Sample] = []
+        for chunk in chunks:
+            samples, advantages = unzip(chunk)
+            with self.rec.phase("training"):
+                self.trainer.micro_step(samples, advantages)
+            used.extend(samples)
+        return used
 
     # -- shared verbs --------------------------------------------------------------------------------------------------
     def publish_weights(self) -> float:
@@ -251,18 +271,15 @@ class Driver:
             self.reporter.record_event(self.job_id, "worker", note)
         return seconds
 
-    def eval_due(self, trained: int) -> bool:
-        every = self.spec.training.eval_every
-        return bool(every and self.eval_rows) and (trained % every == 0 or trained == self.spec.training.iterations)
+    @property
+    def version(self) -> int:
+        return self.trainer.version
 
-    def eval_requests(self, trained: int) -> list[PromptRequest]:
-        """One request per held-out prompt at weights >= `trained`; the same sampling seeds every evaluation, so
-        successive evaluations differ only by the weights."""
-        groups = make_requests(self.eval_rows, trained, group_size=1, encode=self.encode, job_seed=self.spec.seed,
-                               min_version=trained, group_prefix=EVAL_PREFIX, epoch=self.ctx.epoch)
-        for slot, (request,) in enumerate(groups):
-            request.seed = request_seed(self.spec.seed, f"{EVAL_PREFIX}:{slot}")
-        return [r for group in groups for r in group]
+    def load_weights(self, engine: GenerationEngine) -> float:
+        return self.transport.load_into(engine, self.trainer.version)
+
+    def weights_served(self) -> bool:
+        return self.trainer.version == self.transport.latest_version() and not self.transport.serves_joiners
 
     def check_runnable(self) -> None:
         """Raise JobCancelled when the job was cancelled (or failed elsewhere), HandBack when the worker shuts down
@@ -313,9 +330,11 @@ class Driver:
         path = self.ctx.checkpoints_dir / f"iter_{iteration:06d}"
         self._collect_upload(block=True)  # one upload in flight per job: the previous one ends first
         try:
-            save_retrying(lambda: (self.trainer.save_checkpoint(path, iteration=iteration),
-                                   self._record_dispatch(path, iteration)), path,
-                          attempts=CHECKPOINT_ATTEMPTS, backoff_s=CHECKPOINT_RETRY_S)
+            def save() -> None:
+                self.trainer.save_checkpoint(path, iteration=iteration)
+                self._record_dispatch(path, iteration)
+
+            save_retrying(save, path, attempts=CHECKPOINT_ATTEMPTS, backoff_s=CHECKPOINT_RETRY_S)
         except CheckpointSaveFailed as err:
             self._checkpoint_failed(iteration, err, final)
             return
@@ -444,12 +463,3 @@ class Driver:
         message += f"; {buffered}" if buffered else ""
         self.reporter.record_event(self.job_id, "worker", message, data={"driver": "resumed", "iteration": resumed})
 
-
-def eval_skipped_reason(spec: JobSpec, train_rows: int) -> str:
-    """Why a job with training.eval_every has no held-out rows: a file's last dataset.eval_prompts rows are held out
-    only when it has more rows than that."""
-    n = spec.dataset.eval_prompts
-    if n == 0:
-        return "held-out evaluation skipped: dataset.eval_prompts is 0 (no held-out rows); eval_reward is not recorded"
-    return (f"held-out evaluation skipped: the dataset has {train_rows} row(s), not more than dataset.eval_prompts "
-            f"({n}), so none is held out and eval_reward is not recorded; add rows or lower dataset.eval_prompts")

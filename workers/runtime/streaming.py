@@ -8,13 +8,16 @@ async (fully asynchronous pipelining, max_staleness k): iterations up to i + k a
       trainer trains iteration i; weight publication overlaps generation. Samples older than k versions are dropped
       and regenerated; the loss corrects the rest with importance ratios against the behaviour logprobs.
 
-    dispatch ahead -> micro_batches(it): complete groups as they stream in -> (driver: micro-steps, optimizer step,
+    dispatch ahead -> arrivals(it): complete groups as they stream in -> (driver: micro-steps, optimizer step,
     publish weights) -> trained: acknowledge the samples used
+    evaluate(version): the held-out requests dispatched like any others; evaluated: once the stream brought them all
+
+What an instance streams is one `Sample` per request, a completion or an episode (built-in or gateway), all built by
+workers/core/sample.py; this source only collects, bounds staleness and groups them.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,12 +26,11 @@ from contract import keys
 from contract.liveness import Timeouts
 from contract.sample import PromptRequest, Sample
 from contract.states import LIVE_INSTANCE_STATUSES, InstanceStatus
-from workers.core import MicroBatcher, Scored
 from workers.dispatch.metrics import recall_top, tail_fraction
 from workers.runtime.collector import Held, SampleCollector
 from workers.runtime.context import JobSetupError
 from workers.runtime.metrics import generation_window, producing_instances
-from workers.runtime.source import Host, SampleSource
+from workers.runtime.source import Arrival, Host, SampleSource
 from workers.stream import SampleStream
 
 MAINTAIN_EVERY_S = 1.0
@@ -41,7 +43,6 @@ class StreamSource(SampleSource):
         super().__init__(host)
         ctx = host.ctx
         self.ctx, self.spec, self.job_id, self.reporter = ctx, ctx.spec, ctx.job_id, ctx.reporter
-        self.trainer, self.transport = host.trainer, host.transport
         self.dispatcher, self.rec = host.dispatcher, host.rec
         self.redis = ctx.require_redis()
         # async dispatches (and tolerates samples) up to max_staleness versions ahead; sync trains on-policy only
@@ -51,49 +52,60 @@ class StreamSource(SampleSource):
         self.next_dispatch = 0
         self.dispatched_at: dict[int, float] = {}
         self.orphans: list[PromptRequest] = []
-        self.evals_pending: list[int] = []  # versions whose held-out evaluation was dispatched
+        self.evals_pending: dict[int, list[PromptRequest]] = {}  # held-out evaluations dispatched, by version
+        self.iteration = 0  # the iteration being produced
         self.held: dict[str, Held] = {}  # this iteration's samples handed to the driver, by sample id
         self.timeouts = Timeouts.from_env()
         self._last_maintain = 0.0
         self._gen_stats_seen = {"idle_seconds": 0.0, "loading_seconds": 0.0, "reward_seconds": 0.0}
         self._last_gen_end: float | None = None  # end of the previous iteration's generation (samples' finished_at)
 
-    def start(self) -> None:
-        self.next_dispatch = self.trainer.iteration
+    def start(self, first: int) -> None:
+        self.next_dispatch = self.iteration = first
         if self.ctx.epoch > 0:  # a restarted driver: what earlier drivers queued is not ours to train on
             for instance in self.reporter.instance_states(self.job_id):
                 self.dispatcher.drain(instance)
-        if self.trainer.version != self.transport.latest_version() or self.transport.serves_joiners:
+        if not self.host.weights_served():
             self.host.publish_weights()  # resumed: instances go back (or forward) to the checkpoint's weights; p2p:
             # the trainer holds its current version for instances that join
         self.redis.set(keys.driver_marker(self.job_id), self.ctx.epoch)
 
     # -- one iteration ------------------------------------------------------------------------------------------------
-    def micro_batches(self, it: int) -> Iterator[list[Scored]]:
-        """Micro-batches of iteration `it`'s samples as complete groups stream in (the last one may be smaller)."""
+    def arrivals(self, it: int) -> Iterator[Arrival]:
+        """Iteration `it`'s complete groups as they stream in, one arrival per read of the stream."""
+        self.iteration = it
         self.dispatch_through(it + self.max_staleness)
         self.held = {}
-        batcher = MicroBatcher(self.trainer.algorithm, self.spec.training)
         n_groups, done_groups = self.spec.training.prompts_per_iteration, 0
         while done_groups < n_groups:
             start = time.time()
-            self.collector.poll(block_ms=100, min_version=self.trainer.version)
-            for group in self.collector.pop_complete(it):
+            self.collector.poll(block_ms=100, min_version=self.host.version)
+            groups = self.collector.pop_complete(it)
+            for group in groups:
                 self.held.update((h.sample.sample_id, h) for h in group)
-                batcher.add_group([h.sample for h in group])
-                done_groups += 1
-            if not batcher.full and done_groups < n_groups:
-                self.rec.add("waiting", start, time.time())
+            done_groups += len(groups)
+            waited = (start, time.time())
             self.maintain(it)
-            yield from batcher.take(final=done_groups == n_groups)
+            yield Arrival([[h.sample for h in group] for group in groups], done_groups == n_groups, waited)
 
     def trained(self, it: int, samples: list[Sample], publish_seconds: float) -> None:
         self.collector.commit([self.held[s.sample_id] for s in samples], it)
 
     def metrics(self, it: int, samples: list[Sample]) -> dict[str, Any]:
-        if self.host.eval_due(it + 1):
-            self.dispatch_eval(it + 1)
-        return {**self.stream_metrics(it, samples), **self.finished_eval(it)}
+        return self.stream_metrics(it, samples)
+
+    def evaluate(self, version: int, requests: list[PromptRequest]) -> None:
+        self.dispatcher.send(requests, self.wait_for_instances())
+        self.evals_pending[version] = requests
+
+    def evaluated(self, version: int, wait: bool) -> list[Sample] | None:
+        while len(self.collector.evals.get(version, {})) < len(self.evals_pending[version]):
+            if not wait:
+                return None
+            self.collector.poll(block_ms=100, min_version=self.host.version)
+            self.maintain(self.iteration)
+        del self.evals_pending[version]
+        return list(self.collector.evals.pop(version, {}).values())
 
     # -- dispatch and upkeep ------------------------------------------------------------------------------------------
     def dispatch_through(self, last: int) -> None:
@@ -103,10 +115,6 @@ class StreamSource(SampleSource):
             self.dispatcher.dispatch(j, self.wait_for_instances(), max(0, j - self.max_staleness))
             self.dispatched_at[j] = time.time()
             self.next_dispatch += 1
-
-    def dispatch_eval(self, version: int) -> None:
-        self.dispatcher.send(self.host.eval_requests(version), self.wait_for_instances())
-        self.evals_pending.append(version)
 
     def live_instances(self) -> list[str]:
         """Instances that are producing: a `starting` one may wait for a free worker slot for a long time, so
@@ -168,41 +176,24 @@ class StreamSource(SampleSource):
             held = self.collector.have_ids(j) | self.collector.taken
             resend += [r for g in self.dispatcher.requests_for(j, max(0, j - self.max_staleness)) for r in g
                        if r.sample_id not in held]
-        for version in self.evals_pending:
+        for version, requests in self.evals_pending.items():
             held = set(self.collector.evals.get(version, {}))
-            resend += [r for r in self.host.eval_requests(version) if r.sample_id not in held]
+            resend += [r for r in requests if r.sample_id not in held]
         live = self.wait_for_instances()
         self.dispatcher.touched.clear()
         self.dispatcher.send(resend, live)
         self.reporter.record_event(self.job_id, "worker", f"Redis lost the job's runtime state (restarted?): "
-                                   f"weights v{self.trainer.version} republished, {len(resend)} requests re-sent",
+                                   f"weights v{self.host.version} republished, {len(resend)} requests re-sent",
                                    data={"requests": len(resend)})
 
     # -- metrics ------------------------------------------------------------------------------------------------------
-    def finished_eval(self, it: int) -> dict[str, float]:
-        """The oldest dispatched evaluation once all its samples arrived; after the last iteration, wait for it."""
-        last = it + 1 == self.spec.training.iterations
-        while self.evals_pending:
-            version = self.evals_pending[0]
-            got = self.collector.evals.get(version, {})
-            if len(got) >= len(self.host.eval_rows):
-                self.evals_pending.pop(0)
-                value = statistics.fmean(s.reward for s in self.collector.evals.pop(version).values())
-                self.host.eval_curve.append((version, value))
-                return {"eval_reward": value, "eval_version": float(version)}
-            if not last:
-                return {}
-            self.collector.poll(block_ms=100, min_version=self.trainer.version)
-            self.maintain(it)
-        return {}
-
     def stream_metrics(self, it: int, samples: list[Sample]) -> dict[str, Any]:
         gen_start, gen_end = generation_window(samples, self.dispatched_at.pop(it, time.time()), self._last_gen_end)
         self._last_gen_end = gen_end if self._last_gen_end is None else max(self._last_gen_end, gen_end)
         return {
             "gen_seconds": gen_end - gen_start, "stale_dropped": self.collector.stats.stale_dropped,
             "duplicates": self.collector.stats.duplicates, "instances": producing_instances(samples),
-            "instances_live": len(self.live_instances()), "policy_version": self.trainer.version,
+            "instances_live": len(self.live_instances()), "policy_version": self.host.version,
             "tail_fraction": tail_fraction(gen_start, [s.finished_at for s in samples if s.finished_at > 0]),
             "long_tail_instances": self.dispatcher.long_tail_instances.pop(it, 0),
             **self.generator_stats(), **self.recall(it, samples),
