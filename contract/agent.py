@@ -115,19 +115,20 @@ _PIP_UNRESOLVED = re.compile(r"(?:No matching distribution found for|Could not f
                              r"requirement)\s+(\S+)")
 
 
-def pip_failure(output: str, requirements: list[str]) -> str:
-    """What pip's output says went wrong, naming the requirement (`agent.requirements[i]`) where it can."""
+def pip_failure(output: str, requirements: list[str], field: str = "agent.requirements") -> str:
+    """What pip's output says went wrong, naming the requirement (`agent.requirements[i]`, or `field`'s) where it
+    can."""
     lines = [line for line in output.splitlines() if line.strip() and "Location 'file:" not in line]
     found = _PIP_UNRESOLVED.search(output)
     if found:
         name = found.group(1)
         for index, requirement in enumerate(requirements):
             if requirement.replace(" ", "").startswith(name.split("[")[0].split("=")[0].split("<")[0].split(">")[0]):
-                return (f"agent.requirements[{index}] {requirement!r}: no matching distribution on the package "
+                return (f"{field}[{index}] {requirement!r}: no matching distribution on the package "
                         f"index ({name})")
-        return f"agent.requirements: {name}: no matching distribution on the package index"
+        return f"{field}: {name}: no matching distribution on the package index"
     if "ResolutionImpossible" in output or "conflict" in output.lower():
         tail = " ".join(line.strip() for line in lines if "conflict" in line.lower() or "requested" in line)[:400]
-        return f"agent.requirements: the requirements conflict: {tail or 'pip found no consistent set'}"
+        return f"{field}: the requirements conflict: {tail or 'pip found no consistent set'}"
     errors = [line.strip() for line in lines if line.lstrip().startswith("ERROR")]
-    return f"agent.requirements: pip failed: {' '.join(errors or lines[-3:])[:400]}"
+    return f"{field}: pip failed: {' '.join(errors or lines[-3:])[:400]}"

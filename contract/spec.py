@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contract import form_defaults, sharing
-from contract.agent import AgentSpec
+from contract.agent import MAX_REQUIREMENTS, AgentSpec, requirement_error
 from contract.catalog import (
     ALGORITHMS,
     ENGINES,
@@ -25,7 +24,8 @@ from contract.catalog import (
     EngineName,
     EnvironmentName,
 )
-from contract.environments import GATEWAY, OPENENV, OPENENV_PARAMS, PYTHON, bind_builtin
+from contract.environments import GATEWAY, OPENENV, PYTHON, bind_builtin
+from contract.openenv import code_error, openenv_error
 from contract.scheduling import PRIORITIES, Priority
 from contract.spec_base import StrictModel, check_json_value, choice_list
 from contract.spec_operations import (
@@ -68,10 +68,14 @@ class EnvironmentSpec(StrictModel):
                                   json_schema_extra=choice_list(ENVIRONMENTS))
     params: dict[str, Any] = Field(default_factory=dict, description="parameters of a built-in environment")
     code: str | None = Field(None, max_length=100_000, description="type 'python': your environment's code, run in "
-                             "the kernel jail python rewards use")
+                             "the kernel jail python rewards use; type 'openenv': Python defining `app` (the OpenEnv "
+                             "server's ASGI app), served in the jail")
     url: str | None = Field(None, max_length=2000, description="type 'openenv': the OpenEnv environment server's "
                             "base URL (http or https; it must pass the operator's egress policy). Each episode is one "
                             "WebSocket session of it; episodes a dead server loses are retried")
+    requirements: list[str] = Field(default_factory=list, max_length=MAX_REQUIREMENTS, description="type 'openenv' "
+                                    "with `code`: the server's packages (e.g. 'openenv-core==0.3.0'), installed like "
+                                    "agent.requirements and bound read-only into its jail")
     max_turns: int = Field(4, ge=1, le=64, description="policy turns per episode at most")
     max_episode_tokens: int = Field(512, ge=8, le=131_072, description="tokens after the opening prompt (policy and "
                                     "environment together) per episode at most")
@@ -93,24 +97,35 @@ class EnvironmentSpec(StrictModel):
             raise ValueError(f"params is over {MAX_PARAMS_BYTES} bytes as JSON")
         return params
 
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, requirements: list[str]) -> list[str]:
+        for index, requirement in enumerate(requirements):
+            why = requirement_error(requirement)
+            if why is not None:
+                raise ValueError(f"requirements[{index}] {requirement[:80]!r} {why}")
+        return [requirement.strip() for requirement in requirements]
+
     @model_validator(mode="after")
     def _consistent(self) -> EnvironmentSpec:
+        if self.type == OPENENV:
+            why = openenv_error(self.url, self.code, self.requirements, self.params)
+            if why is not None:
+                raise ValueError(why)
+            return self
+        if self.requirements:
+            raise ValueError("`requirements` are only used with type 'openenv' and `code`")
         if self.type == PYTHON:
             if not self.code:
                 raise ValueError("type 'python' needs `code` defining reset(row) and step(messages, row)")
             if self.params:
                 raise ValueError("`params` are for built-in environments; python code reads its own constants")
-            try:
-                compile(self.code, "<environment>", "exec")
-            except (SyntaxError, ValueError) as exc:
-                raise ValueError(f"code does not compile: {exc}") from None
-            except (RecursionError, MemoryError):  # the parser's answer to code nested thousands deep
-                raise ValueError("code does not compile: it is nested too deeply") from None
+            why = code_error(self.code, "environment")
+            if why is not None:
+                raise ValueError(why)
             return self
         if self.code:
-            raise ValueError("`code` is only used with type 'python'")
-        if self.type == OPENENV:
-            return self._openenv()
+            raise ValueError("`code` is only used with type 'python' or 'openenv'")
         if self.url is not None:
             raise ValueError("`url` is only used with type 'openenv'")
         if self.type == GATEWAY:
@@ -118,19 +133,6 @@ class EnvironmentSpec(StrictModel):
                 raise ValueError("type 'gateway' takes no `params`: the agent drives its episodes")
             return self
         bind_builtin(self.type, self.params)  # ValueError names the bad param
-        return self
-
-    def _openenv(self) -> EnvironmentSpec:
-        if not self.url:
-            raise ValueError("type 'openenv' needs `url`, the environment server's base URL")
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
-            raise ValueError(f"url {self.url!r} is not an http(s) URL with a host (and no user-info)")
-        for name, value in self.params.items():
-            if name not in OPENENV_PARAMS:
-                raise ValueError(f"type 'openenv' has no param {name!r} (it takes {', '.join(OPENENV_PARAMS)})")
-            if not isinstance(value, OPENENV_PARAMS[name]) or not value:
-                raise ValueError(f"param {name!r} must be a non-empty string")
         return self
 
 

@@ -1,8 +1,8 @@
-"""Submit-time check of `agent.requirements` (contract/agent.py): pip resolves them against the host's configured
-package index without installing anything (`pip install --dry-run`). Unresolvable requirements are a 422 at
-`agent.requirements` naming the requirement; a resolution that takes longer than CHECK_TIMEOUT_S is let through (the
-generation worker that installs them says any failure as the episodes' error in the job's events). A set that
-resolved is remembered for this process.
+"""Submit-time check of `agent.requirements` (contract/agent.py) and of an OpenEnv server's
+`environment.requirements`: pip resolves them against the host's configured package index without installing
+anything (`pip install --dry-run`). Unresolvable requirements are a 422 at the field naming the requirement; a
+resolution that takes longer than CHECK_TIMEOUT_S is let through (the generation worker that installs them says any
+failure as the episodes' error in the job's events). A set that resolved is remembered for this process.
 """
 
 from __future__ import annotations
@@ -21,10 +21,15 @@ _lock = threading.Lock()
 
 
 def check_agent_requirements(spec: JobSpec) -> None:
-    """422 at `agent.requirements` when pip cannot resolve them."""
-    if spec.agent is None or not spec.agent.requirements:
-        return
-    requirements = spec.agent.requirements
+    """422 at `agent.requirements` (or `environment.requirements`, an OpenEnv server's) when pip cannot resolve
+    them."""
+    if spec.agent is not None and spec.agent.requirements:
+        _check(spec.agent.requirements, "agent")
+    if spec.environment is not None and spec.environment.requirements:
+        _check(spec.environment.requirements, "environment")
+
+
+def _check(requirements: list[str], section: str) -> None:
     key = requirements_key(requirements, sys.version)
     with _lock:
         if key in _resolved:
@@ -35,7 +40,7 @@ def check_agent_requirements(spec: JobSpec) -> None:
     except subprocess.TimeoutExpired:
         return  # slow index: the worker's install reports a failure
     if done.returncode != 0:
-        raise InvalidInput(pip_failure(done.stderr + done.stdout, requirements),
-                           loc=("body", "agent", "requirements"))
+        raise InvalidInput(pip_failure(done.stderr + done.stdout, requirements, f"{section}.requirements"),
+                           loc=("body", section, "requirements"))
     with _lock:
         _resolved.add(key)

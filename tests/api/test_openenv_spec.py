@@ -1,6 +1,7 @@
-"""`environment.type: openenv` at submit: the server URL is required, http(s), and passes the egress policy
-(backend/services/egress.py; a loopback or private server needs STREAMRL_EGRESS_ALLOW): each refusal a 422 naming
-`environment.url` (or the param), nothing stored; a server URL the policy allows is queued with its job."""
+"""`environment.type: openenv` at submit: the server URL (or `code` to serve in the jail, not both) is required,
+http(s), and passes the egress policy (backend/services/egress.py; a loopback or private server needs
+STREAMRL_EGRESS_ALLOW); `requirements` pip cannot resolve name themselves: each refusal a 422 naming the field (or the
+param), nothing stored; a server URL the policy allows is queued with its job."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def test_bad_openenv_environments_are_422s_naming_the_field(app_client: TestClie
         ({"type": "openenv", "url": "http://127.0.0.1:8000"}, ["body", "environment", "url"], "loopback"),
         ({"type": "openenv", "url": "http://169.254.169.254/"}, ["body", "environment", "url"], "link-local"),
         ({"type": "calculator", "url": "http://envs.example.com"}, ["body", "environment"], "only used with type"),
+        ({"type": "openenv", "code": "app = 1", "url": "http://envs.example.com"}, ["body", "environment"],
+         "one of them"),
+        ({"type": "openenv", "code": "app = 1", "requirements": ["openenv-core==0.0.0.999"]},
+         ["body", "environment", "requirements"], "environment.requirements[0] 'openenv-core==0.0.0.999'"),
     ]
     for environment, loc, words in cases:
         response = app_client.post(f"{API}/jobs", json=job_spec(environment=environment), headers=headers)

@@ -7,7 +7,9 @@ the number" written to the built-in `guess_number`'s rules, its tool served MCP 
   rewards end the same episodes (a server that answered anything else would change the sampled tokens or rewards).
 - A server that dies mid-run (it exits at its N-th step, sessions open) and is restarted: the episodes it held are
   retried from their reset, the job's events say so, no episode fails, and the job succeeds.
-- The spec: `url` required and http(s), params checked by name.
+- The same server module as `code` with `requirements` (openenv-core): the platform serves it in the jail, and
+  starts it again when it dies mid-run (its episodes retried).
+- The spec: `url` or `code` (defining `app`), `url` http(s), `requirements` only with `code`, params by name.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from typing import Any
 import pydantic
 import pytest
 import torch
+from package_cache import CACHE, built
 
 from contract.spec import EnvironmentSpec, JobSpec
 from workers.local.run import train_local
 from workers.models import build_tiny_model
+from workers.rewards.jail import missing_piece
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +38,7 @@ SERVER = ROOT / "tests" / "integration" / "openenv_guess_server.py"
 OPENENV_PYTHON = ROOT / ".venv-openenv" / "bin" / "python"
 ITERATIONS = 2
 START_S = 300.0  # the server's start (importing openenv-core takes ~2 s idle, minutes on a loaded CI host)
+SERVER_REQUIREMENTS = ["openenv-core==0.3.0"]
 HIGH = 1  # guess_number's range 1..1: a reply whose first number is 1 wins (the random policy's, now and then)
 
 
@@ -144,12 +149,50 @@ def test_a_server_dying_mid_run_gets_its_episodes_retried(chat_model: Path, serv
     assert not [e for e in events if e["kind"] == "reward_error"], events
 
 
+JAILED_TAIL = """
+import os as _os, socket as _socket
+
+for _port in (5432, 6379):  # the jail's network has nothing to reach: a server that could would not start
+    try:
+        _socket.create_connection(("127.0.0.1", _port), timeout=1).close()
+        raise RuntimeError(f"the jailed server reached port {_port}")
+    except OSError:
+        pass
+RANGE["high"] = HIGH_VALUE
+if _os.environ["STREAMRL_ENV_SERVER_START"] == "1":  # its first life ends at its 6th step, sessions open
+    STEPS["die_after"] = 6
+app = create_fastapi_app(GuessEnvironment, GuessAction, GuessObservation, max_concurrent_envs=256)
+""".replace("HIGH_VALUE", str(HIGH))
+
+
+@pytest.mark.skipif(missing_piece() is not None, reason=f"no jail here: {missing_piece()}")
+def test_an_openenv_package_served_in_the_jail_is_restarted_when_it_dies(chat_model: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`code` + `requirements` instead of `url`: the platform builds the server's packages (openenv-core, from the
+    package index, cached per requirements hash), serves the same guess-the-number module in the jail on a unix
+    socket only the worker holds, and, when the server exits at its 6th step (sessions open), starts it again: the
+    lost episodes are retried from their reset and the job finishes whole."""
+    monkeypatch.setenv("STREAMRL_AGENT_PACKAGES_DIR", str(CACHE))
+    built(*SERVER_REQUIREMENTS)  # the workers' package cache (tests/package_cache.py)
+    environment = {"type": "openenv", "code": SERVER.read_text() + JAILED_TAIL, "requirements": SERVER_REQUIREMENTS}
+    rows, events = _run(chat_model, environment, tmp_path / "run")
+    assert len(rows) == ITERATIONS and sum(row["reward_mean"] for row in rows) > 0, rows
+    lost = [e for e in events if e["kind"] == "environment"]
+    assert lost and "retried" in lost[0]["message"] and "(served in the jail)" in lost[0]["message"], events
+    assert not [e for e in events if e["kind"] == "reward_error"], events
+
+
 @pytest.mark.parametrize(("environment", "field"), [
     ({"type": "openenv"}, "needs `url`"),
     ({"type": "openenv", "url": "ftp://example.com"}, "not an http(s) URL"),
     ({"type": "openenv", "url": "http://u:p@example.com"}, "not an http(s) URL"),
     ({"type": "openenv", "url": "http://example.com", "params": {"actions": "x"}}, "has no param 'actions'"),
     ({"type": "guess_number", "url": "http://example.com"}, "only used with type 'openenv'"),
+    ({"type": "openenv", "url": "http://example.com", "code": "app = 1"}, "one of them"),
+    ({"type": "openenv", "code": "x = 1"}, "must define `app`"),
+    ({"type": "openenv", "url": "http://example.com", "requirements": ["openenv-core"]}, "brings its own"),
+    ({"type": "guess_number", "requirements": ["openenv-core"]}, "only used with type 'openenv'"),
+    ({"type": "openenv", "code": "app = 1", "requirements": ["x @ https://e.com/x.whl"]}, "no options, URLs"),
 ])
 def test_the_spec_checks_an_openenv_environment(environment: dict[str, Any], field: str) -> None:
     with pytest.raises(pydantic.ValidationError, match=field.replace("(", r"\(").replace(")", r"\)")):

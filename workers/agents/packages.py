@@ -52,8 +52,9 @@ def _writable(root: Path) -> None:
     root.chmod(0o755)
 
 
-def ensure_packages(requirements: list[str], cache_dir: Path) -> str | None:
-    """The read-only packages dir for `requirements` (None: none asked for); builds it if no host build exists."""
+def ensure_packages(requirements: list[str], cache_dir: Path, field: str = "agent.requirements") -> str | None:
+    """The read-only packages dir for `requirements` (None: none asked for); builds it if no host build exists.
+    `field`: the spec field a failure names (environment.requirements for an OpenEnv server's)."""
     if not requirements:
         return None
     key = requirements_key(requirements, sys.version)
@@ -77,9 +78,9 @@ def ensure_packages(requirements: list[str], cache_dir: Path) -> str | None:
             done = subprocess.run(pip_install_argv(sys.executable, requirements, target=str(building)),
                                   capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            why = f"agent.requirements: installing took over {BUILD_TIMEOUT_S:g}s"
+            why = f"{field}: installing took over {BUILD_TIMEOUT_S:g}s"
         else:
-            why = None if done.returncode == 0 else pip_failure(done.stderr + done.stdout, requirements)
+            why = None if done.returncode == 0 else pip_failure(done.stderr + done.stdout, requirements, field)
         if why is not None:
             shutil.rmtree(building, ignore_errors=True)
             with _lock:

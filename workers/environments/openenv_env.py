@@ -22,6 +22,9 @@ A server that refuses or drops the connection raises `EnvironmentLost` (the epis
 its reset); connecting is retried with backoff for `reconnect_s` (5 min) first, so a restarting server fails no
 episodes.
 An error answer or a step past `step_timeout_s` fails that episode only.
+
+With `code` instead of `url` the platform serves the environment itself in the jail (openenv_jail.py): the sessions
+go over the unix socket it listens on, and a server found dead at a connect is started again.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import ClientConnection, connect, unix_connect
 
 from contract.environments import OPENENV, Message, StepResultError, check_messages
 from workers.environments.base import MAX_ERROR_CHARS, Environment, EnvironmentFailure, EnvironmentLost
+from workers.environments.openenv_jail import JailedServer
 
 RECONNECT_S = 300.0  # how long connecting to a server that is down is retried before the episode is lost (a restart)
 BACKOFF_S = (0.2, 2.0)  # first and longest wait between connection attempts
@@ -64,9 +68,14 @@ def row_seed(row: Mapping[str, Any]) -> int:
 class OpenEnvEnvironment(Environment):
     name = OPENENV
 
-    def __init__(self, url: str, *, step_timeout_s: float, action_field: str = "message",
-                 observation_field: str | None = None, reconnect_s: float = RECONNECT_S):
-        self.url, self.endpoint = url, ws_url(url)
+    def __init__(self, url: str | None, *, step_timeout_s: float, action_field: str = "message",
+                 observation_field: str | None = None, reconnect_s: float = RECONNECT_S,
+                 server: JailedServer | None = None):
+        """`url`: the server's; or `server`: the server the platform runs in the jail (openenv_jail.py)."""
+        assert (url is None) != (server is None)
+        self.server = server
+        self.url = url or "(served in the jail)"
+        self.endpoint = ws_url(url) if url else "ws://openenv/ws"
         self.step_timeout_s, self.reconnect_s = step_timeout_s, reconnect_s
         self.action_field, self.observation_field = action_field, observation_field
         self.sessions: dict[str, ClientConnection] = {}
@@ -80,6 +89,10 @@ class OpenEnvEnvironment(Environment):
         deadline, wait, error = time.monotonic() + self.reconnect_s, BACKOFF_S[0], ""
         while True:
             try:
+                if self.server is not None:  # started (again) if it is not running; EnvironmentFailure if it cannot
+                    self.server.ensure_running()
+                    return unix_connect(self.server.path, self.endpoint, open_timeout=self.step_timeout_s,
+                                        close_timeout=CLOSE_TIMEOUT_S, max_size=MAX_MESSAGE_BYTES, legacy=True)
                 return connect(self.endpoint, open_timeout=self.step_timeout_s, close_timeout=CLOSE_TIMEOUT_S,
                                max_size=MAX_MESSAGE_BYTES, proxy=None, legacy=True)
             except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed) as exc:  # closed: dying mid-handshake
@@ -202,6 +215,8 @@ class OpenEnvEnvironment(Environment):
     def close(self) -> None:
         for episode in list(self.sessions):
             self.finish(episode)
+        if self.server is not None:
+            self.server.close()
 
     # -- observations -------------------------------------------------------------------------------------------------
     def _messages(self, observation: dict[str, Any], what: str, *, done: bool) -> list[Message]:

@@ -652,7 +652,8 @@ export interface paths {
         };
         /**
          * List Checkpoints
-         * @description Saved checkpoints, oldest first.
+         * @description Saved checkpoints, oldest first: on this server's disk or complete in the artifact store (STREAMRL_ARTIFACTS;
+         *     503 when the store does not answer).
          */
         get: operations["list_checkpoints_api_v1_jobs__job_id__checkpoints_get"];
         put?: never;
@@ -717,6 +718,47 @@ export interface paths {
          *     streamed.
          */
         get: operations["checkpoint_export_api_v1_jobs__job_id__export_checkpoints__iteration__tar_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/export/checkpoints/{iteration}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Checkpoint Files
+         * @description The checkpoint's files (relative path -> bytes), each downloadable from `.../files/{path}`.
+         */
+        get: operations["checkpoint_files_api_v1_jobs__job_id__export_checkpoints__iteration__files_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/export/checkpoints/{iteration}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Checkpoint File
+         * @description One file of the checkpoint: a redirect to a presigned URL when the object store holds it (the bytes never pass
+         *     through the API), else streamed from this server's disk.
+         */
+        get: operations["checkpoint_file_api_v1_jobs__job_id__export_checkpoints__iteration__files__path__get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2441,7 +2483,7 @@ export interface components {
         EnvironmentSpec: {
             /**
              * Code
-             * @description type 'python': your environment's code, run in the kernel jail python rewards use
+             * @description type 'python': your environment's code, run in the kernel jail python rewards use; type 'openenv': Python defining `app` (the OpenEnv server's ASGI app), served in the jail
              */
             code?: string | null;
             /**
@@ -2477,6 +2519,11 @@ export interface components {
             params?: {
                 [key: string]: unknown;
             };
+            /**
+             * Requirements
+             * @description type 'openenv' with `code`: the server's packages (e.g. 'openenv-core==0.3.0'), installed like agent.requirements and bound read-only into its jail
+             */
+            requirements?: string[];
             /**
              * Step Timeout S
              * @description wall-clock limit of one reset() or step() call of user code; past it the episode fails and the jailed process is restarted
@@ -8238,6 +8285,175 @@ export interface operations {
                     "application/json": unknown;
                     "application/x-tar": unknown;
                 };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    checkpoint_files_api_v1_jobs__job_id__export_checkpoints__iteration__files_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                job_id: number;
+                /** @description object id */
+                iteration: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: number;
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    checkpoint_file_api_v1_jobs__job_id__export_checkpoints__iteration__files__path__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                job_id: number;
+                /** @description object id */
+                iteration: number;
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the file, streamed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                    "application/octet-stream": unknown;
+                };
+            };
+            /** @description a presigned URL of the object store (STREAMRL_ARTIFACTS=s3://...), valid 1 h */
+            307: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
             401: {
