@@ -25,11 +25,11 @@ def _answer(code: str, status: int, message: str = "") -> ClientError:
                        "PutObject")
 
 
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> S3Store:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "k")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
-    return S3Store("bucket", "team-prefix", ContentCache(tmp_path / "cache"), retry_s=0.5,
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> S3Store:
+    """One client for the module (building a boto3 client costs seconds on a loaded 2-core machine); no request
+    reaches its endpoint (nothing listens on port 9)."""
+    return S3Store("bucket", "team-prefix", ContentCache(tmp_path_factory.mktemp("s3-errors-cache")), retry_s=0.5,
                    endpoint_url="http://127.0.0.1:9")
 
 
