@@ -21,6 +21,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+# One intra-op thread per test process (before anything imports torch): the suite runs an xdist worker per core and
+# each test's workers, servers and jobs beside it, so torch's default of a thread per core only oversubscribes the
+# host (measured on the 2-core CI kind: in-process training 283 s -> 42 s). Children inherit it; a test that needs
+# more sets its own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 import pytest
 import redis
 from fastapi.testclient import TestClient
