@@ -10,6 +10,7 @@ from workers.agents.runner import packages_dir
 from workers.environments.base import Environment, InProcessEnvironment, SandboxedEnvironment
 from workers.environments.openenv_env import OpenEnvEnvironment
 from workers.environments.openenv_jail import JailedServer
+from workers.rewards.jail import SandboxUnavailable, missing_piece
 
 OPENENV_SERVER_MEMORY_MB = 2048  # a jailed OpenEnv server's address space unless environment.memory_mb says otherwise
 
@@ -22,6 +23,9 @@ def build_environment(spec: EnvironmentSpec, *, mode: str | None = None) -> Envi
         return SandboxedEnvironment(spec.code, timeout_s=spec.step_timeout_s, memory_mb=spec.memory_mb, mode=mode)
     if spec.type == OPENENV:
         if spec.code is not None:  # served in the jail (EnvironmentSpec's validator: code or url, one of them)
+            missing = missing_piece()
+            if missing is not None:  # a host that cannot build the jail does not take the job (HostMissing)
+                raise SandboxUnavailable(f"an OpenEnv server from `code` runs only in the jail: {missing}")
             memory_mb = spec.memory_mb if "memory_mb" in spec.model_fields_set else OPENENV_SERVER_MEMORY_MB
             server = JailedServer(spec.code, spec.requirements, memory_mb=memory_mb,
                                   cache_dir=packages_dir(get_settings()))
