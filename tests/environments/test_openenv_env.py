@@ -24,7 +24,6 @@ from typing import Any
 
 import pydantic
 import pytest
-import torch
 from package_cache import CACHE, built
 
 from contract.spec import EnvironmentSpec, JobSpec
@@ -72,16 +71,6 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread() -> Iterator[None]:
-    """The runs train in this process: one torch thread (on a loaded 2-core host the default intra-op threads
-    contend, and each 1M-model forward took ~15x longer: 180 s for a 2-iteration run instead of ~11 s)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
