@@ -11,6 +11,8 @@ sometimes earns the reward. Both sides start from that checkpoint.
   would (register, model, dataset upload, job submit, poll); samples/s over iterations 2..N from its metrics.
 - TRL: `GRPOTrainer` in a separate venv this script creates (`--trl-venv`, default /tmp/streamrl-trl-venv; TRL is
   not a project dependency) with torch using all cores; samples/s = steps x prompts x group / train() wall time.
+`--preset qwen-0.5b` runs bench/qwen_0p5b.py instead (a Qwen2.5-0.5B-shaped model, LoRA, async, a few iterations;
+seconds per iteration and peak memory per process; its own options follow).
 Held-out reward: the same greedy evaluator (this process, hf generate) on `--eval-prompts` held-out prompts scores
 the final weights of each run. Last line: `RESULT trl_samples_per_s=... <mode>_samples_per_s=... <mode>_over_trl=...
 trl_heldout=... <mode>_heldout=...`.
@@ -61,15 +63,21 @@ TRL_SCRIPT = textwrap.dedent('''
         beta=0.0, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=cfg["bf16"],
         dataloader_num_workers=0, num_iterations=1, lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=0.0, max_grad_norm=1.0)
+    peft_config = None
+    if cfg.get("lora"):
+        from peft import LoraConfig
+        peft_config = LoraConfig(task_type="CAUSAL_LM", lora_dropout=0.0, **cfg["lora"])
     trainer = GRPOTrainer(model=model, args=args, reward_funcs=exact_match, train_dataset=data,
-                          processing_class=tokenizer)
+                          processing_class=tokenizer, peft_config=peft_config)
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
     trainer.save_model(cfg["out"] + "/final")
     tokenizer.save_pretrained(cfg["out"] + "/final")
     rewards = [h["reward"] for h in trainer.state.log_history if "reward" in h]
-    print("TRL_RESULT " + json.dumps({"seconds": seconds, "rewards": rewards}))
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("TRL_RESULT " + json.dumps({"seconds": seconds, "rewards": rewards, "peak_rss_mib": peak}))
 ''')
 
 
@@ -87,6 +95,19 @@ def trl_venv(path: Path) -> Path:
         subprocess.run([str(python), "-m", "pip", "install", "-q", "torch==2.13.0", "transformers<5.20", "trl"],
                        check=True)
     return python
+
+
+def trl_site(path: Path) -> tuple[Path, dict[str, str]]:
+    """TRL for this project's own venv, without touching it: `pip install --target PATH --no-deps trl datasets
+    multiprocess` (its other dependencies are the project's); returns (python, env adding PATH to PYTHONPATH)."""
+    env = {"PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+    if subprocess.run([sys.executable, "-c", "import trl, datasets"], capture_output=True,
+                      env={**os.environ, **env}).returncode:
+        print(f"installing TRL into {path} (pip --target, no dependencies: torch and transformers are the venv's)",
+              flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(path), "--no-deps", "trl",
+                        "datasets", "multiprocess"], check=True)
+    return Path(sys.executable), env
 
 
 def heldout_reward(model_dir: Path, rows: list[dict[str, Any]], max_tokens: int) -> float:
@@ -205,6 +226,14 @@ def run_trl(python: Path, args: argparse.Namespace, base: Path, train_file: Path
 
 
 def main() -> None:
+    if "--preset" in sys.argv:
+        at = sys.argv.index("--preset")
+        preset = sys.argv[at + 1] if at + 1 < len(sys.argv) else ""
+        if preset != "qwen-0.5b":
+            raise SystemExit(f"--preset: only qwen-0.5b (got {preset!r}); without it: tiny-1m")
+        from qwen_0p5b import main as qwen_main
+
+        return qwen_main(sys.argv[1:at] + sys.argv[at + 2:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--prompts", type=int, default=8)
