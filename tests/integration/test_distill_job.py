@@ -25,7 +25,7 @@ def teacher(tiny_model_dir: Path, tmp_path: Path) -> Path:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return sft_warm_start(tiny_model_dir, tmp_path / "teacher", generate_rows("arithmetic", 256, 1), steps=60,
+        return sft_warm_start(tiny_model_dir, tmp_path / "teacher", generate_rows("arithmetic", 256, 1), steps=30,
                               batch_size=32, lr=3e-3).model_dir
     finally:
         torch.set_num_threads(threads)
@@ -39,12 +39,12 @@ def test_a_distillation_job_learns_from_its_teacher(teacher: Path, platform: Pla
                                                                      "group_size": 4},
                              dataset={"builtin": "arithmetic", "num_prompts": 64, "eval_prompts": 32},
                              generation={"instances": 1, "batch_size": 32, "max_tokens": 4},
-                             training={"iterations": 10, "prompts_per_iteration": 8, "micro_batch_size": 32,
+                             training={"iterations": 7, "prompts_per_iteration": 8, "micro_batch_size": 32,
                                        "lr": 1e-2, "eval_every": 3})
     platform.wait_done(job_id, timeout_s=600)
     rows = platform.iterations(job_id)
-    assert len(rows) == 10, rows
+    assert len(rows) == 7, rows
     kl = [row["reverse_kl"] for row in rows]
     assert sum(kl[-3:]) / 3 < 0.7 * sum(kl[:3]) / 3, kl
-    evals = [row["eval_reward"] for row in rows if row.get("eval_reward") is not None]  # after 3, 6, 9, 10 steps
+    evals = [row["eval_reward"] for row in rows if row.get("eval_reward") is not None]  # after 3, 6 and 7 steps
     assert len(evals) >= 2 and evals[-1] > evals[0] and evals[-1] >= 0.3, (evals, kl)
