@@ -6,18 +6,26 @@ generation instance meet here, as on-demand inference does (contract/keys.py `in
     calls(job, instance)    list of chat calls (JSON {call, episode, body}) the instance pops and samples
     reply(call)             list the instance LPUSHes the call's result to; the API BLPOPs it
     ended(job, instance)    list of episode ids whose agent posted its reward (the instance pops and finishes them)
+    recorded(job)           list of the job's last RECORDED_CALLS answered calls as recorded (JSON {episode, messages,
+                            tools, prompt_ids, prompt_text, version, choices: [{ids, logprobs}]}), newest first; read
+                            with `recorded_calls` (the token-fidelity check, tests/integration/token_fidelity.py)
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
+from typing import Any
+
+import redis
 
 from contract.keys import prefix
 
 EPISODE_TTL_S = 24 * 3600
 REPLY_TTL_S = 600
+RECORDED_CALLS = 64  # per job: bounded (a call's record holds its whole prompt), kept as long as an episode
 TOKEN_PREFIX = "srl_ep_"
 
 
@@ -35,6 +43,16 @@ def calls(job_id: int, instance_id: str) -> str:
 
 def ended(job_id: int, instance_id: str) -> str:
     return f"{prefix(job_id)}:gateway:{instance_id}:ended"
+
+
+def recorded(job_id: int) -> str:
+    return f"{prefix(job_id)}:gateway:recorded"
+
+
+def recorded_calls(client: redis.Redis, job_id: int) -> list[dict[str, Any]]:
+    """The job's last `RECORDED_CALLS` answered gateway calls as the instance recorded them, oldest first."""
+    raw: list[bytes] = client.lrange(recorded(job_id), 0, -1)  # type: ignore[assignment]
+    return [json.loads(r) for r in reversed(raw)]
 
 
 def reply(call_id: str) -> str:

@@ -6,8 +6,10 @@ the job trains to `succeeded`.
 
 Every trained token is a token the policy sampled for the agent: the agent returns as its reward its correctness
 plus 1/1000 of the completion tokens the gateway served it (the SDK's own usage count), and each stored sample's
-trained tokens (loss mask 1) number exactly that and carry a recorded behaviour logprob. Each episode's agent also
-tries to fork and to reach Postgres and Redis first (reward -1 if any of it worked): all refused, the episodes go on.
+trained tokens (loss mask 1) number exactly that and carry a recorded behaviour logprob. Token fidelity over every
+call the SDK made (tests/integration/token_fidelity.py) is asserted at 100% and printed as a TOKEN_FIDELITY line.
+Each episode's agent also tries to fork and to reach Postgres and Redis first (reward -1 if any of it worked): all
+refused, the episodes go on.
 Hostile agents failing their own episodes are tests/agents/test_agent_jail.py.
 The learning check (held-out reward rising on a model warmed on tool use) is not CI-sized and not here."""
 
@@ -19,6 +21,8 @@ from typing import Any
 import pytest
 from package_cache import CACHE, built
 from runtime_platform import Platform, base_spec
+from token_fidelity import fidelity, model_dir
+from transformers import AutoTokenizer
 from waiting import api_in_thread
 
 from contract.states import JobStatus
@@ -122,3 +126,8 @@ def test_an_openai_agents_sdk_agent_trains_as_agent_code(platform: Platform) -> 
             checked += 1
     print(f"samples {len(samples)}: {checked} checked token for token")
     assert checked >= 1
+    # token fidelity over every call the SDK made (tests/integration/token_fidelity.py): each recorded prompt is the
+    # template's re-rendering of the SDK's messages and tools; each trained token a recorded sampled one + its logprob
+    figures = fidelity(platform, job_id, AutoTokenizer.from_pretrained(model_dir(platform)))
+    print(figures.line())
+    figures.assert_complete()

@@ -10,7 +10,8 @@ an unknown episode are refused, and so are an unsupported parameter and a non-nu
 The same agent as a service at `agent.url` (a small HTTP server this test starts): the platform POSTs each episode to
 its /rollout, signed with the job's secret (the service refuses a bad signature); the service answers the reward.
 Its first episode answers HTTP 500: that episode fails with an event naming it, the job goes on and succeeds. Both
-tests check every trained token against what the agent was sent and print the token-fidelity figures."""
+tests check every trained token against what the agent was sent and the token fidelity of every recorded call
+(tests/integration/token_fidelity.py), printing its TOKEN_FIDELITY line."""
 
 from __future__ import annotations
 
@@ -25,12 +26,14 @@ import httpx
 import openai
 import pytest
 from runtime_platform import Platform, base_spec
+from token_fidelity import fidelity, model_dir
 from transformers import AutoTokenizer
 from waiting import api_in_thread, free_port
 
 from backend.db.models import JobEvent, Team, User
 from backend.services.auth import new_api_key
 from contract import keys
+from contract.gateway import recorded_calls
 from contract.settings import get_settings
 from contract.signing import SIGNATURE_HEADER, sign
 from contract.states import JobStatus
@@ -153,18 +156,6 @@ def _agents(platform: Platform, job_id: int, url: str, key: str, out: list[Recor
             thread.join(timeout=60)
 
 
-def _render_ids(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
-    """What the gateway renders for these messages and TOOLS (the tools in the template, or a system note)."""
-    from workers.core.episode import TOOLS_SYSTEM, describe_tools
-
-    if "tools" in str(tokenizer.chat_template):
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, tools=TOOLS)
-    else:
-        note = {"role": "system", "content": TOOLS_SYSTEM.format(tools=describe_tools(TOOLS))}
-        text = tokenizer.apply_chat_template([note, *messages], tokenize=False, add_generation_prompt=True)
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
 def _gateway_spec(**overrides: Any) -> dict[str, Any]:
     spec = base_spec(environment={"type": "gateway", "max_turns": 4, "max_episode_tokens": 200},
                      algorithm={"name": "grpo", "group_size": GROUP},
@@ -277,24 +268,21 @@ def test_an_agent_service_at_agent_url_trains_and_a_dead_episode_does_not_fail_t
 
 def _check_trained_tokens(platform: Platform, job_id: int, recorded: list[Recorded]) -> None:
     """Every trained token is one the agent was sent (its `token_ids`, with a behaviour logprob), the loss mask covers
-    completions only, and the token-fidelity figures (printed)."""
-    tokenizer = AutoTokenizer.from_pretrained(_model_dir(platform))
-    # token fidelity: an opening call's prompt ids are the template's rendering of its messages, tokenised; a
-    # continuing call's are the previous prompt + the sampled ids + the tokenised rest, whose text is the rendering's
-    openings = [episode.calls[0] for episode in recorded]
-    exact_openings = sum(_render_ids(tokenizer, c["messages"]) == c["prompt_token_ids"] for c in openings)
-    same_text = exact_ids = 0
+    completions only, the instance's record of each call is what the agent was sent, and the token-fidelity figures
+    over every recorded call (tests/integration/token_fidelity.py; printed, 100% asserted)."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir(platform))
+    kept: dict[str, list[dict[str, Any]]] = {}
+    for call in recorded_calls(platform.client, job_id):
+        kept.setdefault(call["episode"], []).append(call)
     for episode in recorded:
         first, second = episode.calls
         head = first["prompt_token_ids"] + first["token_ids"]
         assert second["prompt_token_ids"][:len(head)] == head  # the agent kept its history: one sequence
-        rendered = tokenizer.decode(_render_ids(tokenizer, second["messages"]), skip_special_tokens=False)
-        same_text += tokenizer.decode(second["prompt_token_ids"], skip_special_tokens=False) == rendered
-        exact_ids += _render_ids(tokenizer, second["messages"]) == second["prompt_token_ids"]
-    print(f"token fidelity: opening calls {exact_openings}/{len(openings)} re-render to the recorded prompt ids; "
-          f"continuing calls {same_text}/{len(recorded)} decode to the template's rendering ({exact_ids} also "
-          "re-tokenise to the same ids: the rest keep the sampled tokens instead)")
-    assert exact_openings == len(openings) and same_text == len(recorded)
+        assert [(c["prompt_ids"], c["choices"][0]["ids"]) for c in kept[episode.episode]] == \
+            [(c["prompt_token_ids"], c["token_ids"]) for c in episode.calls]
+    figures = fidelity(platform, job_id, tokenizer)
+    print(figures.line())
+    figures.assert_complete()
 
     backend = platform.backend
     headers = backend.auth_headers(platform.user, platform.team)
@@ -331,12 +319,3 @@ def _check_trained_tokens(platform: Platform, job_id: int, recorded: list[Record
           "recorded sampled token with its logprob")
     stats: dict[bytes, bytes] = platform.client.hgetall(keys.generator_stats(job_id))  # type: ignore[assignment]
     print({k.decode(): v.decode() for k, v in stats.items() if k.startswith(b"gateway")})
-
-
-def _model_dir(platform: Platform) -> str:
-    from sqlalchemy import select
-
-    from backend.db.models import Model
-
-    with platform.backend.session() as session:
-        return str(session.scalar(select(Model.path).where(Model.team_id == platform.team.id, Model.name == "tiny")))

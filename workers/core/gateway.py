@@ -40,6 +40,12 @@ class Call:
     choices: list[Choice] = field(default_factory=list)
     tools: list[dict[str, Any]] | None = None
 
+    def record(self, episode_id: str) -> dict[str, Any]:
+        """The call as recorded, JSON-able (contract/gateway.py `recorded`)."""
+        return {"episode": episode_id, "messages": self.messages, "tools": self.tools, "prompt_ids": self.prompt_ids,
+                "prompt_text": self.prompt_text, "version": self.version,
+                "choices": [{"ids": c.ids, "logprobs": c.logprobs} for c in self.choices]}
+
 
 @dataclass
 class Sequence:

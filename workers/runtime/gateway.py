@@ -133,8 +133,13 @@ class GatewayEpisodes:
                                  f"gateway episode {done.episode}: {done.error}"))
         return out
 
-    def _reply(self, call_id: str, body: dict[str, Any]) -> None:
+    def _reply(self, call_id: str, body: dict[str, Any], record: dict[str, Any] | None = None) -> None:
+        """Answer a call; `record`: the answered call as recorded, kept in the job's `recorded` list (bounded)."""
         pipe = self.redis.pipeline(transaction=False)  # one round trip, no MULTI/EXEC: the reply key is the call's own
+        if record is not None:
+            pipe.lpush(keys.recorded(self.job_id), json.dumps(record))
+            pipe.ltrim(keys.recorded(self.job_id), 0, keys.RECORDED_CALLS - 1)
+            pipe.expire(keys.recorded(self.job_id), keys.EPISODE_TTL_S)
         pipe.lpush(keys.reply(call_id), json.dumps(body))
         pipe.expire(keys.reply(call_id), keys.REPLY_TTL_S)
         pipe.execute()
@@ -256,7 +261,8 @@ class GatewayEpisodes:
                               "version": call.version,
                               "choices": [{"token_ids": c.ids, "logprobs": c.logprobs, "text": c.text,
                                            "finish_reason": "tool_calls" if c.tool_calls else c.finish_reason,
-                                           "tool_calls": c.tool_calls} for c in call.choices]})
+                                           "tool_calls": c.tool_calls} for c in call.choices]},
+                    call.record(episode_id))
         return True
 
     def _end(self, episode_id: str, error: str | None) -> Finished | None:
