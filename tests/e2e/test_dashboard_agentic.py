@@ -213,7 +213,7 @@ def test_submit_form_sends_an_environment_job_and_tests_its_grader(page: Page, a
     assert spec["environment"] == {"type": "calculator", "params": {"operands": 2, "max_operand": 9}, "code": None,
                                    "max_turns": 3, "max_episode_tokens": 256, "step_timeout_s": 2.0,
                                    "memory_mb": 256, "grader": None, "episode_timeout_s": 600.0,
-                                   "url": None}
+                                   "url": None, "requirements": []}
     assert spec["reward"]["type"] == "exact_match"  # the default: unset, as a spec with an environment must have it
     assert spec["dataset"]["builtin"] == "arithmetic"
 
