@@ -40,6 +40,15 @@ def requirement_error(requirement: str) -> str | None:
     return None
 
 
+def checked_requirements(requirements: list[str]) -> list[str]:
+    """`requirements` stripped; ValueError naming the first one that is not a requirement the platform installs."""
+    for index, requirement in enumerate(requirements):
+        why = requirement_error(requirement)
+        if why is not None:
+            raise ValueError(f"requirements[{index}] {requirement[:80]!r} {why}")
+    return [requirement.strip() for requirement in requirements]
+
+
 class AgentSpec(StrictModel):
     """Where the agent of an `environment.type: gateway` job runs: `code` in the jail or a service at `url`."""
 
@@ -60,11 +69,7 @@ class AgentSpec(StrictModel):
     @field_validator("requirements")
     @classmethod
     def _requirements(cls, requirements: list[str]) -> list[str]:
-        for index, requirement in enumerate(requirements):
-            why = requirement_error(requirement)
-            if why is not None:
-                raise ValueError(f"requirements[{index}] {requirement[:80]!r} {why}")
-        return [requirement.strip() for requirement in requirements]
+        return checked_requirements(requirements)
 
     @field_validator("url")
     @classmethod

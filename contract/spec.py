@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contract import form_defaults, sharing
-from contract.agent import MAX_REQUIREMENTS, AgentSpec, requirement_error
+from contract.agent import MAX_REQUIREMENTS, AgentSpec, checked_requirements
 from contract.catalog import (
     ALGORITHMS,
     ENGINES,
@@ -100,11 +100,7 @@ class EnvironmentSpec(StrictModel):
     @field_validator("requirements")
     @classmethod
     def _requirements(cls, requirements: list[str]) -> list[str]:
-        for index, requirement in enumerate(requirements):
-            why = requirement_error(requirement)
-            if why is not None:
-                raise ValueError(f"requirements[{index}] {requirement[:80]!r} {why}")
-        return [requirement.strip() for requirement in requirements]
+        return checked_requirements(requirements)
 
     @model_validator(mode="after")
     def _consistent(self) -> EnvironmentSpec:

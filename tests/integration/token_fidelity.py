@@ -21,7 +21,7 @@ from typing import Any
 from runtime_platform import Platform
 
 from contract import gateway as keys
-from workers.core.episode import TOOLS_SYSTEM, describe_tools
+from workers.core.gateway import render_call
 
 
 @dataclass
@@ -54,20 +54,6 @@ def model_dir(platform: Platform) -> str:
         return str(session.scalar(select(Model.path).where(Model.team_id == platform.team.id, Model.name == "tiny")))
 
 
-def render(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
-    """The chat template's rendering of a call, with the generation prompt, as the gateway renders it."""
-    kwargs: dict[str, Any] = {}
-    if tools and "tools" in str(tokenizer.chat_template):
-        kwargs["tools"] = tools
-    elif tools:
-        note = TOOLS_SYSTEM.format(tools=describe_tools(tools))
-        if messages and messages[0].get("role") == "system":
-            messages = [{**messages[0], "content": f"{messages[0].get('content') or ''}\n\n{note}"}, *messages[1:]]
-        else:
-            messages = [{"role": "system", "content": note}, *messages]
-    return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs))
-
-
 def _encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -85,7 +71,7 @@ def _inherited(before: dict[str, Any] | None, call: dict[str, Any]) -> tuple[lis
 
 def reproduced(tokenizer: Any, before: dict[str, Any] | None, call: dict[str, Any]) -> tuple[bool, bool]:
     """(the recorded prompt ids are the re-rendering as the gateway builds them, they are it tokenised whole)."""
-    text = render(tokenizer, call["messages"], call["tools"])
+    text = render_call(tokenizer, call["messages"], call["tools"])  # as the gateway renders it
     whole = _encode(tokenizer, text)
     inherited = _inherited(before, call)
     if inherited is None:

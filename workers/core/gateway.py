@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.sample import PromptRequest
-from workers.core.episode import Episode
+from workers.core.episode import TOOLS_SYSTEM, Episode, describe_tools
 
 
 @dataclass
@@ -102,3 +102,20 @@ def to_episode(request: PromptRequest, sequence: Sequence, *, started_at: float,
 def oldest_version(sequence: Sequence) -> int:
     """The staleness of a sequence is its oldest token's."""
     return min(call.version for call in sequence.calls)
+
+
+def render_call(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                generation_prompt: bool = True) -> str:
+    """A call's prompt as the gateway renders it: the chat template's rendering, the tools passed to the template
+    when it takes them, else described in a system note (as built-in episodes describe theirs)."""
+    kwargs: dict[str, Any] = {}
+    if tools and "tools" in str(tokenizer.chat_template):
+        kwargs["tools"] = tools
+    elif tools:
+        note = TOOLS_SYSTEM.format(tools=describe_tools(tools))
+        if messages and messages[0].get("role") == "system":
+            messages = [{**messages[0], "content": f"{messages[0].get('content') or ''}\n\n{note}"}, *messages[1:]]
+        else:
+            messages = [{"role": "system", "content": note}, *messages]
+    return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt,
+                                             **kwargs))

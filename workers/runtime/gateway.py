@@ -29,8 +29,8 @@ import redis
 from contract import gateway as keys
 from contract.sample import PromptRequest
 from contract.spec import EnvironmentSpec
-from workers.core.episode import SENTINEL, TOOLS_SYSTEM, Episode, describe_tools, parse_tool_calls
-from workers.core.gateway import Call, Choice, assemble, oldest_version, to_episode
+from workers.core.episode import SENTINEL, Episode, parse_tool_calls
+from workers.core.gateway import Call, Choice, assemble, oldest_version, render_call, to_episode
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
 from workers.runtime.remote_agent import AgentRuns, AgentTask
 
@@ -61,7 +61,6 @@ class GatewayEpisodes:
         self.tokenizer, self.spec, self.sampling = tokenizer, spec, sampling
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError("gateway episodes need a model whose tokenizer has a chat template")
-        self.template_takes_tools = "tools" in str(tokenizer.chat_template)
         self.live: dict[str, Live] = {}  # episode id -> its state
         self.by_sample: dict[str, str] = {}  # sample id -> episode id
         self.calls_of: dict[str, str] = {}  # generation request id -> episode id
@@ -146,17 +145,7 @@ class GatewayEpisodes:
 
     def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 generation_prompt: bool = True) -> str:
-        kwargs: dict[str, Any] = {}
-        if tools and self.template_takes_tools:
-            kwargs["tools"] = tools
-        elif tools:
-            note = TOOLS_SYSTEM.format(tools=describe_tools(tools))
-            if messages and messages[0].get("role") == "system":
-                messages = [{**messages[0], "content": f"{messages[0].get('content') or ''}\n\n{note}"}, *messages[1:]]
-            else:
-                messages = [{"role": "system", "content": note}, *messages]
-        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt,
-                                                      **kwargs))
+        return render_call(self.tokenizer, messages, tools, generation_prompt)
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
