@@ -14,3 +14,14 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wandb_service_stopped() -> Iterator[None]:
+    """After the module, the wandb-core service its runs started is stopped: it otherwise lives as long as this
+    xdist worker (seen using ~15% of a core for the rest of the fast part)."""
+    yield
+    import sys
+
+    if "wandb" in sys.modules:
+        sys.modules["wandb"].teardown()
