@@ -159,6 +159,14 @@ class PlatformRun:
         client.login(admin["email"], admin["password"])
         return client
 
+    def stage(self, api: Any, model_dir: Path, name: str, train_file: Path) -> dict[str, Any]:
+        """`model_dir` copied under the artifact dir and registered as `name`, `train_file` uploaded: the dataset."""
+        models = self.data_dir / "artifacts" / "models"
+        models.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-r", str(model_dir), str(models / name)], check=True)
+        api.register_model(name, f"models/{name}")
+        return dict(api.upload_dataset(train_file, name="long-tail-train"))
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGINT)
@@ -176,11 +184,7 @@ def run_platform(mode: str, args: argparse.Namespace, base: Path, train_file: Pa
     run = PlatformRun(work / f"platform-{mode}", gen, train)
     try:
         with run.client() as api:
-            models = run.data_dir / "artifacts" / "models"
-            models.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["cp", "-r", str(base), str(models / "peer")], check=True)
-            api.register_model("peer", "models/peer")
-            dataset = api.upload_dataset(train_file, name="long-tail-train")
+            dataset = run.stage(api, base, "peer", train_file)
             spec = {"name": f"peer-{mode}", "model": "peer", "mode": mode, "max_staleness": 1, "seed": args.seed,
                     "dataset": {"id": dataset["id"], "eval_prompts": 0}, "reward": {"type": "exact_match"},
                     "algorithm": {"name": "grpo", "group_size": args.group, "kl_coef": 0.0},

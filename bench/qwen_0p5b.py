@@ -101,11 +101,7 @@ def run_platform(mode: str, args: argparse.Namespace, base: Path, train_file: Pa
     peaks: dict[str, float] = {}
     try:
         with run.client() as api:
-            models = run.data_dir / "artifacts" / "models"
-            models.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["cp", "-r", str(base), str(models / "qwen05b")], check=True)
-            api.register_model("qwen05b", "models/qwen05b")
-            dataset = api.upload_dataset(train_file, name="long-tail-train")
+            dataset = run.stage(api, base, "qwen05b", train_file)
             spec = {"name": f"qwen05b-{mode}", "model": "qwen05b", "mode": mode, "seed": args.seed,
                     "dataset": {"id": dataset["id"], "eval_prompts": 0}, "reward": {"type": "exact_match"},
                     "algorithm": {"name": "grpo", "group_size": args.group, "kl_coef": 0.0},
