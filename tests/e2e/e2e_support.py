@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import Page
+from playwright.sync_api import Locator, Page
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts" / "e2e"
@@ -26,6 +27,25 @@ class Server:
 def shot(page: Page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def hover_chart_until(over: Locator, x: float, shows: Callable[[], None], timeout_s: float = 30) -> None:
+    """Hover a chart's `.u-over` `x` px from its left edge at mid-height until `shows()` (expect calls with a short
+    timeout) passes. A card that loads above the chart moves it after a hover, leaving the mouse over something else
+    (no mousemove reaches the chart then), so the hover is redone at the chart's current place."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        box = over.bounding_box()
+        if box is not None:
+            over.hover(position={"x": x, "y": box["height"] / 2})  # scrolls it into view and waits until it is still
+            try:
+                shows()
+                return
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+        elif time.monotonic() > deadline:
+            raise AssertionError("the chart was never laid out")
 
 
 def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:

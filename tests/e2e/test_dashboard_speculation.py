@@ -8,7 +8,7 @@ import re
 
 import pytest
 from e2e_runs import finished_run, new_team
-from e2e_support import Server, open_signed_in
+from e2e_support import Server, hover_chart_until, open_signed_in
 from playwright.sync_api import Page, Request, expect
 from sqlalchemy import Engine
 
@@ -36,16 +36,14 @@ def test_speculation_chart_shows_acceptance_tokens_per_forward_and_tail(page: Pa
     legend = chart.locator(".u-legend")
     for label in ("draft acceptance", "tokens per forward pass", "tail phase s"):
         expect(legend).to_contain_text(label)
-    over = chart.locator(".u-over")
-    over.scroll_into_view_if_needed()  # below the fold: the mouse hovers what the viewport shows
-    expect(over).to_be_visible()
-    box = over.bounding_box()
-    assert box is not None
-    page.mouse.move(box["x"] + 2, box["y"] + box["height"] / 2)  # iteration 1 at the left edge
     values = legend.locator(".u-series .u-value")
-    expect(values.nth(1)).to_have_text("0.5")
-    expect(values.nth(2)).to_have_text("1.8")
-    expect(values.nth(3)).to_have_text("4")
+
+    def shows_iteration_1() -> None:
+        expect(values.nth(1)).to_have_text("0.5", timeout=2000)
+        expect(values.nth(2)).to_have_text("1.8", timeout=2000)
+        expect(values.nth(3)).to_have_text("4", timeout=2000)
+
+    hover_chart_until(chart.locator(".u-over"), 2, shows_iteration_1)  # iteration 1 at the left edge
 
     open_signed_in(page, api_server, world.token, f"/jobs/{plain['id']}")
     expect(page.get_by_role("heading", name="Throughput", exact=True)).to_be_visible()

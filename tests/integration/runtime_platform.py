@@ -252,4 +252,11 @@ class Platform:
             path = Path(self.env["STREAMRL_DATA_DIR"]) / f"worker-{pool}.log"
             if path.exists():
                 out.append(f"--- {pool} ---\n" + path.read_text(errors="replace")[-chars:])
+        try:  # what the controller decided (instances replaced, scaled, preempted) says more than the workers' logs
+            with self.backend.session() as session:
+                events = list(session.execute(select(JobEvent.job_id, JobEvent.kind, JobEvent.message)
+                                              .order_by(JobEvent.id.desc()).limit(25)))
+            out.append("--- newest job events ---\n" + "\n".join(f"job {e[0]} {e[1]}: {e[2]}" for e in events[::-1]))
+        except Exception as exc:  # the database may be what the test stopped
+            out.append(f"--- job events unreadable: {exc} ---")
         return "\n".join(out)

@@ -4,13 +4,27 @@ real job on a tiny random model."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from runtime_platform import wait_until
+import pytest
+from runtime_platform import TEST_TIMEOUTS, Platform, wait_until
 from sqlalchemy import select
 
 from backend.db import GenerationInstance, JobStatus
 from backend.services.jobs import cancel_job
+
+
+@pytest.fixture(scope="module")
+def platform(pg_backend: Any, redis_url: str, tiny_model_dir: Path) -> Iterator[Platform]:
+    """The shared platform with a production-like heartbeat timeout: nothing here tests failover, and on a loaded host
+    (CI's other test process) a beat 6 s late made the controller replace live instances, so the view the test waits
+    for (3 held, 1 pending) kept changing under it."""
+    with Platform.start(pg_backend, redis_url, tiny_model_dir,
+                        timeouts=replace(TEST_TIMEOUTS, instance_heartbeat_s=30.0)) as running:
+        yield running
 
 
 def _cancel(platform: Any, job_id: int) -> None:
