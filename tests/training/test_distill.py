@@ -36,27 +36,48 @@ def _inputs(behaviour: list[list[float]], teacher: list[list[float]], mask: list
                       scores=torch.tensor(scores), teacher_logprobs=torch.tensor(teacher))
 
 
-def test_the_advantage_is_the_discounted_negative_reverse_kl_plus_the_reward_term() -> None:
+def test_the_advantage_is_the_discounted_negative_reverse_kl_less_a_leave_one_out_baseline_plus_the_reward_term(
+) -> None:
     nan = float("nan")
-    batch = _inputs(behaviour=[[-1.0, -2.0, -0.5], [-1.0, -1.0, 0.0]], teacher=[[-0.5, -3.0, -0.5], [nan, nan, nan]],
+    batch = _inputs(behaviour=[[-1.0, -2.0, -0.5], [-1.0, -1.0, 0.0]], teacher=[[-0.5, -3.0, -0.5], [-3.0, -2.0, nan]],
                     mask=[[1, 1, 1], [1, 1, 0]], scores=[0.25, -0.25])
     spec = AlgorithmSpec(name="distill", teacher="t", kl_discount=0.5, reward_coef=1.0)
     prepared = setup_algorithm(spec).prepare(batch)
     assert prepared.advantages is not None and prepared.reverse_kl is not None
-    # k = behaviour - teacher = [-0.5, 1.0, 0.0]; A_t = -(k_t + 0.5 k_{t+1} + 0.25 k_{t+2}) + score
-    expected_row0 = [-(-0.5 + 0.5 * 1.0) + 0.25, -(1.0 + 0.0) + 0.25, -0.0 + 0.25]
-    assert prepared.advantages[0].tolist() == pytest.approx(expected_row0)
-    assert prepared.advantages[1].tolist() == pytest.approx([-0.25, -0.25, 0.0])  # unscored: KL 0; padding: 0
+    # k = behaviour - teacher: row 0 [-0.5, 1.0, 0.0], row 1 [2.0, 1.0] (+ padding)
+    # G_t = k_t + 0.5 k_{t+1} + 0.25 k_{t+2}: row 0 [0.0, 1.0, 0.0], row 1 [2.5, 1.0]
+    # baseline of a row: the mean G over the other row's real tokens (row 0: 1.75; row 1: 1/3)
+    expected = [[-(0.0 - 1.75) + 0.25, -(1.0 - 1.75) + 0.25, -(0.0 - 1.75) + 0.25],
+                [-(2.5 - 1 / 3) - 0.25, -(1.0 - 1 / 3) - 0.25, 0.0]]
+    assert prepared.advantages.tolist() == [pytest.approx(row) for row in expected]
     loss, metrics = setup_algorithm(spec).loss(prepared)
-    assert metrics["reverse_kl"] == pytest.approx((-0.5 + 1.0 + 0.0) / 5)  # mean over the 5 real tokens
+    assert metrics["reverse_kl"] == pytest.approx((-0.5 + 1.0 + 0.0 + 2.0 + 1.0) / 5)  # mean over the 5 real tokens
     loss.backward()  # on-policy (ratio 1): d loss / d logp_t = -A_t / tokens
     grad = batch.logprobs.grad
-    assert grad is not None and grad[0].tolist() == pytest.approx([-a / 5 for a in expected_row0], abs=1e-6)
-    # scores are `advantages()`' output (0 with reward_coef 0): the teacher's term alone, undiscounted
-    undiscounted = setup_algorithm(AlgorithmSpec(name="distill", teacher="t")).prepare(
-        replace(batch, scores=torch.zeros(2)))
-    assert undiscounted.advantages is not None
-    assert undiscounted.advantages[0].tolist() == pytest.approx([0.5, -1.0, 0.0])
+    assert grad is not None and grad[0].tolist() == pytest.approx([-a / 5 for a in expected[0]], abs=1e-6)
+    # scores are `advantages()`' output (0 with reward_coef 0): the teacher's term alone, undiscounted; an unscored
+    # sample (no teacher logprobs) has KL 0 and no distillation term (nor is it the other samples' baseline)
+    unscored = replace(batch, teacher_logprobs=torch.tensor([[-0.5, -3.0, -0.5], [nan, nan, nan]]),
+                       scores=torch.zeros(2))
+    undiscounted = setup_algorithm(AlgorithmSpec(name="distill", teacher="t")).prepare(unscored)
+    assert undiscounted.advantages is not None and undiscounted.reverse_kl is not None
+    assert undiscounted.reverse_kl[1].tolist() == [0.0, 0.0, 0.0]
+    assert undiscounted.advantages[0].tolist() == pytest.approx([0.5, -1.0, 0.0])  # no other scored row: no baseline
+    assert undiscounted.advantages[1].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_baseline_leaves_the_expected_gradient_unchanged() -> None:
+    """Leave-one-out: a sample's baseline is the other samples' mean, so with a constant shift of every k the
+    advantages do not change (the common part of the KL is removed) and a lone sample keeps its raw -k."""
+    spec = AlgorithmSpec(name="distill", teacher="t")
+    rows = [[-1.0, -2.0], [-0.5, -1.5], [-2.0, -0.1]]
+    teacher = [[-3.0, -9.0], [-0.5, -4.0], [-8.0, -0.2]]
+    base = setup_algorithm(spec).prepare(_inputs(rows, teacher, [[1, 1]] * 3, [0.0] * 3)).advantages
+    shifted = setup_algorithm(spec).prepare(
+        _inputs(rows, [[t - 7.0 for t in row] for row in teacher], [[1, 1]] * 3, [0.0] * 3)).advantages
+    assert base is not None and shifted is not None and torch.allclose(base, shifted)
+    lone = setup_algorithm(spec).prepare(_inputs(rows[:1], teacher[:1], [[1, 1]], [0.0])).advantages
+    assert lone is not None and lone[0].tolist() == pytest.approx([-2.0, -7.0])
 
 
 def test_reward_coef_scales_grpos_group_advantage() -> None:
