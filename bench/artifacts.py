@@ -7,20 +7,23 @@ directory (today's shared-volume layout), at 15M and 100M parameters, on this ma
   (workers/training/checkpoint_upload.py). `save_store_s` is what the training loop waits for (the local save and
   starting the upload: the figure `artifacts_ratio_save` compares); `save_store_full_s` adds the whole upload (until
   the manifest is in the store: `ratio_save_full`).
-- checkpoint load: local = `Trainer.load_checkpoint` from the artifact dir; object store = restore on a host whose
-  cache is empty (download, sha256 check, into its checkpoints dir), then the same load.
+- checkpoint load: local = `Trainer.load_checkpoint` from the artifact dir; object store = a restore (the manifest from
+  the store, the files through the host's content cache, into a checkpoints dir), then the same load: on the writer's
+  host, whose cache the upload filled (`load_store_s`, `ratio_load_same_host`), and on a host whose cache is empty
+  (download, sha256 check: `load_cross_host_s`, `ratio_load`).
 - publish + fetch: `SharedStoreTransport.publish` then `fetch` by a reader; local = one shared directory; object
   store: the publish uploads before it announces (every host can read what is announced), then a reader on the
   writer's host (its own weights directory, the host's content cache, which the writer filled:
   `publish_fetch_ratio`) or on another host (its own empty cache, it downloads: `publish_fetch_cross_host_ratio`).
 The trainer holds AdamW state (one optimizer step taken), so a checkpoint is weights + 2x optimizer moments.
-Rounds interleave local and store; each figure is the median over rounds.
+Rounds interleave local and store (which of the two runs first alternates); each figure is the median over rounds.
 Run: `python bench/artifacts.py [--rounds 3] [--sizes tiny-15m,tiny-100m]`.
 Per size: `RESULT size=... ckpt_mb=... save_local_s=... save_store_s=... save_store_full_s=... load_local_s=...
-load_store_s=... publish_fetch_local_s=... publish_fetch_store_s=... publish_fetch_cross_host_s=... upload_mb_s=...
-download_mb_s=...`; final line: `RESULT artifacts_ratio_save=... ratio_save_full=... ratio_load=...
-publish_fetch_ratio=... publish_fetch_cross_host_ratio=... mb_s=... download_mb_s=...` (worst ratios over sizes;
-mb_s / download_mb_s: the largest size's checkpoint upload / download throughput). Target: ratios <= 1.5.
+load_store_s=... load_cross_host_s=... publish_fetch_local_s=... publish_fetch_store_s=...
+publish_fetch_cross_host_s=... upload_mb_s=... download_mb_s=...`; final line: `RESULT artifacts_ratio_save=...
+ratio_save_full=... ratio_load=... ratio_load_same_host=... publish_fetch_ratio=... publish_fetch_cross_host_ratio=...
+mb_s=... download_mb_s=...` (worst ratios over sizes; mb_s / download_mb_s: the largest size's checkpoint upload /
+download throughput). Target: ratios <= 1.5.
 """
 
 from __future__ import annotations
@@ -73,41 +76,68 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path, base: Path, url: str, job: int
-              ) -> tuple[dict[str, float], int]:
-    """One interleaved round: every figure once, local then store."""
+def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path, base: Path, url: str, job: int,
+              store_first: bool) -> tuple[dict[str, float], int]:
+    """One round: every figure once; `store_first` alternates which of each local/store pair runs first (the second
+    of two runs finds warmer page caches and the first one's writeback still going)."""
     t: dict[str, float] = {}
+
+    def pair(local: Callable[[], None], store: Callable[[], None]) -> None:
+        for run in ((store, local) if store_first else (local, store)):
+            run()
+
     # -- checkpoint save: the local directory vs the local save + the upload ---------------------------------------
     local = base / "local" / "iter_000001"
-    t["save_local"] = _timed(lambda: trainer.save_checkpoint(local, iteration=1))
-    mirror = CheckpointMirror(open_store(url, base / "host-a-cache"), team_id=1, job_id=job)
     staged = base / "host-a" / "iter_000001"
-    saved = _timed(lambda: trainer.save_checkpoint(staged, iteration=1))
-    uploads = BackgroundUpload(mirror)
-    t["save_store"] = saved + _timed(lambda: uploads.start(1, staged))  # what the training loop waits for
-    done = uploads.wait()
-    assert done is not None and done.error is None, done
-    t["upload"] = done.seconds
-    t["save_store_full"] = saved + done.seconds
-    # -- checkpoint load: in place vs a restore on a host with an empty cache, then the load -----------------------
-    t["load_local"] = _timed(lambda: trainer.load_checkpoint(local))
-    reader = CheckpointMirror(open_store(url, base / "host-b-cache"), team_id=1, job_id=job)
-    t["download"] = _timed(lambda: reader.restore(base / "host-b"))
-    t["load_store"] = t["download"] + _timed(lambda: trainer.load_checkpoint(base / "host-b" / "iter_000001"))
+    mirror = CheckpointMirror(open_store(url, base / "host-a-cache"), team_id=1, job_id=job)
+
+    def save_local() -> None:
+        t["save_local"] = _timed(lambda: trainer.save_checkpoint(local, iteration=1))
+
+    def save_store() -> None:
+        saved = _timed(lambda: trainer.save_checkpoint(staged, iteration=1))
+        uploads = BackgroundUpload(mirror)
+        t["save_store"] = saved + _timed(lambda: uploads.start(1, staged))  # what the training loop waits for
+        done = uploads.wait()
+        assert done is not None and done.error is None, done
+        t["upload"] = done.seconds
+        t["save_store_full"] = saved + done.seconds
+
+    pair(save_local, save_store)
+    # -- checkpoint load: in place vs a restore from the store, then the same load ---------------------------------
+    def load_local() -> None:
+        t["load_local"] = _timed(lambda: trainer.load_checkpoint(local))
+
+    def load_store() -> None:
+        # the writer's host (its cache holds the files the upload hashed: the manifest is read and the files linked)
+        same = CheckpointMirror(open_store(url, base / "host-a-cache"), team_id=1, job_id=job)
+        t["load_store"] = _timed(lambda: (same.restore(base / "host-a2"),
+                                          trainer.load_checkpoint(base / "host-a2" / "iter_000001")))
+        # another host, its cache empty: download, sha256 check, into its checkpoints dir
+        reader = CheckpointMirror(open_store(url, base / "host-b-cache"), team_id=1, job_id=job)
+        t["download"] = _timed(lambda: reader.restore(base / "host-b"))
+        t["load_cross_host"] = t["download"] + _timed(lambda: trainer.load_checkpoint(base / "host-b" / "iter_000001"))
+
+    pair(load_local, load_store)
     # -- one weight version: publish + fetch -----------------------------------------------------------------------
-    shared = SharedStoreTransport(base / "weights", None, 1, template_dir=model_dir)
-    t["pf_local"] = _timed(lambda: (shared.publish(1, state), shared.fetch(1)))
-    prefix = f"teams/1/jobs/{job}/weights"
-    pub = SharedStoreTransport(base / "w-a", None, 1, template_dir=model_dir,
-                               store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
-    same_host = SharedStoreTransport(base / "w-a2", None, 1, follow_disk=True,
-                                     store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
-    t["pf_store"] = _timed(lambda: (pub.publish(1, state), same_host.fetch(1)))
-    pub2 = SharedStoreTransport(base / "w-c", None, 1, template_dir=model_dir,
-                                store=open_store(url, base / "w-c-cache"), store_prefix=prefix + "-x")
-    other_host = SharedStoreTransport(base / "w-b", None, 1, follow_disk=True,
-                                      store=open_store(url, base / "w-b-cache"), store_prefix=prefix + "-x")
-    t["pf_cross"] = _timed(lambda: (pub2.publish(1, state), other_host.fetch(1)))
+    def pf_local() -> None:
+        shared = SharedStoreTransport(base / "weights", None, 1, template_dir=model_dir)
+        t["pf_local"] = _timed(lambda: (shared.publish(1, state), shared.fetch(1)))
+
+    def pf_store() -> None:
+        prefix = f"teams/1/jobs/{job}/weights"
+        pub = SharedStoreTransport(base / "w-a", None, 1, template_dir=model_dir,
+                                   store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
+        same_host = SharedStoreTransport(base / "w-a2", None, 1, follow_disk=True,
+                                         store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
+        t["pf_store"] = _timed(lambda: (pub.publish(1, state), same_host.fetch(1)))
+        pub2 = SharedStoreTransport(base / "w-c", None, 1, template_dir=model_dir,
+                                    store=open_store(url, base / "w-c-cache"), store_prefix=prefix + "-x")
+        other_host = SharedStoreTransport(base / "w-b", None, 1, follow_disk=True,
+                                          store=open_store(url, base / "w-b-cache"), store_prefix=prefix + "-x")
+        t["pf_cross"] = _timed(lambda: (pub2.publish(1, state), other_host.fetch(1)))
+
+    pair(pf_local, pf_store)
     return t, _dir_bytes(staged)
 
 
@@ -120,7 +150,7 @@ def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, floa
     size = 0
     for rnd in range(rounds):
         base = work / preset / f"r{rnd}"
-        got, size = one_round(trainer, state, model_dir, base, url, job=rnd + 1)
+        got, size = one_round(trainer, state, model_dir, base, url, job=rnd + 1, store_first=rnd % 2 == 1)
         for key, value in got.items():
             times.setdefault(key, []).append(value)
         shutil.rmtree(base)
@@ -129,6 +159,7 @@ def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, floa
     result = {"ckpt_mb": mb, "save_local_s": med["save_local"], "save_store_s": med["save_store"],
               "save_store_full_s": med["save_store_full"],
               "load_local_s": med["load_local"], "load_store_s": med["load_store"],
+              "load_cross_host_s": med["load_cross_host"],
               "publish_fetch_local_s": med["pf_local"], "publish_fetch_store_s": med["pf_store"],
               "publish_fetch_cross_host_s": med["pf_cross"],
               "upload_mb_s": mb / med["upload"], "download_mb_s": mb / med["download"]}
@@ -156,11 +187,13 @@ def main() -> None:
         results = [bench_size(size, args.rounds, work, url) for size in args.sizes.split(",")]
         ratio_save = max(r["save_store_s"] / r["save_local_s"] for r in results)
         ratio_full = max(r["save_store_full_s"] / r["save_local_s"] for r in results)
-        ratio_load = max(r["load_store_s"] / r["load_local_s"] for r in results)
+        ratio_load = max(r["load_cross_host_s"] / r["load_local_s"] for r in results)
+        ratio_load_same = max(r["load_store_s"] / r["load_local_s"] for r in results)
         ratio_pf = max(r["publish_fetch_store_s"] / r["publish_fetch_local_s"] for r in results)
         ratio_cross = max(r["publish_fetch_cross_host_s"] / r["publish_fetch_local_s"] for r in results)
         print(f"RESULT artifacts_ratio_save={ratio_save:.2f} ratio_save_full={ratio_full:.2f} "
-              f"ratio_load={ratio_load:.2f} publish_fetch_ratio={ratio_pf:.2f} "
+              f"ratio_load={ratio_load:.2f} ratio_load_same_host={ratio_load_same:.2f} "
+              f"publish_fetch_ratio={ratio_pf:.2f} "
               f"publish_fetch_cross_host_ratio={ratio_cross:.2f} mb_s={results[-1]['upload_mb_s']:.1f} "
               f"download_mb_s={results[-1]['download_mb_s']:.1f}", flush=True)
     finally:

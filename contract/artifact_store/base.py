@@ -67,12 +67,15 @@ class Manifest:
         return Manifest({p: (f["sha256"], int(f["size"])) for p, f in files.items()})
 
 
-def manifest_of(directory: Path, names: list[str] | None = None) -> Manifest:
-    files = {}
+def _files_of(directory: Path, names: list[str] | None = None) -> list[str]:
+    """The relative paths of the files under `directory` (or of `names` in it), sorted."""
     chosen = [directory / n for n in names] if names is not None else directory.rglob("*")
-    for path in sorted(p for p in chosen if p.is_file()):
-        files[path.relative_to(directory).as_posix()] = (file_sha256(path), path.stat().st_size)
-    return Manifest(files)
+    return [path.relative_to(directory).as_posix() for path in sorted(p for p in chosen if p.is_file())]
+
+
+def manifest_of(directory: Path, names: list[str] | None = None) -> Manifest:
+    return Manifest({rel: (file_sha256(directory / rel), (directory / rel).stat().st_size)
+                     for rel in _files_of(directory, names)})
 
 
 class ArtifactStore(ABC):
@@ -137,14 +140,20 @@ class ArtifactStore(ABC):
         `cache_files`: the files also enter this host's content cache (hard links; they must never be rewritten in
         place), so a reader on this host materializes the version without downloading it, once the manifest is
         in the store (a reader still reads the manifest from the store: the version is visible when it is there)."""
-        manifest = manifest_of(source, names)
-        if cache_files:
-            for rel, (sha, _) in manifest.files.items():
-                self.cache.adopt(source / rel, sha)
+        files = _files_of(source, names)
         if self.manifest(key) is not None:
             self._retrying(f"retracting {key}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
-        with ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as pool:  # parts of each file go in parallel too
-            for done in [pool.submit(self._upload_retrying, source / rel, f"{key}/{rel}") for rel in manifest.files]:
+        # each file is hashed while it uploads (two readers of the same page-cached file; hashlib and the transfer
+        # release the GIL), rather than every file hashed before the first byte goes out
+        with ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as hashing, \
+                ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as uploading:  # each file's parts go in parallel too
+            hashes = {rel: hashing.submit(file_sha256, source / rel) for rel in files}
+            uploads = [uploading.submit(self._upload_retrying, source / rel, f"{key}/{rel}") for rel in files]
+            manifest = Manifest({rel: (hashes[rel].result(), (source / rel).stat().st_size) for rel in files})
+            if cache_files:  # before the manifest: a reader here that sees the version finds its files cached
+                for rel, (sha, _) in manifest.files.items():
+                    self.cache.adopt(source / rel, sha)
+            for done in uploads:
                 done.result()
         self._retrying(f"writing {key}/{MANIFEST}", lambda: self._put_bytes(f"{key}/{MANIFEST}", manifest.to_json()))
         return manifest

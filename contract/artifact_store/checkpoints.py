@@ -30,7 +30,10 @@ class CheckpointMirror:
         return checkpoint_key(self.team_id, self.job_id, name)
 
     def upload(self, path: Path) -> None:
-        self.store.put_dir(self.key(path.name), path)
+        """The files also enter this host's content cache (hard links: a checkpoint's files are never rewritten in
+        place), so this host restores or exports the checkpoint from local files once its manifest is in the store;
+        another host downloads it."""
+        self.store.put_dir(self.key(path.name), path, cache_files=True)
 
     def names(self) -> list[str]:
         return [n for n in self.store.versions(checkpoints_prefix(self.team_id, self.job_id))

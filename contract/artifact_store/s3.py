@@ -7,16 +7,26 @@ usual variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from contract.artifact_store.base import ArtifactStore, ArtifactStoreDenied, ArtifactStoreFull, TransientStoreError
+from contract.artifact_store.base import (
+    FILES_IN_FLIGHT,
+    ArtifactStore,
+    ArtifactStoreDenied,
+    ArtifactStoreFull,
+    TransientStoreError,
+)
 from contract.artifact_store.cache import ContentCache
 
 MULTIPART_BYTES = 16 << 20
 CHUNK_BYTES = 16 << 20
+PARTS_IN_FLIGHT = 8  # per file; several files go at once too (base.py FILES_IN_FLIGHT)
+# what selects a client: boto3 reads the credentials from these (then profiles, instance metadata, ...)
+CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 DENIED_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
                 "AllAccessDisabled", "AccountProblem", "403"}
 FULL_CODES = {"QuotaExceeded", "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "InsufficientStorage",
@@ -24,27 +34,40 @@ FULL_CODES = {"QuotaExceeded", "XMinioStorageFull", "XMinioAdminBucketQuotaExcee
 FULL_TEXTS = ("quota", "no space", "storage full", "no writable volume", "not enough space")
 
 
+@functools.lru_cache(maxsize=16)
+def _client(endpoint: str | None, region: str, *credentials: str | None) -> Any:
+    """A boto3 S3 client for `endpoint` with the credentials boto3 resolves now (`credentials`: the variables it
+    reads them from, so that changed credentials get a client of their own); boto3 clients are thread-safe."""
+    import boto3  # only a store that uses S3 imports boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=60,
+                    s3={"addressing_style": "path", "payload_signing_enabled": False} if endpoint
+                    else {"payload_signing_enabled": False},
+                    max_pool_connections=FILES_IN_FLIGHT * PARTS_IN_FLIGHT + 4,
+                    # the manifest's sha256 verifies every download (and the upload: a reader checks it), so no
+                    # second checksum per request, and no sha256 of each part's payload for its signature (botocore
+                    # signs payloads over plain http by default: a second pass over every byte in this process)
+                    request_checksum_calculation="when_required", response_checksum_validation="when_required")
+    # a session of its own: boto3's default session keeps the credentials it resolved first
+    return boto3.session.Session().client("s3", endpoint_url=endpoint, config=config, region_name=region)
+
+
 class S3Store(ArtifactStore):
     def __init__(self, bucket: str, prefix: str, cache: ContentCache, retry_s: float = 60.0,
                  endpoint_url: str | None = None) -> None:
-        import boto3  # only a store that uses S3 imports boto3
         from boto3.s3.transfer import TransferConfig
-        from botocore.config import Config
 
         super().__init__(cache, retry_s)
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.url = f"s3://{bucket}/{self.prefix}".rstrip("/")
         endpoint = endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        # botocore's own retries cover throttling and 5xx quickly; a server that is down is retried by `_retrying`
-        config = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=60,
-                        s3={"addressing_style": "path"} if endpoint else {}, max_pool_connections=32,
-                        # the manifest's sha256 verifies every download: no second checksum per request
-                        request_checksum_calculation="when_required", response_checksum_validation="when_required")
-        # a session of its own: boto3's default session keeps the credentials it resolved first
-        self.client: Any = boto3.session.Session().client(
-            "s3", endpoint_url=endpoint, config=config, region_name=os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+        region = os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        # one client (and connection pool) per endpoint and credentials in the process: every store of this process
+        # (each cache directory is a store) shares it; credentials from the environment as boto3 reads them
+        self.client: Any = _client(endpoint, region, *(os.environ.get(name) for name in CREDENTIAL_VARS))
         self.transfer = TransferConfig(multipart_threshold=MULTIPART_BYTES, multipart_chunksize=CHUNK_BYTES,
-                                       max_concurrency=8, use_threads=True)
+                                       max_concurrency=PARTS_IN_FLIGHT, use_threads=True)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
