@@ -175,3 +175,26 @@ def test_denied_credentials_are_a_clear_error(seaweed: SeaweedS3, tmp_path: Path
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed.secret_key)
     assert open_store("s3://streamrl/denied", tmp_path / "c2").manifest(checkpoint_key(TEAM, JOB, "iter_000001")) \
         is None
+
+
+def test_denied_credentials_mid_run_are_the_jobs_reason(seaweed: SeaweedS3, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weight version's upload refused by the real server (a wrong access key): the publish fails at once, leaves
+    no version behind, and the failed job's error is the store's sentence (no type name, no traceback)."""
+    from workers.runtime.driver import failure_message
+
+    for name, value in seaweed.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "not-a-key")
+    store = open_store("s3://streamrl/denied-publish", tmp_path / "cache", retry_s=30)
+    transport = SharedStoreTransport(tmp_path / "weights", None, JOB, store=store,
+                                     store_prefix=weights_prefix(TEAM, JOB))
+    started = time.monotonic()
+    with pytest.raises(ArtifactStoreDenied) as denied:
+        transport.publish(1, {"w": torch.ones(4)})
+    assert time.monotonic() - started < 10  # not retried as if transient
+    assert list((tmp_path / "weights").iterdir()) == []  # no version, no temporary directory
+    message, expected = failure_message(denied.value)
+    assert expected and message == str(denied.value)
+    assert message.startswith("artifact store s3://streamrl/denied-publish denied the credentials")
+    assert "AWS_ACCESS_KEY_ID" in message

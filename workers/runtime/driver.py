@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from contract import keys
-from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store import ArtifactStoreDenied, ArtifactStoreError, ArtifactStoreFull
 from contract.artifact_store.checkpoints import checkpoint_mirror
 from contract.evaluation import retained
 from contract.sample import Sample
@@ -57,6 +57,14 @@ log = logging.getLogger(__name__)
 PAUSE_POLL_S = 0.5
 CHECKPOINT_ATTEMPTS, CHECKPOINT_RETRY_S = 3, 1.0  # tries per checkpoint, first backoff (doubling)
 CHECKPOINT_FAILURES_ALLOWED = 3  # checkpoints in a row that may fail before the job does
+
+
+def failure_message(err: Exception) -> tuple[str, bool]:
+    """The failed job's error and whether it was expected: the job's fault (its setup, its reward) or the artifact
+    store refusing the credentials or full, mid-run too (a weight version's upload): their sentence is the whole
+    story (no traceback); anything else is named by its type and logged with its traceback."""
+    expected = isinstance(err, JobSetupError | RewardFailed | ArtifactStoreDenied | ArtifactStoreFull)
+    return (str(err) if expected else f"{type(err).__name__}: {err}"), expected
 
 
 class JobCancelled(Exception):
@@ -166,8 +174,7 @@ class Driver:
                                        "and is restarted from the newest checkpoint")
         except Exception as err:
             outcome = "failed"
-            expected = isinstance(err, JobSetupError | RewardFailed)  # the job's fault: its message is the whole story
-            message = str(err) if expected else f"{type(err).__name__}: {err}"
+            message, expected = failure_message(err)
             log.error("job %s failed: %s", self.job_id, message if expected else traceback.format_exc())
             try:
                 self.reporter.set_job_status(self.job_id, JobStatus.failed, error=message)
