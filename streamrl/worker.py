@@ -237,7 +237,7 @@ def _pin_to_device_set(**_: Any) -> None:
 
 
 @worker_init.connect
-def _lean_transformers(**_: Any) -> None:
+def _lean_transformers(sender: Any = None, **_: Any) -> None:
     """In the worker's main process, before it forks its task processes (which inherit it) and before any imports a
     model class: transformers without scikit-learn (workers/lean_imports.py, ~140 MB of RSS per task process). Here
     rather than in each task process: importing transformers' utilities takes ~1 s, and a task process must report
@@ -245,6 +245,33 @@ def _lean_transformers(**_: Any) -> None:
     from workers.lean_imports import skip_sklearn_in_transformers
 
     skip_sklearn_in_transformers()
+    if sender is not None:
+        _preload_runtime(set(sender.app.amqp.queues.consume_from or ()))
+
+
+RUNTIME_POOLS = {"generation", "training"}
+# what every task of the runtime pools imports first (~10 s of CPU on a 2-core host, paid once by the main process
+# instead of by each task process: they are forked after this and share the pages)
+RUNTIME_MODULES = ("torch", "transformers", "transformers.models.qwen2.modeling_qwen2",
+                   "transformers.models.llama.modeling_llama", "workers.runtime.instance", "workers.runtime.job",
+                   "workers.runtime.ranks", "workers.runtime.shared", "workers.runtime.evaluation")
+
+
+def _preload_runtime(queues: set[str]) -> None:
+    """Import the runtime before the task processes are forked, on a worker of the generation or training pool with
+    no GPU. Invariant: nothing here starts a thread, opens a connection or initialises CUDA (a forked process could
+    not use them); a GPU host is left alone because a module may query CUDA as it imports."""
+    from workers.devices import device_kind
+
+    if not queues & RUNTIME_POOLS or device_kind(get_settings().device) != "cpu":
+        return
+    import importlib
+    import time
+
+    started = time.monotonic()
+    for name in RUNTIME_MODULES:
+        importlib.import_module(name)
+    log.info("runtime imported in %.1f s before forking the task processes", time.monotonic() - started)
 
 
 @worker_ready.connect
