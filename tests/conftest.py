@@ -44,14 +44,14 @@ from backend.services.auth import hash_password, issue_session_token
 from contract.settings import Settings
 
 # The costliest test files first (per-file seconds measured in a full heavy run, loaded 2-core host, 2026-12-05):
-# xdist --dist loadfile hands files out in collection order, and alphabetically tests/training/test_distributed.py
-# (~720 s) came last, leaving one worker busy for its whole length while the other idled. The rest keep their order.
+# xdist --dist loadfile hands files out in collection order: a costly file that came last alphabetically left one
+# worker busy for its whole length while the other idled. The rest keep their order.
 COSTLIEST_FIRST = (
-    "tests/training/test_distributed.py", "tests/integration/test_agentic_jobs.py", "tests/cli/test_up.py",
+    "tests/integration/test_agentic_jobs.py", "tests/cli/test_up.py",
     "tests/integration/test_lora_jobs.py", "tests/integration/test_failover.py",
     "tests/integration/test_tinker_parking.py", "tests/integration/test_runtime_ranks.py",
     "tests/engines/test_vllm_engine.py", "tests/integration/test_tinker_sdk.py",
-    "tests/integration/test_weightsync_p2p.py", "tests/integration/test_runtime_elastic.py",
+    "tests/integration/test_runtime_elastic.py",
     "tests/integration/test_autoscale.py", "tests/environments/test_openenv_env.py",
     "tests/integration/test_exact_resume.py", "tests/integration/test_shared_training.py",
 )
