@@ -198,3 +198,29 @@ def test_denied_credentials_mid_run_are_the_jobs_reason(seaweed: SeaweedS3, tmp_
     assert expected and message == str(denied.value)
     assert message.startswith("artifact store s3://streamrl/denied-publish denied the credentials")
     assert "AWS_ACCESS_KEY_ID" in message
+
+
+def test_another_hosts_download_is_whole_and_verified(seaweed: SeaweedS3, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another host's download (multipart ranges): an empty file, one of exactly one part and one a byte over come
+    back whole; an object whose bytes differ from the manifest never enters the cache and nothing is materialized."""
+    from contract.artifact_store.cache import CacheCorrupt
+    from contract.artifact_store.s3 import CHUNK_BYTES
+
+    source = tmp_path / "v1"
+    source.mkdir()
+    sizes = {"empty.bin": 0, "one-range.bin": CHUNK_BYTES, "over.bin": CHUNK_BYTES + 1, "small.json": 7}
+    for name, size in sizes.items():
+        (source / name).write_bytes(torch.randint(0, 255, (size,), dtype=torch.uint8).numpy().tobytes())
+    key = weights_prefix(TEAM, JOB) + "/v000001"
+    host_store(seaweed, tmp_path / "a-cache", monkeypatch, "ranged").put_dir(key, source)
+    reader = host_store(seaweed, tmp_path / "b-cache", monkeypatch, "ranged")
+    got = reader.get_dir(key, tmp_path / "b" / "v000001")
+    assert all((got / n).read_bytes() == (source / n).read_bytes() for n in sizes)
+
+    seaweed.client().put_object(Bucket="streamrl", Key=f"ranged/{key}/over.bin", Body=b"\0" * (CHUNK_BYTES + 1))
+    other = host_store(seaweed, tmp_path / "c-cache", monkeypatch, "ranged")
+    with pytest.raises(CacheCorrupt):
+        other.get_dir(key, tmp_path / "c" / "v000001")
+    assert not (tmp_path / "c" / "v000001").exists()
+    assert sorted(p.stat().st_size for p in other.cache.entries()) == [0, 7, CHUNK_BYTES]  # never the bad one
