@@ -77,7 +77,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--eval-prompts", type=int, default=64)
     parser.add_argument("--eval-every", type=int, default=4)
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (one round of both runs each)")
+    parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (one round of both runs each)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: on a shared 2-core host two threads contend, ~5x slower per step)")
     return parser.parse_args()
