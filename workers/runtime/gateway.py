@@ -11,6 +11,12 @@ episodes do, so re-tokenising the policy's own text never changes what it is tra
 `POST .../reward` (or the episode timeout) ends the episode; the instance then assembles its calls and streams it
 as one sample like any episode.
 
+The engine's thread waits on no Redis round trip for a call: a receiver thread blocks on the call and ended lists
+(BLMPOP) and hands what arrives to `poll`, and a sender thread answers the calls `complete` finished, each batch in
+one pipeline. Both waits used to sit between decode steps (a poll per step, a reply per finished call): on a loaded
+2-core host bench/gateway.py's engine thread spent 1.8 ms per poll and 2.9 ms per reply there, against 4.5 ms per
+decode step.
+
 With `JobSpec.agent` the platform starts the agent itself (`agents`, workers/runtime/remote_agent.py `AgentRuns`):
 the episode is never offered to the claim API; its agent gets the task, the episode's base URL and token, and its
 end (a reward, nothing, or a failure) ends the episode. Past `agent.timeout_s` from its start the episode fails.
@@ -20,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +42,9 @@ from workers.core.gateway import Call, Choice, assemble, oldest_version, render_
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
 from workers.runtime.remote_agent import AgentRuns, AgentTask
 
-POLL_S = 0.002  # calls and ended episodes are looked for at most this often
+SWEEP_S = 0.1  # episode and agent timeouts are looked for at most this often
+RECEIVE_BLOCK_S = 0.5  # the receiver's blocking pop (it stops within this after `close`)
+POP_COUNT = 64  # calls (or ended episodes) taken per round trip
 
 
 @dataclass
@@ -64,7 +74,14 @@ class GatewayEpisodes:
         self.live: dict[str, Live] = {}  # episode id -> its state
         self.by_sample: dict[str, str] = {}  # sample id -> episode id
         self.calls_of: dict[str, str] = {}  # generation request id -> episode id
-        self._polled = 0.0
+        self._swept = 0.0
+        # the receiver's pops ("calls" | "ended", raw items) for `poll`, and the sender's (call id, reply, record)
+        self._inbox: deque[tuple[str, list[Any]]] = deque()
+        self._outbox: deque[tuple[str, dict[str, Any], dict[str, Any] | None]] = deque()
+        self._wake = threading.Condition()
+        self._closed = threading.Event()
+        self._receiver: threading.Thread | None = None
+        self._sender: threading.Thread | None = None
 
     # -- episodes -----------------------------------------------------------------------------------------------------
     def open(self, request: PromptRequest) -> str:
@@ -86,20 +103,33 @@ class GatewayEpisodes:
         return episode_id
 
     def poll(self, version: int, force: bool = False) -> tuple[list[GenerationRequest], list[Finished]]:
-        """New calls as generation requests; ended (or timed-out) episodes."""
-        now = time.monotonic()
-        if not self.live or (not force and now - self._polled < POLL_S):
+        """New calls as generation requests; ended (or timed-out) episodes. What the receiver thread took from Redis
+        (started by the first unforced poll); `force`: also read Redis now, in this thread."""
+        if not self.live:
             return [], []
-        self._polled = now
-        pipe = self.redis.pipeline()
-        pipe.rpop(keys.calls(self.job_id, self.instance_id), 64)
-        pipe.rpop(keys.ended(self.job_id, self.instance_id), 64)
-        raw_calls, raw_ended = pipe.execute()
+        if self._receiver is None and not force:
+            self._start_receiver()
+        raw_calls: list[Any] = []
+        raw_ended: list[Any] = []
+        while self._inbox:
+            kind, items = self._inbox.popleft()
+            (raw_calls if kind == "calls" else raw_ended).extend(items)
+        if force:
+            pipe = self.redis.pipeline()
+            pipe.rpop(keys.calls(self.job_id, self.instance_id), POP_COUNT)
+            pipe.rpop(keys.ended(self.job_id, self.instance_id), POP_COUNT)
+            got_calls, got_ended = pipe.execute()
+            raw_calls += got_calls or []
+            raw_ended += got_ended or []
         requests: list[GenerationRequest] = []
-        for raw in raw_calls or []:
+        for raw in raw_calls:
             requests += self._call(json.loads(raw), version)
-        finished = [self._end(str(e if isinstance(e, str) else e.decode()), None) for e in raw_ended or []]
+        finished = [self._end(str(e if isinstance(e, str) else e.decode()), None) for e in raw_ended]
         finished += self._agents_ended()
+        now = time.monotonic()
+        if not force and now - self._swept < SWEEP_S:
+            return requests, [f for f in finished if f is not None]
+        self._swept = now
         wall = time.time()
         for episode_id, live in list(self.live.items()):
             if wall - live.opened_at > self.spec.episode_timeout_s and not live.pending:
@@ -114,8 +144,74 @@ class GatewayEpisodes:
         return requests, [f for f in finished if f is not None]
 
     def close(self) -> None:
+        """Stop the agents and the receiver; the sender answers what is queued, then stops."""
+        self._closed.set()
+        with self._wake:
+            self._wake.notify_all()
+        for thread in (self._receiver, self._sender):
+            if thread is not None:
+                thread.join(timeout=RECEIVE_BLOCK_S + 5)
         if self.agents is not None:
             self.agents.close()
+
+    # -- the Redis side, off the engine's thread ----------------------------------------------------------------------
+    def _start_receiver(self) -> None:
+        self._receiver = threading.Thread(target=self._receive, name=f"gateway-receive-{self.instance_id}",
+                                          daemon=True)
+        self._receiver.start()
+
+    def _receive(self) -> None:
+        """Block on the call and ended lists (each first in turn, so neither starves the other) and queue what
+        arrives for `poll`."""
+        lists = {keys.calls(self.job_id, self.instance_id): "calls", keys.ended(self.job_id, self.instance_id): "ended"}
+        order = list(lists)
+        while not self._closed.is_set():
+            try:
+                got = self.redis.blmpop(RECEIVE_BLOCK_S, len(order), *order, direction="RIGHT", count=POP_COUNT)
+            except redis.RedisError:
+                if self._closed.wait(RECEIVE_BLOCK_S):  # Redis away: the instance's own loop reports it
+                    return
+                continue
+            if got:
+                key, items = got  # [list name, [items]]
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                self._inbox.append((lists[name], list(items)))
+            order.reverse()
+
+    def _send(self) -> None:
+        """Answer the queued calls, everything queued in one pipeline; while Redis is away, try again (at shutdown
+        the rest is dropped: those agents get the API's 504)."""
+        while True:
+            with self._wake:
+                while not self._outbox and not self._closed.is_set():
+                    self._wake.wait()
+            batch = []
+            while self._outbox:
+                batch.append(self._outbox.popleft())
+            if batch:
+                try:
+                    self._write(batch)
+                except redis.RedisError:
+                    if self._closed.is_set():
+                        return
+                    self._outbox.extendleft(reversed(batch))
+                    self._closed.wait(RECEIVE_BLOCK_S)
+                    continue
+            if self._closed.is_set() and not self._outbox:
+                return
+
+    def _write(self, batch: list[tuple[str, dict[str, Any], dict[str, Any] | None]]) -> None:
+        pipe = self.redis.pipeline(transaction=False)  # one round trip, no MULTI/EXEC: each reply key is its call's
+        recorded = keys.recorded(self.job_id)
+        records = [json.dumps(record) for _, _, record in batch if record is not None]
+        if records:
+            pipe.lpush(recorded, *records)
+            pipe.ltrim(recorded, 0, keys.RECORDED_CALLS - 1)
+            pipe.expire(recorded, keys.EPISODE_TTL_S)
+        for call_id, body, _ in batch:
+            pipe.lpush(keys.reply(call_id), json.dumps(body))
+            pipe.expire(keys.reply(call_id), keys.REPLY_TTL_S)
+        pipe.execute()
 
     def _agents_ended(self) -> list[Finished | None]:
         """Episodes whose agent returned: its answered reward (a reward it posted to the endpoint stands), or its
@@ -133,15 +229,14 @@ class GatewayEpisodes:
         return out
 
     def _reply(self, call_id: str, body: dict[str, Any], record: dict[str, Any] | None = None) -> None:
-        """Answer a call; `record`: the answered call as recorded, kept in the job's `recorded` list (bounded)."""
-        pipe = self.redis.pipeline(transaction=False)  # one round trip, no MULTI/EXEC: the reply key is the call's own
-        if record is not None:
-            pipe.lpush(keys.recorded(self.job_id), json.dumps(record))
-            pipe.ltrim(keys.recorded(self.job_id), 0, keys.RECORDED_CALLS - 1)
-            pipe.expire(keys.recorded(self.job_id), keys.EPISODE_TTL_S)
-        pipe.lpush(keys.reply(call_id), json.dumps(body))
-        pipe.expire(keys.reply(call_id), keys.REPLY_TTL_S)
-        pipe.execute()
+        """Answer a call (by the sender thread); `record`: the answered call as recorded, kept in the job's `recorded`
+        list (bounded; pushed before its reply)."""
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send, name=f"gateway-send-{self.instance_id}", daemon=True)
+            self._sender.start()
+        self._outbox.append((call_id, body, record))
+        with self._wake:
+            self._wake.notify()
 
     def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 generation_prompt: bool = True) -> str:
