@@ -8,6 +8,9 @@ another episode's token, or a team key, is a 401; an unknown or ended episode a 
 The episode routes run on the event loop with an asyncio Redis client (`redis.asyncio`): a call waits for its
 instance's answer on BLPOP without holding a thread, so 64 agents waiting at once cost 64 idle coroutines, not a
 queue behind the API's thread pool (bench/gateway.py). The claim route (a database read) stays synchronous.
+
+A chat call costs one Redis round trip: a script checks the episode's token and state and pushes the call on its
+instance's list (or pushes the refusal on the call's own reply list), pipelined with the BLPOP of that reply.
 """
 
 from __future__ import annotations
@@ -80,14 +83,22 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _refused(reason: str, episode_id: str) -> OpenAIError:
+    if reason == "missing":
+        return OpenAIError(f"episode {episode_id[:120]!r} does not exist", code="episode_not_found", status_code=404)
+    if reason == "token":
+        return OpenAIError("the api key is not this episode's token", code="invalid_api_key", status_code=401)
+    return OpenAIError(f"episode {episode_id[:120]!r} is over", code="episode_ended", status_code=409)
+
+
 def _checked(raw: dict[Any, Any], episode_id: str, token: str | None) -> dict[str, str]:
     if not raw:
-        raise OpenAIError(f"episode {episode_id[:120]!r} does not exist", code="episode_not_found", status_code=404)
+        raise _refused("missing", episode_id)
     state = {_text(k): _text(v) for k, v in raw.items()}
     if token is None or not keys.token_matches(token, state["token_sha"]):
-        raise OpenAIError("the api key is not this episode's token", code="invalid_api_key", status_code=401)
+        raise _refused("token", episode_id)
     if state["state"] == "ended":
-        raise OpenAIError(f"episode {episode_id[:120]!r} is over", code="episode_ended", status_code=409)
+        raise _refused("ended", episode_id)
     return state
 
 
@@ -112,21 +123,49 @@ def claim(client: redis.Redis, job_id: int, base_url: str) -> dict[str, Any] | N
                 "api_key": state["token"], "task": json.loads(state["task"])}
 
 
-async def call(client: aioredis.Redis, episode_id: str, state: dict[str, str],
-               request: GatewayChat) -> dict[str, Any]:
-    """Hand the call to the episode's instance and wait for its sampled choices (token ids included)."""
+# KEYS: the episode, the call's reply list; ARGV: the token's sha, the call (JSON), the calls list's name as
+# "<head>" .. job .. "<middle>" .. instance .. "<tail>" (contract/gateway.py `calls`), the reply list's TTL.
+# The episode's token and state are checked, and the call pushed, in one atomic step: a refusal ("missing",
+# "token", "ended") goes on the reply list, so the BLPOP pipelined after it returns at once.
+_PUSH_CALL = """
+local f = redis.call('HMGET', KEYS[1], 'token_sha', 'state', 'job', 'instance')
+local refused = nil
+if not f[1] then refused = 'missing' elseif f[1] ~= ARGV[1] then refused = 'token'
+elseif f[2] == 'ended' then refused = 'ended' end
+if refused then
+  redis.call('LPUSH', KEYS[2], cjson.encode({refused = refused}))
+  redis.call('EXPIRE', KEYS[2], ARGV[6])
+  return refused
+end
+redis.call('LPUSH', ARGV[3] .. f[3] .. ARGV[4] .. f[4] .. ARGV[5], ARGV[2])
+return 'ok'
+"""
+_JOB, _INSTANCE = 1234567, "\x00instance\x00"
+_CALLS_HEAD, _, _rest = keys.calls(_JOB, _INSTANCE).partition(str(_JOB))
+_CALLS_MIDDLE, _, _CALLS_TAIL = _rest.partition(_INSTANCE)
+
+
+async def call(client: aioredis.Redis, episode_id: str, token: str | None, request: GatewayChat) -> dict[str, Any]:
+    """Hand the call to the episode's instance, if `token` is its token and it is not over (the 401 / 404 / 409 of
+    `episode_state`), and wait for its sampled choices (token ids included)."""
+    if token is None:
+        await episode_state(client, episode_id, token)  # raises: the 404 of a missing episode, else the 401
+        raise _refused("token", episode_id)
     call_id = uuid.uuid4().hex
     body = request.model_dump(exclude_none=True)
     body["stop"] = stop_strings(request)  # type: ignore[arg-type]
     body["max_tokens"] = request.max_completion_tokens or request.max_tokens
-    pipe = client.pipeline(transaction=False)  # the push and the wait in one round trip
-    pipe.lpush(keys.calls(int(state["job"]), state["instance"]),
-               json.dumps({"call": call_id, "episode": episode_id, "body": body}))
+    pipe = client.pipeline(transaction=False)  # the check, the push and the wait in one round trip
+    pipe.eval(_PUSH_CALL, 2, keys.episode(episode_id), keys.reply(call_id), keys.token_sha(token),
+              json.dumps({"call": call_id, "episode": episode_id, "body": body}), _CALLS_HEAD, _CALLS_MIDDLE,
+              _CALLS_TAIL, keys.REPLY_TTL_S)
     pipe.blpop([keys.reply(call_id)], timeout=CALL_TIMEOUT_S)
-    _, answer = await pipe.execute()
+    pushed, answer = await pipe.execute()
     if answer is None:
         raise OpenAIError(f"the job's generation instance did not answer within {CALL_TIMEOUT_S}s",
                           code="timeout", status_code=504)
+    if _text(pushed) != "ok":
+        raise _refused(_text(pushed), episode_id)
     reply: dict[str, Any] = json.loads(answer[1])
     if "error" in reply:
         raise OpenAIError(reply["error"], code="invalid_request", status_code=int(reply.get("status", 400)))

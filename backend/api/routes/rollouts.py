@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import redis.asyncio as aioredis
 from fastapi import APIRouter, Body, Depends, Header, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from sqlalchemy import select
 
 from backend.api.deps import MemberAuth, RedisDep, SessionDep, SettingsDep, reject_unknown_query
@@ -84,13 +84,17 @@ async def list_models(episode_id: str, client: AsyncRedisDep,
 
 @router.post("/rollouts/{episode_id}/v1/chat/completions", response_model=None)
 async def chat_completion(episode_id: str, body: Annotated[Any, Body()], client: AsyncRedisDep,
-                          authorization: Annotated[str | None, Header()] = None) -> dict[str, Any] | StreamingResponse:
-    state = await gateway.episode_state(client, episode_id, _token(authorization))
-    request = gateway.parse_chat(body)
-    reply = await gateway.call(client, episode_id, state, request)
+                          authorization: Annotated[str | None, Header()] = None) -> Response:
+    token = _token(authorization)
+    try:
+        request = gateway.parse_chat(body)
+    except OpenAIError:
+        await gateway.episode_state(client, episode_id, token)  # a 401 / 404 / 409 comes before the body's 400
+        raise
+    reply = await gateway.call(client, episode_id, token, request)  # checks the token and state as it hands it on
     done = gateway.completion(request, reply, f"chatcmpl-{uuid.uuid4().hex}", int(time.time()))
-    if not request.stream:
-        return done
+    if not request.stream:  # encoded here: FastAPI's jsonable_encoder would walk every token id of the answer
+        return JSONResponse(done)
 
     async def events() -> AsyncIterator[bytes]:
         for chunk in gateway.chunks(done):
