@@ -15,7 +15,13 @@ The agents run in a process of their own (`--agents`), as real agents do, their 
 pool: 64 openai clients' Python work in the engine's process took the GIL from the engine thread (the direct path's
 callers only wait on an event), which slowed the gateway rounds' engine, not the gateway. The chat route is async
 (an asyncio Redis client waits for the instance's answer) and takes no admission work slot.
-Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8]`.
+The engine runs on `--threads` torch threads (default 1), as a CPU generation instance runs on its device set's
+cores (workers/devices.py `pin_process`): with torch's default of one OpenMP thread per core, the engine's threads
+share the host's cores with the API, the agents and Redis (and on a shared 2-core host with whatever else runs),
+and every descheduled thread stalls the others at each operator; the direct rounds' own p50 then swung 5-20x
+between rounds (103-683 ms for an 8-token call that takes 20 ms on one thread), which measured the host, not the
+gateway.
+Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8] [--threads 1]`.
 Final line: `RESULT gateway_overhead_p50_ms=... throughput_ratio=...` (the worst of the concurrency levels), after one
 `RESULT concurrency=... direct_p50_ms=... gateway_p50_ms=... overhead_p50_ms=... direct_calls_s=... gateway_calls_s=...
 throughput_ratio=...` line per level.
@@ -144,6 +150,7 @@ def main() -> None:
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--api-in-process", action="store_true", help="uvicorn in a thread of this process")
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrency levels, comma-separated")
+    parser.add_argument("--threads", type=int, default=1, help="the engine's torch threads (its device set's cores)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     os.environ.update({"STREAMRL_DATA_DIR": str(tmp), "STREAMRL_REDIS_URL": args.redis,
@@ -151,6 +158,7 @@ def main() -> None:
 
     import httpx
     import redis
+    import torch
     import uvicorn
     from transformers import AutoTokenizer
 
@@ -165,6 +173,7 @@ def main() -> None:
     from workers.models import build_tiny_model
     from workers.runtime.gateway import GatewayEpisodes
 
+    torch.set_num_threads(args.threads)
     model = build_tiny_model("chat-qwen2-1m", tmp / "model", seed=0)
     tokenizer = AutoTokenizer.from_pretrained(model)
     engine = HFEngine(str(model), max_batch_size=max(LEVELS), device="cpu")
