@@ -153,13 +153,15 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app.add_middleware(SecurityHeaders)  # outermost: also on answers the guard gives
     install_error_handlers(app)
     install_metrics(app, app.state.session_factory)
+    # the rollout gateway (OpenAI errors, not in the schema) first: an agent's calls are the API's hottest path, and a
+    # request is matched by walking the routes in order (no other route matches its paths)
+    app.include_router(rollouts.router, prefix=API_PREFIX)
     app.include_router(api_router(settings.disabled_routers), prefix=API_PREFIX,
                        dependencies=[Depends(reject_unknown_query)])
     # OpenAI's fine-tuning API (docs/openai.md), kept out of the OpenAPI schema
     app.include_router(openai_compat.router, prefix=openai_compat.PREFIX)
     # OpenAI's models and chat completions, served on the generation pool (docs/openai.md), also out of the schema
     app.include_router(openai_inference.router, prefix=openai_compat.PREFIX)
-    app.include_router(rollouts.router, prefix=API_PREFIX)  # the rollout gateway: OpenAI errors, not in the schema
     # Thinking Machines' Tinker training API (docs/tinker.md), kept out of the OpenAPI schema
     app.include_router(tinker.router, prefix=tinker.PREFIX)
     install_frontend(app)  # last: its catch-all route must not shadow the API
