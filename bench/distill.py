@@ -75,6 +75,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=4, help="prompts per iteration")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--entropy-coef", type=float, default=0.0,
+                        help="algorithm.entropy_coef of both runs (an entropy bonus in the loss; 0: none, the default)")
     parser.add_argument("--eval-prompts", type=int, default=64)
     parser.add_argument("--eval-every", type=int, default=4)
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (one round of both runs each)")
@@ -84,9 +86,10 @@ def parse_args() -> argparse.Namespace:
 
 
 def job_spec(args: argparse.Namespace, model_dir: Path, teacher: Path, run: str, seed: int) -> JobSpec:
-    algorithm: dict[str, Any] = {"name": "grpo", "group_size": args.group_size}
+    algorithm: dict[str, Any] = {"name": "grpo", "group_size": args.group_size, "entropy_coef": args.entropy_coef}
     if run == "distill":
-        algorithm = {"name": "distill", "group_size": args.group_size, "teacher": str(teacher)}
+        algorithm = {"name": "distill", "group_size": args.group_size, "teacher": str(teacher),
+                     "entropy_coef": args.entropy_coef}
     return JobSpec.model_validate({
         "name": f"bench-distill-{run}",
         "model": str(model_dir),
@@ -202,7 +205,7 @@ def main() -> None:
     print(f"RESULT distill_iterations_ratio={ratio:.3g} heldout_distill={final['distill']:.3f} "
           f"heldout_rl={final['rl']:.3f} teacher_heldout={teacher_reward:.3f} reverse_kl_first={kl_first:.3f} "
           f"reverse_kl_last={kl_last:.3f} per_seed={','.join(f'{r:.3g}' for r in per_seed)} seeds={len(seeds)} "
-          f"iterations={args.iterations} lr={args.lr:g} "
+          f"iterations={args.iterations} lr={args.lr:g} entropy_coef={args.entropy_coef:g} "
           f"wall_s={time.perf_counter() - started:.0f}")
 
 
