@@ -16,14 +16,16 @@ directory (today's shared-volume layout), at 15M and 100M parameters, on this ma
   writer's host (its own weights directory, the host's content cache, which the writer filled:
   `publish_fetch_ratio`) or on another host (its own empty cache, it downloads: `publish_fetch_cross_host_ratio`).
 The trainer holds AdamW state (one optimizer step taken), so a checkpoint is weights + 2x optimizer moments.
-Rounds interleave local and store (which of the two runs first alternates); each figure is the median over rounds.
-Run: `python bench/artifacts.py [--rounds 3] [--sizes tiny-15m,tiny-100m]`.
+Rounds interleave local and store (which of the two runs first alternates, each after a sync); each figure is the
+median over rounds.
+Run: `python bench/artifacts.py [--rounds 4] [--sizes tiny-15m,tiny-100m]`.
 Per size: `RESULT size=... ckpt_mb=... save_local_s=... save_store_s=... save_store_full_s=... load_local_s=...
 load_store_s=... load_cross_host_s=... publish_fetch_local_s=... publish_fetch_store_s=...
 publish_fetch_cross_host_s=... upload_mb_s=... download_mb_s=...`; final line: `RESULT artifacts_ratio_save=...
 ratio_save_full=... ratio_load=... ratio_load_same_host=... publish_fetch_ratio=... publish_fetch_cross_host_ratio=...
-mb_s=... download_mb_s=...` (worst ratios over sizes; mb_s / download_mb_s: the largest size's checkpoint upload /
-download throughput). Target: ratios <= 1.5.
+mb_s=... download_mb_s=... load1=...->... cores=...` (worst ratios over sizes; mb_s / download_mb_s: the largest
+size's checkpoint upload / download throughput; load1: the 1-minute load average before and after). Target: ratios
+<= 1.5.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path,
 
     def pair(local: Callable[[], None], store: Callable[[], None]) -> None:
         for run in ((store, local) if store_first else (local, store)):
+            os.sync()  # each starts with no dirty pages of the one before (or of the previous round's cleanup)
             run()
 
     # -- checkpoint save: the local directory vs the local save + the upload ---------------------------------------
@@ -115,6 +118,7 @@ def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path,
                                           trainer.load_checkpoint(base / "host-a2" / "iter_000001")))
         # another host, its cache empty: download, sha256 check, into its checkpoints dir
         reader = CheckpointMirror(open_store(url, base / "host-b-cache"), team_id=1, job_id=job)
+        os.sync()  # not behind the same-host restore's writes (before the cache held checkpoints, it downloaded too)
         t["download"] = _timed(lambda: reader.restore(base / "host-b"))
         t["load_cross_host"] = t["download"] + _timed(lambda: trainer.load_checkpoint(base / "host-b" / "iter_000001"))
 
@@ -131,6 +135,7 @@ def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path,
         same_host = SharedStoreTransport(base / "w-a2", None, 1, follow_disk=True,
                                          store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
         t["pf_store"] = _timed(lambda: (pub.publish(1, state), same_host.fetch(1)))
+        os.sync()
         pub2 = SharedStoreTransport(base / "w-c", None, 1, template_dir=model_dir,
                                     store=open_store(url, base / "w-c-cache"), store_prefix=prefix + "-x")
         other_host = SharedStoreTransport(base / "w-b", None, 1, follow_disk=True,
@@ -151,6 +156,8 @@ def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, floa
     for rnd in range(rounds):
         base = work / preset / f"r{rnd}"
         got, size = one_round(trainer, state, model_dir, base, url, job=rnd + 1, store_first=rnd % 2 == 1)
+        print(f"round {rnd} {preset} ({'store' if rnd % 2 else 'local'} first): "
+              + " ".join(f"{k}={v:.3f}" for k, v in got.items()), flush=True)
         for key, value in got.items():
             times.setdefault(key, []).append(value)
         shutil.rmtree(base)
@@ -169,7 +176,7 @@ def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4, help="even: as many rounds with local first as store first")
     parser.add_argument("--sizes", default="tiny-15m,tiny-100m")
     parser.add_argument("--store", default="", help="an s3:// URL with AWS_* set (default: a SeaweedFS started here)")
     args = parser.parse_args()
@@ -184,7 +191,9 @@ def main() -> None:
             server.start()
             os.environ.update(server.env())
             url = "s3://streamrl/bench"
+        load_before = os.getloadavg()[0]
         results = [bench_size(size, args.rounds, work, url) for size in args.sizes.split(",")]
+        load_after = os.getloadavg()[0]
         ratio_save = max(r["save_store_s"] / r["save_local_s"] for r in results)
         ratio_full = max(r["save_store_full_s"] / r["save_local_s"] for r in results)
         ratio_load = max(r["load_cross_host_s"] / r["load_local_s"] for r in results)
@@ -195,7 +204,8 @@ def main() -> None:
               f"ratio_load={ratio_load:.2f} ratio_load_same_host={ratio_load_same:.2f} "
               f"publish_fetch_ratio={ratio_pf:.2f} "
               f"publish_fetch_cross_host_ratio={ratio_cross:.2f} mb_s={results[-1]['upload_mb_s']:.1f} "
-              f"download_mb_s={results[-1]['download_mb_s']:.1f}", flush=True)
+              f"download_mb_s={results[-1]['download_mb_s']:.1f} load1={load_before:.1f}->{load_after:.1f} "
+              f"cores={os.cpu_count()}", flush=True)
     finally:
         if server is not None:
             server.stop()
