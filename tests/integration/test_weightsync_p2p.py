@@ -18,10 +18,6 @@ import torch.multiprocessing as mp
 from workers.weightsync import P2PPublisher, P2PReceiver, SharedStoreTransport
 from workers.weightsync.p2p import plan_buckets
 
-# receivers fork from one server that imported torch and the transports once (a spawned interpreter imports them
-# again for every receiver: seconds each on a loaded host); the server holds no threads or sockets
-RECEIVERS = mp.get_context("forkserver")
-RECEIVERS.set_forkserver_preload(["torch", "redis", "workers.weightsync"])
 BUCKET = 64 * 1024  # small buckets: a version spans several of them
 
 
@@ -81,6 +77,15 @@ def _expect(reports: Any, want: dict[str, int], timeout_s: float = 60) -> None:
         del pending[iid]
 
 
+def receiver_processes() -> Any:
+    """Receivers fork from one server that imported torch and the transports once (a spawned interpreter imports them
+    again for every receiver: seconds each on a loaded host); the server holds no threads or sockets. The preload list
+    is the process's one forkserver's: set where it is used, not at import (collection)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "redis", "workers.weightsync"])
+    return ctx
+
+
 def _wait_peers(publisher: P2PPublisher, peers: list[str], timeout_s: float = 60) -> None:
     deadline = time.time() + timeout_s
     while publisher.peer_ids() != peers:
@@ -94,7 +99,7 @@ def test_p2p_late_join_dead_peer_and_leave(
 ) -> None:
     monkeypatch.setenv("STREAMRL_P2P_TIMEOUT_S", "5")
     assert len(plan_buckets(_state(0), BUCKET)) >= 3  # several buckets, two dtypes + int64
-    ctx = RECEIVERS
+    ctx = receiver_processes()
     reports, commands = ctx.Queue(), {name: ctx.Queue() for name in ("gen-a", "gen-b")}
     publisher = P2PPublisher(redis_client, job_id, bucket_bytes=BUCKET, host="127.0.0.1")
     procs: dict[str, Any] = {}
@@ -164,7 +169,7 @@ def test_auto_instance_that_cannot_reach_the_trainer_follows_the_shared_store(
     monkeypatch.setenv("STREAMRL_P2P_JOIN_TIMEOUT_S", "3")
     store = SharedStoreTransport(tmp_path, client=None, job_id=job_id)
     publisher = P2PPublisher(redis_client, job_id, store=store, host="198.51.100.1", bucket_bytes=BUCKET)
-    ctx = RECEIVERS
+    ctx = receiver_processes()
     reports, done = ctx.Queue(), ctx.Event()
     proc = ctx.Process(target=_follower, args=(redis_url, job_id, str(tmp_path), reports, done))
     try:
@@ -208,7 +213,7 @@ def _watcher(redis_url: str, job_id: int, iid: str, reports: Any, commands: Any)
 def test_instance_rejoins_a_restarted_trainer(redis_url: str, redis_client: redis.Redis, job_id: int) -> None:
     """The driver dies and a new one (next epoch) resumes from an older checkpoint: the instance joins the new trainer
     and gets its version, even though it is older (the runtime's rollback semantics), then the next ones."""
-    ctx = RECEIVERS
+    ctx = receiver_processes()
     reports, commands = ctx.Queue(), ctx.Queue()
     first = P2PPublisher(redis_client, job_id, epoch=0, bucket_bytes=BUCKET, host="127.0.0.1")
     proc = ctx.Process(target=_watcher, args=(redis_url, job_id, "gen-a", reports, commands))

@@ -23,11 +23,18 @@ from workers.training.algorithms import setup_algorithm
 from workers.training.trainer import Trainer, load_policy
 
 torch.set_num_threads(1)
-# rank processes fork from one server that imported torch and the trainer once (a spawned process imports them again:
-# ~10 s each on a loaded 2-core host, a dozen times in this file); the server holds no threads or process group
-RANKS = mp.get_context("forkserver")
-RANKS.set_forkserver_preload(["torch", "torch.distributed", "transformers", "workers.training.distributed",
-                              "training_fixtures"])
+
+
+def rank_processes() -> Any:
+    """Rank processes fork from one server that imported torch and the trainer once (a spawned process imports them
+    again: ~10 s each on a loaded 2-core host, a dozen times in this file); the server holds no threads or process
+    group. The preload list is the process's one forkserver's: set where it is used, not at import (collection)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed", "transformers", "workers.training.distributed",
+                                "training_fixtures"])
+    return ctx
+
+
 # micro-batches as the stream cuts them: across groups (advantages given), and one sample alone (rank 1's share of
 # it is empty: it runs a zero-weight dummy so FSDP's collectives stay in step)
 CUTS = [(0, 5), (5, 11), (11, 12)]
@@ -91,6 +98,7 @@ def _rank_main(rank: int, world: int, port: int, model_dir: str, plan: dict[str,
 def run_ranks(world: int, model_dir: Path, plan: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
     store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
     out = str(tmp_path / f"rank0-{world}-{store.port}.pt")
+    rank_processes()
     mp.start_processes(_rank_main, args=(world, store.port, str(model_dir), plan, out), nprocs=world, join=True,
                        start_method="forkserver")
     assert not Path(out + ".error").exists(), Path(out + ".error").read_text()
@@ -190,7 +198,7 @@ def _follow(port_file: str, model_dir: str, outcome: str) -> None:
 
 
 def start_pair(model_dir: Path, tmp_path: Path) -> tuple[Any, Any, dict[str, Path]]:
-    ctx = RANKS
+    ctx = rank_processes()
     files = {name: tmp_path / name for name in ("port", "ready", "go", "lead", "follower")}
     lead = ctx.Process(
         target=_lead,
@@ -280,6 +288,7 @@ def _reused(role: int, ports: list[int], model_dir: str, out: str) -> None:
 def test_a_process_that_served_a_lost_group_serves_the_next_one(tiny_model_dir: Path, tmp_path: Path) -> None:
     stores = [dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False) for _ in range(2)]
     out = tmp_path / "iter_000002"
+    rank_processes()
     mp.start_processes(
         _reused,
         args=([s.port for s in stores], str(tiny_model_dir), str(out)),
