@@ -25,14 +25,37 @@ from waiting import environ_snapshot, stop_process_groups
 from backend.controller.reconcile import CeleryTaskSender, reconcile_once
 from backend.db import GenerationInstance, Iteration, Job, JobEvent, JobStatus, Model, Team, User
 from backend.db.enums import LIVE_INSTANCE_STATUSES, TERMINAL_JOB_STATUSES
+from backend.db.models.deployments import Deployment
+from backend.db.models.evaluations import Evaluation
 from backend.services.jobs import create_job, scale_job
 from contract import keys
 from contract.liveness import Timeouts
 from contract.spec import JobSpec
+from contract.tasks import TASK_ROUTES
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_TIMEOUTS = Timeouts(instance_heartbeat_s=6.0, instance_start_s=180.0, driver_start_s=180.0,
                          driver_heartbeat_ttl_s=60.0)
+
+
+def forget_earlier_work(backend: Any, client: redis.Redis) -> None:
+    """The database and the broker's Redis db are shared with earlier test modules of this process: their unfinished
+    jobs and evaluations are not ours, their deployments keep no replica, and the tasks they left queued (an
+    evaluation sent after its module's workers stopped) must not take this platform's worker slots (one did: a
+    generation slot held for 78 s by another module's evaluation, so a test's fourth instance never got its place)."""
+    with backend.session() as session:
+        for job in session.scalars(select(Job).where(Job.status.not_in(TERMINAL_JOB_STATUSES))):
+            job.status = JobStatus.cancelled
+        for evaluation in session.scalars(select(Evaluation).where(Evaluation.status.in_(["queued", "running"]))):
+            evaluation.status, evaluation.error = "failed", "left by an earlier test module"
+        for deployment in session.scalars(select(Deployment).where(Deployment.min_replicas > 0)):
+            deployment.min_replicas = 0
+    queues = {route["queue"] for route in TASK_ROUTES.values()}
+    # kombu's Redis transport keeps a queue as a list named after it (one per priority step: name + sep + step)
+    stale = [key for key in client.scan_iter(count=500)
+             if key.decode(errors="replace").split("\x06\x16", 1)[0] in queues and client.type(key) == b"list"]
+    if stale:
+        client.delete(*stale)
 
 
 def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, logs: Callable[[], str] = str,
@@ -92,9 +115,7 @@ class Platform:
               extra_env: dict[str, str] | None = None, generation_slots: int = 3,
               start_workers: bool = True) -> Iterator[Platform]:
         """`start_workers=False`: the test starts the pools' workers itself (into `workers`) as it needs them."""
-        with backend.session() as session:  # the database is shared with earlier test modules: their unfinished jobs
-            for job in session.scalars(select(Job).where(Job.status.not_in(TERMINAL_JOB_STATUSES))):  # are not ours
-                job.status = JobStatus.cancelled
+        forget_earlier_work(backend, redis.Redis.from_url(redis_url))
         team = backend.make_team(max_concurrent_jobs=4, max_generation_instances=8)
         user = backend.make_user(team)
         with backend.session() as session:
