@@ -49,8 +49,10 @@ def hover_chart_until(over: Locator, x: float, shows: Callable[[], None], timeou
 
 
 def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:
-    """Open `#route` as the holder of `token` (the dashboard keeps its session token in localStorage)."""
-    page.goto(f"{server.url}/")
+    """Open `#route` as the holder of `token` (the dashboard keeps its session token in localStorage). The token is
+    set on a same-origin page that is not the dashboard: one booted at `/` redirects to its default route a moment
+    later, which could land after (and replace) the `#route` navigation."""
+    page.goto(f"{server.url}/api/v1/health")
     page.evaluate("token => localStorage.setItem('streamrl.token', token)", token)
     page.goto(f"{server.url}/#{route}")
     page.reload()  # a hash change alone keeps the already-loaded (signed-out) app
