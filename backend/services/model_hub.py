@@ -6,11 +6,12 @@
 model's own directory (`local_dir`): a download that stopped (a restarted API) resumes from the partial files when
 `resume_downloads` starts it again. Progress (bytes on disk / the files' total from a dry run) is written to the row
 every `PROGRESS_EVERY_S`. The directory is validated like any other (backend/services/model_card.py) before the row
-becomes `ready`; any failure leaves it `failed` with the reason. A host that cannot reach the Hub fails within the
-client's timeouts (HF_HUB_DOWNLOAD_TIMEOUT, 10 s by default) with a reason saying so, never a hang; with
-HF_HUB_OFFLINE=1 it fails at once. The endpoint is settings.hub_endpoint, else HF_ENDPOINT, else huggingface.co; it
-must pass the egress policy (backend/services/egress.py: a loopback or private mirror is named in STREAMRL_EGRESS_ALLOW)
-or the row fails at once with the reason.
+becomes `ready` and, with an object store (STREAMRL_ARTIFACTS=s3://...), uploaded under the team's prefix like an
+uploaded model (workers on other hosts read it from there); any failure leaves it `failed` with the reason. A host
+that cannot reach the Hub fails within the client's timeouts (HF_HUB_DOWNLOAD_TIMEOUT, 10 s by default) with a reason
+saying so, never a hang; with HF_HUB_OFFLINE=1 it fails at once. The endpoint is settings.hub_endpoint, else
+HF_ENDPOINT, else huggingface.co; it must pass the egress policy (backend/services/egress.py: a loopback or private
+mirror is named in STREAMRL_EGRESS_ALLOW) or the row fails at once with the reason.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from backend.db.models import Model, Team
 from backend.services.egress import EgressRefused, Policy, policy_of
 from backend.services.model_card import ModelInvalid, inspect_model_dir
 from backend.services.secret_box import unseal
-from contract.artifact_store.models import TEAM_MODELS_DIR
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.models import TEAM_MODELS_DIR, upload_model
 from contract.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ def download_model(session_factory: SessionFactory, model_id: int, *, artifact_d
         model = session.get(Model, model_id)
         if model is None or model.state != "downloading":
             return
-        hub_id, revision, dest = str(model.hub_id), model.revision or "main", Path(model.path)
+        hub_id, revision, dest, team_id = str(model.hub_id), model.revision or "main", Path(model.path), model.team_id
         own_dir = artifact_dir.resolve() / TEAM_MODELS_DIR / str(model.team_id) / str(model.id)
     if dest.resolve() != own_dir:
         log.warning("model %s: %s is not %s; not downloaded by this server", model_id, dest, own_dir)
@@ -130,6 +132,12 @@ def download_model(session_factory: SessionFactory, model_id: int, *, artifact_d
                           endpoint=endpoint)
         done.set()
         card = inspect_model_dir(dest)
+        # with an object store, workers on hosts without this disk read the model from there (as an uploaded one)
+        upload_model(team_id, model_id, dest, artifact_dir)
+    except ArtifactStoreError as exc:
+        done.set()
+        _update(session_factory, model_id, state="failed", error=f"the downloaded model could not be stored: {exc}")
+        return
     except ModelInvalid as exc:
         done.set()
         _update(session_factory, model_id, state="failed", error=f"the downloaded model is not usable: {exc.detail}")

@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
-import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import typer
 
-from backend.client.client import API_PREFIX
 from streamrl.cli.common import client, emit_json, print_table
 from streamrl.cli.errors import CLIError
+from streamrl.cli.tar_download import download_tar
 
 FORMS = ("checkpoint", "merged", "adapter")  # backend/services/exports.py CheckpointForm
 checkpoints_app = typer.Typer(help="Checkpoints of a job: list, download (HF directory).", no_args_is_help=True)
-
-
-class _ChunkReader:
-    """A read-only file over an iterator of byte chunks (what `tarfile` stream mode reads from)."""
-
-    def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks, self._buffer = chunks, b""
-
-    def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._buffer) < size:
-            chunk = next(self._chunks, b"")
-            if not chunk:
-                break
-            self._buffer += chunk
-        cut = len(self._buffer) if size < 0 else size
-        out, self._buffer = self._buffer[:cut], self._buffer[cut:]
-        return out
 
 
 @checkpoints_app.command("list")
@@ -74,21 +53,7 @@ def download(
         target = out or Path(name)
         if target.exists() and not force:
             raise CLIError(f"{target} exists; pass --force to replace it or --out to choose another directory")
-        url = f"{api.base_url}{API_PREFIX}/jobs/{job_id}/export/checkpoints/{chosen}.tar?form={form}"
-        headers = {"Authorization": f"Bearer {api.token}"} if api.token else {}
-        staging = target.with_name(f".{target.name}.partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        with httpx.stream("GET", url, headers=headers, timeout=60) as response:
-            if response.status_code != 200:
-                raise CLIError(f"download failed ({response.status_code}): {response.read().decode(errors='replace')}")
-            with tarfile.open(fileobj=_ChunkReader(response.iter_bytes()), mode="r|") as archive:  # type: ignore[call-overload]
-                archive.extractall(staging, filter="data")  # refuses absolute paths, .. and links out of staging
-    inner = staging / name
-    if target.exists():
-        shutil.rmtree(target)
-    inner.rename(target)
-    shutil.rmtree(staging)
-    size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+        size = download_tar(api, f"/jobs/{job_id}/export/checkpoints/{chosen}.tar?form={form}", name, target)
     if not emit_json(ctx, {"job_id": job_id, "iteration": chosen, "form": form, "path": str(target), "bytes": size}):
         typer.echo(f"checkpoint of job {job_id} iteration {chosen} ({form}): {size / 1e6:.1f} MB in {target}")
 

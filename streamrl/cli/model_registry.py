@@ -1,9 +1,10 @@
-"""`streamrl models register | upload | get | list | delete | hub-token`: models a job may load.
+"""`streamrl models register | upload | get | list | download | delete | hub-token`: models a job may load.
 
     streamrl models register qwen models/qwen-chat                 # a directory on the server
     streamrl models register qwen --hub Qwen/Qwen2.5-0.5B-Instruct --revision main [--wait]
     streamrl models upload qwen ./my-checkpoint                    # a local directory (packed) or an archive
     streamrl models hub-token set hf_...                           # the team's Hub token (stored encrypted)
+    streamrl models download qwen --version 2 -o ./qwen-v2         # a version's directory (HF layout)
     streamrl models delete qwen --version 1                        # one version (refused while a job uses it)
 
 Registering or uploading a name the team already has adds its next version; a job uses the newest version of the
@@ -20,6 +21,7 @@ import typer
 
 from streamrl.cli.common import client, emit_json, print_table
 from streamrl.cli.errors import CLIError
+from streamrl.cli.tar_download import download_tar
 
 models_app = typer.Typer(help="Registered models of the current team.", no_args_is_help=True)
 token_app = typer.Typer(help="The team's Hugging Face token (gated or private Hub models).", no_args_is_help=True)
@@ -111,6 +113,28 @@ def _version_id(models: list[dict[str, Any]], ref: str, version: int | None) -> 
         if int(model.get("version", 1)) == version:
             return int(model["id"])
     raise CLIError(f"{ref!r} has no version {version} (it has {', '.join(str(m.get('version')) for m in versions)})")
+
+
+@models_app.command("download")
+def download_model(
+    ctx: typer.Context,
+    model: str = typer.Argument(..., help="a model id, or a name (with --version when it has several)"),
+    version: int | None = typer.Option(None, min=1, help="which version of the named model"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="target directory (default ./<name>-v<version>)"),
+    force: bool = typer.Option(False, "--force", help="replace the target directory if it exists"),
+) -> None:
+    """Download a model version (uploaded, Hub-downloaded or a server directory) and unpack it as a Hugging Face
+    directory; a partial download leaves nothing behind."""
+    with client(ctx) as api:
+        model_id = _version_id(api.list_models().get("data", []), model, version)
+        row = api.get_model(model_id)
+        name = f"{row['name']}-v{row.get('version', 1)}"
+        target = out or Path(name)
+        if target.exists() and not force:
+            raise CLIError(f"{target} exists; pass --force to replace it or --out to choose another directory")
+        size = download_tar(api, f"/models/{model_id}/export.tar", name, target)
+    if not emit_json(ctx, {"model_id": model_id, "path": str(target), "bytes": size}):
+        typer.echo(f"model {model_id} {row['name']!r} v{row.get('version', 1)}: {size / 1e6:.1f} MB in {target}")
 
 
 @models_app.command("delete")

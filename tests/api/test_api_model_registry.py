@@ -93,6 +93,21 @@ def test_chat_models_from_a_directory_and_an_archive(app_client: TestClient, wor
     assert fetched.json() == from_tar.json()
     assert app_client.get(f"{API}/models/{from_tar.json()['id']}", headers=other_world.headers("owner")).status_code \
         == 404
+    exported = app_client.get(f"{API}/models/{from_tar.json()['id']}/export.tar", headers=world.headers("viewer"))
+    assert exported.status_code == 200, exported.text
+    with tarfile.open(fileobj=io.BytesIO(exported.content)) as archive:
+        names = archive.getnames()
+        member_file = archive.extractfile("qwen-tar-v1/tokenizer.json")
+        assert member_file is not None and member_file.read() == (stored / "tokenizer.json").read_bytes()
+    assert sorted(n.split("/", 1)[1] for n in names if "/" in n) == sorted(p.name for p in stored.iterdir())
+    assert app_client.get(f"{API}/models/{from_tar.json()['id']}/export.tar",
+                          headers=other_world.headers("owner")).status_code == 404
+    with world.backend.session() as session:  # a Hub download still running: nothing to download yet
+        session.get(Model, from_zip.json()["id"]).state = "downloading"
+    pending = app_client.get(f"{API}/models/{from_zip.json()['id']}/export.tar", headers=member)
+    assert pending.status_code == 409 and "is downloading, not ready" in pending.json()["detail"]
+    with world.backend.session() as session:
+        session.get(Model, from_zip.json()["id"]).state = "ready"
     stolen = app_client.post(f"{API}/models", json={"name": "stolen", "path": str(stored)},
                              headers=other_world.headers("owner"))
     assert stolen.status_code == 422  # a team's uploaded model is not a shared path

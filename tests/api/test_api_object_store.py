@@ -85,6 +85,39 @@ def test_an_uploaded_model_goes_to_the_store_and_a_worker_reads_it(
     assert local_model(world.team.id, recorded.with_name("999999"), tmp_path / "w") == recorded.with_name("999999")
 
 
+def test_a_hub_model_goes_to_the_store_and_is_exported_from_it(
+        pg_backend: Any, world: Any, seaweed: SeaweedS3, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A Hub download is stored like an uploaded model; once the API's own copy is gone (another API host), the
+    export streams the store's copy."""
+    import shutil
+    import time
+
+    from hub_server import HubServer
+
+    from workers.models import build_tiny_model
+
+    _use_store(monkeypatch, seaweed, "api-hub")
+    source = build_tiny_model("tiny-1m", tmp_path_factory.mktemp("hub-model") / "m", seed=0)
+    member = world.headers("member")
+    with HubServer({"acme/tiny": source}) as hub, \
+            pg_backend.client(hub_endpoint=hub.url, egress_allow="127.0.0.1") as client:
+        model = client.post(f"{API}/models", json={"name": "hub-stored", "hub_id": "acme/tiny"}, headers=member).json()
+        deadline = time.monotonic() + 60
+        while model["state"] == "downloading" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            model = client.get(f"{API}/models/{model['id']}", headers=member).json()
+        assert model["state"] == "ready", model
+        key = model_key(world.team.id, model["id"])
+        assert f"api-hub/{key}/config.json" in _stored(seaweed, f"api-hub/{key}/")
+        shutil.rmtree(model["path"])  # the API host that downloaded it is not this one
+        exported = client.get(f"{API}/models/{model['id']}/export.tar", headers=world.headers("viewer"))
+    assert exported.status_code == 200, exported.text
+    with tarfile.open(fileobj=io.BytesIO(exported.content)) as archive:
+        config = archive.extractfile("hub-stored-v1/config.json")
+        assert config is not None and config.read() == (source / "config.json").read_bytes()
+
+
 def test_denied_credentials_answer_503_and_keep_nothing(app_client: TestClient, world: Any, seaweed: SeaweedS3,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     _use_store(monkeypatch, seaweed, "api-denied", AWS_SECRET_ACCESS_KEY="wrong-secret")

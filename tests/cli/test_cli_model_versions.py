@@ -20,6 +20,12 @@ def test_versions_listed_and_deleted(cli: Invoke, owner: str, api_server: Server
     assert "v2" in cli("models", "register", "pol", path).stdout
     listed = [m for m in cli("--json", "models", "list").json()["data"] if m["name"] == "pol"]  # type: ignore[index]
     assert [m["version"] for m in listed] == [2, 1]
+    got = cli("models", "download", "pol", "--version", "2", "-o", str(tmp_path / "pol-copy"))
+    assert got.exit_code == 0 and "'pol' v2" in got.stdout, got.stderr
+    assert (tmp_path / "pol-copy" / "config.json").read_bytes() == (Path(path) / "config.json").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "pol-copy").iterdir()) == sorted(p.name for p in Path(path).iterdir())
+    again = cli("models", "download", "pol", "--version", "2", "-o", str(tmp_path / "pol-copy"))
+    assert again.exit_code == 1 and "pass --force" in again.stderr
     ambiguous = cli("models", "delete", "pol")
     assert ambiguous.exit_code == 1 and "choose one with --version" in ambiguous.stderr
     spec = {"name": "uses-pol", "model": "pol", "dataset": {"builtin": "arithmetic", "num_prompts": 8}}

@@ -5,6 +5,7 @@ dataset split from the submit form (the server's Hub endpoint is a local file se
 from __future__ import annotations
 
 import json
+import tarfile
 import uuid
 
 import pytest
@@ -35,6 +36,12 @@ def test_register_a_chat_model_and_preview_a_chat_dataset(page: Page, api_server
     expect(card).to_contain_text("chat template yes")
     expect(card).to_contain_text("vocab 1024")
     expect(page.get_by_test_id("model-qwen-chat")).to_contain_text("ready")
+    with page.expect_download() as info:  # the version's directory as a tar, from its row
+        page.get_by_role("button", name="download qwen-chat v1").click()
+    assert info.value.suggested_filename == "qwen-chat-v1.tar"
+    with tarfile.open(info.value.path()) as archive:
+        config = archive.extractfile("qwen-chat-v1/config.json")
+        assert config is not None and config.read() == (model_dir / "config.json").read_bytes()
 
     page.locator("select[name=preview_dataset]").select_option(label="chat (5 rows)")
     page.locator("select[name=preview_model]").select_option("qwen-chat")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request, UploadFile, status
+from fastapi.responses import StreamingResponse
 
 from backend.api.deps import AdminAuth, IdPath, MemberAuth, SessionDep, SettingsDep, ViewerAuth
 from backend.api.openapi import AUTHENTICATED, errors
@@ -16,7 +17,10 @@ from backend.schemas.common import Page
 from backend.services import model_hub
 from backend.services import models as model_service
 from backend.services.datasets import read_upload
-from backend.services.errors import not_found
+from backend.services.errors import Conflict, NotFound, StoreUnavailable, not_found
+from backend.services.exports import tar_stream
+from contract.artifact_store import ArtifactStoreError
+from contract.artifact_store.models import local_model
 
 router = APIRouter(prefix="/models", tags=["models"], responses=errors(*AUTHENTICATED))
 
@@ -79,6 +83,33 @@ def get_model(model_id: IdPath, auth: ViewerAuth, session: SessionDep) -> ModelP
     if model is None:
         raise not_found("model", model_id)
     return ModelPublic.model_validate(model)
+
+
+@router.get(
+    "/{model_id}/export.tar",
+    responses={**errors(404, 409, 503),
+               200: {"content": {"application/x-tar": {}}, "description": "the model's directory (HF layout)"}},
+)
+def export_model(model_id: IdPath, auth: ViewerAuth, session: SessionDep, settings: SettingsDep) -> StreamingResponse:
+    """The model version's directory as an uncompressed tar, streamed: an uploaded or Hub-downloaded model (read from
+    the object store when this server's disk lacks it) or a registered server directory. 409 while it is not ready."""
+    model = model_service.get_model(session=session, team=auth.team, model_id=model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    if model.state != "ready":
+        raise Conflict(f"model {model.name!r} version {model.version} is {model.state}, not ready: "
+                                          "nothing to download yet")
+    try:
+        directory = local_model(model.team_id, Path(model.path), settings.artifacts)
+    except ArtifactStoreError as err:
+        raise StoreUnavailable(f"model {model.name!r} version {model.version}: {err}") from err
+    if not directory.is_dir():
+        raise NotFound(f"model {model.name!r} version {model.version}: its files are not on this server")
+    name = f"{model.name}-v{model.version}"
+    members = [p for p in sorted(directory.rglob("*"))
+               if not p.is_symlink() and (p.is_dir() or p.is_file()) and ".cache" not in p.relative_to(directory).parts]
+    return StreamingResponse(tar_stream(directory, name, members), media_type="application/x-tar",
+                             headers={"Content-Disposition": f'attachment; filename="{name}.tar"'})
 
 
 @router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(404, 409))

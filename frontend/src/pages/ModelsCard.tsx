@@ -2,12 +2,14 @@
  * Registered models of the team (what the submit form offers) with their version, state and card, and registering
  * one: by server-side path, or by Hugging Face Hub id + revision (downloaded in the background; the table follows its
  * progress until it is ready or failed). A name registered again is listed as its next version (a job takes the
- * newest); a version is deleted from its row, refused (409, shown) while an unfinished job uses it.
+ * newest); a ready version downloads from its row as a tar of its directory; a version is deleted from its row, refused
+ * (409, shown) while an unfinished job uses it.
  */
 import { useEffect, useState, type FormEvent } from "react";
 import { api, unwrap } from "../api/client";
 import type { Model } from "../api/types";
 import { Card, ErrorBanner, formatTime } from "../components/ui";
+import { download } from "../lib/download";
 import { useApiQuery } from "../lib/queries";
 
 const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
@@ -45,6 +47,19 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
     return () => window.clearInterval(timer);
   }, [downloading, models]);
 
+  const [busy, setBusy] = useState<number | null>(null);
+  const save = async (model: Model) => {
+    setError(null);
+    setBusy(model.id);
+    try {
+      await download(`/api/v1/models/${model.id}/export.tar`, `${model.name}-v${model.version}.tar`);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(null);
+    }
+  };
+
   const remove = async (model: Model) => {
     if (!window.confirm(`Delete model "${model.name}" version ${model.version}?`)) return;
     setError(null);
@@ -76,7 +91,7 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
       <div className="table-scroll">
         <table className="table compact" data-testid="models">
           <thead>
-            <tr><th>Name</th><th>Version</th><th>State</th><th>Model card</th><th>Source</th><th>Registered</th>{canWrite ? <th /> : null}</tr>
+            <tr><th>Name</th><th>Version</th><th>State</th><th>Model card</th><th>Source</th><th>Registered</th><th /></tr>
           </thead>
           <tbody>
             {models.data?.data.map((m, i, all) => {
@@ -89,11 +104,16 @@ export function ModelsCard({ canWrite }: { canWrite: boolean }) {
                   <td><ModelCardCell model={m} /></td>
                   <td>{m.source === "hub" ? <code>{m.hub_id}@{m.revision}</code> : <code title={m.path}>{m.source}</code>}</td>
                   <td>{formatTime(m.created_at)}</td>
-                  {canWrite ? (
-                    <td>
+                  <td>
+                    {m.state === "ready" ? (
+                      <button className="link" aria-label={`download ${m.name} v${m.version}`} disabled={busy === m.id}
+                              title="the model's directory as a tar (HF layout); CLI: streamrl models download"
+                              onClick={() => void save(m)}>{busy === m.id ? "downloading…" : "⬇ download"}</button>
+                    ) : null}
+                    {canWrite ? (
                       <button className="link danger" aria-label={`delete ${m.name} v${m.version}`} onClick={() => void remove(m)}>delete</button>
-                    </td>
-                  ) : null}
+                    ) : null}
+                  </td>
                 </tr>
               );
             })}
