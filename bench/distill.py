@@ -11,7 +11,8 @@ batch, target and rounds), so a rerun reuses it. The student is `--preset` (seed
 number (the format the teacher gives and a fresh student rarely does); `--reward exact` the right sum.
 Runs, interleaved per seed, each from that student and with the same iterations x prompts x group_size samples:
     rl       algorithm grpo, the task reward
-    distill  algorithm distill, teacher = the teacher (reward_coef 0: the teacher's per-token reverse KL only)
+    distill  algorithm distill, teacher = the teacher (reward_coef 0: the teacher's per-token reverse KL only),
+             with `--teacher-topk` k > 0 also the forward KL over the teacher's top-k at every position (x --topk-coef)
 Each evaluates the held-out reward (`--eval-prompts` prompts, one seeded sample each, at temperature 1) every
 `--eval-every` iterations; distill also records reverse_kl (student vs teacher, on its own samples) each iteration.
 distill_iterations_ratio = (first evaluated iteration at which distill's held-out reward, the mean over the seeds,
@@ -42,7 +43,7 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
-from contract.spec import JobSpec
+from contract.spec import TEACHER_TOPK_DEFAULT, JobSpec
 from workers.datasets import generate_rows
 from workers.local import train_local
 from workers.models import build_tiny_model
@@ -77,6 +78,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--entropy-coef", type=float, default=0.0,
                         help="algorithm.entropy_coef of both runs (an entropy bonus in the loss; 0: none, the default)")
+    parser.add_argument("--teacher-topk", type=int, default=TEACHER_TOPK_DEFAULT,
+                        help="algorithm.teacher_topk of the distill run (the teacher's top-k forward KL term; 0: off; "
+                             "default: the spec's)")
+    parser.add_argument("--topk-coef", type=float, default=1.0, help="algorithm.topk_coef of the distill run")
     parser.add_argument("--eval-prompts", type=int, default=64)
     parser.add_argument("--eval-every", type=int, default=4)
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (one round of both runs each)")
@@ -89,7 +94,9 @@ def job_spec(args: argparse.Namespace, model_dir: Path, teacher: Path, run: str,
     algorithm: dict[str, Any] = {"name": "grpo", "group_size": args.group_size, "entropy_coef": args.entropy_coef}
     if run == "distill":
         algorithm = {"name": "distill", "group_size": args.group_size, "teacher": str(teacher),
-                     "entropy_coef": args.entropy_coef}
+                     "entropy_coef": args.entropy_coef, "teacher_topk": args.teacher_topk}
+        if args.teacher_topk > 0:
+            algorithm["topk_coef"] = args.topk_coef
     return JobSpec.model_validate({
         "name": f"bench-distill-{run}",
         "model": str(model_dir),
@@ -112,10 +119,12 @@ def one_run(args: argparse.Namespace, student: Path, teacher: Path, work: Path, 
                          eval_every=args.eval_every, dataset_params=TASK)
     curve = [(int(it), float(value)) for it, value in result.eval_curve]
     kl = [float(r.metrics["reverse_kl"]) for r in result.records if r.metrics.get("reverse_kl") is not None]
+    topk = [float(r.metrics["topk_kl"]) for r in result.records if r.metrics.get("topk_kl") is not None]
     print(f"{run} seed {seed}: held-out {' '.join(f'{it}:{v:.3f}' for it, v in curve)}"
           + (f" | reverse_kl {' '.join(f'{v:.2f}' for v in kl)}" if kl else "")
+          + (f" | topk_kl {' '.join(f'{v:.2f}' for v in topk)}" if topk else "")
           + f" ({time.perf_counter() - started:.0f}s)", flush=True)
-    return {"curve": curve, "kl": kl}
+    return {"curve": curve, "kl": kl, "topk_kl": topk}
 
 
 def teacher_heldout(args: argparse.Namespace, teacher: Path, work: Path) -> float:
@@ -202,10 +211,15 @@ def main() -> None:
     final = {run: curves[run][-1][1] for run in RUNS}
     kl_first = statistics.fmean(f["kl"][0] for f in figures["distill"])
     kl_last = statistics.fmean(f["kl"][-1] for f in figures["distill"])
+    topk = ""
+    if all(f["topk_kl"] for f in figures["distill"]):
+        topk = (f"topk_kl_first={statistics.fmean(f['topk_kl'][0] for f in figures['distill']):.3f} "
+                f"topk_kl_last={statistics.fmean(f['topk_kl'][-1] for f in figures['distill']):.3f} ")
     print(f"RESULT distill_iterations_ratio={ratio:.3g} heldout_distill={final['distill']:.3f} "
           f"heldout_rl={final['rl']:.3f} teacher_heldout={teacher_reward:.3f} reverse_kl_first={kl_first:.3f} "
-          f"reverse_kl_last={kl_last:.3f} per_seed={','.join(f'{r:.3g}' for r in per_seed)} seeds={len(seeds)} "
+          f"reverse_kl_last={kl_last:.3f} {topk}per_seed={','.join(f'{r:.3g}' for r in per_seed)} seeds={len(seeds)} "
           f"iterations={args.iterations} lr={args.lr:g} entropy_coef={args.entropy_coef:g} "
+          f"teacher_topk={args.teacher_topk} topk_coef={args.topk_coef if args.teacher_topk > 0 else 0:g} "
           f"wall_s={time.perf_counter() - started:.0f}")
 
 

@@ -57,12 +57,18 @@ class Sample:
     # gateway episodes (workers/core/gateway.py): the policy version of each policy turn (one recorded chat call);
     # None: not recorded (built-in episodes, whose per-token versions are `version_marks`)
     turn_versions: list[int] | None = None
+    # on-policy distillation with algorithm.teacher_topk = k: per response token, the teacher's k most likely ids and
+    # their logprobs at that position, [[ids], [logprobs]] (the top-k entry of workers/runtime/inference.py; [[], []]
+    # where the loss does not train); None: not scored (teacher_topk 0, and older payloads)
+    teacher_topk: list[list[Any]] | None = None
 
     def __post_init__(self) -> None:
         assert len(self.behaviour_logprobs) == len(self.response_ids), "one behaviour logprob per response token"
         assert self.loss_mask is None or len(self.loss_mask) == len(self.response_ids), "one mask entry per token"
         assert self.teacher_logprobs is None or len(self.teacher_logprobs) == len(self.response_ids), \
             "one teacher logprob per response token"
+        assert self.teacher_topk is None or len(self.teacher_topk) == len(self.response_ids), \
+            "one teacher top-k entry per response token"
         assert self.version_marks is None or (self.version_marks[0][0] == 0 and self.policy_version == min(
             v for _, v in self.version_marks)), "version marks start at token 0; policy_version is the oldest"
 

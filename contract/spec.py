@@ -132,6 +132,12 @@ class EnvironmentSpec(StrictModel):
         return self
 
 
+# algorithm.teacher_topk (distill): the default (chosen on bench/distill.py, docs/tinker.md#distillation-bench) and
+# the most a job may ask (as Tinker's topk_prompt_logprobs, backend/services/tinker_sampling.py MAX_TOPK)
+TEACHER_TOPK_DEFAULT = 0
+TEACHER_TOPK_MAX = 64
+
+
 class AlgorithmSpec(StrictModel):
     name: AlgorithmName = Field("grpo", json_schema_extra=choice_list(ALGORITHMS))
     group_size: int = Field(8, ge=1, le=1024, description="samples per prompt")
@@ -161,6 +167,14 @@ class AlgorithmSpec(StrictModel):
                                "token's advantage (0: each token its own KL; 1: the KL of the rest of the response)")
     reward_coef: float = Field(0.0, ge=0, description="distill: weight of the task reward's group-normalised "
                                "advantage (GRPO's) added to every token's distillation advantage (0: teacher only)")
+    teacher_topk: int | None = Field(None, ge=0, le=TEACHER_TOPK_MAX, description="distill: the teacher also "
+                                     "returns its k most likely tokens and their logprobs at every response position, "
+                                     "and the loss adds topk_coef x the forward KL from the teacher to the student "
+                                     "over those k tokens and the rest of the vocabulary as one bucket (a dense signal "
+                                     "on tokens the student did not sample; 0: off, the sampled tokens' reverse KL "
+                                     f"only; unset: {TEACHER_TOPK_DEFAULT} for distill)")
+    topk_coef: float = Field(1.0, ge=0, le=100, description="distill: weight of the teacher_topk term (per token, "
+                             "added to the sampled-token loss)")
 
     @model_validator(mode="after")
     def _check_is_mask(self) -> AlgorithmSpec:
@@ -175,6 +189,15 @@ class AlgorithmSpec(StrictModel):
         if self.name != "distill" and self.teacher is not None:
             raise ValueError(f"teacher is an option of algorithm distill, not of {self.name!r} (use name: distill "
                              "with reward_coef > 0 to combine the teacher with the task reward)")
+        if self.name != "distill":
+            if self.teacher_topk:
+                raise ValueError(f"teacher_topk is an option of algorithm distill, not of {self.name!r}")
+            return self
+        if self.teacher_topk is None:
+            self.teacher_topk = TEACHER_TOPK_DEFAULT
+        if self.teacher_topk > 0 and self.topk_coef == 0:
+            raise ValueError(f"teacher_topk {self.teacher_topk} with topk_coef 0: the teacher would return top-k "
+                             "logprobs the loss never uses (set teacher_topk: 0 to turn the top-k term off)")
         return self
 
 

@@ -1,6 +1,7 @@
 """Distillation jobs at submit (algorithm distill, backend/services/distill.py): the teacher must be the team's
 registered model (another team's is a 404) and share the student's tokenizer (a 422 naming both), and the spec's
-own rules (distill needs a teacher; teacher is distill's option) are 422s at the field."""
+own rules (distill needs a teacher; teacher is distill's option; teacher_topk within 0-64 and used) are 422s at the
+field."""
 
 from __future__ import annotations
 
@@ -33,10 +34,12 @@ def _submit(client: TestClient, world: Any, algorithm: dict[str, Any]) -> Any:
 
 def test_a_teacher_with_the_students_tokenizer_is_accepted(app_client: TestClient, world: Any) -> None:
     _register(world, "big")
-    answer = _submit(app_client, world, {"name": "distill", "teacher": "big", "kl_discount": 0.5, "reward_coef": 1})
+    answer = _submit(app_client, world, {"name": "distill", "teacher": "big", "kl_discount": 0.5, "reward_coef": 1,
+                                         "teacher_topk": 8, "topk_coef": 0.5})
     assert answer.status_code == 201, answer.text
     algorithm = answer.json()["spec"]["algorithm"]
     assert (algorithm["name"], algorithm["teacher"], algorithm["kl_discount"]) == ("distill", "big", 0.5)
+    assert (algorithm["teacher_topk"], algorithm["topk_coef"]) == (8, 0.5)
 
 
 def test_a_teacher_with_another_tokenizer_is_a_422_naming_both(app_client: TestClient, world: Any) -> None:
@@ -63,3 +66,8 @@ def test_the_specs_teacher_rules_are_422s(app_client: TestClient, world: Any) ->
     _register(world, "big")
     misplaced = _submit(app_client, world, {"name": "grpo", "teacher": "big"})
     assert misplaced.status_code == 422 and "option of algorithm distill" in misplaced.text, misplaced.text
+    unused = _submit(app_client, world, {"name": "distill", "teacher": "big", "teacher_topk": 8, "topk_coef": 0})
+    assert unused.status_code == 422 and "topk_coef 0" in unused.text, unused.text
+    too_many = _submit(app_client, world, {"name": "distill", "teacher": "big", "teacher_topk": 65})
+    assert too_many.status_code == 422, too_many.text
+    assert too_many.json()["detail"][0]["loc"][-2:] == ["algorithm", "teacher_topk"], too_many.text

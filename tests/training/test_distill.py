@@ -1,9 +1,11 @@
 """On-policy distillation (workers/training/algorithms/distill.py, workers/runtime/teacher.py): the per-token
-advantage against a hand computation, the teacher's scores against the trainer's own logprobs, and a train-local
-distillation whose reverse KL to the teacher falls."""
+advantage and the teacher's top-k term against hand computations, the teacher's scores (and top-k) against the
+trainer's own logprobs, samples carrying top-k through JSON, and a train-local distillation whose reverse KL to the
+teacher falls."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from training_fixtures import make_group
 from transformers import AutoTokenizer
 
 from contract.sample import Sample
-from contract.spec import AlgorithmSpec, JobSpec
+from contract.spec import TEACHER_TOPK_DEFAULT, AlgorithmSpec, JobSpec
 from workers.core import make_requests, rollout, sampling_params
 from workers.datasets import generate_rows
 from workers.generation.engines import setup_engine
@@ -21,7 +23,7 @@ from workers.local import train_local
 from workers.rewards import build_reward
 from workers.runtime.teacher import TeacherScorer
 from workers.training.algorithms import LossInputs, setup_algorithm
-from workers.training.algorithms.distill import teacher_matrix
+from workers.training.algorithms.distill import teacher_matrix, teacher_topk_tensors, topk_forward_kl
 from workers.training.batch import collate
 from workers.training.sft import sft_warm_start
 from workers.training.trainer import Trainer
@@ -99,11 +101,83 @@ def test_teacher_matrix_aligns_with_collate_and_old_samples_read_without_teacher
     assert "teacher_logprobs" not in legacy and Sample.from_json(legacy).teacher_logprobs is None
 
 
+def test_the_topk_term_is_the_forward_kl_over_the_teachers_topk_and_the_rest() -> None:
+    """D_t = sum_K p_T (log p_T - log p_S) + p_T(rest) log(p_T(rest) / p_S(rest)), by hand on one position; 0 on a
+    position without top-k; its gradient on the full vocabulary's logits; 0 with zero gradient when the student's
+    probabilities equal the teacher's on the top-k (whatever its tail looks like)."""
+    ninf = -math.inf
+    student = torch.tensor([[[math.log(0.25), math.log(0.25)], [-1.0, -2.0]]], requires_grad=True)  # (1, 2, 2)
+    teacher = torch.tensor([[[math.log(0.5), math.log(0.3)], [ninf, ninf]]])  # the second position: no top-k
+    batch = LossInputs(logprobs=torch.zeros(1, 2, requires_grad=True), behaviour_logprobs=torch.zeros(1, 2),
+                       mask=torch.ones(1, 2), scores=torch.zeros(1), teacher_topk_ids=torch.zeros(1, 2, 2).long(),
+                       teacher_topk_logprobs=teacher, topk_logprobs=student)
+    loss, metrics = setup_algorithm(AlgorithmSpec(name="distill", teacher="t", teacher_topk=2, topk_coef=2.0)).loss(
+        batch)
+    # tails: teacher 1 - 0.8 = 0.2, student 1 - 0.5 = 0.5
+    divergence = 0.5 * math.log(0.5 / 0.25) + 0.3 * math.log(0.3 / 0.25) + 0.2 * math.log(0.2 / 0.5)
+    assert metrics["topk_kl"] == pytest.approx(divergence / 2, abs=1e-6)  # the mean over both trained tokens
+    assert float(loss.detach()) == pytest.approx(2.0 * divergence / 2, abs=1e-6)  # no advantage: the top-k term alone
+    loss.backward()
+    # d D / d log p_S(j) = -p_T(j) + p_T(rest) p_S(j) / p_S(rest): -0.5 + 0.2 x 0.5, -0.3 + 0.2 x 0.5; x coef / tokens
+    assert student.grad is not None and student.grad[0].tolist() == [pytest.approx([-0.4, -0.2], abs=1e-6), [0, 0]]
+    # on the logits z of a 4-token vocabulary: p_S(i) - p_T(i) on the top-k, p_S(i) (1 - p_T(rest) / p_S(rest)) off it
+    logits = torch.tensor([0.3, -0.2, 1.0, 0.1], requires_grad=True)
+    p_teacher = torch.tensor([0.5, 0.05, 0.3, 0.15])
+    ids = torch.tensor([0, 2])
+    topk_forward_kl(torch.log_softmax(logits, -1)[ids][None, None], p_teacher[ids].log()[None, None]).sum().backward()
+    p_student = torch.softmax(logits.detach(), -1)
+    ratio = float(p_teacher[[1, 3]].sum() / p_student[[1, 3]].sum())
+    expected = [p_student[0] - 0.5, p_student[1] * (1 - ratio), p_student[2] - 0.3, p_student[3] * (1 - ratio)]
+    assert logits.grad is not None and logits.grad.tolist() == pytest.approx([float(v) for v in expected], abs=1e-6)
+    # the student equal to the teacher on the top-k (its tail shaped differently): no divergence, no gradient
+    equal = torch.tensor([math.log(0.5), math.log(0.3)], requires_grad=True)
+    same = topk_forward_kl(equal[None, None], torch.tensor([[[math.log(0.5), math.log(0.3)]]]))
+    same.sum().backward()
+    assert float(same.detach()) == pytest.approx(0.0, abs=1e-6) and equal.grad is not None
+    assert equal.grad.tolist() == pytest.approx([0.0, 0.0], abs=1e-6)
+
+
+def test_samples_carry_the_teachers_topk_through_json_and_into_aligned_tensors() -> None:
+    a, b = make_group("g", [1.0, 0.0], seed=3)
+    a.teacher_topk = [[[5, 7], [-0.1, -2.5]]] + [[[], []]] * (len(a.response_ids) - 1)  # the rest: not trained
+    again = Sample.from_json(a.to_json())
+    assert again == a and again.teacher_topk == a.teacher_topk
+    assert Sample.from_json(b.to_json()).teacher_topk is None  # off: absent, and older payloads read as None
+    legacy = b.to_json().replace(',"teacher_topk":null', "")
+    assert "teacher_topk" not in legacy and Sample.from_json(legacy).teacher_topk is None
+    with pytest.raises(AssertionError, match="top-k entry per response token"):
+        replace(a, teacher_topk=[[[5], [-0.1]]] * (len(a.response_ids) + 1))
+    columns = collate([a, b], 0).mask.shape[1]
+    tensors = teacher_topk_tensors([a, b], columns)
+    assert tensors is not None and teacher_topk_tensors([b], columns) is None
+    ids, logprobs = tensors
+    assert ids.shape == logprobs.shape == (2, columns, 2)
+    assert ids[0, 0].tolist() == [5, 7] and logprobs[0, 0].tolist() == pytest.approx([-0.1, -2.5])
+    assert torch.isinf(logprobs[0, 1:]).all() and torch.isinf(logprobs[1]).all()  # no entry: no term
+
+
+def test_the_topk_settings_are_checked() -> None:
+    assert AlgorithmSpec(name="distill", teacher="t", teacher_topk=8).topk_coef == 1.0
+    with pytest.raises(ValueError, match="option of algorithm distill"):
+        AlgorithmSpec(name="grpo", teacher_topk=TEACHER_TOPK_DEFAULT + 1)
+    with pytest.raises(ValueError, match="topk_coef 0"):
+        AlgorithmSpec(name="distill", teacher="t", teacher_topk=8, topk_coef=0)
+    with pytest.raises(ValueError, match="less than or equal to 64"):
+        AlgorithmSpec(name="distill", teacher="t", teacher_topk=65)
+    AlgorithmSpec(name="distill", teacher="t", teacher_topk=0, topk_coef=0)  # off
+    # unset: the default for distill (written into the spec), nothing for the other algorithms
+    assert AlgorithmSpec(name="distill", teacher="t").teacher_topk == TEACHER_TOPK_DEFAULT
+    assert AlgorithmSpec(name="grpo").teacher_topk is None and AlgorithmSpec(name="grpo", teacher_topk=0)
+
+
 def test_the_teacher_scores_sampled_tokens_as_the_trainer_does(tiny_model_dir: Path) -> None:
-    """The student as its own teacher: the teacher's logprobs equal the behaviour logprobs, the reverse KL is 0."""
+    """The student as its own teacher: the teacher's logprobs equal the behaviour logprobs, the reverse KL is 0, and
+    with teacher_topk its top-k holds the most likely tokens (the sampled one's logprob where it is among them) and the
+    top-k term is 0."""
     spec = JobSpec.model_validate({"model": str(tiny_model_dir), "dataset": {"builtin": "arithmetic"},
                                    "reward": {"type": "regex", "params": {"pattern": "[0-9]"}},
-                                   "algorithm": {"name": "distill", "teacher": str(tiny_model_dir), "group_size": 4},
+                                   "algorithm": {"name": "distill", "teacher": str(tiny_model_dir), "group_size": 4,
+                                                 "teacher_topk": 4},
                                    "generation": {"max_tokens": 6, "temperature": 0.7}})
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     groups = make_requests(generate_rows("arithmetic", 2, 0), 1, group_size=4,
@@ -111,11 +185,18 @@ def test_the_teacher_scores_sampled_tokens_as_the_trainer_does(tiny_model_dir: P
     engine = setup_engine("hf", model_dir=str(tiny_model_dir), max_batch_size=8)
     samples = rollout(engine, build_reward(spec.reward), [r for g in groups for r in g],
                       sampling_params(spec.generation), job_id=0, instance_id="local")
-    TeacherScorer(tiny_model_dir, temperature=0.7).score(samples)
+    TeacherScorer(tiny_model_dir, temperature=0.7, topk=4).score(samples)
     for sample in samples:
         assert sample.teacher_logprobs == pytest.approx(sample.behaviour_logprobs, abs=1e-4)
+        assert sample.teacher_topk is not None and len(sample.teacher_topk) == len(sample.response_ids)
+        for token, logprob, (ids, values) in zip(sample.response_ids, sample.teacher_logprobs, sample.teacher_topk,
+                                                  strict=True):
+            assert len(ids) == len(values) == 4 and values == sorted(values, reverse=True)
+            assert logprob <= values[0] + 1e-4 and (token not in ids or values[ids.index(token)] == pytest.approx(
+                logprob, abs=1e-4))
     metrics = Trainer(tiny_model_dir, spec).micro_step(samples)
     assert metrics["reverse_kl"] == pytest.approx(0.0, abs=1e-4)
+    assert metrics["topk_kl"] == pytest.approx(0.0, abs=1e-4)
 
 
 @pytest.mark.slow

@@ -90,7 +90,8 @@ def make_teacher(ctx: JobContext, device: str | None = None) -> TeacherScorer | 
         return None
     if not (ctx.teacher_dir / "config.json").is_file():
         raise JobSetupError(f"algorithm.teacher: {ctx.spec.algorithm.teacher!r} has no model at {ctx.teacher_dir}")
-    return TeacherScorer(ctx.teacher_dir, ctx.spec.generation.temperature, device or worker_device())
+    return TeacherScorer(ctx.teacher_dir, ctx.spec.generation.temperature, device or worker_device(),
+                         topk=ctx.spec.algorithm.teacher_topk or 0)
 
 
 def make_episode_runner(ctx: JobContext, tokenizer: Any) -> EpisodeRunner | None:

@@ -152,9 +152,10 @@ def producing_instances(samples: Sequence[Sample]) -> int:
 
 def trainer_metrics(step: dict[str, float]) -> dict[str, float]:
     """The optimizer step's metrics under the API's names (loss, kl, entropy, clip_frac) plus grad_norm and the
-    training-inference mismatch (workers/training/mismatch.py); reverse_kl to the teacher for distill jobs."""
+    training-inference mismatch (workers/training/mismatch.py); reverse_kl (and topk_kl) to the teacher for distill
+    jobs."""
     keep = ("loss", "kl", "entropy", "clip_frac", "ratio", "grad_norm", "lr", "is_weight", "policy_loss", "value_loss",
-            "is_masked_fraction", "reverse_kl", *MISMATCH_KEYS)
+            "is_masked_fraction", "reverse_kl", "topk_kl", *MISMATCH_KEYS)
     return {name: float(step[name]) for name in keep if name in step}
 
 

@@ -122,6 +122,9 @@ class PolicyOutputs:
     logprobs: Tensor  # (B, T)
     entropy: Tensor  # (B, T)
     values: Tensor | None  # (B, T) when a value head is given
+    topk_ids: Tensor | None = None  # (B, T, k) the k most likely ids at each response position, when `topk` > 0
+    topk_logprobs: Tensor | None = None  # (B, T, k) their logprobs (descending)
+    at_ids: Tensor | None = None  # (B, T, K) the logprobs of `at_ids`' ids at each position, when given
 
 
 def gather_rows(hidden: Tensor, positions: Tensor) -> Tensor:
@@ -130,10 +133,13 @@ def gather_rows(hidden: Tensor, positions: Tensor) -> Tensor:
 
 
 def policy_forward(
-    model: nn.Module, batch: TokenBatch, temperature: float, value_head: nn.Module | None = None
+    model: nn.Module, batch: TokenBatch, temperature: float, value_head: nn.Module | None = None, topk: int = 0,
+    at_ids: Tensor | None = None,
 ) -> PolicyOutputs:
     """Logprobs of the response tokens under softmax(logits / temperature) -- the distribution the engine sampled
-    from (temperature 0 means greedy; scored at temperature 1) -- plus entropy and, optionally, values."""
+    from (temperature 0 means greedy; scored at temperature 1) -- plus entropy and, optionally, values; with `topk`
+    the k most likely ids and their logprobs at each response position (on-policy distillation's teacher), with
+    `at_ids` (B, T, K) the logprobs of those ids at each position (its student)."""
     out = model(
         input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_hidden_states=value_head is not None
     )
@@ -147,4 +153,10 @@ def policy_forward(
     if value_head is not None:
         hidden = gather_rows(out.hidden_states[-1], batch.gather_positions)  # (B, T, D)
         values = value_head(hidden.float()).squeeze(-1) * batch.mask  # (B, T)
-    return PolicyOutputs(logprobs, entropy, values)
+    outputs = PolicyOutputs(logprobs, entropy, values)
+    if topk > 0:
+        top = log_probs.topk(min(topk, log_probs.shape[-1]), dim=-1)
+        outputs.topk_ids, outputs.topk_logprobs = top.indices, top.values  # (B, T, k)
+    if at_ids is not None:
+        outputs.at_ids = log_probs.gather(-1, at_ids)  # (B, T, K)
+    return outputs

@@ -31,7 +31,7 @@ from workers.models.shared_base import MappedBase, map_frozen_weights, share_res
 from workers.models.weights_file import save_weights
 from workers.training import checkpoint as ckpt
 from workers.training.algorithms import LossInputs, Metrics, setup_algorithm
-from workers.training.algorithms.distill import teacher_matrix
+from workers.training.algorithms.distill import teacher_matrix, teacher_topk_tensors
 from workers.training.batch import (
     PolicyOutputs,
     collate,
@@ -44,7 +44,7 @@ from workers.training.mismatch import MismatchSums, mismatch_sums, on_policy_mas
 
 # metrics averaged over tokens across the micro-steps of one iteration
 TOKEN_WEIGHTED = ("loss", "policy_loss", "value_loss", "entropy", "kl", "clip_frac", "ratio", "is_weight",
-                  "is_masked_fraction", "reverse_kl")
+                  "is_masked_fraction", "reverse_kl", "topk_kl")
 
 
 def load_policy(model_dir: str | Path, device: torch.device) -> Any:
@@ -137,8 +137,10 @@ class Trainer:
     def _forward_backward(self, samples: list[Sample], advantages: Sequence[float]) -> Metrics:
         batch = collate(samples, self.pad_id).to(self.device)
         temperature = self.spec.generation.temperature
+        topk = self._teacher_topk(samples, batch.mask.shape[1])  # distill with teacher_topk: (ids, logprobs)
         with self._autocast():
-            outputs = policy_forward(self.model, batch, temperature, self.value_head)
+            outputs = policy_forward(self.model, batch, temperature, self.value_head,
+                                     at_ids=topk[0] if topk is not None else None)
             ref_logprobs = self._reference_logprobs(batch, temperature)
         inputs = LossInputs(
             logprobs=outputs.logprobs,
@@ -151,6 +153,9 @@ class Trainer:
             values=outputs.values,
             old_values=outputs.values.detach() if outputs.values is not None else None,
             teacher_logprobs=self._teacher_logprobs(samples, batch.mask.shape[1]),
+            teacher_topk_ids=topk[0] if topk is not None else None,
+            teacher_topk_logprobs=topk[1] if topk is not None else None,
+            topk_logprobs=outputs.at_ids,
         )
         loss, metrics = self.algorithm.loss(self.algorithm.prepare(inputs))
         self._observe_mismatch(samples, advantages, outputs.logprobs, batch.behaviour_logprobs, batch.mask)
@@ -319,6 +324,13 @@ class Trainer:
         """The samples' teacher logprobs (B, T) on this device (distill), None when they carry none."""
         matrix = teacher_matrix(samples, columns)
         return matrix.to(self.device) if matrix is not None else None
+
+    def _teacher_topk(self, samples: list[Sample], columns: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The teacher's top-k ids and logprobs (B, T, K) on this device (distill with teacher_topk), else None."""
+        if not self.spec.algorithm.teacher_topk:
+            return None
+        tensors = teacher_topk_tensors(samples, columns)
+        return (tensors[0].to(self.device), tensors[1].to(self.device)) if tensors is not None else None
 
     def _reference_logprobs(self, batch: Any, temperature: float) -> torch.Tensor | None:
         """Logprobs under the frozen reference (kl_coef > 0): its own copy, or with LoRA the base model itself,

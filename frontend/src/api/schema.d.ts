@@ -1968,6 +1968,17 @@ export interface components {
              */
             teacher?: string | null;
             /**
+             * Teacher Topk
+             * @description distill: the teacher also returns its k most likely tokens and their logprobs at every response position, and the loss adds topk_coef x the forward KL from the teacher to the student over those k tokens and the rest of the vocabulary as one bucket (a dense signal on tokens the student did not sample; 0: off, the sampled tokens' reverse KL only; unset: 0 for distill)
+             */
+            teacher_topk?: number | null;
+            /**
+             * Topk Coef
+             * @description distill: weight of the teacher_topk term (per token, added to the sampled-token loss)
+             * @default 1
+             */
+            topk_coef?: number;
+            /**
              * Vf Coef
              * @description PPO value-loss weight
              * @default 0.5

@@ -50,6 +50,11 @@ class LossInputs:
     returns: Tensor | None = None  # (B, T) value targets: filled by `Algorithm.prepare` (PPO)
     teacher_logprobs: Tensor | None = None  # (B, T) log pi_teacher of the response tokens, NaN where unscored (distill)
     reverse_kl: Tensor | None = None  # (B, T) log pi_behaviour - log pi_teacher: filled by `Distill.prepare`
+    # distill with algorithm.teacher_topk = k: the teacher's top-k ids at each position (B, T, K), their logprobs under
+    # the teacher (-inf where unscored or past an entry's k) and under the current policy (with grad)
+    teacher_topk_ids: Tensor | None = None
+    teacher_topk_logprobs: Tensor | None = None
+    topk_logprobs: Tensor | None = None
 
 
 def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
