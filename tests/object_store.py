@@ -58,8 +58,11 @@ def _free_ports(count: int) -> list[int]:
 
 
 class SeaweedS3:
-    def __init__(self, workdir: Path, access_key: str = "streamrl-test", secret_key: str = "streamrl-test-secret"):
+    def __init__(self, workdir: Path, access_key: str = "streamrl-test", secret_key: str = "streamrl-test-secret",
+                 volume_size_limit_mb: int = 256, max_volumes: int = 0):
+        """`volume_size_limit_mb` / `max_volumes` (0: as the disk allows): small values make a store that fills up."""
         self.workdir, self.access_key, self.secret_key = Path(workdir), access_key, secret_key
+        self.volume_size_limit_mb, self.max_volumes = volume_size_limit_mb, max_volumes
         self.data = self.workdir / "data"
         self.data.mkdir(parents=True, exist_ok=True)
         names = ["master", "volume", "filer", "s3"]
@@ -87,7 +90,8 @@ class SeaweedS3:
                 f"-filer.port={p['filer']}", f"-filer.port.grpc={g['filer']}",
                 "-s3", f"-s3.port={p['s3']}", f"-s3.port.grpc={g['s3']}", f"-s3.config={self.config}",
                 "-s3.port.iceberg=0", "-s3.port.lance=0",
-                "-master.volumeSizeLimitMB=256", "-volume.max=0", "-master.electionTimeout=1s",
+                f"-master.volumeSizeLimitMB={self.volume_size_limit_mb}", f"-volume.max={self.max_volumes}",
+                "-master.electionTimeout=1s",
                 "-volume.preStopSeconds=0"]
         log = open(self.workdir / "weed.log", "ab")  # noqa: SIM115 - the server's for its lifetime
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

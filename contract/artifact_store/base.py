@@ -46,7 +46,12 @@ class ArtifactStoreFull(ArtifactStoreError):
 
 
 class TransientStoreError(Exception):
-    """Raised by a backend's `_classify` for errors worth retrying."""
+    """Raised by a backend's `_classify` for errors worth retrying. `answered`: the server answered with an error (a
+    5xx) rather than not being reachable."""
+
+    def __init__(self, text: str, answered: bool = False) -> None:
+        super().__init__(text)
+        self.answered = answered
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,11 @@ class ArtifactStore(ABC):
                         raise
                     raise err from raw
                 if time.monotonic() + wait_s > deadline:
+                    if err.answered:  # some servers answer a full disk this way, with no word of it
+                        raise ArtifactStoreError(
+                            f"artifact store {self.url} kept answering errors for {self.retry_s:.0f}s while {what}: "
+                            f"{raw}; a store with no room left can answer so (SeaweedFS: 'internal error' once no "
+                            f"volume is writable): check its free space") from raw
                     raise ArtifactStoreError(f"artifact store {self.url} unreachable for {self.retry_s:.0f}s while "
                                              f"{what}: {raw}") from raw
                 log.warning("artifact store %s: %s failed (%s); retrying in %.2fs", self.url, what, raw, wait_s)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ PARTS_IN_FLIGHT = 8  # per file; several files go at once too (base.py FILES_IN_
 CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 DENIED_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
                 "AllAccessDisabled", "AccountProblem", "403"}
+SERVER_ERROR_CODES = {"SlowDown", "RequestTimeout", "ServiceUnavailable", "InternalError"}
+ANSWER_CODE = re.compile(r"An error occurred \((\w+)\)")  # botocore's words for a server's answer
 FULL_CODES = {"QuotaExceeded", "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded", "InsufficientStorage",
               "StorageFull", "507"}
 FULL_TEXTS = ("quota", "no space", "storage full", "no writable volume", "not enough space")
@@ -138,11 +141,21 @@ class S3Store(ArtifactStore):
                                            f"check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy")
             if code == "NoSuchBucket":
                 return ArtifactStoreDenied(f"artifact store {self.url}: bucket {self.bucket!r} does not exist")
-            if status >= 500 or code in ("SlowDown", "RequestTimeout", "ServiceUnavailable", "InternalError"):
-                return TransientStoreError(text)
+            if status >= 500 or code in SERVER_ERROR_CODES:
+                return TransientStoreError(text, answered=True)
             return err
+        if isinstance(cause, S3UploadFailedError):  # the transfer manager keeps only the answer's words
+            answered = ANSWER_CODE.search(text)
+            code = answered.group(1) if answered else ""
+            if code in FULL_CODES or any(t in text.lower() for t in FULL_TEXTS):
+                return ArtifactStoreFull(f"artifact store {self.url} is full ({code or 'its words'}): free space or "
+                                         f"raise the bucket's quota")
+            if code in DENIED_CODES:
+                return ArtifactStoreDenied(f"artifact store {self.url} denied the credentials ({code}): check "
+                                           f"AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy")
+            return TransientStoreError(text, answered=code in SERVER_ERROR_CODES)
         if isinstance(cause, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError | ConnectionError
-                      | RetriesExceededError | S3UploadFailedError):
+                      | RetriesExceededError):
             return TransientStoreError(text)
         if "Connection" in type(cause).__name__ or "could not connect" in text.lower():
             return TransientStoreError(text)

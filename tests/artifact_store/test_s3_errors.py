@@ -55,6 +55,20 @@ def test_a_restarting_server_is_transient(store: S3Store) -> None:
     assert isinstance(store._classify(EndpointConnectionError(endpoint_url="http://127.0.0.1:9")), TransientStoreError)
 
 
+def test_the_transfer_managers_words_are_read_when_it_keeps_no_cause(store: S3Store) -> None:
+    """boto3's upload_file raises S3UploadFailedError with the answer only in its message (no __cause__)."""
+    def failed(code: str) -> S3UploadFailedError:
+        return S3UploadFailedError(f"Failed to upload /x to bucket/y: An error occurred ({code}) when calling the "
+                                   "PutObject operation (reached max retries: 3): some words")
+
+    server = store._classify(failed("InternalError"))
+    assert isinstance(server, TransientStoreError) and server.answered  # answered: its final sentence says so
+    assert isinstance(store._classify(failed("AccessDenied")), ArtifactStoreDenied)
+    assert isinstance(store._classify(failed("QuotaExceeded")), ArtifactStoreFull)
+    unreachable = store._classify(EndpointConnectionError(endpoint_url="http://127.0.0.1:9"))
+    assert isinstance(unreachable, TransientStoreError) and not unreachable.answered
+
+
 def test_a_full_bucket_fails_the_upload_once_with_its_reason(store: S3Store, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
