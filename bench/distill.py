@@ -43,7 +43,7 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
-from contract.spec import TEACHER_TOPK_DEFAULT, JobSpec
+from contract.spec import TEACHER_TOPK_DEFAULT, TOPK_COEF_DEFAULT, JobSpec
 from workers.datasets import generate_rows
 from workers.local import train_local
 from workers.models import build_tiny_model
@@ -81,7 +81,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--teacher-topk", type=int, default=TEACHER_TOPK_DEFAULT,
                         help="algorithm.teacher_topk of the distill run (the teacher's top-k forward KL term; 0: off; "
                              "default: the spec's)")
-    parser.add_argument("--topk-coef", type=float, default=1.0, help="algorithm.topk_coef of the distill run")
+    parser.add_argument("--topk-coef", type=float, default=TOPK_COEF_DEFAULT,
+                        help="algorithm.topk_coef of the distill run (default: the spec's)")
     parser.add_argument("--eval-prompts", type=int, default=64)
     parser.add_argument("--eval-every", type=int, default=4)
     parser.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (one round of both runs each)")

@@ -132,9 +132,11 @@ class EnvironmentSpec(StrictModel):
         return self
 
 
-# algorithm.teacher_topk (distill): the default (chosen on bench/distill.py, docs/tinker.md#distillation-bench) and
-# the most a job may ask (as Tinker's topk_prompt_logprobs, backend/services/tinker_sampling.py MAX_TOPK)
-TEACHER_TOPK_DEFAULT = 0
+# algorithm.teacher_topk and topk_coef (distill): the defaults, chosen on bench/distill.py (k 4/8/16 alike; coef 10
+# the best of 0.3-30 on both seed sets: docs/tinker.md#distillation-bench), and the most k a job may ask (as Tinker's
+# topk_prompt_logprobs, backend/services/tinker_sampling.py MAX_TOPK)
+TEACHER_TOPK_DEFAULT = 8
+TOPK_COEF_DEFAULT = 10.0
 TEACHER_TOPK_MAX = 64
 
 
@@ -173,8 +175,8 @@ class AlgorithmSpec(StrictModel):
                                      "over those k tokens and the rest of the vocabulary as one bucket (a dense signal "
                                      "on tokens the student did not sample; 0: off, the sampled tokens' reverse KL "
                                      f"only; unset: {TEACHER_TOPK_DEFAULT} for distill)")
-    topk_coef: float = Field(1.0, ge=0, le=100, description="distill: weight of the teacher_topk term (per token, "
-                             "added to the sampled-token loss)")
+    topk_coef: float = Field(TOPK_COEF_DEFAULT, ge=0, le=100, description="distill: weight of the teacher_topk term "
+                             "(per token, added to the sampled-token loss)")
 
     @model_validator(mode="after")
     def _check_is_mask(self) -> AlgorithmSpec:

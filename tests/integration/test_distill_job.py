@@ -1,7 +1,8 @@
 """An on-policy distillation job on real workers (algorithm distill): the generation instance loads the teacher (the
 team's registered model, a tiny model fine-tuned here on the job's task) next to the student, scores every sampled
-token with it, and the trainer's per-token advantage is the negative reverse KL: the recorded reverse_kl falls and
-the held-out reward (answers that are a number, which the teacher gives and the random student rarely does) rises."""
+token with it (and returns its top-k at every position), and the trainer's per-token advantage is the negative reverse
+KL (plus the top-k term): the recorded reverse_kl and topk_kl fall and the held-out reward (answers that are a
+number, which the teacher gives and the random student rarely does) rises."""
 
 from __future__ import annotations
 
@@ -46,5 +47,9 @@ def test_a_distillation_job_learns_from_its_teacher(teacher: Path, platform: Pla
     assert len(rows) == 7, rows
     kl = [row["reverse_kl"] for row in rows]
     assert sum(kl[-3:]) / 3 < 0.7 * sum(kl[:3]) / 3, kl
+    # the default teacher_topk: the teacher's top-k crossed the sample stream, and the top-k KL falls too
+    topk = [row.get("topk_kl") for row in rows]
+    assert all(value is not None and value > 0 for value in topk), topk
+    assert sum(topk[-3:]) / 3 < sum(topk[:3]) / 3, topk
     evals = [row["eval_reward"] for row in rows if row.get("eval_reward") is not None]  # after 3, 6 and 7 steps
     assert len(evals) >= 2 and evals[-1] > evals[0] and evals[-1] >= 0.3, (evals, kl)

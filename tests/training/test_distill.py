@@ -15,7 +15,7 @@ from training_fixtures import make_group
 from transformers import AutoTokenizer
 
 from contract.sample import Sample
-from contract.spec import TEACHER_TOPK_DEFAULT, AlgorithmSpec, JobSpec
+from contract.spec import TEACHER_TOPK_DEFAULT, TOPK_COEF_DEFAULT, AlgorithmSpec, JobSpec
 from workers.core import make_requests, rollout, sampling_params
 from workers.datasets import generate_rows
 from workers.generation.engines import setup_engine
@@ -157,7 +157,7 @@ def test_samples_carry_the_teachers_topk_through_json_and_into_aligned_tensors()
 
 
 def test_the_topk_settings_are_checked() -> None:
-    assert AlgorithmSpec(name="distill", teacher="t", teacher_topk=8).topk_coef == 1.0
+    assert AlgorithmSpec(name="distill", teacher="t", teacher_topk=4).topk_coef == TOPK_COEF_DEFAULT
     with pytest.raises(ValueError, match="option of algorithm distill"):
         AlgorithmSpec(name="grpo", teacher_topk=TEACHER_TOPK_DEFAULT + 1)
     with pytest.raises(ValueError, match="topk_coef 0"):

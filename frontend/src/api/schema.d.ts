@@ -1230,6 +1230,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/models/{model_id}/export.tar": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export Model
+         * @description The model version's directory as an uncompressed tar, streamed: an uploaded or Hub-downloaded model (read from
+         *     the object store when this server's disk lacks it) or a registered server directory. 409 while it is not ready.
+         */
+        get: operations["export_model_api_v1_models__model_id__export_tar_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/plans": {
         parameters: {
             query?: never;
@@ -1969,13 +1990,13 @@ export interface components {
             teacher?: string | null;
             /**
              * Teacher Topk
-             * @description distill: the teacher also returns its k most likely tokens and their logprobs at every response position, and the loss adds topk_coef x the forward KL from the teacher to the student over those k tokens and the rest of the vocabulary as one bucket (a dense signal on tokens the student did not sample; 0: off, the sampled tokens' reverse KL only; unset: 0 for distill)
+             * @description distill: the teacher also returns its k most likely tokens and their logprobs at every response position, and the loss adds topk_coef x the forward KL from the teacher to the student over those k tokens and the rest of the vocabulary as one bucket (a dense signal on tokens the student did not sample; 0: off, the sampled tokens' reverse KL only; unset: 8 for distill)
              */
             teacher_topk?: number | null;
             /**
              * Topk Coef
              * @description distill: weight of the teacher_topk term (per token, added to the sampled-token loss)
-             * @default 1
+             * @default 10
              */
             topk_coef?: number;
             /**
@@ -10466,6 +10487,93 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Role, scope or quota does not allow it */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such object in the caller's team */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with the object's state or an existing object */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request body too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail` names the field */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database or Redis is unavailable (Retry-After header) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    export_model_api_v1_models__model_id__export_tar_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description object id */
+                model_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the model's directory (HF layout) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                    "application/x-tar": unknown;
+                };
             };
             /** @description Missing, invalid, expired or revoked credentials (WWW-Authenticate: Bearer) */
             401: {

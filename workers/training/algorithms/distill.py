@@ -43,6 +43,8 @@ probabilities equal the teacher's on K_t, and it does not push the teacher's own
 renormalised form's minimum is a student sharper than the teacher, and it is -log sum_K p_T > 0 when they are
 equal). The loss per token is the sampled-token surrogate + topk_coef x D_t; metric `topk_kl`: the mean D_t over the
 trained tokens (0 where a token has no top-k). Only k ids and logprobs per position cross from the teacher.
+bench/distill.py (fresh student, lr 3e-3, seeds 0-4 / 5-9): iterations to GRPO's final held-out reward 0.875x / never
+without the term, 0.25x / 0.375x with the defaults k 8, topk_coef 10 (docs/tinker.md#the-teachers-top-k).
 """
 
 from __future__ import annotations
