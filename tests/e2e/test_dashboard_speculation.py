@@ -70,3 +70,27 @@ def test_submit_form_sends_the_speculative_choice(page: Page, api_server: Server
     expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
     job = world.api.get(f"/jobs/{int(page.url.rsplit('/', 1)[1])}")
     assert job["spec"]["generation"]["speculative"] == "off"
+
+
+def test_distillation_chart_shows_reverse_and_top_k_kl(page: Page, api_server: Server, engine: Engine) -> None:
+    """A distillation job's page charts the reverse KL on the sampled tokens and the teacher's top-k KL (what the
+    recorder writes for algorithm distill with teacher_topk) beside the held-out reward."""
+    world = new_team(api_server, "distill-chart")
+    job = finished_run(engine, world, "distilled", [0.2, 0.4, 0.6])
+    with session_scope(engine) as session:
+        for row in session.query(Iteration).filter(Iteration.job_id == job["id"]):
+            row.metrics = {**row.metrics, "reverse_kl": 6.0 - row.iteration, "topk_kl": 4.0 - row.iteration,
+                           "eval_reward": 0.1 * row.iteration}
+    open_signed_in(page, api_server, world.token, f"/jobs/{job['id']}")
+    chart = page.get_by_test_id("distill-chart")
+    expect(chart.locator("canvas")).to_have_count(1)
+    legend = chart.locator(".u-legend")
+    for label in ("reverse KL to the teacher", "teacher top-k KL", "held-out reward"):
+        expect(legend).to_contain_text(label)
+    values = legend.locator(".u-series .u-value")
+
+    def shows_iteration_1() -> None:
+        expect(values.nth(1)).to_have_text("5", timeout=2000)
+        expect(values.nth(2)).to_have_text("3", timeout=2000)
+
+    hover_chart_until(chart.locator(".u-over"), 2, shows_iteration_1)

@@ -94,8 +94,13 @@ export function JobDetailPage() {
         s("tail_phase_seconds", "tail phase s (last 10% of samples)", COLORS.orange, "right"),
       ],
       rewardErrors: [s("reward_errors", "reward errors", COLORS.red)],
-      // on-policy distillation (algorithm distill): the student's reverse KL to its teacher, beside the held-out reward
-      distill: [s("reverse_kl", "reverse KL to the teacher", COLORS.purple), s("eval_reward", "held-out reward", COLORS.green, "right")],
+      // on-policy distillation (algorithm distill): the student's reverse KL to its teacher on its sampled tokens and,
+      // with algorithm.teacher_topk, the KL from the teacher over its top-k tokens, beside the held-out reward
+      distill: [
+        s("reverse_kl", "reverse KL to the teacher", COLORS.purple),
+        s("topk_kl", "teacher top-k KL", COLORS.orange),
+        s("eval_reward", "held-out reward", COLORS.green, "right"),
+      ],
       instances: [s("instances", "producing instances", COLORS.blue), s("instances_live", "live instance rows", COLORS.grey)],
       turns: [
         s("turns_mean", "turns mean", COLORS.purple),
