@@ -29,6 +29,12 @@ RECORDED_CALLS = 64  # per job: bounded (a call's record holds its whole prompt)
 TOKEN_PREFIX = "srl_ep_"
 
 
+def episode_id_of(job_id: int, sample_id: str) -> str:
+    """A gateway episode's id: unique across jobs (sample ids such as `0:0:1` repeat in every job, and an episode's
+    Redis hash, with its token and any posted reward, outlives the job by EPISODE_TTL_S)."""
+    return f"ep-{job_id}-{sample_id}"[:120]
+
+
 def episode(episode_id: str) -> str:
     return f"streamrl:gateway:{episode_id}"
 

@@ -131,3 +131,20 @@ def test_a_gateway_job_needs_generation_instances(chat_model: Path) -> None:
                 environment={"type": "gateway"})
     with pytest.raises(pydantic.ValidationError, match="takes no `params`"):
         EnvironmentSpec(type="gateway", params={"x": 1})
+
+
+def test_episode_ids_are_unique_across_jobs_and_a_reopened_one_starts_clean(chat_model: Path, client: Any) -> None:
+    """Sample ids (`0:0:1`) repeat in every job: an episode keyed by them alone found another job's hash, with its
+    posted reward (seen in CI: a gateway episode trained with a stale reward 1.0 its agent never returned)."""
+    tokenizer = AutoTokenizer.from_pretrained(chat_model)
+    spec = EnvironmentSpec(type="gateway", max_turns=3, max_episode_tokens=300)
+    job = JobSpec(model=str(chat_model), dataset={"builtin": "arithmetic"}, environment=spec.model_dump(),
+                  generation={"max_tokens": 8})
+    request = PromptRequest(sample_id="0:0:1", group_id="0:0", prompt_id="0", iteration=0, prompt_ids=[1],
+                            prompt_text="What is 1 + 1?", meta={"prompt_id": "0"}, seed=1)
+    first = GatewayEpisodes(client, JOB, "i0", tokenizer, spec, sampling_params(job.generation)).open(request)
+    client.hset(keys.episode(first), "reward", json.dumps(1.0))  # that job's agent posted its reward
+    second = GatewayEpisodes(client, JOB + 1, "i0", tokenizer, spec, sampling_params(job.generation)).open(request)
+    assert second != first and client.hget(keys.episode(second), "reward") is None
+    again = GatewayEpisodes(client, JOB, "i1", tokenizer, spec, sampling_params(job.generation)).open(request)
+    assert again == first and client.hget(keys.episode(again), "reward") is None  # dispatched again: a clean episode

@@ -33,7 +33,7 @@ from waiting import api_in_thread, free_port
 from backend.db.models import JobEvent, Team, User
 from backend.services.auth import new_api_key
 from contract import keys
-from contract.gateway import recorded_calls
+from contract.gateway import episode_id_of, recorded_calls
 from contract.settings import get_settings
 from contract.signing import SIGNATURE_HEADER, sign
 from contract.states import JobStatus
@@ -290,7 +290,7 @@ def _check_trained_tokens(platform: Platform, job_id: int, recorded: list[Record
     with backend.client() as client:
         samples = client.get(f"/api/v1/jobs/{job_id}/samples", params={"limit": 1000},
                              headers=headers).json()["data"]
-        by_episode = {f"ep-{s['sample_id']}": s for s in samples}
+        by_episode = {episode_id_of(job_id, s["sample_id"]): s for s in samples}
         checked = merged = 0
         for episode in recorded:
             sample = by_episode.get(episode.episode)

@@ -121,7 +121,7 @@ def fidelity(platform: Platform, job_id: int, tokenizer: Any) -> Fidelity:
             trace = response.json()
             mask = trace["loss_mask"] if trace["loss_mask"] is not None else [1] * len(trace["pieces"])
             trained = [i for i, m in enumerate(mask) if m]
-            calls = by_episode.get(f"ep-{sample['sample_id']}"[:120], [])
+            calls = by_episode.get(keys.episode_id_of(job_id, sample["sample_id"]), [])
             out.samples += 1
             if not trained:
                 continue

@@ -85,10 +85,11 @@ class GatewayEpisodes:
 
     # -- episodes -----------------------------------------------------------------------------------------------------
     def open(self, request: PromptRequest) -> str:
-        episode_id = f"ep-{request.sample_id}"[:120]
+        episode_id = keys.episode_id_of(self.job_id, request.sample_id)
         token = keys.new_token()
         task = {"prompt": request.prompt_text, **request.meta}
         pipe = self.redis.pipeline()
+        pipe.delete(keys.episode(episode_id))  # a sample dispatched again (its instance died) starts a clean episode
         pipe.hset(keys.episode(episode_id), mapping={
             "job": self.job_id, "instance": self.instance_id, "token_sha": keys.token_sha(token),
             "task": json.dumps(task), "state": "open" if self.agents is None else "claimed", "token": token})
