@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 import redis
-from sqlalchemy import select
+from sqlalchemy import select, update
 from waiting import environ_snapshot, stop_process_groups
 
 from backend.controller.reconcile import CeleryTaskSender, reconcile_once
@@ -43,13 +43,11 @@ def forget_earlier_work(backend: Any, client: redis.Redis) -> None:
     jobs and evaluations are not ours, their deployments keep no replica, and the tasks they left queued (an
     evaluation sent after its module's workers stopped) must not take this platform's worker slots (one did: a
     generation slot held for 78 s by another module's evaluation, so a test's fourth instance never got its place)."""
-    with backend.session() as session:
-        for job in session.scalars(select(Job).where(Job.status.not_in(TERMINAL_JOB_STATUSES))):
-            job.status = JobStatus.cancelled
-        for evaluation in session.scalars(select(Evaluation).where(Evaluation.status.in_(["queued", "running"]))):
-            evaluation.status, evaluation.error = "failed", "left by an earlier test module"
-        for deployment in session.scalars(select(Deployment).where(Deployment.min_replicas > 0)):
-            deployment.min_replicas = 0
+    with backend.session() as session:  # set-based: no ORM objects loaded (nor iterated while they change)
+        session.execute(update(Job).where(Job.status.not_in(TERMINAL_JOB_STATUSES)).values(status=JobStatus.cancelled))
+        session.execute(update(Evaluation).where(Evaluation.status.in_(["queued", "running"]))
+                        .values(status="failed", error="left by an earlier test module"))
+        session.execute(update(Deployment).where(Deployment.min_replicas > 0).values(min_replicas=0))
     queues = {route["queue"] for route in TASK_ROUTES.values()}
     # kombu's Redis transport keeps a queue as a list named after it (one per priority step: name + sep + step)
     stale = [key for key in client.scan_iter(count=500)
