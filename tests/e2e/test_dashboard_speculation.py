@@ -31,23 +31,29 @@ def test_speculation_chart_shows_acceptance_tokens_per_forward_and_tail(page: Pa
     plain = finished_run(engine, world, "spec-off", [0.2, 0.4], generation={"speculative": "off"})
 
     open_signed_in(page, api_server, world.token, f"/jobs/{job['id']}")
-    chart = page.get_by_test_id("speculation-chart")
-    expect(chart.locator("canvas")).to_have_count(1)
-    legend = chart.locator(".u-legend")
-    for label in ("draft acceptance", "tokens per forward pass", "tail phase s"):
-        expect(legend).to_contain_text(label)
-    values = legend.locator(".u-series .u-value")
-
-    def shows_iteration_1() -> None:
-        expect(values.nth(1)).to_have_text("0.5", timeout=2000)
-        expect(values.nth(2)).to_have_text("1.8", timeout=2000)
-        expect(values.nth(3)).to_have_text("4", timeout=2000)
-
-    hover_chart_until(chart.locator(".u-over"), 2, shows_iteration_1)  # iteration 1 at the left edge
+    chart_shows_iteration_1(page, "speculation-chart", {"draft acceptance": "0.5", "tokens per forward pass": "1.8",
+                                                        "tail phase s": "4"})
 
     open_signed_in(page, api_server, world.token, f"/jobs/{plain['id']}")
     expect(page.get_by_role("heading", name="Throughput", exact=True)).to_be_visible()
     expect(page.get_by_test_id("speculation-chart")).to_have_count(0)
+
+
+def chart_shows_iteration_1(page: Page, test_id: str, values: dict[str, str]) -> None:
+    """The chart `test_id` draws one canvas whose legend has these series in this order and, hovered at its left
+    edge, shows iteration 1's values for them."""
+    chart = page.get_by_test_id(test_id)
+    expect(chart.locator("canvas")).to_have_count(1)
+    legend = chart.locator(".u-legend")
+    for label in values:
+        expect(legend).to_contain_text(label)
+    shown = legend.locator(".u-series .u-value")
+
+    def at_iteration_1() -> None:
+        for index, value in enumerate(values.values(), start=1):
+            expect(shown.nth(index)).to_have_text(value, timeout=2000)
+
+    hover_chart_until(chart.locator(".u-over"), 2, at_iteration_1)
 
 
 def _is_submit(request: Request) -> bool:
@@ -82,15 +88,5 @@ def test_distillation_chart_shows_reverse_and_top_k_kl(page: Page, api_server: S
             row.metrics = {**row.metrics, "reverse_kl": 6.0 - row.iteration, "topk_kl": 4.0 - row.iteration,
                            "eval_reward": 0.1 * row.iteration}
     open_signed_in(page, api_server, world.token, f"/jobs/{job['id']}")
-    chart = page.get_by_test_id("distill-chart")
-    expect(chart.locator("canvas")).to_have_count(1)
-    legend = chart.locator(".u-legend")
-    for label in ("reverse KL to the teacher", "teacher top-k KL", "held-out reward"):
-        expect(legend).to_contain_text(label)
-    values = legend.locator(".u-series .u-value")
-
-    def shows_iteration_1() -> None:
-        expect(values.nth(1)).to_have_text("5", timeout=2000)
-        expect(values.nth(2)).to_have_text("3", timeout=2000)
-
-    hover_chart_until(chart.locator(".u-over"), 2, shows_iteration_1)
+    chart_shows_iteration_1(page, "distill-chart", {"reverse KL to the teacher": "5", "teacher top-k KL": "3",
+                                                    "held-out reward": "0.1"})
