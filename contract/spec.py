@@ -7,7 +7,6 @@ Validation errors name the field and the reason (pydantic's `loc` + `msg`).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Literal
 
@@ -15,19 +14,17 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from contract import form_defaults, sharing
-from contract.agent import MAX_REQUIREMENTS, AgentSpec, checked_requirements
+from contract.agent import AgentSpec
 from contract.catalog import (
     ALGORITHMS,
     ENGINES,
-    ENVIRONMENTS,
     AlgorithmName,
     EngineName,
-    EnvironmentName,
 )
-from contract.environments import GATEWAY, OPENENV, PYTHON, bind_builtin
-from contract.openenv import code_error, openenv_error
+from contract.environments import GATEWAY
 from contract.scheduling import PRIORITIES, Priority
-from contract.spec_base import StrictModel, check_json_value, choice_list
+from contract.spec_base import StrictModel, choice_list
+from contract.spec_environment import EnvironmentSpec  # also imported from here
 from contract.spec_operations import (
     AutoscaleSpec,
     CheckpointSpec,
@@ -37,7 +34,6 @@ from contract.spec_operations import (
     TelemetrySpec,
 )
 from contract.spec_tasks import (  # DatasetSpec, RewardSpec and EvalSuiteSpec are also imported from here
-    MAX_PARAMS_BYTES,
     DatasetSpec,
     EvalSuiteSpec,
     RewardSpec,
@@ -55,81 +51,6 @@ HFDtype = Literal["float32", "bfloat16", "float16"]  # generation.dtype (the hf 
 WeightSyncBackend = Literal["p2p", "shared_store", "auto"]
 MAX_SEED = 2**31 - 1
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 64, 256
-
-
-class EnvironmentSpec(StrictModel):
-    """A multi-turn environment (docs/user-guide.md#environments-and-tools): a built-in by `type`, or `python` with
-    `code` defining `reset(row) -> messages` and `step(messages, row) -> {"messages", "reward", "done"}` (and
-    optionally `TOOLS`, JSON-schema tool definitions). Each episode is one sample: the policy's turns are trained,
-    the environment's tokens are context only (loss mask 0)."""
-
-    type: EnvironmentName = Field(..., description="built-in environment, 'python' for your own `code`, "
-                                  "'openenv' for an OpenEnv server at `url`, 'gateway' for your agent",
-                                  json_schema_extra=choice_list(ENVIRONMENTS))
-    params: dict[str, Any] = Field(default_factory=dict, description="parameters of a built-in environment")
-    code: str | None = Field(None, max_length=100_000, description="type 'python': your environment's code, run in "
-                             "the kernel jail python rewards use; type 'openenv': Python defining `app` (the OpenEnv "
-                             "server's ASGI app), served in the jail")
-    url: str | None = Field(None, max_length=2000, description="type 'openenv': the OpenEnv environment server's "
-                            "base URL (http or https; it must pass the operator's egress policy). Each episode is one "
-                            "WebSocket session of it; episodes a dead server loses are retried")
-    requirements: list[str] = Field(default_factory=list, max_length=MAX_REQUIREMENTS, description="type 'openenv' "
-                                    "with `code`: the server's packages (e.g. 'openenv-core==0.3.0'), installed like "
-                                    "agent.requirements and bound read-only into its jail")
-    max_turns: int = Field(4, ge=1, le=64, description="policy turns per episode at most")
-    max_episode_tokens: int = Field(512, ge=8, le=131_072, description="tokens after the opening prompt (policy and "
-                                    "environment together) per episode at most")
-    step_timeout_s: float = Field(2.0, gt=0, le=60, description="wall-clock limit of one reset() or step() call of "
-                                  "user code; past it the episode fails and the jailed process is restarted")
-    episode_timeout_s: float = Field(600.0, gt=0, le=86_400, description="type 'gateway': wall-clock limit of one "
-                                     "episode from its opening (waiting for an agent included); past it the episode "
-                                     "fails")
-    memory_mb: int = Field(256, ge=64, le=4096, description="address-space limit of the jailed process (python)")
-    grader: RewardSpec | None = Field(None, description="grades the episode's final assistant message as `reward` "
-                                      "grades a completion (any reward or grader type: string_check, judge, multi...);"
-                                      " its score is added to the environment's step rewards. None: the steps' alone")
-
-    @field_validator("params")
-    @classmethod
-    def _params_json(cls, params: dict[str, Any]) -> dict[str, Any]:
-        check_json_value(params, "params")
-        if len(json.dumps(params).encode()) > MAX_PARAMS_BYTES:
-            raise ValueError(f"params is over {MAX_PARAMS_BYTES} bytes as JSON")
-        return params
-
-    @field_validator("requirements")
-    @classmethod
-    def _requirements(cls, requirements: list[str]) -> list[str]:
-        return checked_requirements(requirements)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> EnvironmentSpec:
-        if self.type == OPENENV:
-            why = openenv_error(self.url, self.code, self.requirements, self.params)
-            if why is not None:
-                raise ValueError(why)
-            return self
-        if self.requirements:
-            raise ValueError("`requirements` are only used with type 'openenv' and `code`")
-        if self.type == PYTHON:
-            if not self.code:
-                raise ValueError("type 'python' needs `code` defining reset(row) and step(messages, row)")
-            if self.params:
-                raise ValueError("`params` are for built-in environments; python code reads its own constants")
-            why = code_error(self.code, "environment")
-            if why is not None:
-                raise ValueError(why)
-            return self
-        if self.code:
-            raise ValueError("`code` is only used with type 'python' or 'openenv'")
-        if self.url is not None:
-            raise ValueError("`url` is only used with type 'openenv'")
-        if self.type == GATEWAY:
-            if self.params:
-                raise ValueError("type 'gateway' takes no `params`: the agent drives its episodes")
-            return self
-        bind_builtin(self.type, self.params)  # ValueError names the bad param
-        return self
 
 
 # algorithm.teacher_topk and topk_coef (distill): the defaults, chosen on bench/distill.py (k 4/8/16 alike; coef 10
