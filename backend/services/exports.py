@@ -73,6 +73,11 @@ def _members(root: Path) -> Iterator[Path]:
             yield path
 
 
+def directory_members(root: Path, skip: tuple[str, ...] = (".cache",)) -> list[Path]:
+    """`_members(root)` but those under a directory named in `skip` (a Hub download's `.cache/huggingface`)."""
+    return [p for p in _members(root) if not set(p.relative_to(root).parts) & set(skip)]
+
+
 def model_members(root: Path) -> list[Path]:
     """The HF model of a checkpoint directory: its top-level files but the trainer's resumable state."""
     return [p for p in sorted(root.iterdir()) if p.is_file() and not p.is_symlink() and p.name not in TRAINER_FILES]

@@ -18,7 +18,7 @@ from backend.services import model_hub
 from backend.services import models as model_service
 from backend.services.datasets import read_upload
 from backend.services.errors import Conflict, NotFound, StoreUnavailable, not_found
-from backend.services.exports import tar_stream
+from backend.services.exports import directory_members, tar_stream
 from contract.artifact_store import ArtifactStoreError
 from contract.artifact_store.models import local_model
 
@@ -97,8 +97,8 @@ def export_model(model_id: IdPath, auth: ViewerAuth, session: SessionDep, settin
     if model is None:
         raise not_found("model", model_id)
     if model.state != "ready":
-        raise Conflict(f"model {model.name!r} version {model.version} is {model.state}, not ready: "
-                                          "nothing to download yet")
+        raise Conflict(f"model {model.name!r} version {model.version} is {model.state}, not ready: nothing to "
+                       "download yet")
     try:
         directory = local_model(model.team_id, Path(model.path), settings.artifacts)
     except ArtifactStoreError as err:
@@ -106,9 +106,7 @@ def export_model(model_id: IdPath, auth: ViewerAuth, session: SessionDep, settin
     if not directory.is_dir():
         raise NotFound(f"model {model.name!r} version {model.version}: its files are not on this server")
     name = f"{model.name}-v{model.version}"
-    members = [p for p in sorted(directory.rglob("*"))
-               if not p.is_symlink() and (p.is_dir() or p.is_file()) and ".cache" not in p.relative_to(directory).parts]
-    return StreamingResponse(tar_stream(directory, name, members), media_type="application/x-tar",
+    return StreamingResponse(tar_stream(directory, name, directory_members(directory)), media_type="application/x-tar",
                              headers={"Content-Disposition": f'attachment; filename="{name}.tar"'})
 
 
