@@ -237,11 +237,11 @@ def _pin_to_device_set(**_: Any) -> None:
 
 
 @worker_init.connect
-def _lean_transformers(sender: Any = None, **_: Any) -> None:
-    """In the worker's main process, before it forks its task processes (which inherit it) and before any imports a
-    model class: transformers without scikit-learn (workers/lean_imports.py, ~140 MB of RSS per task process). Here
-    rather than in each task process: importing transformers' utilities takes ~1 s, and a task process must report
-    up within Celery's `worker_proc_alive_timeout` (4 s)."""
+def _before_forking(sender: Any = None, **_: Any) -> None:
+    """In the worker's main process, before it forks its task processes (which inherit what it imported): first
+    transformers without scikit-learn (workers/lean_imports.py, ~140 MB of RSS per task process; here rather than in
+    each task process: importing transformers' utilities takes ~1 s, and a task process must report up within
+    Celery's `worker_proc_alive_timeout` (4 s)), then, on a runtime pool with no GPU, the runtime itself."""
     from workers.lean_imports import skip_sklearn_in_transformers
 
     skip_sklearn_in_transformers()

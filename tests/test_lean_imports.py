@@ -25,7 +25,7 @@ def _imports_sklearn(prelude: str) -> bool:
 
 
 def test_a_task_process_loads_model_classes_without_sklearn() -> None:
-    assert not _imports_sklearn("from streamrl.worker import _lean_transformers; _lean_transformers(); ")
+    assert not _imports_sklearn("from streamrl.worker import _before_forking; _before_forking(); ")
 
 
 def test_without_the_hook_transformers_imports_sklearn() -> None:  # what the hook is for, on this install
