@@ -12,20 +12,22 @@ directory (today's shared-volume layout), at 15M and 100M parameters, on this ma
   host, whose cache the upload filled (`load_store_s`, `ratio_load_same_host`), and on a host whose cache is empty
   (download, sha256 check: `load_cross_host_s`, `ratio_load`).
 - publish + fetch: `SharedStoreTransport.publish` then `fetch` by a reader; local = one shared directory; object
-  store: the publish uploads before it announces (every host can read what is announced), then a reader on the
-  writer's host (its own weights directory, the host's content cache, which the writer filled:
-  `publish_fetch_ratio`) or on another host (its own empty cache, it downloads: `publish_fetch_cross_host_ratio`).
+  store: the publish writes the version on the writer's disk, announces it to the host (its content cache) and
+  uploads it behind (workers/weightsync/version_upload.py); a reader on the writer's host (its own weights
+  directory, the host's cache) links the files at once (`publish_fetch_ratio`; `publish_upload_s`: until the
+  manifest is in the store, which no training step waits for unless the next publish comes first); a reader on
+  another host (its own empty cache) waits for the manifest, then downloads (`publish_fetch_cross_host_ratio`).
 The trainer holds AdamW state (one optimizer step taken), so a checkpoint is weights + 2x optimizer moments.
 Rounds interleave local and store (which of the two runs first alternates, each after a sync); each figure is the
 median over rounds.
 Run: `python bench/artifacts.py [--rounds 4] [--sizes tiny-15m,tiny-100m]`.
 Per size: `RESULT size=... ckpt_mb=... save_local_s=... save_store_s=... save_store_full_s=... load_local_s=...
 load_store_s=... load_cross_host_s=... publish_fetch_local_s=... publish_fetch_store_s=...
-publish_fetch_cross_host_s=... upload_mb_s=... download_mb_s=...`; final line: `RESULT artifacts_ratio_save=...
-ratio_save_full=... ratio_load=... ratio_load_same_host=... publish_fetch_ratio=... publish_fetch_cross_host_ratio=...
-mb_s=... download_mb_s=... load1=...->... cores=...` (worst ratios over sizes; mb_s / download_mb_s: the largest
-size's checkpoint upload / download throughput; load1: the 1-minute load average before and after). Target: ratios
-<= 1.5.
+publish_fetch_cross_host_s=... publish_upload_s=... upload_mb_s=... download_mb_s=...`; final line:
+`RESULT artifacts_ratio_save=... ratio_save_full=... ratio_load=... ratio_load_same_host=... publish_fetch_ratio=...
+publish_fetch_cross_host_ratio=... mb_s=... download_mb_s=... load1=...->... cores=...` (worst ratios over sizes;
+mb_s / download_mb_s: the largest size's checkpoint upload / download throughput; load1: the 1-minute load average
+before and after). Target: ratios <= 1.5.
 """
 
 from __future__ import annotations
@@ -134,13 +136,17 @@ def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path,
                                    store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
         same_host = SharedStoreTransport(base / "w-a2", None, 1, follow_disk=True,
                                          store=open_store(url, base / "w-a-cache"), store_prefix=prefix)
+        start = time.perf_counter()
         t["pf_store"] = _timed(lambda: (pub.publish(1, state), same_host.fetch(1)))
+        pub.flush()  # the upload behind it ends before anything else is timed
+        t["pf_upload"] = time.perf_counter() - start
         os.sync()
         pub2 = SharedStoreTransport(base / "w-c", None, 1, template_dir=model_dir,
                                     store=open_store(url, base / "w-c-cache"), store_prefix=prefix + "-x")
         other_host = SharedStoreTransport(base / "w-b", None, 1, follow_disk=True,
                                           store=open_store(url, base / "w-b-cache"), store_prefix=prefix + "-x")
         t["pf_cross"] = _timed(lambda: (pub2.publish(1, state), other_host.fetch(1)))
+        pub2.flush()
 
     pair(pf_local, pf_store)
     return t, _dir_bytes(staged)
@@ -168,7 +174,7 @@ def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, floa
               "load_local_s": med["load_local"], "load_store_s": med["load_store"],
               "load_cross_host_s": med["load_cross_host"],
               "publish_fetch_local_s": med["pf_local"], "publish_fetch_store_s": med["pf_store"],
-              "publish_fetch_cross_host_s": med["pf_cross"],
+              "publish_fetch_cross_host_s": med["pf_cross"], "publish_upload_s": med["pf_upload"],
               "upload_mb_s": mb / med["upload"], "download_mb_s": mb / med["download"]}
     print("RESULT size=" + preset + " " + " ".join(f"{k}={v:.3f}" for k, v in result.items()), flush=True)
     return result

@@ -4,6 +4,9 @@ Invariants:
 - A version (a checkpoint, a weight version) is readable iff `<key>/MANIFEST.json` exists; it is written after every
   file it lists, and deleted before them, so a reader never sees a half-written or half-deleted version.
 - The manifest lists each file's sha256 and size: readers verify what they download and cache it by content.
+- A version may also be announced on its writer's host before its upload (`announce_local`): readers that share the
+  host's content cache link its files from the writer's directory (`get_local`); readers elsewhere see it only once
+  its manifest is in the store.
 - Transient failures (connection refused or reset while the server restarts, 5xx, throttling) are retried with
   backoff for up to `retry_s`; denied credentials and a full store are raised at once as their own errors, whose
   messages are what the user reads in the job's events.
@@ -12,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -220,6 +224,56 @@ class ArtifactStore(ABC):
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return dest
+
+    # -- this host's versions before their upload ----------------------------------------------------------------------
+    def _announcement(self, key: str) -> Path:
+        """Where a version written on this host is announced: in the content cache, so exactly the readers that share
+        the cache (the host's) see it; per store URL, as keys are."""
+        return self.cache.root / "announced" / hashlib.sha1(self.url.encode()).hexdigest()[:16] / f"{key}.json"
+
+    def announce_local(self, key: str, source: Path) -> None:
+        """Make the complete directory `source` readable as version `key` by readers sharing this host's cache, before
+        (or without) its upload. `source`'s files are never rewritten in place, and `withdraw_local` comes before
+        `source` is removed; a reader that finds a file gone falls back to the store."""
+        sizes = {rel: (source / rel).stat().st_size for rel in _files_of(source)}
+        note = self._announcement(key)
+        note.parent.mkdir(parents=True, exist_ok=True)
+        tmp = note.with_name(f".{note.name}.{uuid.uuid4().hex[:8]}")
+        tmp.write_text(json.dumps({"path": str(source.resolve()), "files": sizes}))
+        os.replace(tmp, note)
+
+    def withdraw_local(self, key: str) -> None:
+        self._announcement(key).unlink(missing_ok=True)
+
+    def local_versions(self, prefix: str) -> list[str]:
+        """Names of the versions directly under `prefix` announced on this host (uploaded or not), sorted."""
+        folder = self._announcement(prefix.rstrip("/") + "/x").parent
+        return sorted(p.name.removesuffix(".json") for p in folder.glob("*.json")) if folder.is_dir() else []
+
+    def get_local(self, key: str, dest: Path) -> bool:
+        """Materialize the version `key` announced on this host as `dest` (hard links to the writer's files, copies
+        across filesystems); False when it is not announced here or its files are gone (pruned meanwhile)."""
+        try:
+            note = json.loads(self._announcement(key).read_text())
+        except FileNotFoundError:
+            return False
+        source = Path(note["path"])
+        staging = dest.with_name(f"{dest.name}.local-{uuid.uuid4().hex[:8]}")
+        try:
+            for rel, size in note["files"].items():
+                target = staging / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                self.cache.materialize(source / rel, target)
+                if target.stat().st_size != size:  # never a file of another write under the same name
+                    return False
+            if dest.exists():
+                shutil.rmtree(dest)
+            os.rename(staging, dest)
+            return True
+        except OSError:
+            return False
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def delete(self, key: str) -> None:
         """Retract the version (manifest first), then remove its files."""

@@ -83,7 +83,9 @@ def test_weight_version_publish_and_fetch_across_hosts(seaweed: SeaweedS3, tiny_
     reader_store = host_store(seaweed, tmp_path / "b-cache", monkeypatch, "w")
     reader = SharedStoreTransport(tmp_path / "b", None, JOB, follow_disk=True, store=reader_store, store_prefix=prefix)
     for version in (1, 2, 3):
-        publisher.publish(version, state)
+        publisher.publish(version, state)  # each waits for the previous version's upload, then announces its own
+    assert reader.latest_version() in (2, 3)  # another host sees only complete versions: v3's upload runs behind
+    publisher.flush()
     assert reader.latest_version() == 3
     fetched = reader.fetch(3)
     assert set(fetched) == set(state) and all(torch.equal(fetched[k], state[k]) for k in state)
@@ -179,8 +181,10 @@ def test_denied_credentials_are_a_clear_error(seaweed: SeaweedS3, tmp_path: Path
 
 def test_denied_credentials_mid_run_are_the_jobs_reason(seaweed: SeaweedS3, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A weight version's upload refused by the real server (a wrong access key): the publish fails at once, leaves
-    no version behind, and the failed job's error is the store's sentence (no type name, no traceback)."""
+    """A weight version's upload refused by the real server (a wrong access key): the upload behind the publish fails
+    at once (not retried), the version never reaches the store, and the error the next publish (here `flush`) raises,
+    the failed job's error, is the store's sentence (no type name, no traceback). More in
+    tests/integration/test_weights_publish_store.py."""
     from workers.runtime.driver import failure_message
 
     for name, value in seaweed.env().items():
@@ -190,10 +194,11 @@ def test_denied_credentials_mid_run_are_the_jobs_reason(seaweed: SeaweedS3, tmp_
     transport = SharedStoreTransport(tmp_path / "weights", None, JOB, store=store,
                                      store_prefix=weights_prefix(TEAM, JOB))
     started = time.monotonic()
+    transport.publish(1, {"w": torch.ones(4)})  # this host has it; the upload runs behind
     with pytest.raises(ArtifactStoreDenied) as denied:
-        transport.publish(1, {"w": torch.ones(4)})
+        transport.flush()
     assert time.monotonic() - started < 10  # not retried as if transient
-    assert list((tmp_path / "weights").iterdir()) == []  # no version, no temporary directory
+    assert [p.name for p in (tmp_path / "weights").iterdir()] == ["v000001"]  # no temporary directory
     message, expected = failure_message(denied.value)
     assert expected and message == str(denied.value)
     assert message.startswith("artifact store s3://streamrl/denied-publish denied the credentials")

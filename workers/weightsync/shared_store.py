@@ -6,9 +6,11 @@ the adapter alone in PEFT layout (`adapter_model.safetensors` + `adapter_config.
 Publication is atomic: files are written to a temp directory in `root`, then renamed; a Redis key holds the latest
 version and a pub/sub channel announces each new one. Old versions beyond `keep` are pruned (never the latest).
 
-With an artifact store (STREAMRL_ARTIFACTS, contract/artifact_store/), hosts share no filesystem: the publisher uploads
-each version (files, then its manifest) before it announces it, and a reader on another host downloads the version
-through its content cache into its own `root` the first time it loads it.
+With an artifact store (STREAMRL_ARTIFACTS, contract/artifact_store/), hosts share no filesystem: the publisher writes
+each version on its own disk, announces it to its host (the host's content cache) and in Redis at once, and uploads it
+behind the trainer (version_upload.py: one upload at a time, every announced version reaches the store or its error
+fails the next publish). A reader on the writer's host links the files straight away; a reader on another host waits
+(bounded) for the version's manifest in the store, then downloads it through its content cache into its own `root`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from workers.generation.engine import GenerationEngine
 from workers.models import lora
 from workers.models.weights_file import save_weights, storable
 from workers.weightsync.base import WeightTransport
+from workers.weightsync.version_upload import UPLOAD_WAIT_S, VersionUploads, await_version
 
 WEIGHTS_FILE = "model.safetensors"
 _TEMPLATE_SUFFIXES = (".json", ".txt", ".model")
@@ -39,18 +42,21 @@ _TEMPLATE_SUFFIXES = (".json", ".txt", ".model")
 class SharedStoreTransport(WeightTransport):
     def __init__(self, root: str | Path, client: redis.Redis | None, job_id: int,
                  template_dir: str | Path | None = None, keep: int = 4, follow_disk: bool = False,
-                 lora_spec: LoraSpec | None = None, store: ArtifactStore | None = None, store_prefix: str = ""):
+                 lora_spec: LoraSpec | None = None, store: ArtifactStore | None = None, store_prefix: str = "",
+                 upload_wait_s: float = UPLOAD_WAIT_S):
         """`lora_spec`: the job trains a LoRA adapter (published state dicts are adapters); `client` None: one process
         publishes and loads (train-local), the latest version is kept in memory;
         `follow_disk`: the latest version is the newest complete directory (a reader without the Redis key: an
         instance of an `auto` p2p job that cannot reach the trainer); `store`: versions also go to (and come from)
-        the artifact store under `store_prefix` (contract/artifact_store/keys.py `weights_prefix`)."""
+        the artifact store under `store_prefix` (contract/artifact_store/keys.py `weights_prefix`); `upload_wait_s`: how
+        long a reader on another host waits for an announced version to reach the store."""
         super().__init__()
         self._latest, self.follow_disk = 0, follow_disk
         self.root, self.client, self.job_id, self.keep = Path(root), client, job_id, keep
         self.template_dir = Path(template_dir) if template_dir else None
         self.lora_spec = lora_spec
-        self.store, self.store_prefix = store, store_prefix
+        self.store, self.store_prefix, self.upload_wait_s = store, store_prefix, upload_wait_s
+        self.uploads = VersionUploads(store, client, job_id) if store is not None else None
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, version: int) -> Path:
@@ -63,7 +69,10 @@ class SharedStoreTransport(WeightTransport):
         """The version's directory on this host, downloaded from the artifact store when only the store has it."""
         path = self.path(version)
         if self.store is not None and not path.is_dir():
-            self.store.get_dir(self._store_key(version), path)
+            key = self._store_key(version)
+            if not self.store.get_local(key, path):  # the writer's host: its files, whether uploaded yet or not
+                await_version(self.store, key, version, self.client, self.job_id, self.upload_wait_s)
+                self.store.get_dir(key, path)
         return path
 
     def publish(self, version: int, state_dict: dict[str, torch.Tensor]) -> float:
@@ -95,34 +104,56 @@ class SharedStoreTransport(WeightTransport):
                 shutil.copy2(item, target / item.name)
 
     def _install(self, tmp: Path, version: int) -> None:
-        if self.store is not None:  # announced only once every host can read it
-            try:
-                # this host's cache gets the files too: a reader here with another root downloads nothing
-                self.store.put_dir(self._store_key(version), tmp, cache_files=True)
+        if self.uploads is not None:
+            try:  # the previous version is in the store before this one is announced (or its error ends here)
+                self.uploads.wait()
             except ArtifactStoreError:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
         final = self.path(version)
         if final.exists():  # a retried publish of the same version: the newer files win
+            if self.store is not None:
+                self.store.withdraw_local(self._store_key(version))
             shutil.rmtree(final)
         os.rename(tmp, final)
+        if self.store is not None:  # readers on this host link it now; the others wait for its manifest
+            self.store.announce_local(self._store_key(version), final)
         self._latest = version
         if self.client is not None:
             self.client.set(keys.weights_latest(self.job_id), version)
             self.client.publish(keys.weights_channel(self.job_id), version)
-        self._prune(version)
+        gone = self._prune(version)
+        if self.uploads is not None:
+            self.uploads.start(version, self._store_key(version), final, after=lambda: self._delete_stored(gone))
 
-    def _prune(self, latest: int) -> None:
+    def _prune(self, latest: int) -> list[int]:
         """Keep the newest `keep` versions up to `latest`; versions above it belong to an abandoned driver epoch (a
-        restarted driver republished its checkpoint's older weights) and go."""
+        restarted driver republished its checkpoint's older weights) and go. Returns the versions removed (the store's
+        copies go after the next upload, off the publish)."""
         versions = self._local_versions()
         kept = [v for v in versions if v <= latest]
-        for gone in [v for v in versions if v > latest] + kept[: max(0, len(kept) - self.keep)]:
-            shutil.rmtree(self.path(gone), ignore_errors=True)
-            if self.store is not None:
-                # a stale version left in the store is only space: readers ask for the announced versions
-                with contextlib.suppress(ArtifactStoreError):
-                    self.store.delete(self._store_key(gone))
+        gone = [v for v in versions if v > latest] + kept[: max(0, len(kept) - self.keep)]
+        for version in gone:
+            if self.store is not None:  # before its files: a reader here never links a half-removed version
+                self.store.withdraw_local(self._store_key(version))
+            shutil.rmtree(self.path(version), ignore_errors=True)
+        return gone
+
+    def _delete_stored(self, gone: list[int]) -> None:
+        assert self.store is not None
+        for version in gone:
+            # a stale version left in the store is only space: readers ask for the announced versions
+            with contextlib.suppress(ArtifactStoreError):
+                self.store.delete(self._store_key(version))
+
+    def flush(self) -> None:
+        """Wait until the newest published version is in the store; raise its upload's error."""
+        if self.uploads is not None:
+            self.uploads.wait()
+
+    def close(self) -> None:
+        if self.uploads is not None:
+            self.uploads.close()
 
     def latest_version(self) -> int:
         if self.follow_disk:
@@ -137,9 +168,10 @@ class SharedStoreTransport(WeightTransport):
         return on_disk[-1] if on_disk else 0
 
     def _versions(self) -> list[int]:
-        """The complete versions: in the artifact store when there is one, else on this host's disk."""
-        if self.store is not None:
-            names = self.store.versions(self.store_prefix)
+        """The complete versions: in the artifact store (or announced on this host) when there is one, else on this
+        host's disk."""
+        if self.store is not None:  # and those announced on this host, which readers here link before their upload
+            names = set(self.store.versions(self.store_prefix)) | set(self.store.local_versions(self.store_prefix))
             return sorted(int(n[1:]) for n in names if n.startswith("v") and n[1:].isdigit())
         return self._local_versions()
 

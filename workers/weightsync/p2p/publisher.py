@@ -271,3 +271,5 @@ class P2PPublisher(WeightTransport):
             self.peers.clear()
             self._last = None
             self._buffers.clear()
+        if self.store is not None:  # its last version's upload ends (or says why it failed)
+            self.store.close()
