@@ -66,6 +66,7 @@ def test_a_failed_upload_is_retried_then_reported(tmp_path: Path, monkeypatch: p
     uploads.start(5, source)
     done = uploads.wait()
     assert done is not None and done.error is None and mirror.names() == ["iter_000005"]
+    assert done.attempts == 2  # the event says what was tried
 
     def full(path: Path, key: str) -> None:
         calls.append(key)
@@ -76,7 +77,7 @@ def test_a_failed_upload_is_retried_then_reported(tmp_path: Path, monkeypatch: p
     other = write_version(tmp_path / "ckpt" / "iter_000006", os.urandom(4000))
     uploads.start(6, other)
     failed = uploads.wait()
-    assert failed is not None and isinstance(failed.error, ArtifactStoreFull)
+    assert failed is not None and isinstance(failed.error, ArtifactStoreFull) and failed.attempts == 1
     tried = calls[before:]
     assert tried and len(tried) == len(set(tried))  # one attempt (files in parallel): a full store is not retried
     assert store.manifest(checkpoint_key(1, 2, "iter_000006")) is None

@@ -89,7 +89,8 @@ def test_a_full_bucket_fails_the_upload_once_with_its_reason(store: S3Store, tmp
     uploads = BackgroundUpload(CheckpointMirror(store, 3, 9), attempts=3, backoff_s=0.01)
     uploads.start(4, source)
     done = uploads.wait()
-    assert done is not None and isinstance(done.error, ArtifactStoreFull)
+    assert done is not None and isinstance(done.error, ArtifactStoreFull) and done.attempts == 1
+    assert done.tries == "1 attempt: a denied or full store is not retried"  # the checkpoint event's words
     assert str(done.error) == ("artifact store s3://bucket/team-prefix is full (QuotaExceeded): free space or raise "
                                "the bucket's quota")  # the sentence the job's checkpoint event carries
     assert calls == ["team-prefix/teams/3/jobs/9/checkpoints/iter_000004/model.safetensors"]  # tried once

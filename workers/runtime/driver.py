@@ -372,7 +372,7 @@ class Driver:
             return
         shutil.rmtree(done.path, ignore_errors=True)  # never resumed from: no other host could
         failed = CheckpointSaveFailed(f"checkpoint upload failed: {done.error}")
-        self._checkpoint_failed(done.iteration, failed, final)
+        self._checkpoint_failed(done.iteration, failed, final, done.tries)
 
     def _finish_uploads(self) -> None:
         """Before the driver exits: the in-flight upload completes (or its failure is an event)."""
@@ -381,14 +381,16 @@ class Driver:
         except Exception as err:  # the job's outcome is already decided; say what became of the checkpoint
             log.error("job %s: last checkpoint upload: %s", self.job_id, err)
 
-    def _checkpoint_failed(self, iteration: int, err: CheckpointSaveFailed, final: bool) -> None:
+    def _checkpoint_failed(self, iteration: int, err: CheckpointSaveFailed, final: bool,
+                           tries: str = f"{CHECKPOINT_ATTEMPTS} attempts") -> None:
+        """`tries`: what was tried, for the event (a local save: every attempt; an upload: its outcome says)."""
         self.checkpoint_failures += 1
         standing = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         fatal = final or self.checkpoint_failures >= CHECKPOINT_FAILURES_ALLOWED
         then = "the job fails" if fatal else \
             f"training goes on; newest complete checkpoint: {standing.name if standing else 'none'}"
         self.reporter.record_event(self.job_id, "checkpoint", f"{err} (iteration {iteration}, "
-                                   f"{CHECKPOINT_ATTEMPTS} attempts; {then})",
+                                   f"{tries}; {then})",
                                    data={"iteration": iteration, "failures": self.checkpoint_failures})
         if fatal:
             raise JobSetupError(str(err)) from err

@@ -40,6 +40,7 @@ import redis
 from transformers import AutoTokenizer
 
 from contract import keys
+from contract.artifact_store import ArtifactStoreDenied, ArtifactStoreFull
 from contract.environments import GATEWAY
 from contract.reporter import Reporter
 from contract.reward_window import RewardTally
@@ -444,6 +445,10 @@ def run_instance(job_id: int, instance_id: str, reporter: Reporter, client: redi
         return InstanceRunner(ctx, instance_id).run()
     except JobSetupError as err:
         return report_setup_error(reporter, client, job_id, instance_id, err)
+    except (ArtifactStoreDenied, ArtifactStoreFull) as err:  # a weight version the store refuses: no instance of
+        # this job gets further (the credentials are the host's, a full store stays full): the job fails with the
+        # store's sentence at once instead of instances restarting until the crash loop ends it
+        return report_setup_error(reporter, client, job_id, instance_id, HostMissing(str(err)))
     except Exception as err:  # recorded on the instance row: the controller detects instances that keep failing
         log.exception("instance %s of job %s failed", instance_id, job_id)
         reporter.set_instance_status(job_id, instance_id, InstanceStatus.dead, error=f"{type(err).__name__}: {err}")

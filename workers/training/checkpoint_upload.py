@@ -26,6 +26,14 @@ class UploadOutcome:
     path: Path
     seconds: float
     error: ArtifactStoreError | None = None
+    attempts: int = 1  # tries made (a denied or full store: one)
+
+    @property
+    def tries(self) -> str:
+        """What was tried, as the checkpoint event says it."""
+        if self.attempts == 1 and isinstance(self.error, ArtifactStoreDenied | ArtifactStoreFull):
+            return "1 attempt: a denied or full store is not retried"
+        return f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}"
 
 
 class BackgroundUpload:
@@ -50,7 +58,9 @@ class BackgroundUpload:
     def _run(self, iteration: int, path: Path) -> None:
         start, wait_s = time.perf_counter(), self.backoff_s
         error: ArtifactStoreError | None = None
+        tried = 0
         for attempt in range(self.attempts):
+            tried = attempt + 1
             try:
                 self.mirror.upload(path)
                 error = None
@@ -66,7 +76,7 @@ class BackgroundUpload:
             except Exception as err:  # a file vanished, a bug: still the checkpoint's failure, never the thread's
                 error = ArtifactStoreError(f"{type(err).__name__}: {err}")
                 break
-        self._outcome = UploadOutcome(iteration, path, time.perf_counter() - start, error)
+        self._outcome = UploadOutcome(iteration, path, time.perf_counter() - start, error, tried)
 
     def wait(self) -> UploadOutcome | None:
         """Block until the in-flight upload ends; its outcome (None when there was none)."""
