@@ -1,6 +1,7 @@
 """Models and Datasets pages (issue 39): a new user, with only a browser, uploads a model archive from the Models
-page, then uploads a chat dataset from the Datasets page (a second upload under the same name is refused) and
-previews it through the uploaded model's chat template."""
+page (the same name again becomes its version 2, and version 1 is deleted from its row), then uploads a chat dataset
+from the Datasets page (a second upload under the same name is refused) and previews it through the uploaded model's
+chat template."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def test_upload_a_model_archive_then_a_chat_dataset_and_preview_it(
     open_signed_in(page, api_server, session["token"], "/jobs")
 
     page.get_by_role("link", name="Models", exact=True).click()
-    page.locator("input[name=model_archive]").set_input_files(str(model_archive(tmp_path)))
+    archive = model_archive(tmp_path)
+    page.locator("input[name=model_archive]").set_input_files(str(archive))
     page.locator("input[name=upload_model_name]").fill("qwen-up")
     page.get_by_role("button", name="Upload model").click()
     expect(page.get_by_test_id("model-upload-done")).to_contain_text("registered qwen-up v1 (ready)")
@@ -44,6 +46,16 @@ def test_upload_a_model_archive_then_a_chat_dataset_and_preview_it(
     expect(row).to_contain_text("ready")
     expect(row.get_by_test_id("model-card")).to_contain_text("chat template yes")
     shot(page, "39-models-page")
+    # the same name uploaded again is its next version (listed newest first); the older one is deleted from its row
+    page.locator("input[name=model_archive]").set_input_files(str(archive))
+    page.locator("input[name=upload_model_name]").fill("qwen-up")
+    page.get_by_role("button", name="Upload model").click()
+    expect(page.get_by_test_id("model-upload-done")).to_contain_text("registered qwen-up v2 (ready)")
+    expect(row.get_by_test_id("model-version")).to_contain_text("v2newest")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="delete qwen-up v1").click()
+    expect(page.get_by_test_id("model-qwen-up-v1")).to_have_count(0)
+    expect(row).to_contain_text("ready")  # v2 stays
 
     rows = [{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": f"{i}+1="},
                           {"role": "assistant", "content": str(i + 1)}]} for i in range(5)]

@@ -189,6 +189,8 @@ def test_clone_round_trip_and_yaml(page: Page, api_server: Server, runs: tuple[W
     world, jobs = runs
     source = jobs["fast"]
     open_signed_in(page, api_server, world.token, f"/jobs/{source['id']}")
+    expect(page.get_by_role("button", name="Chat", exact=True)).to_be_visible()  # a member's (a viewer has none)
+    expect(page.get_by_role("link", name="Playground", exact=True)).to_be_visible()
     page.get_by_role("button", name="YAML").click()
     yaml_text = page.get_by_test_id("spec-yaml").locator("pre")
     expect(yaml_text).to_contain_text("lr: 0.0003")
@@ -219,6 +221,8 @@ def test_viewer_is_offered_no_submit(
     expect(page.get_by_role("button", name="YAML")).to_be_visible()
     expect(page.get_by_role("button", name="Clone")).to_have_count(0)
     expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    expect(page.get_by_role("button", name="Chat", exact=True)).to_have_count(0)  # chat completions need member
+    expect(page.get_by_role("link", name="Playground", exact=True)).to_have_count(0)
     # a checkpoint offers a viewer its download only: chat, evaluate, promote and fork need member (they would 403)
     page.goto(f"{api_server.url}/#/jobs/{jobs['single']['id']}")
     checkpoints = page.get_by_test_id("checkpoints")
