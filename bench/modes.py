@@ -41,6 +41,13 @@ reward_partial=...` (reward: mean training reward of the last 3 iterations, aver
 samples/s = samples / wall time of iterations 2..N (iteration 1 carries engine start-up). The weight-sync fraction is
 the trainer's publish time (on its critical path) over the iteration time; `load` is the instances' load time.
 
+    python bench/modes.py --object-store [--weight-sync shared_store --configs colocated,async]
+
+runs every process with `STREAMRL_ARTIFACTS=s3://...` on a SeaweedFS server started here (tests/object_store.py):
+weight versions (shared_store) and checkpoints go through the object store (uploaded behind the trainer; the
+instances here share the trainer's host and read its versions before their upload ends). The RESULT line then also
+says `artifacts=s3`; `weight_sync_fraction_async` is the figure the object store must keep <= 0.02.
+
     python bench/modes.py --speculative [--max-tokens 256]
 
 runs sync and async with `generation.speculative` off and group (grouped speculative decoding, interleaved) and ends
@@ -277,6 +284,8 @@ def main() -> None:
                         help="async: how many versions generation may run ahead (every configuration)")
     parser.add_argument("--partial-rollouts", action="store_true",
                         help="async only: in-flight weight updates (partial rollouts) vs draining at each update")
+    parser.add_argument("--object-store", action="store_true",
+                        help="artifacts (weight versions, checkpoints) through a SeaweedFS S3 server started here")
     parser.add_argument("--speculative", action="store_true",
                         help="sync and async with generation.speculative off vs group (bench/speculative.py --e2e)")
     args = parser.parse_args()
@@ -286,6 +295,7 @@ def main() -> None:
         redis_server, redis_url = _configure(data_dir)
         procs: list[subprocess.Popen[bytes]] = []
         stop = threading.Event()
+        seaweed: Any = None
         try:
             from backend.controller.reconcile import CeleryTaskSender, reconcile_once
             from backend.db import Model, Team, User
@@ -318,6 +328,13 @@ def main() -> None:
                 session.add(Model(team_id=team.id, name="bench", path=str(sft.model_dir)))
                 team_id, user_id = team.id, user.id
                 dataset_id = _learn_dataset(session, team.id, data_dir) if args.learn else None
+            if args.object_store:  # every process (this one and the workers) reads STREAMRL_ARTIFACTS
+                sys.path.insert(0, str(REPO / "tests"))
+                from object_store import SeaweedS3
+
+                seaweed = SeaweedS3(data_dir / "seaweed")
+                seaweed.start()
+                os.environ.update(seaweed.env("streamrl/bench-modes"))
             env = dict(os.environ, PYTHONPATH=child_pythonpath(REPO), STREAMRL_DEVICE=args.device)
             sender = CeleryTaskSender(redis_url)
 
@@ -398,6 +415,8 @@ def main() -> None:
             stop.set()
             stop_process_groups(procs)
             redis_server.stop()
+            if seaweed is not None:
+                seaweed.stop()
 
     if args.partial_rollouts:
         return partial_result(results, measured)
@@ -420,18 +439,18 @@ def main() -> None:
     for mode in ("colocated", "sync", "async"):
         if mode not in results:
             continue
-        rand, skew = results[mode], results.get(f"{mode}+skew")
+        rand, skewed = results[mode], results.get(f"{mode}+skew")
         extra = f"{'-':>11s} {'-':>10s}"
-        if skew:
-            gain = skew["samples_per_s"] / rand["samples_per_s"]
-            extra = f"{skew['samples_per_s']:11.2f} {gain:10.2f}"
+        if skewed:
+            gain = skewed["samples_per_s"] / rand["samples_per_s"]
+            extra = f"{skewed['samples_per_s']:11.2f} {gain:10.2f}"
         print(f"{mode:10s} {results[mode]['samples_per_s']:10.2f} {results[mode]['samples_per_s'] / col:12.2f} "
               f"{100 * results[mode]['sync_fraction']:14.2f} {extra}")
     print("\nper-iteration seconds (median run): mode: iteration = train + wait + sync + overhead | generation")
     for key, r in results.items():
         print(f"  {key:11s} {r['iteration_s']:6.2f} = {r['train']:.2f} + {r['wait']:.2f} + {r['sync']:.3f} + "
               f"{r['overhead']:.2f} | {r['gen']:.2f}")
-    figures = [f"colocated={col:.2f}"]
+    figures = [f"colocated={col:.2f}"] + (["artifacts=s3"] if args.object_store else [])
     for key, name in (("sync", "sync"), ("async", "async"), ("sync+skew", "skew_aware_sync"),
                       ("async+skew", "skew_aware_async")):
         if key in results:
