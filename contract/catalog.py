@@ -15,7 +15,7 @@ AlgorithmName = Literal["distill", "grpo", "ppo", "reinforce_pp", "rloo"]
 EngineName = Literal["hf", "vllm"]
 DispatchPolicy = Literal["random", "round_robin", "skew_aware"]
 RewardType = Literal["exact_match", "format", "judge", "length_penalty", "model", "multi", "numeric", "regex", "string_check", "text_similarity", "composite", "python"]
-EnvironmentName = Literal["calculator", "guess_number", "python", "gateway", "openenv"]
+EnvironmentName = Literal["calculator", "guess_number", "python", "gateway", "openenv", "verifiers"]
 
 ALGORITHMS: dict[str, dict[str, Any]] = {
     "distill": {
@@ -238,5 +238,9 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
     "openenv": {
         "label": "OpenEnv (your server)",
         "summary": "an OpenEnv environment server at `environment.url`: one WebSocket session per episode (reset, step, MCP tools)"
+    },
+    "verifiers": {
+        "label": "verifiers (your environment)",
+        "summary": "a verifiers 0.4 environment (`environment.code` or an installed taskset): its own episode loop in the jail, calling the policy through the rollout gateway"
     }
 }

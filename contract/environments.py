@@ -58,6 +58,8 @@ PYTHON = "python"  # user code in the jail: the spec's `code`
 GATEWAY = "gateway"  # the turns come from an agent through the rollout gateway (workers/runtime/gateway.py)
 OPENENV = "openenv"  # an OpenEnv environment server at the spec's `url` (workers/environments/openenv_env.py)
 OPENENV_PARAMS = {"action_field": str, "observation_field": str}  # the params of type openenv
+VERIFIERS = "verifiers"  # a verifiers environment: its own episode loop in the jail, through the gateway
+THROUGH_GATEWAY = (GATEWAY, VERIFIERS)  # the types whose turns are chat calls through the rollout gateway
 
 
 def _evaluate(expression: str) -> float:

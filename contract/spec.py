@@ -21,7 +21,7 @@ from contract.catalog import (
     AlgorithmName,
     EngineName,
 )
-from contract.environments import GATEWAY
+from contract.environments import GATEWAY, THROUGH_GATEWAY
 from contract.scheduling import PRIORITIES, Priority
 from contract.spec_base import StrictModel, choice_list
 from contract.spec_environment import EnvironmentSpec  # also imported from here
@@ -346,9 +346,10 @@ class JobSpec(StrictModel):
 
     @model_validator(mode="after")
     def _gateway_needs_instances(self) -> JobSpec:
-        if self.environment is not None and self.environment.type == GATEWAY and self.mode not in ("sync", "async"):
-            raise ValueError("environment.type 'gateway' serves its episodes from generation instances: mode must be "
-                             f"sync or async (got {self.mode!r})")
+        if self.environment is not None and self.environment.type in THROUGH_GATEWAY and \
+                self.mode not in ("sync", "async"):
+            raise ValueError(f"environment.type {self.environment.type!r} serves its episodes from generation "
+                             f"instances: mode must be sync or async (got {self.mode!r})")
         return self
 
     @model_validator(mode="after")

@@ -37,7 +37,7 @@ def entries() -> dict[str, dict[str, dict[str, Any]]]:
     """Kind -> name -> {label, summary, **meta}, in registration order."""
     sys.path.insert(0, str(REPO))
     from contract.dispatch import DISPATCH_POLICIES
-    from contract.environments import ENVIRONMENTS, GATEWAY, OPENENV, PYTHON
+    from contract.environments import ENVIRONMENTS, GATEWAY, OPENENV, PYTHON, VERIFIERS
     from contract.registry import Registry
     from contract.rewards.builtins import COMPOSED_TYPES, REWARDS
     from workers.generation.engines import ENGINES
@@ -56,6 +56,9 @@ def entries() -> dict[str, dict[str, dict[str, Any]]]:
                              "episode's OpenAI-compatible rollout gateway are the turns"}
     environments[OPENENV] = {"label": "OpenEnv (your server)", "summary": "an OpenEnv environment server at "
                              "`environment.url`: one WebSocket session per episode (reset, step, MCP tools)"}
+    environments[VERIFIERS] = {"label": "verifiers (your environment)", "summary": "a verifiers 0.4 environment "
+                               "(`environment.code` or an installed taskset): its own episode loop in the jail, "
+                               "calling the policy through the rollout gateway"}
     return {"ALGORITHMS": table(ALGORITHMS), "ENGINES": table(ENGINES),
             "DISPATCH_POLICIES": table(DISPATCH_POLICIES), "REWARD_TYPES": rewards, "ENVIRONMENTS": environments}
 

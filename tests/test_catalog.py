@@ -20,7 +20,7 @@ from backend.planner.costmodel import TRAIN_FLOPS_PER_PARAM
 from backend.planner.schemas import PlanRequest
 from contract import catalog
 from contract.dispatch import DISPATCH_POLICIES
-from contract.environments import ENVIRONMENTS, GATEWAY, OPENENV, PYTHON
+from contract.environments import ENVIRONMENTS, GATEWAY, OPENENV, PYTHON, VERIFIERS
 from contract.rewards.builtins import COMPOSED_TYPES, REWARDS
 from contract.spec import (
     MODES,
@@ -44,7 +44,7 @@ KINDS = {  # catalog table -> (registry names, spec model and field)
     "ENGINES": (ENGINES.names(), GenerationSpec, "engine"),
     "DISPATCH_POLICIES": (DISPATCH_POLICIES.names(), DispatchSpec, "policy"),
     "REWARD_TYPES": ((*REWARDS.names(), *COMPOSED_TYPES), RewardSpec, "type"),
-    "ENVIRONMENTS": ((*ENVIRONMENTS.names(), PYTHON, GATEWAY, OPENENV), EnvironmentSpec, "type"),
+    "ENVIRONMENTS": ((*ENVIRONMENTS.names(), PYTHON, GATEWAY, OPENENV, VERIFIERS), EnvironmentSpec, "type"),
 }
 
 

@@ -41,7 +41,7 @@ from transformers import AutoTokenizer
 
 from contract import keys
 from contract.artifact_store import ArtifactStoreDenied, ArtifactStoreFull
-from contract.environments import GATEWAY
+from contract.environments import THROUGH_GATEWAY
 from contract.reporter import Reporter
 from contract.reward_window import RewardTally
 from contract.sample import PromptRequest, Sample
@@ -106,7 +106,7 @@ class InstanceRunner:
         self.teacher: Any = None  # algorithm.teacher (workers/runtime/teacher.py), set by open()
         self.episodes: EpisodeRunner | None = None  # spec.environment: each request is a multi-turn episode
         self.live: dict[str, Episode] = {}  # episodes between their first and last turn
-        self.gateway: GatewayEpisodes | None = None  # environment.type gateway: an agent's calls are the turns
+        self.gateway: GatewayEpisodes | None = None  # environment.type gateway, verifiers: an agent's calls are turns
         self.gateway_versions: dict[str, int] = {}  # sample id -> its gateway episode's oldest version
         self.turns: deque[GenerationRequest] = deque()  # next turns of live episodes, admitted before new prompts
         self.episode_versions = EpisodeVersions()
@@ -143,7 +143,7 @@ class InstanceRunner:
         private one, or this job's adapter on a shared instance) with the newest weights."""
         self.reward = components.make_reward(self.ctx)
         self.teacher = components.make_teacher(self.ctx)  # algorithm.teacher (distill), else None
-        if self.spec.environment is not None and self.spec.environment.type == GATEWAY:
+        if self.spec.environment is not None and self.spec.environment.type in THROUGH_GATEWAY:
             self.gateway = GatewayEpisodes(self.redis, self.ctx.job_id, self.instance_id, self._tokenizer(),
                                            self.spec.environment, self.sampling,
                                            agents=agent_runs(self.spec, self.ctx.job_id))

@@ -29,10 +29,12 @@ import httpx
 
 from contract.agent import AgentSpec
 from contract.egress import EgressRefused, guarded_client, parse_url
+from contract.environments import VERIFIERS
 from contract.settings import Settings, get_settings
 from contract.signing import SIGNATURE_HEADER, agent_secret, sign
 from contract.spec import JobSpec
 from workers.agents.runner import JailedAgent, packages_dir
+from workers.environments.verifiers_gateway import verifiers_agent
 
 MAX_ANSWER_BYTES = 64 * 1024
 RETRY_BACKOFF_S = 0.5
@@ -162,8 +164,11 @@ class AgentRuns:
 
 
 def agent_runs(spec: JobSpec, job_id: int, settings: Settings | None = None) -> AgentRuns | None:
-    """The runs of the job's `agent` (None: agents claim its episodes through the API)."""
+    """The runs of the job's `agent`, or of a verifiers environment's episode loop (None: agents claim its episodes
+    through the API)."""
     agent = spec.agent
+    if agent is None and spec.environment is not None and spec.environment.type == VERIFIERS:
+        agent = verifiers_agent(spec.environment)
     if agent is None:
         return None
     settings = settings or get_settings()

@@ -41,6 +41,7 @@ export const CHOICES = {
     { value: "python", label: "Python (your code)" },
     { value: "gateway", label: "Gateway (your agent)" },
     { value: "openenv", label: "OpenEnv (your server)" },
+    { value: "verifiers", label: "verifiers (your environment)" },
   ],
 } as const;
 

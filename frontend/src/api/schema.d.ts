@@ -2515,12 +2515,12 @@ export interface components {
         EnvironmentSpec: {
             /**
              * Code
-             * @description type 'python': your environment's code, run in the kernel jail python rewards use; type 'openenv': Python defining `app` (the OpenEnv server's ASGI app), served in the jail
+             * @description type 'python': your environment's code, run in the kernel jail python rewards use; type 'openenv': Python defining `app` (the OpenEnv server's ASGI app), served in the jail; type 'verifiers': a module exporting its verifiers Taskset (and any Env) via `__all__`, run in the agent jail
              */
             code?: string | null;
             /**
              * Episode Timeout S
-             * @description type 'gateway': wall-clock limit of one episode from its opening (waiting for an agent included); past it the episode fails
+             * @description type 'gateway' or 'verifiers': wall-clock limit of one episode from its opening (waiting for an agent included); past it the episode fails
              * @default 600
              */
             episode_timeout_s?: number;
@@ -2540,20 +2540,20 @@ export interface components {
             max_turns?: number;
             /**
              * Memory Mb
-             * @description address-space limit of the jailed process (python)
+             * @description address-space limit of the jailed process (python; unset: 2048 for an openenv server; a verifiers episode's jail gets 4096)
              * @default 256
              */
             memory_mb?: number;
             /**
              * Params
-             * @description parameters of a built-in environment
+             * @description parameters of a built-in environment; type 'verifiers': taskset, env (installed plugin ids), config (verifiers env config overrides), concurrency (episodes per instance at once, default 4)
              */
             params?: {
                 [key: string]: unknown;
             };
             /**
              * Requirements
-             * @description type 'openenv' with `code`: the server's packages (e.g. 'openenv-core==0.3.0'), installed like agent.requirements and bound read-only into its jail
+             * @description type 'openenv' with `code`: the server's packages (e.g. 'openenv-core==0.3.0'), installed like agent.requirements and bound read-only into its jail; type 'verifiers': the environment's packages (verifiers==0.4.0 is added unless named)
              */
             requirements?: string[];
             /**
@@ -2564,10 +2564,10 @@ export interface components {
             step_timeout_s?: number;
             /**
              * Type
-             * @description built-in environment, 'python' for your own `code`, 'openenv' for an OpenEnv server at `url`, 'gateway' for your agent
+             * @description built-in environment, 'python' for your own `code`, 'openenv' for an OpenEnv server at `url`, 'gateway' for your agent, 'verifiers' for a verifiers environment (its own loop in the jail, through the gateway)
              * @enum {string}
              */
-            type: "calculator" | "guess_number" | "python" | "gateway" | "openenv";
+            type: "calculator" | "guess_number" | "python" | "gateway" | "openenv" | "verifiers";
             /**
              * Url
              * @description type 'openenv': the OpenEnv environment server's base URL (http or https; it must pass the operator's egress policy). Each episode is one WebSocket session of it; episodes a dead server loses are retried
