@@ -152,7 +152,8 @@ def one_round(trainer: Trainer, state: dict[str, torch.Tensor], model_dir: Path,
     return t, _dir_bytes(staged)
 
 
-def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, float]:
+def bench_size(preset: str, rounds: int, work: Path, url: str, first_job: int) -> dict[str, float]:
+    """`first_job`: every round's keys are its own (a job id per round, across sizes too)."""
     model_dir = build_tiny_model(preset, work / preset / "model", seed=0)
     trainer = Trainer(model_dir, _spec())
     trainer.train_iteration(_samples())  # AdamW moments exist from here on
@@ -161,7 +162,7 @@ def bench_size(preset: str, rounds: int, work: Path, url: str) -> dict[str, floa
     size = 0
     for rnd in range(rounds):
         base = work / preset / f"r{rnd}"
-        got, size = one_round(trainer, state, model_dir, base, url, job=rnd + 1, store_first=rnd % 2 == 1)
+        got, size = one_round(trainer, state, model_dir, base, url, job=first_job + rnd, store_first=rnd % 2 == 1)
         print(f"round {rnd} {preset} ({'store' if rnd % 2 else 'local'} first): "
               + " ".join(f"{k}={v:.3f}" for k, v in got.items()), flush=True)
         for key, value in got.items():
@@ -198,7 +199,8 @@ def main() -> None:
             os.environ.update(server.env())
             url = "s3://streamrl/bench"
         load_before = os.getloadavg()[0]
-        results = [bench_size(size, args.rounds, work, url) for size in args.sizes.split(",")]
+        results = [bench_size(size, args.rounds, work, url, first_job=1 + i * args.rounds)
+                   for i, size in enumerate(args.sizes.split(","))]
         load_after = os.getloadavg()[0]
         ratio_save = max(r["save_store_s"] / r["save_local_s"] for r in results)
         ratio_full = max(r["save_store_full_s"] / r["save_local_s"] for r in results)

@@ -156,7 +156,7 @@ class ArtifactStore(ABC):
         in the store (a reader still reads the manifest from the store: the version is visible when it is there)."""
         files = _files_of(source, names)
         if self.manifest(key) is not None:
-            self._retrying(f"retracting {key}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
+            self.retract(key)
         # each file is hashed while it uploads (two readers of the same page-cached file; hashlib and the transfer
         # release the GIL), rather than every file hashed before the first byte goes out
         with ThreadPoolExecutor(max_workers=FILES_IN_FLIGHT) as hashing, \
@@ -171,6 +171,10 @@ class ArtifactStore(ABC):
                 done.result()
         self._retrying(f"writing {key}/{MANIFEST}", lambda: self._put_bytes(f"{key}/{MANIFEST}", manifest.to_json()))
         return manifest
+
+    def retract(self, key: str) -> None:
+        """Make the version under `key` invisible (its manifest goes; its files stay until `delete` or a `put_dir`)."""
+        self._retrying(f"retracting {key}", lambda: self._delete_keys([f"{key}/{MANIFEST}"]))
 
     def _upload_retrying(self, source: Path, key: str) -> None:
         self._retrying(f"uploading {key}", lambda: self._upload_file(source, key))

@@ -54,6 +54,9 @@ def test_same_host_reads_before_the_upload_and_another_host_after_it(
         redis_client: redis.Redis, job_id: int) -> None:
     prefix = weights_prefix(TEAM, job_id)
     writer_store = host_store(seaweed, tmp_path / "a-cache", monkeypatch, "publish")
+    stale = SharedStoreTransport(tmp_path / "dead", None, job_id, store=writer_store, store_prefix=prefix)
+    stale.publish(1, state(-1.0))  # a dead driver epoch's v1, complete in the store
+    stale.flush()
     release, real_upload = threading.Event(), writer_store._upload_file
 
     def slow_upload(source: Path, key: str) -> None:  # the upload stalls until the test lets it go
@@ -65,7 +68,7 @@ def test_same_host_reads_before_the_upload_and_another_host_after_it(
                                   store=writer_store, store_prefix=prefix)
     writer.publish(1, state(1.0))  # returns with the upload held
     assert writer.latest_version() == 1 and writer.uploads is not None and writer.uploads.in_flight
-    assert writer_store.manifest(f"{prefix}/v000001") is None  # not in the store yet
+    assert writer_store.manifest(f"{prefix}/v000001") is None  # not in the store yet (the stale one retracted)
 
     # the writer's host: another process with its own weights dir, the host's cache
     same_host = SharedStoreTransport(tmp_path / "a2", redis_client, job_id,
@@ -83,7 +86,7 @@ def test_same_host_reads_before_the_upload_and_another_host_after_it(
     reader = threading.Thread(target=lambda: fetched.append(other.fetch(1)), daemon=True)
     reader.start()
     reader.join(timeout=1.0)
-    assert reader.is_alive() and not fetched  # still waiting: the version is not in the store
+    assert reader.is_alive() and not fetched  # still waiting: this write of v1 is not in the store
     assert not (tmp_path / "b" / "v000001").exists()
     release.set()
     reader.join(timeout=60)
@@ -97,19 +100,29 @@ def test_same_host_reads_before_the_upload_and_another_host_after_it(
     writer.close()
 
 
-def test_a_denied_store_fails_the_publish_the_readers_and_the_instance_with_its_sentence(
+def test_a_refused_upload_fails_the_next_publish_the_readers_and_the_instance_with_its_sentence(
         seaweed: SeaweedS3, tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         redis_client: redis.Redis, job_id: int) -> None:
+    """Credentials revoked between a publish's look at the store and its upload (the refusal is the real server's,
+    replayed into the upload): readers stop waiting with the store's sentence, the next publish raises it."""
     from workers.runtime.driver import failure_message
 
     prefix = weights_prefix(TEAM, job_id)
-    denied_store = host_store(seaweed, tmp_path / "a-cache", monkeypatch, "denied-weights",
-                              AWS_ACCESS_KEY_ID="not-a-key")
+    writer_store = host_store(seaweed, tmp_path / "a-cache", monkeypatch, "denied-weights")
+    refused = host_store(seaweed, tmp_path / "x-cache", monkeypatch, "denied-weights", AWS_ACCESS_KEY_ID="not-a-key")
+    with pytest.raises(ArtifactStoreDenied) as real_refusal:
+        refused.versions(prefix)
+    sentence = str(real_refusal.value)
+
+    def revoked(source: Path, key: str) -> None:
+        raise ArtifactStoreDenied(sentence)
+
+    monkeypatch.setattr(writer_store, "_upload_file", revoked)
     writer = SharedStoreTransport(tmp_path / "a", redis_client, job_id, template_dir=tiny_model_dir,
-                                  store=denied_store, store_prefix=prefix)
+                                  store=writer_store, store_prefix=prefix)
     writer.publish(1, state(1.0))  # announced; its upload is refused behind it
 
-    # a reader on another host (its own, valid credentials) stops waiting with the store's sentence
+    # a reader on another host stops waiting with the store's sentence
     other = SharedStoreTransport(tmp_path / "b", redis_client, job_id,
                                  store=host_store(seaweed, tmp_path / "b-cache", monkeypatch, "denied-weights"),
                                  store_prefix=prefix)
@@ -128,8 +141,8 @@ def test_a_denied_store_fails_the_publish_the_readers_and_the_instance_with_its_
     assert writer.latest_version() == 1
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["v000001"]  # no temporary directory left
     message, expected = failure_message(denied.value)
-    assert expected and message.startswith("artifact store s3://streamrl/denied-weights denied the credentials")
-    assert "AWS_ACCESS_KEY_ID" in message
+    assert expected and message == sentence
+    assert message.startswith("artifact store s3://streamrl/denied-weights denied the credentials")
 
     # a generation instance whose store refuses it: the job fails at once with the sentence (no crash loop)
     spec = JobSpec.model_validate({"model": "tiny", "mode": "async", "dataset": {"builtin": "arithmetic"},

@@ -181,10 +181,9 @@ def test_denied_credentials_are_a_clear_error(seaweed: SeaweedS3, tmp_path: Path
 
 def test_denied_credentials_mid_run_are_the_jobs_reason(seaweed: SeaweedS3, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A weight version's upload refused by the real server (a wrong access key): the upload behind the publish fails
-    at once (not retried), the version never reaches the store, and the error the next publish (here `flush`) raises,
-    the failed job's error, is the store's sentence (no type name, no traceback). More in
-    tests/integration/test_weights_publish_store.py."""
+    """A weight version's publish refused by the real server (a wrong access key): the publish fails at once (its
+    first look at the store), leaves no version behind, and the failed job's error is the store's sentence (no type
+    name, no traceback). An upload refused behind the publish: tests/integration/test_weights_publish_store.py."""
     from workers.runtime.driver import failure_message
 
     for name, value in seaweed.env().items():
@@ -194,11 +193,10 @@ def test_denied_credentials_mid_run_are_the_jobs_reason(seaweed: SeaweedS3, tmp_
     transport = SharedStoreTransport(tmp_path / "weights", None, JOB, store=store,
                                      store_prefix=weights_prefix(TEAM, JOB))
     started = time.monotonic()
-    transport.publish(1, {"w": torch.ones(4)})  # this host has it; the upload runs behind
     with pytest.raises(ArtifactStoreDenied) as denied:
-        transport.flush()
+        transport.publish(1, {"w": torch.ones(4)})
     assert time.monotonic() - started < 10  # not retried as if transient
-    assert [p.name for p in (tmp_path / "weights").iterdir()] == ["v000001"]  # no temporary directory
+    assert list((tmp_path / "weights").iterdir()) == []  # no version, no temporary directory
     message, expected = failure_message(denied.value)
     assert expected and message == str(denied.value)
     assert message.startswith("artifact store s3://streamrl/denied-publish denied the credentials")

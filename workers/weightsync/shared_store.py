@@ -57,6 +57,8 @@ class SharedStoreTransport(WeightTransport):
         self.lora_spec = lora_spec
         self.store, self.store_prefix, self.upload_wait_s = store, store_prefix, upload_wait_s
         self.uploads = VersionUploads(store, client, job_id) if store is not None else None
+        self._stored: set[int] | None = None  # versions that may be complete in the store: listed at the first
+        # publish, then every upload since (a restarted driver's store may hold its dead epoch's versions)
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path(self, version: int) -> Path:
@@ -107,6 +109,7 @@ class SharedStoreTransport(WeightTransport):
         if self.uploads is not None:
             try:  # the previous version is in the store before this one is announced (or its error ends here)
                 self.uploads.wait()
+                self._retract_stale(version)
             except ArtifactStoreError:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -126,6 +129,18 @@ class SharedStoreTransport(WeightTransport):
         if self.uploads is not None:
             self.uploads.start(version, self._store_key(version), final, after=lambda: self._delete_stored(gone))
 
+    def _retract_stale(self, version: int) -> None:
+        """Before `version` is announced, no older write of it is visible in the store (a dead driver epoch's, or this
+        process's earlier publish of the same number): a reader on another host waiting for its manifest gets this
+        write's. One listing per process, then a request only when a version number is published again."""
+        assert self.store is not None
+        if self._stored is None:
+            names = self.store.versions(self.store_prefix)
+            self._stored = {int(n[1:]) for n in names if n.startswith("v") and n[1:].isdigit()}
+        if version in self._stored:
+            self.store.retract(self._store_key(version))
+        self._stored.add(version)  # from here on its upload may complete
+
     def _prune(self, latest: int) -> list[int]:
         """Keep the newest `keep` versions up to `latest`; versions above it belong to an abandoned driver epoch (a
         restarted driver republished its checkpoint's older weights) and go. Returns the versions removed (the store's
@@ -140,8 +155,9 @@ class SharedStoreTransport(WeightTransport):
         return gone
 
     def _delete_stored(self, gone: list[int]) -> None:
-        assert self.store is not None
+        assert self.store is not None and self._stored is not None
         for version in gone:
+            self._stored.discard(version)
             # a stale version left in the store is only space: readers ask for the announced versions
             with contextlib.suppress(ArtifactStoreError):
                 self.store.delete(self._store_key(version))
