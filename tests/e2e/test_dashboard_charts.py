@@ -157,3 +157,16 @@ def test_chart_controls_switch_metric_smoothing_and_scale(
     expect(compared.locator(".u-legend")).to_contain_text("every-7s (EMA 0.5)")
     expect(compared.locator(".uplot")).to_have_attribute("data-y-scale", re.compile(r'"min":0[,}]'))
     expect(page.get_by_label("zero baseline")).to_be_checked()
+
+
+def test_a_flat_reward_is_drawn_flat(page: Page, api_server: Server, engine: Engine,
+                                     runs: tuple[World, dict[str, dict]]) -> None:
+    """A reward that stays within 0.30-0.32 (issue 39's LoRA run) is drawn on a y range of at least 0.2 (REWARD_MIN_SPAN
+    in frontend/src/lib/chartView.ts), not auto-scaled to 0.30-0.32 where the wobble reads as a climb."""
+    world, _ = runs
+    flat = finished_run(engine, world, "flat", [0.30, 0.32, 0.31, 0.32])
+    open_signed_in(page, api_server, world.token, f"/jobs/{flat['id']}")
+    reward = page.locator("section.card", has=page.get_by_role("heading", name="Reward and KL", exact=True))
+    expect(reward.locator("canvas")).to_have_count(1)
+    drawn = _y_scale(reward)
+    assert drawn["max"] - drawn["min"] == pytest.approx(0.2) and drawn["min"] < 0.3 and drawn["max"] > 0.32, drawn

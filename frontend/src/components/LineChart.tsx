@@ -30,11 +30,12 @@ export interface LineChartProps {
   markers?: Marker[];
   syncKey?: string; // charts with the same key share their x zoom
   view?: Pick<ChartView, "smoothing" | "log" | "zero">;
+  minSpan?: number; // the left axis' least linear y span (lib/chartView.ts `minSpanOf`: rewards)
 }
 
 const PLAIN = { smoothing: 0, log: false, zero: false };
 
-export function LineChart({ series, height = 180, xLabel = "iteration", integerX = true, markers = [], syncKey, view = PLAIN }: LineChartProps) {
+export function LineChart({ series, height = 180, xLabel = "iteration", integerX = true, markers = [], syncKey, view = PLAIN, minSpan = 0 }: LineChartProps) {
   const { smoothing, log, zero } = view;
   const data = useMemo(
     () => alignSeries(series.map((s) => ({ points: viewPoints(s.points, { smoothing, log }) }))),
@@ -43,13 +44,13 @@ export function LineChart({ series, height = 180, xLabel = "iteration", integerX
   const markerRef = useRef(markers);
   markerRef.current = markers;
   const hasRight = series.some((s) => s.axis === "right");
-  const key = series.map((s) => `${s.label}:${s.axis ?? "left"}`).join("|") + `|${height}|${xLabel}|${integerX}|${log}|${zero}`;
+  const key = series.map((s) => `${s.label}:${s.axis ?? "left"}`).join("|") + `|${height}|${xLabel}|${integerX}|${log}|${zero}|${minSpan}`;
   const options = useMemo<Omit<uPlot.Options, "width">>(
     () => ({
       height,
       scales: {
         x: { time: false, range: (_u: uPlot, min: number, max: number) => (min === max ? [min - 1, max + 1] : [min, max]) },
-        y: { ...(log ? { distr: 3, log: 10 } : {}), range: (_u: uPlot, min: number, max: number) => yRange(min, max, { log, zero }) },
+        y: { ...(log ? { distr: 3, log: 10 } : {}), range: (_u: uPlot, min: number, max: number) => yRange(min, max, { log, zero }, minSpan) },
         right: { ...(log ? { distr: 3, log: 10 } : {}), range: (_u: uPlot, min: number, max: number) => yRange(min, max, { log, zero }) },
       },
       legend: { live: true },

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_VIEW, ema, iterationToX, metricPoints, recordedMetrics, viewFromParams, viewPoints, viewToParams, xByIteration, yRange } from "./chartView";
+import { DEFAULT_VIEW, ema, iterationToX, metricPoints, minSpanOf, recordedMetrics, REWARD_MIN_SPAN, viewFromParams, viewPoints, viewToParams, xByIteration, yRange } from "./chartView";
 
 const rows = [
   { iteration: 2, created_at: "2026-01-01T00:00:30Z", metrics: { reward_mean: 0.5, samples: 16, entropy: 1.5 } },
@@ -52,6 +52,20 @@ describe("y range", () => {
     expect(hi).toBeLessThan(0.33);
     expect(yRange(0.3, 0.32, { log: false, zero: true })[0]).toBe(0);
     expect(yRange(-2, -1, { log: false, zero: true })[1]).toBe(0);
+  });
+
+  it("draws a reward at least REWARD_MIN_SPAN high, so a flat run does not read as a climb", () => {
+    const linear = { log: false, zero: false };
+    const [lo, hi] = yRange(0.3, 0.32, linear, minSpanOf("reward_mean"));
+    expect(hi - lo).toBeCloseTo(REWARD_MIN_SPAN);
+    expect(lo).toBeLessThan(0.3);
+    expect(hi).toBeGreaterThan(0.32);
+    expect(yRange(0.01, 0.02, linear, REWARD_MIN_SPAN)).toEqual([0, REWARD_MIN_SPAN]); // never below 0 for rewards >= 0
+    const [low] = yRange(-0.31, -0.3, linear, REWARD_MIN_SPAN);
+    expect(low).toBeLessThan(-0.35); // negative rewards are widened both ways
+    expect(yRange(0.1, 0.7, linear, REWARD_MIN_SPAN)).toEqual(yRange(0.1, 0.7, linear)); // a wide range is its own
+    expect(minSpanOf("len_p99")).toBe(0);
+    expect(yRange(0.3, 0.32, { log: true, zero: false }, REWARD_MIN_SPAN)).toEqual([0.1, 1]);
   });
 
   it("spans whole decades on a log scale", () => {

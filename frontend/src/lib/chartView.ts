@@ -102,16 +102,36 @@ export function viewPoints(points: readonly SeriesPoint[], view: Pick<ChartView,
 }
 
 /**
- * The y range to draw. Linear: 5% headroom, a flat series +/- its magnitude (or 1); with `zero` the range reaches 0
- * (so a flat line near 0.3 reads as flat, not as a climb across the whole chart). Log: whole decades around the data.
+ * The least linear y span of a reward chart: a rise of 0.1 (what the form's LoRA defaults must reach to count as
+ * learning) fills half of it, while the +/-0.01 wobble of a flat run (0.30-0.32) stays a flat line instead of a climb
+ * across the whole panel. Wider data keeps its own range.
  */
-export function yRange(min: number | null, max: number | null, view: Pick<ChartView, "log" | "zero">): [number, number] {
+export const REWARD_MIN_SPAN = 0.2;
+const REWARD_METRICS = new Set(["reward_mean", "eval_reward"]);
+
+/** The least y span a chart of `metric` draws (0: none). */
+export function minSpanOf(metric: string): number {
+  return REWARD_METRICS.has(metric) ? REWARD_MIN_SPAN : 0;
+}
+
+/**
+ * The y range to draw. Linear: 5% headroom, a flat series +/- its magnitude (or 1), widened around its middle to at
+ * least `minSpan` (never below 0 for non-negative data); with `zero` the range reaches 0 (so a flat line near 0.3
+ * reads as flat, not as a climb across the whole chart). Log: whole decades around the data.
+ */
+export function yRange(min: number | null, max: number | null, view: Pick<ChartView, "log" | "zero">,
+  minSpan = 0): [number, number] {
   if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return view.log ? [1, 10] : [0, 1];
   if (view.log) {
     const lo = Math.max(min, Number.MIN_VALUE);
     return [10 ** Math.floor(Math.log10(lo)), 10 ** Math.ceil(Math.log10(Math.max(max, lo)) + (max === lo ? 1 : 0))];
   }
-  const [lo, hi] = paddedRange(min, max); // non-negative data keeps 0 as its floor when it is near
+  let [lo, hi] = paddedRange(min, max); // non-negative data keeps 0 as its floor when it is near
+  if (hi - lo < minSpan) {
+    const middle = (lo + hi) / 2;
+    lo = min >= 0 ? Math.max(0, middle - minSpan / 2) : middle - minSpan / 2;
+    hi = lo + minSpan; // >= the padded max: the middle is below minSpan / 2 whenever lo was raised to 0
+  }
   return view.zero ? [Math.min(lo, 0), Math.max(hi, 0)] : [lo, hi];
 }
 

@@ -10,7 +10,7 @@ import { Link, useSearchParams } from "react-router";
 import { jobSpec, type Job } from "../api/types";
 import { ChartControls } from "../components/ChartControls";
 import { LineChart } from "../components/LineChart";
-import { X_LABELS } from "../lib/chartView";
+import { minSpanOf, X_LABELS } from "../lib/chartView";
 import { useChartView } from "../lib/useChartView";
 import { Card, ErrorBanner, formatNumber, StatusBadge } from "../components/ui";
 import { availableMetrics, commonTarget, PREFERRED_METRICS, RUN_COLORS, runSeries, runSummary } from "../lib/compare";
@@ -133,6 +133,7 @@ export function ComparePage() {
                 xLabel={X_LABELS[xMode]}
                 integerX={xMode === "iteration"}
                 view={view}
+                minSpan={minSpanOf(metric)}
                 series={ids.map((id, i) => ({
                   label: loadedJobs.find((j) => j.id === id)?.name ?? `#${id}`,
                   color: RUN_COLORS[i % RUN_COLORS.length],

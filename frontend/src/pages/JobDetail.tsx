@@ -17,7 +17,7 @@ import { Card, ErrorBanner, formatNumber, formatTime, Progress, SharedBadge, Sha
 import { formatDuration } from "../lib/runs";
 import { playgroundRoute } from "../lib/playground";
 import { jobSpec } from "../api/types";
-import { iterationToX, metricPoints, X_LABELS, xByIteration } from "../lib/chartView";
+import { iterationToX, metricPoints, REWARD_MIN_SPAN, X_LABELS, xByIteration } from "../lib/chartView";
 import { useChartView } from "../lib/useChartView";
 import { recentIterationLengths } from "../lib/histogram";
 import { latestIterationTurns, sampleTurns } from "../lib/turns";
@@ -245,7 +245,7 @@ export function JobDetailPage() {
       <div className="grid">
         <JobEta jobId={job.id} iteration={job.progress?.iteration ?? 0} status={job.status} />
         <Card title="Throughput"><LineChart {...chart} series={series.throughput} markers={markers} /></Card>
-        <Card title="Reward and KL"><LineChart {...chart} series={series.reward} markers={markers} /></Card>
+        <Card title="Reward and KL"><LineChart {...chart} series={series.reward} markers={markers} minSpan={REWARD_MIN_SPAN} /></Card>
         <Card title="Training signals">{health ? <SignalList signals={health.signals} iterations={live.iterations.length} /> : <p className="muted">loading…</p>}</Card>
         <Card title={`Reward errors${health?.reward_errors_total ? ` (${health.reward_errors_total} in all)` : ""}`}>
           <div data-testid="reward-errors-chart"><LineChart {...chart} series={series.rewardErrors} /></div>

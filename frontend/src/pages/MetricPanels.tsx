@@ -8,7 +8,7 @@ import { useSearchParams } from "react-router";
 import type { LineChartProps } from "../components/LineChart";
 import { LineChart } from "../components/LineChart";
 import { Card } from "../components/ui";
-import { metricPoints, recordedMetrics, type RowLike, type XAxis } from "../lib/chartView";
+import { metricPoints, minSpanOf, recordedMetrics, type RowLike, type XAxis } from "../lib/chartView";
 import { PREFERRED_METRICS } from "../lib/compare";
 
 const DEFAULT_METRICS = ["entropy", "clip_frac", "grad_norm"];
@@ -49,7 +49,7 @@ export function MetricPanels({ rows, x, chart }: Props) {
               <b>{metric}</b>
               <button className="link" aria-label={`remove ${metric}`} onClick={() => choose(chosen.filter((m) => m !== metric))}>✕</button>
             </div>
-            <LineChart {...chart} series={[{ label: metric, color: COLORS[i % COLORS.length], points: metricPoints(rows, metric, x) }]} />
+            <LineChart {...chart} minSpan={minSpanOf(metric)} series={[{ label: metric, color: COLORS[i % COLORS.length], points: metricPoints(rows, metric, x) }]} />
           </div>
         ))}
       </div>
