@@ -222,6 +222,14 @@ def _starting(client: redis.Redis, deployment_id: int) -> set[int]:
     return {k for k, raw in enumerate(client.mget(names)) if raw}
 
 
+def _alive(client: redis.Redis, replica_key: str) -> bool:
+    """The replica's task runs (its state says so, failed aside)."""
+    raw = client.get(keys.inference_state(replica_key))
+    if not raw:
+        return False
+    return bool(json.loads(raw).get("state") != "failed")
+
+
 def _send(client: redis.Redis, deployment_id: int, replica: int) -> None:
     url = redis_url_of(client)
     if url not in _apps:
@@ -231,18 +239,26 @@ def _send(client: redis.Redis, deployment_id: int, replica: int) -> None:
 
 def start_replica(session: Session, client: redis.Redis, row: Deployment, replica: int) -> str | None:
     """Send replica `replica`'s task once its generation lease is granted; None when sent (or on its way), else why
-    not."""
-    marker = keys.inference_starting(keys.replica_key(row.id, replica))
-    if client.exists(marker):
+    not. The start marker is claimed first and the replica's state read after: a replica's task writes its state
+    before it deletes the marker, so the one caller that claims it sees a replica already starting. (Checked the
+    other way round, a caller held up behind another's lease lock claimed the marker its replica had just deleted
+    and sent a second task for the same replica: two processes served replica 0 on one lease, and none was left
+    for replica 1.)"""
+    replica_key = keys.replica_key(row.id, replica)
+    marker = keys.inference_starting(replica_key)
+    if not client.set(marker, json.dumps({"at": time.time()}), nx=True, ex=START_MARKER_S):
+        return None  # on its way
+    if _alive(client, replica_key):
+        client.delete(marker)
         return None
     if not client.exists(keys.deployment_config(row.id)):
         write_config(session, client, row)
-    grant = generation_leases.try_acquire(session, client, team_id=row.team_id, lease=keys.replica_key(row.id, replica),
+    grant = generation_leases.try_acquire(session, client, team_id=row.team_id, lease=replica_key,
                                           kind="deployment", ttl_s=START_MARKER_S)
     if not grant.granted:
+        client.delete(marker)
         return grant.reason
-    if client.set(marker, json.dumps({"at": time.time()}), nx=True, ex=START_MARKER_S):
-        _send(client, row.id, replica)
+    _send(client, row.id, replica)
     return None
 
 

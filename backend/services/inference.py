@@ -219,19 +219,27 @@ def _failed(state: dict[str, Any]) -> InferenceError:
 
 
 def _ensure_instance(client: redis.Redis, key: str, model_dir: str, adapter_dir: str | None) -> None:
-    """Send the instance's task unless an instance is alive or a task is on its way."""
+    """Send the instance's task unless an instance is alive or a task is on its way. With no state seen, the start
+    marker is claimed and the state read again: an instance writes its state before it deletes the marker, so the
+    caller that claims it sees an instance that has just started (without the second read, a caller that saw
+    neither claimed the marker the new instance had just deleted and sent a second task for the same key)."""
     state = _state(client, key)
-    if state is not None:
-        if state.get("state") == "failed":
-            raise _failed(state)
-        return
-    if client.exists(keys.inference_starting(key)):
-        return
-    if generation_workers(client) == 0:
-        raise InferenceError("no_workers", "no worker of the generation pool is registered, so no model can be "
-                             "served: start one with `streamrl worker --pool generation`")
-    if client.set(keys.inference_starting(key), json.dumps({"at": time.time()}), nx=True, ex=START_MARKER_S):
-        _send_task(client, key, model_dir, adapter_dir)
+    if state is None:
+        marker = keys.inference_starting(key)
+        if not client.set(marker, json.dumps({"at": time.time()}), nx=True, ex=START_MARKER_S):
+            return  # on its way
+        state = _state(client, key)
+        if state is not None:
+            client.delete(marker)
+        elif generation_workers(client) == 0:
+            client.delete(marker)
+            raise InferenceError("no_workers", "no worker of the generation pool is registered, so no model can be "
+                                 "served: start one with `streamrl worker --pool generation`")
+        else:
+            _send_task(client, key, model_dir, adapter_dir)
+            return
+    if state.get("state") == "failed":
+        raise _failed(state)
 
 
 # -- one call -------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from backend.db import JobStatus
 from backend.db.models import Checkpoint, Deployment, Team, User
 from backend.services import generation_leases
 from backend.services.admission import schedule_pass
-from backend.services.deployments import BUSY, _wanted
+from backend.services.deployments import BUSY, _wanted, start_replica
 from backend.services.jobs import create_job
 from contract import keys
 from contract.spec import JobSpec
@@ -194,3 +194,20 @@ def test_a_busy_deployment_asks_for_its_next_replica_up_to_max_replicas(redis_cl
     failed = [{"replica": 0, "state": "failed"}]
     assert _wanted(redis_client, row, failed, set()) == 0  # a failed replica's slot is started again
     redis_client.delete(waiting)
+
+
+def test_a_replica_past_its_start_marker_is_not_sent_again(pg_backend: Any, redis_client: redis.Redis) -> None:
+    """A replica's task writes its state, then deletes its start marker: a caller that comes after must see it
+    (reading the state before the marker missed it, and a second task for replica 0 ran on its one lease)."""
+    row = Deployment(id=987_655, team_id=1, name="d", base_model="tiny", adapters=[], min_replicas=0, max_replicas=2,
+                     idle_s=30.0, version=1)
+    replica = keys.replica_key(row.id, 0)
+    redis_client.delete(keys.inference_starting(replica))
+    redis_client.set(keys.inference_state(replica), json.dumps({"state": "starting"}), ex=30)
+    try:
+        with pg_backend.session() as session:
+            assert start_replica(session, redis_client, row, 0) is None
+        assert not redis_client.exists(keys.inference_starting(replica))  # no task sent: each send sets the marker
+    finally:
+        redis_client.delete(keys.inference_state(replica), keys.inference_starting(replica))
+        generation_leases.release(redis_client, replica)

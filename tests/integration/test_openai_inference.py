@@ -293,3 +293,69 @@ def test_deployment_scales_from_zero_batches_two_adapters_and_back(platform: Any
                "the idle replica to stop (scale to zero)")
     assert all(lease.id != replica for lease in live(platform.client))
     assert api.delete(f"/deployments/{deployment['id']}").status_code == 204
+
+
+def test_a_busy_deployment_scales_out_to_a_second_replica(platform: Any, setup: Setup) -> None:
+    """max_replicas 2 under a steady load of more rows than 3/4 of a replica's batch (6 callers asking n=8 each, 48
+    rows against 32): a request that finds replica 0 that busy starts replica 1, which answers from the shared request
+    list; every call is metered as the team's usage under the caller's key; once the load stops both scale back to
+    zero and give their generation slots back."""
+    import threading
+
+    import httpx
+
+    from contract import keys
+    from contract.leases import live
+
+    api = httpx.Client(base_url=setup.url.removesuffix("/openai/v1") + "/api/v1",
+                       headers={"Authorization": f"Bearer {setup.key}"}, timeout=30)
+    client = openai.OpenAI(base_url=setup.url, api_key=setup.key, max_retries=0)
+    adapter = next(m.id for m in client.models.list() if m.id.endswith(":ckpt-step-1"))
+    created = api.post("/deployments", json={"name": "sums-busy", "base_model": "chat-tiny", "adapters": [adapter],
+                                             "min_replicas": 0, "max_replicas": 2, "idle_s": 2})
+    assert created.status_code == 201, created.text
+    deployment = created.json()
+    replica0, replica1 = (keys.replica_key(deployment["id"], k) for k in (0, 1))
+
+    def tokens_of_key() -> int:
+        rows = api.get("/usage", params={"group_by": "key"}).json()["rows"]
+        return int(next((r["tokens_generated"] for r in rows if r["name"] == "sdk"), 0))
+
+    before = tokens_of_key()
+    served: set[str] = set()
+    sampled: list[int] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def keep_asking() -> None:
+        while not stop.is_set():
+            try:
+                answer = client.chat.completions.create(model="sums-busy", messages=MESSAGES, temperature=1.0,
+                                                        max_tokens=32, n=8)
+            except Exception as err:  # noqa: BLE001 - reported by the assertion below
+                errors.append(err)
+                return
+            served.add(str(answer.system_fingerprint))
+            sampled.append(answer.usage.completion_tokens if answer.usage else 0)
+
+    callers = [threading.Thread(target=keep_asking) for _ in range(6)]
+    for caller in callers:
+        caller.start()
+    try:
+        wait_until(lambda: replica1 in served or bool(errors), 120, "replica 1 to start under load and answer")
+    except AssertionError as timeout:
+        shown = api.get(f"/deployments/{deployment['id']}").json()
+        raise AssertionError(f"{timeout}; served by {served}; replicas {shown['replicas']}; leases "
+                             f"{live(platform.client)}\n{platform.logs_tail()}") from None
+    finally:
+        stop.set()
+        for caller in callers:
+            caller.join(timeout=60)
+    assert not errors, errors
+    assert served == {replica0, replica1}
+    wait_until(lambda: tokens_of_key() - before >= sum(sampled), 30, "every call's usage row")
+    assert tokens_of_key() - before == sum(sampled) > 0
+    wait_until(lambda: api.get(f"/deployments/{deployment['id']}").json()["replicas"] == [], 60,
+               "both idle replicas to stop (scale to zero)")
+    assert not {replica0, replica1} & {lease.id for lease in live(platform.client)}
+    assert api.delete(f"/deployments/{deployment['id']}").status_code == 204
