@@ -280,3 +280,72 @@ describe("the form's spec carries the registry's per-choice defaults", () => {
     expect(full.lora).toBeNull();
   });
 });
+
+import { chooseEnvironment, DEFAULT_ENVIRONMENT_CODE, DEFAULT_VERIFIERS_CODE } from "./jobForm";
+
+describe("verifiers environment", () => {
+  const verifiers = { ...chooseEnvironment({ ...DEFAULT_FORM, model: "tiny" }, "verifiers"),
+    "environment.requirements": " my-vf-helpers==1.0\n\nnumpy \n", "environment.params": "concurrency: 2\n" };
+
+  it("posts the module's code with its requirements one per line and its params, and no reward", async () => {
+    const { parsed, errors } = await parseFormTexts(verifiers);
+    expect(errors).toEqual({});
+    const spec = toSpec(verifiers, parsed);
+    expect(spec.reward).toBeUndefined();
+    expect(spec.agent).toBeNull();
+    expect(spec.environment).toMatchObject({ type: "verifiers", code: DEFAULT_VERIFIERS_CODE,
+      requirements: ["my-vf-helpers==1.0", "numpy"], params: { concurrency: 2 }, max_turns: 4, grader: null });
+    expect(spec.environment).not.toHaveProperty("url");
+    // the template passes the API's checks as the form sends it: exports via __all__, declares no tools
+    expect(DEFAULT_VERIFIERS_CODE).toMatch(/^__all__ = \[/m);
+    expect(DEFAULT_VERIFIERS_CODE).not.toMatch(/toolsets|Toolset/);
+  });
+
+  it("posts an installed taskset without code (the API takes one of them) and empty requirements as []", async () => {
+    const form = { ...verifiers, "environment.source": "installed" as const, "environment.requirements": "",
+      "environment.params": "taskset: reverse-text" };
+    const spec = toSpec(form, (await parseFormTexts(form)).parsed);
+    expect(spec.environment).toMatchObject({ type: "verifiers", code: null, requirements: [], params: { taskset: "reverse-text" } });
+  });
+
+  it("the code box follows the type's template until edited", () => {
+    expect(DEFAULT_FORM["environment.code"]).toBe(DEFAULT_ENVIRONMENT_CODE);
+    expect(verifiers["environment.code"]).toBe(DEFAULT_VERIFIERS_CODE);
+    expect(chooseEnvironment(verifiers, "python")["environment.code"]).toBe(DEFAULT_ENVIRONMENT_CODE);
+    const edited = { ...verifiers, "environment.code": "import verifiers.v1 as vf\n__all__ = []\n" };
+    expect(chooseEnvironment(edited, "python")["environment.code"]).toBe(edited["environment.code"]);
+    expect(chooseEnvironment(verifiers, "calculator")).toMatchObject({ "environment.type": "calculator", "environment.code": DEFAULT_VERIFIERS_CODE });
+  });
+
+  it("a clone fills code, requirements and params back, and resubmits the same environment", async () => {
+    const base = { name: "vf", model: "tiny", dataset: { builtin: "arithmetic", num_prompts: 16 }, reward: null,
+      environment: { type: "verifiers", code: "import verifiers.v1 as vf\n\n__all__ = ['T']\n", requirements: ["a==1", "b"],
+        params: { concurrency: 2 }, max_turns: 3, episode_timeout_s: 120 } };
+    const form = fromSpec(base);
+    expect(form["environment.type"]).toBe("verifiers");
+    expect(form["environment.source"]).toBe("code");
+    expect(form["environment.code"]).toBe(base.environment.code);
+    expect(form["environment.requirements"]).toBe("a==1\nb");
+    expect(JSON.parse(form["environment.params"])).toEqual({ concurrency: 2 });
+    const { parsed } = await parseFormTexts(form);
+    const merged = mergeSpec(base, toSpec(form, parsed));
+    expect(merged.environment).toMatchObject({ ...base.environment, grader: null });
+    expect(merged).not.toHaveProperty("reward");
+  });
+
+  it("a clone of an installed taskset switched to code sends the template and drops the base's params", async () => {
+    const base = { name: "vf", environment: { type: "verifiers", params: { taskset: "reverse-text" }, requirements: ["reverse-text"] } };
+    const form = fromSpec(base);
+    expect(form["environment.source"]).toBe("installed");
+    expect(form["environment.requirements"]).toBe("reverse-text");
+    const toCode = { ...form, "environment.source": "code" as const, "environment.params": "" };
+    const merged = mergeSpec(base, toSpec(toCode, (await parseFormTexts(toCode)).parsed));
+    expect(merged.environment).toMatchObject({ code: DEFAULT_VERIFIERS_CODE, params: {}, requirements: ["reverse-text"] });
+    // and the reverse: a code job switched to the installed taskset sends code null over the base's code
+    const coded = { name: "vf", environment: { type: "verifiers", code: DEFAULT_VERIFIERS_CODE } };
+    const installed = { ...fromSpec(coded), "environment.source": "installed" as const, "environment.params": "taskset: reverse-text" };
+    const back = mergeSpec(coded, toSpec(installed, (await parseFormTexts(installed)).parsed));
+    expect(back.environment).toMatchObject({ code: null, params: { taskset: "reverse-text" } });
+    expect(fromSpec({ name: "p", environment: { type: "python", code: "x" } })["environment.requirements"]).toBe("");
+  });
+});

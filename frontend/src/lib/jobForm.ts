@@ -79,6 +79,51 @@ def step(messages, row):
     return {"messages": [{"role": "user", "content": "Not quite: try again."}], "reward": 0.0, "done": False}
 `;
 
+/** A verifiers environment (`environment.type: verifiers`, docs/user-guide.md) that runs as it stands on the
+ * built-in tasks' rows: each row's `prompt` and `answer` become a `Problem`'s data (the taskset's own task is the
+ * example only), and the env plays two turns (answer, be asked to check it, answer again), scored by verifiers on the
+ * last reply. Tool-less and exporting its classes via `__all__`, as the submit checks want (contract/verifiers.py). */
+export const DEFAULT_VERIFIERS_CODE = `import verifiers.v1 as vf
+from verifiers.v1.envs.single_agent.env import SingleAgentEnvConfig
+
+
+class Data(vf.TaskData):
+    answer: str = ""
+
+
+class Problem(vf.Task[Data]):
+    @vf.reward
+    async def correct(self, trace) -> float:
+        replies = [str(m.content) for m in trace.branches[-1].messages if m.role == "assistant"]
+        return float(bool(replies) and self.data.answer in replies[-1])
+
+
+class Problems(vf.Taskset[Problem]):
+    def load(self):
+        yield Problem(Data(prompt="1+1=", answer="2"), self.config.task)
+
+
+class CheckAgain(vf.Env[SingleAgentEnvConfig]):
+    async def run(self, task, agents):
+        async with agents.agent.interaction(task) as play:
+            await play.turn()
+            await play.turn("Check your answer and give it again.")
+
+
+__all__ = ["Problems", "CheckAgain"]
+`;
+
+/** The code box's template per environment type (the others take no code from the form). */
+const CODE_TEMPLATES: Record<string, string> = { python: DEFAULT_ENVIRONMENT_CODE, verifiers: DEFAULT_VERIFIERS_CODE };
+
+/** The form after choosing an environment type: code still at a type's template takes the new type's template (a
+ * python environment's code is no verifiers module); code the user wrote is kept. */
+export function chooseEnvironment(form: JobForm, type: string): JobForm {
+  const untouched = Object.values(CODE_TEMPLATES).includes(form["environment.code"]);
+  const template = CODE_TEMPLATES[type];
+  return { ...form, "environment.type": type, ...(untouched && template ? { "environment.code": template } : {}) };
+}
+
 /** A gateway job's agent as it stands: one plain `openai` call per task, rewarded on the built-in tasks' `answer`
  * (docs/user-guide.md#train-an-agent-you-already-have); `base_url` is the episode's gateway, any model name works. */
 export const DEFAULT_AGENT_CODE = `from openai import OpenAI
@@ -111,6 +156,8 @@ export const DEFAULT_FORM = {
   "environment.params": "", // a built-in's params, JSON or YAML
   "environment.code": DEFAULT_ENVIRONMENT_CODE,
   "environment.url": "", // openenv: the OpenEnv server's base URL
+  "environment.source": "code" as "code" | "installed", // verifiers: your module in code, or params.taskset's plugin
+  "environment.requirements": "", // verifiers: the environment's packages, one per line (verifiers==0.4.0 is added)
   "environment.max_turns": "4",
   "environment.max_episode_tokens": "512",
   "environment.step_timeout_s": "2",
@@ -207,19 +254,35 @@ function rewardSpec(form: JobForm, parsed: ParsedTexts): Record<string, unknown>
   return Object.keys(params).length ? { type: form["reward.type"], params } : { type: form["reward.type"] };
 }
 
-/** `environment`: the chosen built-in (with its params) or python code, and the episode limits; null: single-turn. */
+/** `environment`: the chosen built-in (with its params), python or verifiers code, and the episode limits; null:
+ * single-turn. */
 function environmentSpec(form: JobForm, parsed: ParsedTexts): Record<string, unknown> | null {
   const type = form["environment.type"];
   if (!type) return null;
   const params = parsed["environment.params"] ?? {};
   return {
     type,
-    ...(type === "python" ? { code: form["environment.code"] } : Object.keys(params).length && type !== "gateway" ? { params } : {}),
+    ...(type === "python" ? { code: form["environment.code"] } : type === "verifiers" ? verifiersPlace(form, params)
+      : Object.keys(params).length && type !== "gateway" ? { params } : {}),
     ...(type === "openenv" ? { url: form["environment.url"].trim() } : {}),
     max_turns: num(form["environment.max_turns"]),
     max_episode_tokens: num(form["environment.max_episode_tokens"]),
     step_timeout_s: num(form["environment.step_timeout_s"]),
     grader: form["environment.grader"] === "on" ? rewardSpec(form, parsed) : null,
+  };
+}
+
+/** A text box's lines, trimmed, empty ones dropped (requirements: one per line). */
+const lines = (value: string) => value.split("\n").map((r) => r.trim()).filter(Boolean);
+
+/** A verifiers environment's code (null with an installed taskset: the API takes one of them), requirements and
+ * params, all sent even when empty so that on a clone they replace the base's (mergeSpec would keep a base's code
+ * beside a params.taskset, which the API refuses). */
+function verifiersPlace(form: JobForm, params: Record<string, unknown>): Record<string, unknown> {
+  return {
+    code: form["environment.source"] === "code" ? form["environment.code"] : null,
+    requirements: lines(form["environment.requirements"]),
+    params,
   };
 }
 
@@ -229,7 +292,7 @@ export function agentSpec(form: JobForm): Record<string, unknown> | null {
   if (form["environment.type"] !== "gateway") return null;
   const place = form["agent.where"] === "url"
     ? { url: form["agent.url"].trim() }
-    : { code: form["agent.code"], requirements: form["agent.requirements"].split("\n").map((r) => r.trim()).filter(Boolean) };
+    : { code: form["agent.code"], requirements: lines(form["agent.requirements"]) };
   return { ...place, concurrency: num(form["agent.concurrency"]), timeout_s: num(form["agent.timeout_s"]) };
 }
 
@@ -332,6 +395,13 @@ export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
     const params = get(key === "reward.params" ? `${rewardAt}.params` : key);
     form[key] = isObj(params) && Object.keys(params).length ? JSON.stringify(params, null, 2) : "";
   }
+  if (get("environment.type") === "verifiers") {
+    const code = get("environment.code");
+    form["environment.source"] = typeof code === "string" ? "code" : "installed";
+    if (typeof code !== "string") form["environment.code"] = DEFAULT_VERIFIERS_CODE; // shown if switched to code
+  }
+  const envRequirements = get("environment.requirements");
+  form["environment.requirements"] = Array.isArray(envRequirements) ? envRequirements.join("\n") : defaults["environment.requirements"];
   form["agent.where"] = typeof get("agent.url") === "string" ? "url" : "code";
   const requirements = get("agent.requirements");
   form["agent.requirements"] = Array.isArray(requirements) ? requirements.join("\n") : defaults["agent.requirements"];

@@ -1,13 +1,14 @@
 /**
  * The submit form's reward section: single-turn (a reward type from the schema's choices with its params, JSON or
  * YAML, and "Test this grader" opening the grader bench pre-filled), or a multi-turn environment (a built-in with
- * its params, or python code) with the episode limits. A spec with an environment has no reward; the same reward
+ * its params, python code, or a verifiers environment: VerifiersFields) with the episode limits. A spec with an environment has no reward; the same reward
  * fields may grade each episode's final answer instead (`environment.grader`, added to the steps' rewards).
  */
 import { useState } from "react";
 import { useNavigate } from "react-router";
 import { Field } from "../components/ui";
 import { AgentFields } from "./AgentFields";
+import { VerifiersFields } from "./VerifiersFields";
 import { ENVIRONMENTS, REWARD_TYPES } from "../lib/choices";
 import { graderRoute } from "../lib/graderSpec";
 import { DEFAULT_REWARD_CODE, REWARD_LENGTH_NOTE, type JobForm } from "../lib/jobForm";
@@ -20,12 +21,13 @@ interface Props {
   err: (...keys: string[]) => string | undefined;
 }
 
-export function RewardFields({ form, set, err }: Props) {
+/** `chooseType`: the environment type picked (chooseEnvironment: the code box follows the type's template). */
+export function RewardFields({ form, set, err, chooseType }: Props & { chooseType: (type: string) => void }) {
   return (
     <>
       <Field label="Episodes" error={err("environment.type")}
         hint={form["environment.type"] ? "multi-turn: the environment replies and rewards" : "one prompt, one completion, scored by the reward"}>
-        <select name="environment" value={form["environment.type"]} onChange={set("environment.type")}>
+        <select name="environment" value={form["environment.type"]} onChange={(e) => chooseType(e.target.value)}>
           <option value="">single turn (reward)</option>
           {ENVIRONMENTS.map(([value, label]) => <option key={value} value={value}>{label}</option>)}
         </select>
@@ -55,7 +57,8 @@ function EnvironmentFields({ form, set, err }: Props) {
           <input name="environment_url" value={form["environment.url"]} onChange={set("environment.url")} placeholder="https://envs.example.com/my-env" />
         </Field>
       )}
-      {form["environment.type"] === "gateway" ? <AgentFields form={form} set={set} err={err} /> : python ? (
+      {form["environment.type"] === "gateway" ? <AgentFields form={form} set={set} err={err} />
+        : form["environment.type"] === "verifiers" ? <VerifiersFields form={form} set={set} err={err} /> : python ? (
         <Field label="Environment code: reset(row), step(messages, row) (runs sandboxed)" error={err("environment.code", "environment")}>
           <textarea name="environment_code" className="mono" rows={9} value={form["environment.code"]} onChange={set("environment.code")} spellCheck={false} />
         </Field>

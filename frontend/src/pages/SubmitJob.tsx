@@ -13,7 +13,7 @@ import { useCluster } from "./Cluster";
 import { capacityWarning } from "../lib/cluster";
 import { DatasetFromHub } from "./DatasetFromHub";
 import { DatasetUpload } from "./DatasetUpload";
-import { chooseLora, DEFAULT_FORM, defaultNote, fromSpec, localErrors, lrNote, mergeSpec, parseFormTexts, SHARE_CHOICES, toSpec, type JobForm } from "../lib/jobForm";
+import { chooseEnvironment, chooseLora, DEFAULT_FORM, defaultNote, fromSpec, localErrors, lrNote, mergeSpec, parseFormTexts, SHARE_CHOICES, toSpec, type JobForm } from "../lib/jobForm";
 import { trackersOf, withTrackers, type TrackerChoice } from "../lib/trackers";
 import { TrackerPicker } from "../components/TrackerPicker";
 import { useApiQuery, useJob } from "../lib/queries";
@@ -168,7 +168,7 @@ function SubmitJobForm() {
               </Field>
             </div>
           )}
-          <RewardFields form={form} set={set} err={err} />
+          <RewardFields form={form} set={set} err={err} chooseType={(type) => setForm((f) => chooseEnvironment(f, type))} />
         </section>
 
         <section className="card">
