@@ -58,6 +58,13 @@ def open_signed_in(page: Page, server: Server, token: str, route: str) -> None:
     page.reload()  # a hash change alone keeps the already-loaded (signed-out) app
 
 
+def fill_name_and_arithmetic(page: Page, name: str) -> None:
+    """The submit form's job name and the built-in arithmetic dataset (what most form tests start with)."""
+    page.locator("input[name=name]").fill(name)
+    page.locator("select[name=dataset_source]").select_option("builtin")
+    page.locator("select[name=builtin]").select_option("arithmetic")
+
+
 class Api:
     """A thin REST helper for test setup (what a CLI/SDK user would do), authenticated as one user."""
 

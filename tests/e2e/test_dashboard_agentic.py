@@ -10,7 +10,7 @@ import re
 
 import pytest
 from e2e_runs import finished_run, new_team, record
-from e2e_support import Server, open_signed_in, shot
+from e2e_support import Server, fill_name_and_arithmetic, open_signed_in, shot
 from grader_models import build_digit_judge
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
@@ -167,18 +167,11 @@ def test_stored_episode_reads_as_a_conversation(page: Page, api_server: Server, 
     expect(page.get_by_test_id("side-columns")).to_contain_text("25 tokens in 2 turns")
 
 
-def _name_and_arithmetic(page: Page, name: str) -> None:
-    """The submit form's job name and the built-in arithmetic dataset."""
-    page.locator("input[name=name]").fill(name)
-    page.locator("select[name=dataset_source]").select_option("builtin")
-    page.locator("select[name=builtin]").select_option("arithmetic")
-
-
 def test_submit_form_sends_an_environment_job_and_tests_its_grader(page: Page, api_server: Server) -> None:
     world = new_team(api_server, "envjob")
     open_signed_in(page, api_server, world.token, "/submit")
     page.locator("select[name=model]").select_option("tiny")  # models list by name: the team's "judge" comes first
-    _name_and_arithmetic(page, "calc-episodes")
+    fill_name_and_arithmetic(page, "calc-episodes")
 
     # the reward section first: a string_check grader, tried on the grader bench from the form
     page.locator("input[name=reward]").fill("string_check")
@@ -191,7 +184,7 @@ def test_submit_form_sends_an_environment_job_and_tests_its_grader(page: Page, a
     expect(page.get_by_test_id("grader-score")).to_have_text("1.0000")
 
     page.get_by_role("link", name="Submit job").click()
-    _name_and_arithmetic(page, "calc-episodes")
+    fill_name_and_arithmetic(page, "calc-episodes")
     page.locator("select[name=environment]").select_option("calculator")
     fields = page.get_by_test_id("environment-fields")
     expect(page.locator("input[name=reward]")).to_have_count(0)  # an environment job has no separate reward
@@ -236,7 +229,7 @@ def test_submit_form_sends_a_tool_job_graded_by_a_judge_plus_string_multi(page: 
     world.api.post("/models", json={"name": "judge", "path": str(judge_dir)})
     open_signed_in(page, api_server, world.token, "/submit")
     page.locator("select[name=model]").select_option("tiny")  # models list by name: the team's "judge" comes first
-    _name_and_arithmetic(page, "graded-episodes")
+    fill_name_and_arithmetic(page, "graded-episodes")
     page.locator("select[name=environment]").select_option("calculator")
     fields = page.get_by_test_id("environment-fields")
     expect(fields.locator("input[name=reward]")).to_have_count(0)  # the grader is off: the steps' rewards alone

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from e2e_runs import finished_run, new_team
-from e2e_support import Server, open_signed_in, shot
+from e2e_support import Server, fill_name_and_arithmetic, open_signed_in, shot
 from playwright.sync_api import Page, expect
 from sqlalchemy import Engine
 
@@ -25,9 +25,7 @@ def test_submit_form_sends_a_gateway_agent(page: Page, api_server: Server) -> No
     world = new_team(api_server, "gwform")
     open_signed_in(page, api_server, world.token, "/submit")
     expect(page.locator("select[name=model]")).to_have_value("tiny")
-    page.locator("input[name=name]").fill("my-agent")
-    page.locator("select[name=dataset_source]").select_option("builtin")
-    page.locator("select[name=builtin]").select_option("arithmetic")
+    fill_name_and_arithmetic(page, "my-agent")
     page.locator("select[name=environment]").select_option("gateway")
     agent = page.get_by_test_id("agent-fields")
     expect(agent.locator("textarea[name=agent_code]")).to_have_value(re.compile(r"def run\(task, base_url, api_key\):"))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from e2e_runs import new_team, spec
-from e2e_support import Server, open_signed_in, shot
+from e2e_support import Server, fill_name_and_arithmetic, open_signed_in, shot
 from playwright.sync_api import Page, Request, expect
 
 pytestmark = pytest.mark.e2e
@@ -28,9 +28,7 @@ def _is_submit(request: Request) -> bool:
 
 
 def _lora_form(page: Page, name: str) -> None:
-    page.locator("input[name=name]").fill(name)
-    page.locator("select[name=dataset_source]").select_option("builtin")
-    page.locator("select[name=builtin]").select_option("arithmetic")
+    fill_name_and_arithmetic(page, name)
     expect(page.get_by_test_id("share-field")).to_have_count(0)  # full fine-tuning: nothing to share
     page.locator("select[name=lora]").select_option("on")
     expect(page.locator("select[name=share]")).to_have_value("auto")

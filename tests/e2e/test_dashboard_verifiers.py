@@ -10,7 +10,7 @@ import re
 
 import pytest
 from e2e_runs import new_team
-from e2e_support import Server, open_signed_in
+from e2e_support import Server, fill_name_and_arithmetic, open_signed_in
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.e2e
@@ -20,9 +20,7 @@ def test_submit_form_sends_and_clones_a_verifiers_environment(page: Page, api_se
     world = new_team(api_server, "vfform")
     open_signed_in(page, api_server, world.token, "/submit")
     expect(page.locator("select[name=model]")).to_have_value("tiny")
-    page.locator("input[name=name]").fill("my-vf")
-    page.locator("select[name=dataset_source]").select_option("builtin")
-    page.locator("select[name=builtin]").select_option("arithmetic")
+    fill_name_and_arithmetic(page, "my-vf")
     page.locator("select[name=environment]").select_option("verifiers")
     fields = page.get_by_test_id("verifiers-fields")
     code = fields.locator("textarea[name=environment_code]")
