@@ -47,13 +47,16 @@ from contract.settings import Settings
 # xdist --dist loadfile hands files out in collection order: a costly file that came last alphabetically left one
 # worker busy for its whole length while the other idled. The rest keep their order.
 COSTLIEST_FIRST = (
+    "tests/training/test_micro_batching.py",  # its torch.compile test builds inductor's C++ (~200 s on a fresh machine)
+    "tests/integration/test_shared_training.py", "tests/training/test_distill.py",
     "tests/integration/test_agentic_jobs.py", "tests/cli/test_up.py",
     "tests/integration/test_lora_jobs.py", "tests/integration/test_failover.py",
     "tests/integration/test_tinker_parking.py", "tests/integration/test_runtime_ranks.py",
     "tests/engines/test_vllm_engine.py", "tests/integration/test_tinker_sdk.py",
     "tests/integration/test_runtime_elastic.py",
     "tests/integration/test_autoscale.py", "tests/environments/test_openenv_env.py",
-    "tests/integration/test_exact_resume.py", "tests/integration/test_shared_training.py",
+    "tests/integration/test_exact_resume.py", "tests/deploy/test_gpu_check.py", "tests/training/test_shared_base.py",
+    "tests/integration/test_scheduler_queue.py",
 )
 
 
