@@ -11,15 +11,10 @@ call the SDK made (tests/integration/token_fidelity.py) is asserted at 100% and 
 Each episode's agent also tries to fork and to reach Postgres and Redis first (reward -1 if any of it worked): all
 refused, the episodes go on.
 Hostile agents failing their own episodes are tests/agents/test_agent_jail.py.
-Learning (`test_an_sdk_agent_learns_to_use_its_tool`): the same kind of agent (a `calc` tool, reward = its final
-answer's correctness) on two-digit word problems, on `tiny-1m` warmed on tool use (tests/integration/tool_use_model.py:
-built once per machine and cached; it calls the tool, copying the operands, on about a third of the problems and
-guesses the sum on the rest). The job's held-out reward (the initial weights' evaluation before training, then after the
-last iteration) rises by >= 0.2: GRPO reinforces calling the tool."""
+The learning check (held-out reward rising on a model warmed on tool use) is not CI-sized and not here."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -136,101 +131,3 @@ def test_an_openai_agents_sdk_agent_trains_as_agent_code(platform: Platform) -> 
     figures = fidelity(platform, job_id, AutoTokenizer.from_pretrained(model_dir(platform)))
     print(figures.line())
     figures.assert_complete()
-
-
-# -- learning: the same kind of agent on a model warmed on tool use (tests/integration/tool_use_model.py) ------------
-LEARNING_AGENT = '''
-import ast, operator
-
-from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
-from openai import AsyncOpenAI
-
-OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
-
-
-def _eval(node):
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in OPS:
-        return OPS[type(node.op)](_eval(node.left), _eval(node.right))
-    raise ValueError("not arithmetic")
-
-
-@function_tool
-def calc(expression: str) -> str:
-    """Evaluate an arithmetic expression such as 12+3."""
-    try:
-        return str(_eval(ast.parse(expression, mode="eval").body))
-    except (ValueError, SyntaxError) as exc:
-        return f"error: {exc}"
-
-
-async def run(task, base_url, api_key):
-    set_tracing_disabled(True)
-    client = AsyncOpenAI(base_url=base_url, api_key=api_key)
-    agent = Agent(name="calculator", instructions="%(instructions)s", tools=[calc],
-                  model=OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=client),
-                  model_settings=ModelSettings(max_tokens=90, temperature=1.0))
-    try:
-        result = await Runner.run(agent, task["prompt"], max_turns=3)
-    except Exception:  # the policy looped on the tool past max_turns, or called one that does not exist: wrong
-        return 0.0
-    return float(str(result.final_output).strip() == str(task["answer"]).strip())
-'''
-LEARN_ITERATIONS, LEARN_EVAL_EVERY, HELD_OUT = 12, 6, 32
-# lr: at 3e-3 one step broke the warm model (reward 0.0 from iteration 1 on); at 5e-4 held-out rose 0.50 -> 0.69 by
-# v6, then fell to 0.13 by v12; 2.5e-4 rises and holds
-
-
-def test_an_sdk_agent_learns_to_use_its_tool(platform: Platform) -> None:
-    """Held-out reward (the agent's correctness on word problems none of which it trained on) rises by >= 0.2 from
-    the initial weights' evaluation to the last one, on a model that calls the tool on part of the problems."""
-    from tool_use_model import INSTRUCTIONS, held_out_split, warm_tool_model
-
-    from backend.db.models import Model
-
-    model = warm_tool_model()
-    with platform.backend.session() as session:
-        session.add(Model(team_id=platform.team.id, name="calc-warm", path=str(model), created_by_id=platform.user.id))
-    train, held = held_out_split(LEARN_ITERATIONS * 2 * 4, HELD_OUT)
-    headers = platform.backend.auth_headers(platform.user, platform.team)
-    with platform.backend.client() as api:
-        lines = "".join(json.dumps({"prompt": r["prompt"], "answer": r["answer"]}) + "\n" for r in train + held)
-        uploaded = api.post("/api/v1/datasets", data={"name": "word-problems"},
-                            files={"file": ("problems.jsonl", lines.encode())}, headers=headers)
-        assert uploaded.status_code == 201, uploaded.text
-    dataset = {"id": uploaded.json()["id"], "builtin": None, "eval_prompts": HELD_OUT}
-    spec = base_spec(model="calc-warm", dataset=dataset,
-                     environment={"type": "gateway", "max_turns": 4, "max_episode_tokens": 300},
-                     agent={"code": LEARNING_AGENT % {"instructions": INSTRUCTIONS}, "requirements": REQUIREMENTS,
-                            "concurrency": 4, "timeout_s": 120},
-                     algorithm={"name": "grpo", "group_size": 8},
-                     generation={"instances": 1, "batch_size": 16, "max_tokens": 90, "temperature": 1.0},
-                     training={"iterations": LEARN_ITERATIONS, "prompts_per_iteration": 2, "micro_batch_size": 16,
-                               "lr": 2.5e-4, "eval_every": LEARN_EVAL_EVERY})
-    del spec["reward"]
-    job_id = platform.submit_as(platform.team, platform.user, spec)
-    job = platform.wait_done(job_id, timeout_s=900)
-    assert job.status == JobStatus.succeeded, (job.error, platform.events(job_id)[-10:], platform.logs_tail())
-    before = [float(m.rsplit(":", 1)[1]) for m in platform.events(job_id)  # the initial weights' held-out reward
-              if m.startswith("held-out reward before training:")]      # (workers/runtime/held_out.py)
-    rows = platform.iterations(job_id)
-    after = [(int(r["eval_version"]), r["eval_reward"]) for r in rows if r.get("eval_reward") is not None]
-    assert len(before) == 1 and after, (before, after, platform.events(job_id)[-10:])
-    print(f"RESULT sdk_agent_heldout_start={before[0]:.3f} heldout_end={after[-1][1]:.3f} "
-          f"rise={after[-1][1] - before[0]:.3f} curve={after} "
-          f"train_reward={[round(r['reward_mean'], 3) for r in rows]}")
-    # the tool's use is trained: a rewarded episode is one sequence (the call, the tool's result as context, the
-    # answer), its trained tokens the policy's sampled ones with their logprobs
-    with platform.backend.client() as api:
-        samples = api.get(f"/api/v1/jobs/{job_id}/samples", params={"limit": 1000}, headers=headers).json()["data"]
-        rewarded = [s for s in samples if s["reward"] == 1.0][:4]
-        assert rewarded, samples[:4]
-        for sample in rewarded:
-            record = api.get(f"/api/v1/jobs/{job_id}/samples/{sample['sample_id']}/tokens", headers=headers).json()
-            trained = "".join(p for p, m in zip(record["pieces"], record["loss_mask"], strict=True) if m)
-            assert trained.startswith("<tool_call>{") and "</tool_call>" in trained, trained
-            context = "".join(p for p, m in zip(record["pieces"], record["loss_mask"], strict=True) if not m)
-            assert "R: " in context, context  # the tool's result, rendered by the template: not trained
-            assert all(b < 0 for b, m in zip(record["behaviour"], record["loss_mask"], strict=True) if m)
-    assert after[-1][0] == LEARN_ITERATIONS and after[-1][1] - before[0] >= 0.2, (before, after)

@@ -39,10 +39,6 @@ STALL_TIMEOUT_S = 900.0  # no sample for this long while instances exist: the jo
 
 
 class StreamSource(SampleSource):
-    # the initial weights' held-out reward (the curve's point 0, a job event): dispatched to the instances once
-    # they serve v0 and collected before iteration 0 is trained, so every sample of it is v0's
-    evaluates_untrained = True
-
     def __init__(self, host: Host):
         super().__init__(host)
         ctx = host.ctx
