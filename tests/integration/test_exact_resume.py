@@ -29,6 +29,9 @@ from runtime_platform import Platform, wait_until
 from sqlalchemy import select
 
 from backend.db import JobSample
+from contract.artifact_store import ArtifactStore
+from contract.artifact_store.checkpoints import PREFIX, CheckpointMirror
+from contract.artifact_store.config import open_store
 from contract.liveness import Timeouts
 from contract.spec import JobSpec
 from workers.core.prompts import epoch_of
@@ -78,9 +81,13 @@ def _slot_prompts(platform: Platform, job_id: int) -> dict[int, list[str]]:
             for by_slot in [epochs[max(epochs)]]}
 
 
-def _kill_after_checkpoint(platform: Platform, job_id: int) -> None:
-    wait_until(lambda: platform.job(job_id).current_iteration >= CHECKPOINT + 1, 240, "past the checkpoint",
-               platform.logs_tail)
+def _kill_after_checkpoint(platform: Platform, job_id: int, store: ArtifactStore) -> None:
+    """Kill the driver once the job is past the checkpoint and the checkpoint is complete in the store: its upload
+    runs behind training (a host lost before it ends costs the job the time since the previous stored checkpoint)."""
+    mirror = CheckpointMirror(store, platform.job(job_id).team_id, job_id)
+    stored = f"{PREFIX}{CHECKPOINT:06d}"
+    wait_until(lambda: platform.job(job_id).current_iteration >= CHECKPOINT + 1 and stored in mirror.names(), 240,
+               "past the checkpoint, and the checkpoint in the store", platform.logs_tail)
     pid = platform.driver_pid(job_id)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
@@ -89,15 +96,19 @@ def _kill_after_checkpoint(platform: Platform, job_id: int) -> None:
     shutil.rmtree(Path(platform.env["STREAMRL_DATA_DIR"]) / "artifacts" / "jobs" / str(job_id) / "checkpoints")
 
 
-def test_kill_9_and_resume_trains_as_the_uninterrupted_twin(resume_platform: Platform) -> None:
+def test_kill_9_and_resume_trains_as_the_uninterrupted_twin(resume_platform: Platform, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     platform = resume_platform
+    for name, value in shared_server().env().items():  # the platform's credentials, to read its store as a host
+        monkeypatch.setenv(name, value)
+    store = open_store(platform.env["STREAMRL_ARTIFACTS"], tmp_path / "cache")
     twin = platform.submit(name="twin", mode="sync", **SHAPE)
     platform.wait_done(twin, timeout_s=300)
     killed = platform.submit(name="killed", mode="sync", **SHAPE)
-    _kill_after_checkpoint(platform, killed)
+    _kill_after_checkpoint(platform, killed, store)
     platform.wait_done(killed, timeout_s=300)
     async_killed = platform.submit(name="async-killed", mode="async", max_staleness=STALENESS, **SHAPE)
-    _kill_after_checkpoint(platform, async_killed)
+    _kill_after_checkpoint(platform, async_killed, store)
     platform.wait_done(async_killed, timeout_s=300)
 
     # sync: the same prompts, answered the same way, with the same loss
