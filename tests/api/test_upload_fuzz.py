@@ -210,7 +210,9 @@ def test_fuzzed_uploads_never_answer_500_nor_leave_files(app_client: TestClient,
             return False
 
     def settled() -> tuple[list[int], set[int]] | None:
-        children = [p.pid for p in psutil.Process().children(recursive=True) if renderer(p)]
+        # this process's own renderers are its direct children; a grandchild renderer belongs to the pool of another
+        # API process (a server subprocess an earlier module of this xdist worker started), never to this one's
+        children = [p.pid for p in psutil.Process().children() if renderer(p)]
         pooled = {r.process.pid for r in list(chat_render._idle.queue)}
         return None if len(children) > chat_render.POOL_SIZE or not set(children) <= pooled else (children, pooled)
 
