@@ -17,6 +17,7 @@ from backend.services.usage import job_totals
 from contract.spec_operations import LimitsSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ITERATIONS = 12
 
 
 def _events(platform: Any, job_id: int, kind: str) -> list[JobEvent]:
@@ -25,8 +26,11 @@ def _events(platform: Any, job_id: int, kind: str) -> list[JobEvent]:
 
 
 def test_a_job_over_its_device_seconds_pauses_at_a_checkpoint_and_resumes_when_raised(platform: Any) -> None:
-    # any recorded iteration is over 0.001 device-seconds: the job pauses after its first one
-    job_id = platform.submit(name="budgeted", training={"iterations": 4}, limits={"max_device_seconds": 0.001})
+    # any recorded iteration is over 0.001 device-seconds: the job pauses after its first one. The controller sees
+    # that on its next pass (every 0.5 s, slower under load), so the job has iterations enough not to end first
+    # (with 4, a tiny job once finished before the pause reached it)
+    job_id = platform.submit(name="budgeted", training={"iterations": ITERATIONS},
+                             limits={"max_device_seconds": 0.001})
     platform.wait_status(job_id, {JobStatus.paused}, timeout_s=300)
     exceeded = _events(platform, job_id, "budget_exceeded")
     assert len(exceeded) == 1 and "limits.max_device_seconds" in exceeded[0].message
@@ -47,7 +51,7 @@ def test_a_job_over_its_device_seconds_pauses_at_a_checkpoint_and_resumes_when_r
     platform.wait_done(job_id, timeout_s=300)
     assert _events(platform, job_id, "budget_resumed")
     rows = platform.iterations(job_id)
-    assert len(rows) == 4  # iterations 1..4, each once
+    assert len(rows) == ITERATIONS  # iterations 1..N, each once
 
     # usage = the recorded iterations' times: 1 training device, each live instance one generation device
     with platform.backend.session() as session:
