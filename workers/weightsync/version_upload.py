@@ -39,8 +39,8 @@ def failed_key(job_id: int) -> str:
 
 
 def _kind(err: ArtifactStoreError) -> str:
-    return "denied" if isinstance(err, ArtifactStoreDenied) else "full" if isinstance(err, ArtifactStoreFull) \
-        else "error"
+    """`err`'s name in `_KINDS` (its subclasses come before the base class there, so the first match is the closest)."""
+    return next(name for name, cls in _KINDS.items() if isinstance(err, cls))
 
 
 class VersionUploads:
