@@ -14,6 +14,9 @@ import ast
 import re
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from contract.openenv import code_error
 
 VERIFIERS_REQUIREMENT = "verifiers==0.4.0"  # the verifiers.v1 API the driver is written for
@@ -31,8 +34,13 @@ REFUSED_ENVS = {
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@-]{0,199}$")
 
 
-def _requirement_name(requirement: str) -> str:
-    return re.split(r"[\s\[<>=!~;@]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+def _requirement_name(requirement: str) -> str | None:
+    """The requirement's canonical project name (PEP 503), None when it is not a requirement (the requirements'
+    own check refuses it, naming it)."""
+    try:
+        return canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        return None
 
 
 def verifiers_requirements(requirements: list[str]) -> list[str]:
