@@ -70,8 +70,10 @@ def _exports(code: str) -> bool:
 def verifiers_error(url: str | None, code: str | None, params: dict[str, Any]) -> str | None:
     """Why a verifiers environment cannot run (None: it can, as far as the spec shows)."""
     if url is not None:
-        return ("`url`: type 'verifiers' runs verifiers' own episode loop in the jail (a verifiers env server at a URL "
-                "is not supported); give `code` or params.taskset")
+        # (200 characters reach the 422; docs/user-guide.md says more: the key is sent as Authorization over any
+        # headers a request gives, so the env's calls cannot carry the episode's token)
+        return ("`url`: a served verifiers env (verifiers.v1.serve) sends its process's key (ClientConfig."
+                "api_key_var) on its model calls, not the episode's gateway token; give `code` or params.taskset")
     for name, value in params.items():
         if name not in VERIFIERS_PARAMS:
             return f"params: type 'verifiers' has no param {name!r} (it takes {', '.join(VERIFIERS_PARAMS)})"
