@@ -8,7 +8,9 @@ generation instance meet here, as on-demand inference does (contract/keys.py `in
     ended(job, instance)    list of episode ids whose agent posted its reward (the instance pops and finishes them)
     recorded(job)           list of the job's last RECORDED_CALLS answered calls as recorded (JSON {episode, messages,
                             tools, prompt_ids, prompt_text, version, choices: [{ids, logprobs}]}), newest first; read
-                            with `recorded_calls` (the token-fidelity check, tests/integration/token_fidelity.py)
+                            with `recorded_calls` (the token-fidelity check, tests/integration/token_fidelity.py);
+                            `episode` is the attempt's id (`episode_id_of(job, sample, attempt)`: an episode retried
+                            after its agent's jail died is a new episode, `~attempt` on the first one's id)
 """
 
 from __future__ import annotations
@@ -27,12 +29,21 @@ EPISODE_TTL_S = 24 * 3600
 REPLY_TTL_S = 600
 RECORDED_CALLS = 64  # per job: bounded (a call's record holds its whole prompt), kept as long as an episode
 TOKEN_PREFIX = "srl_ep_"
+ATTEMPT_MARK = "~"  # episode_id_of: a retried episode's id is the first one's + "~<attempt>"
 
 
-def episode_id_of(job_id: int, sample_id: str) -> str:
+def episode_id_of(job_id: int, sample_id: str, attempt: int = 0) -> str:
     """A gateway episode's id: unique across jobs (sample ids such as `0:0:1` repeat in every job, and an episode's
-    Redis hash, with its token and any posted reward, outlives the job by EPISODE_TTL_S)."""
-    return f"ep-{job_id}-{sample_id}"[:120]
+    Redis hash, with its token and any posted reward, outlives the job by EPISODE_TTL_S). `attempt` > 0: the episode
+    retried after its agent's jail was lost (`~attempt` on the id), a new episode with its own token and calls."""
+    base = f"ep-{job_id}-{sample_id}"[:120]
+    return base if attempt == 0 else f"{base}{ATTEMPT_MARK}{attempt}"
+
+
+def attempt_of(episode_id: str) -> tuple[str, int]:
+    """(the first attempt's episode id, the attempt) of an episode id from `episode_id_of`."""
+    base, mark, attempt = episode_id.rpartition(ATTEMPT_MARK)
+    return (base, int(attempt)) if mark and attempt.isdigit() else (episode_id, 0)
 
 
 def episode(episode_id: str) -> str:
@@ -55,10 +66,19 @@ def recorded(job_id: int) -> str:
     return f"{prefix(job_id)}:gateway:recorded"
 
 
-def recorded_calls(client: redis.Redis, job_id: int) -> list[dict[str, Any]]:
-    """The job's last `RECORDED_CALLS` answered gateway calls as the instance recorded them, oldest first."""
+def recorded_calls(client: redis.Redis, job_id: int, lost: bool = False) -> list[dict[str, Any]]:
+    """The job's last `RECORDED_CALLS` answered gateway calls as the instance recorded them, oldest first; `lost`:
+    also those of an attempt a later recorded attempt of the same episode superseded (its agent's jail died; those
+    calls were never trained)."""
     raw: list[bytes] = client.lrange(recorded(job_id), 0, -1)  # type: ignore[assignment]
-    return [json.loads(r) for r in reversed(raw)]
+    calls = [json.loads(r) for r in reversed(raw)]
+    if lost:
+        return calls
+    last: dict[str, int] = {}
+    for call in calls:
+        base, attempt = attempt_of(call["episode"])
+        last[base] = max(last.get(base, 0), attempt)
+    return [c for c in calls if attempt_of(c["episode"])[1] == last[attempt_of(c["episode"])[0]]]
 
 
 def reply(call_id: str) -> str:

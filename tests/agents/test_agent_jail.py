@@ -20,7 +20,7 @@ from waiting import api_in_thread
 
 from contract import gateway as keys
 from contract.agent import AgentSpec
-from workers.agents.runner import AgentCodeFailed, JailedAgent
+from workers.agents.runner import AgentCodeFailed, AgentLost, JailedAgent
 from workers.rewards.jail import missing_piece
 
 pytestmark = pytest.mark.skipif(missing_piece() is not None, reason=f"no jail here: {missing_piece()}")
@@ -92,7 +92,10 @@ HOSTILE = {
     "huge reward": ("def run(task, base_url, api_key):\n    return 'x' * (50 << 20)\n", "must return a number"),
     "infinite reward": ("def run(task, base_url, api_key):\n    return float('inf')\n", "finite"),
     "exit": ("import os\ndef run(task, base_url, api_key):\n    os._exit(3)\n", "exited with status 3"),
+    "crash": ("import os, signal\ndef run(task, base_url, api_key):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+              "killed by SIGSEGV"),
 }
+LOST = {"crash"}  # the jail died by a signal: AgentLost, which the gateway retries; the rest are the agent's own
 GOOD = "def run(task, base_url, api_key):\n    return 0.25 + task['n']\n"
 
 
@@ -156,8 +159,9 @@ def test_a_hostile_agent_fails_its_episode_and_the_runner_goes_on(gateway: tuple
     agent = _agent(code, url, tmp_path, timeout_s=4 if case == "endless loop" else 30)
     good = _agent(GOOD, url, tmp_path)
     try:
-        with pytest.raises(AgentCodeFailed, match=reason):
+        with pytest.raises(AgentCodeFailed, match=reason) as failed:
             agent(_episode(client, 1, {"n": 0}))
+        assert isinstance(failed.value, AgentLost) == (case in LOST), failed.value
         assert good(_episode(client, 1, {"n": 1})) == 1.25  # the next episode runs as usual
     finally:
         agent.close()

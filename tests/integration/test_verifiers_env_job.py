@@ -4,21 +4,25 @@ multi-turn environment written with verifiers' own API (0.4, `verifiers.v1`: a `
 agent jail, verifiers' own loop calling the policy through the episode's rollout gateway; the job trains to
 `succeeded`. Every episode made three gateway calls, recorded and trained as one sequence (its trained tokens are the
 three calls' sampled tokens, each with its recorded logprob), and its reward is verifiers' scoring of that
-conversation (0.1 a turn, +0.5 when a reply holds the row's answer). A verifiers environment the jail cannot run
-(tools as MCP Toolset servers; the user-sim env) is a 422 at submit naming why."""
+conversation (0.1 a turn, +0.5 when a reply holds the row's answer). The test kills the episodes' jails
+mid-episode: each is retried from a clean start (a job event says so) and trains only its retry's calls. A
+verifiers environment the jail cannot run (tools as MCP Toolset servers; the user-sim env; a served env at a `url`)
+is a 422 at submit naming why."""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 from package_cache import CACHE, built
 from runtime_platform import Platform, base_spec
 from waiting import api_in_thread
 
-from contract.gateway import episode_id_of, recorded_calls
+from contract.gateway import attempt_of, episode_id_of, recorded_calls
 from contract.states import JobStatus
 from contract.verifiers import VERIFIERS_REQUIREMENT
 from workers.rewards.jail import missing_piece
@@ -26,6 +30,7 @@ from workers.rewards.jail import missing_piece
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
               pytest.mark.skipif(missing_piece() is not None, reason=f"no jail here: {missing_piece()}")]
 TURNS = 3
+EPISODES = 2  # prompts_per_iteration 1 x group_size 2
 ENVIRONMENT = '''
 import verifiers.v1 as vf
 from verifiers.v1.envs.single_agent.env import SingleAgentEnvConfig
@@ -73,35 +78,71 @@ def platform(pg_backend: Any, redis_url: str, tmp_path_factory: pytest.TempPathF
         yield running
 
 
+def _agent_jails(platform: Platform) -> list[psutil.Process]:
+    """This platform's live agent jails (the outer bwrap of each, hostname agent-jail; bwrap forks an inner one as
+    the jail's pid 1), under its generation worker."""
+    out = []
+    for child in psutil.Process(platform.workers["generation"].pid).children(recursive=True):
+        try:
+            if child.name() == "bwrap" and "agent-jail" in child.cmdline() and child.parent().name() != "bwrap":
+                out.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
 def test_a_multi_turn_verifiers_environment_trains_through_the_gateway(platform: Platform) -> None:
-    spec = base_spec(environment={"type": "verifiers", "code": ENVIRONMENT, "max_turns": 4,
+    """The env pauses after its first turn; once every episode has made that call, the test kills their jails
+    (mid-episode): each is retried from a clean start (a job event), and each sample trains exactly its retry's three
+    calls, never the dead attempt's."""
+    pausing = ENVIRONMENT.replace("import verifiers.v1 as vf", "import asyncio\nimport verifiers.v1 as vf").replace(
+        "            await play.turn()\n            for _", "            await play.turn()\n"
+        "            await asyncio.sleep(3)  # a window for the test's kill, mid-episode\n            for _")
+    assert pausing.count("asyncio.sleep") == 1
+    spec = base_spec(environment={"type": "verifiers", "code": pausing, "max_turns": 4,
                                   "max_episode_tokens": 200, "episode_timeout_s": 120},
                      algorithm={"name": "grpo", "group_size": 2},
                      generation={"instances": 1, "batch_size": 8, "max_tokens": 12, "temperature": 1.0},
-                     training={"iterations": 1, "prompts_per_iteration": 2, "micro_batch_size": 8, "lr": 1e-3})
+                     training={"iterations": 1, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3})
     del spec["reward"]
     job_id = platform.submit_as(platform.team, platform.user, spec)
+    deadline = time.monotonic() + 240
+    while len({c["episode"] for c in recorded_calls(platform.client, job_id, lost=True)}) < EPISODES:
+        assert time.monotonic() < deadline, (platform.events(job_id)[-10:], platform.logs_tail())
+        time.sleep(0.05)
+    killed = _agent_jails(platform)
+    for jail in killed:
+        jail.kill()
     job = platform.wait_done(job_id, timeout_s=300)
     assert job.status == JobStatus.succeeded, (job.error, platform.events(job_id)[-10:], platform.logs_tail())
+    retried = [e for e in platform.events(job_id) if "its agent's jail was lost" in e]
+    assert 1 <= len(retried) <= len(killed), (len(killed), retried)  # a jail past its reply is not lost
+    assert all("retried from a clean start" in e and "(retry 1 of 3)" in e for e in retried), retried
 
+    everything = recorded_calls(platform.client, job_id, lost=True)
+    final = recorded_calls(platform.client, job_id)
+    lost = [c for c in everything if c not in final]
+    assert len({c["episode"] for c in lost}) == len(retried), lost  # each lost attempt's calls, none trained
+    assert all(attempt_of(c["episode"])[1] == 0 for c in lost)
     calls: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for call in recorded_calls(platform.client, job_id):
-        calls[call["episode"]].append(call)
+    for call in final:
+        calls[attempt_of(call["episode"])[0]].append(call)
     headers = platform.backend.auth_headers(platform.user, platform.team)
     with platform.backend.client() as api:
         samples = api.get(f"/api/v1/jobs/{job_id}/samples", params={"limit": 1000}, headers=headers).json()["data"]
-        assert samples, platform.events(job_id)
+        assert len(samples) == EPISODES, platform.events(job_id)
         for sample in samples:
             assert sample["reward_error"] is None, sample
             episode = calls[episode_id_of(job_id, sample["sample_id"])]
             assert len(episode) == TURNS, (sample["sample_id"], len(episode))  # verifiers' loop: three calls
             assert round(sample["reward"] - 0.1 * TURNS, 6) in (0.0, 0.5), sample["reward"]  # verifiers' scoring
             record = api.get(f"/api/v1/jobs/{job_id}/samples/{sample['sample_id']}/tokens", headers=headers).json()
-            trained = [i for i, m in enumerate(record["loss_mask"]) if m]
-            sampled = [len(call["choices"][0]["ids"]) for call in episode]
-            assert len(trained) == sum(sampled), (len(trained), sampled)  # all three calls, one sequence
-            assert all(record["behaviour"][i] < 0 for i in trained)  # each a sampled token with its logprob
-    print(f"verifiers samples {len(samples)}: {TURNS} gateway calls each, trained as one sequence")
+            trained = [record["behaviour"][i] for i, m in enumerate(record["loss_mask"]) if m]
+            sampled = [lp for call in episode for lp in call["choices"][0]["logprobs"]]
+            assert trained == pytest.approx(sampled, abs=1e-4), sample["sample_id"]  # the (last) attempt's three
+            assert all(lp < 0 for lp in trained)  # calls, one sequence: each a sampled token with its logprob
+    print(f"verifiers samples {len(samples)}: {TURNS} gateway calls each, trained as one sequence; {len(killed)} "
+          f"jails killed mid-episode, {len(retried)} episodes retried, {len(lost)} lost calls untrained")
 
 
 @pytest.mark.parametrize(("environment", "words"), [
@@ -111,6 +152,7 @@ def test_a_multi_turn_verifiers_environment_trains_through_the_gateway(platform:
      "MCP Toolset servers that verifiers launches as processes"),
     ({"params": {"taskset": "reverse-text", "env": "user-sim"}}, "params.env 'user-sim' cannot train through"),
     ({"code": ENVIRONMENT.replace('__all__ = ["ArithmeticTaskset", "CheckAgain"]', "")}, "via `__all__`"),
+    ({"url": "tcp://envs.example.com:5000", "params": {"taskset": "reverse-text"}}, "ClientConfig.api_key_var"),
 ])
 def test_verifiers_environments_the_jail_cannot_run_are_422s(platform: Platform, environment: dict[str, Any],
                                                               words: str) -> None:

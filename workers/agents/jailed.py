@@ -42,6 +42,7 @@ class AgentResult:
     error: str | None = None
     output: str = ""  # the tail of what the agent printed
     seconds: float = 0.0
+    lost: bool = False  # the jail died by a signal it did not send itself (killed, OOM-killed, crashed): retryable
 
 
 class AgentJailUnavailable(RuntimeError):
@@ -64,6 +65,23 @@ def check_jail() -> None:
     missing = missing_piece()
     if missing is not None:
         raise AgentJailUnavailable(f"agent.code runs only in the jail, which cannot be built here: {missing}")
+
+
+def _signalled(code: int | None) -> int | None:
+    """The signal that ended the jail (bwrap reports a signalled child as 128 + signal), or None."""
+    if code is None:
+        return None
+    if code > 128:
+        return code - 128
+    return -code if code < 0 else None
+
+
+def lost_jail(code: int | None) -> bool:
+    """Whether an exit status without a reply is the jail lost, not the agent's own end: a signal other than the CPU
+    limit's SIGXCPU (SIGKILL from outside or the OOM killer, SIGSEGV/SIGBUS/SIGABRT of a crash). The agent's own
+    exit status, error, time limit and output/reply limits are not (the harness replies, or the runner kills it)."""
+    number = _signalled(code)
+    return number is not None and number != signal.SIGXCPU
 
 
 def _death(code: int | None) -> str:
@@ -120,6 +138,7 @@ def run_agent(code: str, task: dict[str, Any], api_key: str, socket_path: str, *
             answer = json.loads(reply)
         except ValueError:
             error = f"{_death(proc.returncode)}" + (f": {tail[-300:]}" if tail else "")
+            result.lost = lost_jail(proc.returncode)
         else:
             if answer.get("ok") is True:
                 result.reward = answer.get("reward")

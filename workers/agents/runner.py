@@ -3,7 +3,8 @@ gateway (relay.py), its packages from `agent.requirements` (packages.py). One `J
 the instance's `AgentRuns` (workers/runtime/remote_agent.py) calls it on `agent.concurrency` threads, one episode
 each. It returns the reward the agent's `run` returned (None: the agent posted its own to the reward route, or
 leaves the reward to the job's grader) and raises AgentCodeFailed with the reason otherwise: that episode fails,
-never the job.
+never the job. A jail that died by a signal it did not send itself (killed from outside, OOM-killed, crashed) raises
+AgentLost, and the gateway retries that episode from a clean start instead.
 
 The packages are built in the background from the instance's start (the first episodes wait for them); a build
 failure (naming the requirement) or a host without the jail fails every episode with that reason, which the job's
@@ -35,6 +36,11 @@ class EpisodeTask(Protocol):  # workers/runtime/remote_agent.py AgentTask
 
 class AgentCodeFailed(Exception):
     """The jailed agent's episode failed; the message says why."""
+
+
+class AgentLost(AgentCodeFailed):
+    """The agent's jail died by a signal it did not send itself (killed, OOM-killed, crashed): not the agent's own
+    failure, so its episode is retried from a clean start (workers/runtime/gateway.py), a bounded number of times."""
 
 
 class JailedAgent:
@@ -75,7 +81,7 @@ class JailedAgent:
             relay.close()
         if result.error is not None:
             refused = f" (refused: {', '.join(relay.refused[:3])})" if relay.refused else ""
-            raise AgentCodeFailed(f"{result.error}{refused}")
+            raise (AgentLost if result.lost else AgentCodeFailed)(f"{result.error}{refused}")
         return result.reward
 
     def close(self) -> None:

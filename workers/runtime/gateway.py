@@ -20,6 +20,11 @@ decode step.
 With `JobSpec.agent` the platform starts the agent itself (`agents`, workers/runtime/remote_agent.py `AgentRuns`):
 the episode is never offered to the claim API; its agent gets the task, the episode's base URL and token, and its
 end (a reward, nothing, or a failure) ends the episode. Past `agent.timeout_s` from its start the episode fails.
+An agent whose jail died (killed, OOM-killed, crashed: `AgentDone.lost`, not the agent's own error or timeout) has
+its episode retried from a clean start, up to MAX_EPISODE_RETRIES times, as episodes whose OpenEnv server was lost
+are: the retry is a new gateway episode (`episode_id_of(job, sample, attempt)`, a new token), the lost attempt's
+episode is ended (a late call of the dead agent is refused, never taken as the retry's), and its recorded calls
+are dropped from the sample (they stay in the job's `recorded` list under the lost attempt's id). A job event says so.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import redis
 from contract import gateway as keys
 from contract.sample import PromptRequest
 from contract.spec import EnvironmentSpec
-from workers.core.episode import SENTINEL, Episode, parse_tool_calls
+from workers.core.episode import MAX_EPISODE_RETRIES, SENTINEL, Episode, parse_tool_calls
 from workers.core.gateway import Call, Choice, assemble, oldest_version, render_call, to_episode
 from workers.generation.engine import GenerationRequest, GenerationResult, SamplingParams
 from workers.runtime.remote_agent import AgentRuns, AgentTask
@@ -54,6 +59,7 @@ class Live:
     opened_at: float
     calls: list[Call] = field(default_factory=list)
     pending: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> {call, results, tools}
+    attempt: int = 0  # retries after its agent's jail was lost
 
 
 @dataclass
@@ -75,6 +81,7 @@ class GatewayEpisodes:
         self.by_sample: dict[str, str] = {}  # sample id -> episode id
         self.calls_of: dict[str, str] = {}  # generation request id -> episode id
         self._swept = 0.0
+        self._notes: list[str] = []  # for the job's events (an episode retried), taken by `take_notes`
         # the receiver's pops ("calls" | "ended", raw items) for `poll`, and the sender's (call id, reply, record)
         self._inbox: deque[tuple[str, list[Any]]] = deque()
         self._outbox: deque[tuple[str, dict[str, Any], dict[str, Any] | None]] = deque()
@@ -84,8 +91,8 @@ class GatewayEpisodes:
         self._sender: threading.Thread | None = None
 
     # -- episodes -----------------------------------------------------------------------------------------------------
-    def open(self, request: PromptRequest) -> str:
-        episode_id = keys.episode_id_of(self.job_id, request.sample_id)
+    def open(self, request: PromptRequest, attempt: int = 0) -> str:
+        episode_id = keys.episode_id_of(self.job_id, request.sample_id, attempt)
         token = keys.new_token()
         task = {"prompt": request.prompt_text, **request.meta}
         pipe = self.redis.pipeline()
@@ -97,7 +104,7 @@ class GatewayEpisodes:
         if self.agents is None:  # offered to the claim API; the job's own agent is started instead
             pipe.lpush(keys.open_episodes(self.job_id), episode_id)
         pipe.execute()
-        self.live[episode_id] = Live(request, token, time.time())
+        self.live[episode_id] = Live(request, token, time.time(), attempt=attempt)
         self.by_sample[request.sample_id] = episode_id
         if self.agents is not None:
             self.agents.start(AgentTask(episode_id, task, f"{self.agents.base_url}/rollouts/{episode_id}/v1", token))
@@ -143,6 +150,11 @@ class GatewayEpisodes:
                 finished.append(self._end(episode_id, f"gateway episode {episode_id}: its agent did not finish "
                                           f"within agent.timeout_s={self.agents.timeout_s:g}"))
         return requests, [f for f in finished if f is not None]
+
+    def take_notes(self) -> list[str]:
+        """What the job's events should say since the last call (episodes retried after their agent's jail died)."""
+        notes, self._notes = self._notes, []
+        return notes
 
     def close(self) -> None:
         """Stop the agents and the receiver; the sender answers what is queued, then stops."""
@@ -221,13 +233,30 @@ class GatewayEpisodes:
             return []
         out = []
         for done in self.agents.finished():
-            if done.episode not in self.live:
+            live = self.live.get(done.episode)
+            if live is None:
                 continue  # ended already (its reward posted, or timed out)
+            if done.lost and live.attempt < MAX_EPISODE_RETRIES:
+                self._retry(done.episode, done.error or "the agent's jail was lost")
+                continue
             if done.error is None and done.reward is not None:
                 self.redis.hsetnx(keys.episode(done.episode), "reward", json.dumps(done.reward))
-            out.append(self._end(done.episode, None if done.error is None else
-                                 f"gateway episode {done.episode}: {done.error}"))
+            error = None if done.error is None else f"gateway episode {done.episode}: {done.error}"
+            if error is not None and done.lost:
+                error += f" (after {live.attempt} retries of the episode)"
+            out.append(self._end(done.episode, error))
         return out
+
+    def _retry(self, episode_id: str, why: str) -> None:
+        """The episode's agent lost its jail: end that attempt (its calls discarded, untrained) and open the episode
+        again as a new gateway episode with a new token, its agent started afresh."""
+        live = self.live.pop(episode_id)
+        del self.by_sample[live.request.sample_id]
+        self.redis.hset(keys.episode(episode_id), "state", "ended")  # the dead attempt's late calls get a 409
+        retry = self.open(live.request, live.attempt + 1)
+        self._notes.append(f"gateway episode {episode_id}: its agent's jail was lost ({why[:300]}); retried from a "
+                           f"clean start as {retry} (retry {live.attempt + 1} of {MAX_EPISODE_RETRIES}), the lost "
+                           f"attempt's {len(live.calls)} recorded calls discarded, not trained")
 
     def _reply(self, call_id: str, body: dict[str, Any], record: dict[str, Any] | None = None) -> None:
         """Answer a call (by the sender thread); `record`: the answered call as recorded, kept in the job's `recorded`

@@ -270,6 +270,9 @@ class InstanceRunner:
         assert self.gateway is not None
         calls, finished = self.gateway.poll(self.engine.version)
         self.turns.extend(calls)
+        for note in self.gateway.take_notes():  # an episode retried after its agent's jail died
+            self.ctx.reporter.record_event(self.ctx.job_id, "environment", f"{self.instance_id}: {note}",
+                                           data={"instance_id": self.instance_id})
         for sample_id, done in ((f.episode.request.sample_id, f) for f in finished):
             self.gateway_versions[sample_id] = done.version
             stats = keys.generator_stats(self.ctx.job_id)  # the job's counts: sequences, and calls that broke one

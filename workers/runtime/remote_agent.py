@@ -3,7 +3,8 @@ you already have").
 
 `AgentRuns` runs each opened episode's agent on `agent.concurrency` threads of the instance (episodes past that wait
 their turn) and hands back, per episode, the reward the agent answered (None: it posted its own to the reward
-endpoint, or leaves it to the job's grader) or why it failed. A failure fails that episode, never the job.
+endpoint, or leaves it to the job's grader) or why it failed. A failure fails that episode, never the job; a jailed
+agent whose jail died (`lost`: killed, OOM-killed, crashed) has its episode retried by the gateway.
 
 `RemoteAgent` is the agent behind `agent.url`: one POST of `{task, base_url, api_key, episode}` (JSON) to
 `{url}/rollout` per episode, signed like the alert webhooks (contract/signing.py: `X-StreamRL-Signature` under the
@@ -33,7 +34,7 @@ from contract.environments import VERIFIERS
 from contract.settings import Settings, get_settings
 from contract.signing import SIGNATURE_HEADER, agent_secret, sign
 from contract.spec import JobSpec
-from workers.agents.runner import JailedAgent, packages_dir
+from workers.agents.runner import AgentLost, JailedAgent, packages_dir
 from workers.environments.verifiers_gateway import verifiers_agent
 
 MAX_ANSWER_BYTES = 64 * 1024
@@ -57,6 +58,7 @@ class AgentDone:
     episode: str
     reward: float | None
     error: str | None
+    lost: bool = False  # the agent's jail died (killed, OOM, crashed), not the agent's own failure: retryable
 
 
 def answered_reward(answer: Any) -> float | None:
@@ -137,6 +139,8 @@ class AgentRuns:
             self.started[task.episode] = time.monotonic()
         try:
             self.done.put(AgentDone(task.episode, self.run(task), None))
+        except AgentLost as exc:
+            self.done.put(AgentDone(task.episode, None, str(exc), lost=True))
         except AgentFailed as exc:
             self.done.put(AgentDone(task.episode, None, str(exc)))
         except Exception as exc:  # noqa: BLE001 - the agent's failure is its episode's, never the instance's
