@@ -10,6 +10,8 @@ trained tokens (loss mask 1) number exactly that and carry a recorded behaviour 
 call the SDK made (tests/integration/token_fidelity.py) is asserted at 100% and printed as a TOKEN_FIDELITY line.
 Each episode's agent also tries to fork and to reach Postgres and Redis first (reward -1 if any of it worked): all
 refused, the episodes go on.
+With 2 held-out rows the job's held-out curve starts at the initial weights (the "held-out reward before training"
+event: streaming jobs whose episodes come from an agent evaluate before iteration 0) and has the trained point.
 Hostile agents failing their own episodes are tests/agents/test_agent_jail.py.
 The learning check (held-out reward rising on a model warmed on tool use) is not CI-sized and not here."""
 
@@ -31,6 +33,7 @@ from workers.rewards.jail import missing_piece
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
               pytest.mark.skipif(missing_piece() is not None, reason=f"no jail here: {missing_piece()}")]
 REQUIREMENTS = ["openai-agents==0.24.0"]
+HELD_OUT = 2  # held-out rows: evaluated on the initial weights and after the iteration
 AGENT = '''
 import ast, operator, os, socket
 
@@ -101,13 +104,22 @@ def platform(pg_backend: Any, redis_url: str, tmp_path_factory: pytest.TempPathF
 def test_an_openai_agents_sdk_agent_trains_as_agent_code(platform: Platform) -> None:
     spec = base_spec(environment={"type": "gateway", "max_turns": 4, "max_episode_tokens": 200},
                      agent={"code": AGENT, "requirements": REQUIREMENTS, "concurrency": 4, "timeout_s": 120},
+                     dataset={"eval_prompts": HELD_OUT},
                      algorithm={"name": "grpo", "group_size": 2},
                      generation={"instances": 1, "batch_size": 8, "max_tokens": 12, "temperature": 1.0},
-                     training={"iterations": 1, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3})
+                     training={"iterations": 1, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3,
+                               "eval_every": 1})
     del spec["reward"]
     job_id = platform.submit_as(platform.team, platform.user, spec)
     job = platform.wait_done(job_id, timeout_s=600)
     assert job.status == JobStatus.succeeded, (job.error, platform.events(job_id)[-10:], platform.logs_tail())
+    # an agent job's held-out curve has its start: the initial weights' evaluation (episodes of the agent, before
+    # iteration 0; workers/runtime/streaming.py evaluates_untrained), then the trained weights' after iteration 0
+    before = [m for m in platform.events(job_id) if m.startswith("held-out reward before training:")]
+    after = [(int(r["eval_version"]), r["eval_reward"]) for r in platform.iterations(job_id)
+             if r.get("eval_reward") is not None]
+    assert len(before) == 1 and [v for v, _ in after] == [1], (before, after, platform.events(job_id)[-10:])
+    print(f"held-out: {before[0]} -> {after}")
 
     headers = platform.backend.auth_headers(platform.user, platform.team)
     checked = 0

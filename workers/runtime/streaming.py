@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contract import keys
+from contract.environments import GATEWAY, OPENENV, VERIFIERS
 from contract.liveness import Timeouts
 from contract.sample import PromptRequest, Sample
 from contract.states import LIVE_INSTANCE_STATUSES, InstanceStatus
@@ -39,6 +40,16 @@ STALL_TIMEOUT_S = 900.0  # no sample for this long while instances exist: the jo
 
 
 class StreamSource(SampleSource):
+    @property
+    def evaluates_untrained(self) -> bool:  # type: ignore[override]
+        """Episodes from an agent or a remote environment (environment.type gateway: agent.code, agent.url or agents
+        that claim; verifiers; openenv): the initial weights' held-out reward (the curve's point 0, a job event),
+        dispatched to the instances once they serve v0 and collected before iteration 0 is trained, so every sample
+        of it is v0's. Such jobs have no other start figure (their episodes run outside the driver). Other streaming
+        jobs keep starting at iteration 0 without it."""
+        environment = self.spec.environment
+        return environment is not None and environment.type in (GATEWAY, VERIFIERS, OPENENV)
+
     def __init__(self, host: Host):
         super().__init__(host)
         ctx = host.ctx
