@@ -48,17 +48,19 @@ weight versions (shared_store) and checkpoints go through the object store (uplo
 instances here share the trainer's host and read its versions before their upload ends). The RESULT line then also
 says `artifacts=s3`; `weight_sync_fraction_async` is the figure the object store must keep <= 0.02.
 
-    python bench/modes.py --speculative [--max-tokens 256]
+    python bench/modes.py --speculative [--max-tokens 256] [--max-k 128 --max-tokens 512] [--lora 8]
 
-runs sync and async with `generation.speculative` off and group (grouped speculative decoding, interleaved) and ends
-with `RESULT speculative e2e_sync_ratio=... e2e_async_ratio=... reward_off=... reward_group=...`
-(bench/speculative.py --e2e runs it).
+runs sync and async with `generation.speculative` off and group (grouped speculative decoding, interleaved, the
+order reversed every other round) and ends with `RESULT speculative e2e_sync_ratio=... e2e_async_ratio=...
+reward_off=... reward_group=... gen_*_ratio=... gen_cpu_*_ratio=...` (generation makespan and the generation
+process's CPU seconds per iteration, without over with; bench/speculative.py --e2e runs it). `--max-k K`: long_tail
+prompts (and the SFT rows) with repeat counts up to K, an uploaded dataset: a longer tail. Every run also reports
+each pool's CPU seconds per steady iteration (the machine may be shared: wall clock is noisy, CPU time much less).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import os
 import shutil
 import subprocess
@@ -161,20 +163,46 @@ def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> d
     return {
         "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode,
         "max_staleness": args.max_staleness, "seed": 0,
-        "dataset": {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0},
+        "dataset": ({"id": args.dataset_id, "eval_prompts": 0} if args.dataset_id is not None
+                    else {"builtin": "long_tail", "num_prompts": 256, "eval_prompts": 0}),
         "reward": {"type": "exact_match"}, "algorithm": {"name": "grpo", "group_size": args.group},
         "generation": {"instances": instances, "batch_size": args.gen_batch, "max_tokens": args.max_tokens,
                        "engine": args.engine},
         "training": {"iterations": args.iterations, "prompts_per_iteration": args.prompts,
                      "micro_batch_size": args.micro_batch, "lr": 1e-4, "bf16_autocast": True if args.bf16 else None,
                      "max_tokens_per_micro_batch": args.token_budget,
-                     "weight_sync": "shared_store" if mode == "colocated" else args.weight_sync},
+                     "weight_sync": "shared_store" if mode == "colocated" else args.weight_sync,
+                     **({"lora": {"rank": args.lora}} if args.lora else {})},
         "dispatch": {"policy": policy}, "checkpoint": {"interval": 10_000},
     }
 
 
-def _run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float) -> list[dict[str, Any]]:
-    from sqlalchemy import select
+def _cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> list[float]:
+    """CPU seconds (user + system) each worker's process tree has used so far, reaped task processes included."""
+    import psutil
+
+    totals = []
+    for proc in procs:
+        total = 0.0
+        try:
+            root = psutil.Process(proc.pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            tree = []
+        for p in tree:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system + t.children_user + t.children_system
+            except psutil.NoSuchProcess:
+                pass
+        totals.append(total)
+    return totals
+
+
+def _run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float,
+             on_progress: Any = None) -> list[dict[str, Any]]:
+    """Run a job to success; `on_progress(iterations_done)` at every poll."""
+    from sqlalchemy import func, select
 
     from backend.db import Iteration, Job, JobStatus, Team, User
     from backend.db.session import session_scope
@@ -195,6 +223,9 @@ def _run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float)
             if job.status == JobStatus.succeeded:
                 return [dict(m) for m in session.scalars(select(Iteration.metrics).where(
                     Iteration.job_id == job_id).order_by(Iteration.iteration))]
+            if on_progress is not None:
+                on_progress(int(session.scalar(select(func.count()).select_from(Iteration).where(
+                    Iteration.job_id == job_id)) or 0))
         time.sleep(0.5)
     raise RuntimeError(f"{spec['name']}: not done after {timeout_s}s")
 
@@ -207,6 +238,22 @@ def _learn_dataset(session: Any, team_id: int, data_dir: Path) -> int:
     path = data_dir / "one_digit_addition.jsonl"
     count = write_jsonl(generate_rows("arithmetic", 2048, 0, digits=1, ops="+"), path)
     dataset = Dataset(team_id=team_id, name="one-digit-addition", row_count=count, checksum="-",
+                      size_bytes=path.stat().st_size, storage_path=str(path))
+    session.add(dataset)
+    session.flush()
+    return int(dataset.id)
+
+
+def _long_tail_dataset(session: Any, team_id: int, data_dir: Path, max_k: int) -> int:
+    """256 long_tail prompts with repeat counts up to `max_k` (the built-in spec's are up to 32) as an uploaded
+    dataset: a longer, more skewed tail of answer lengths."""
+    from backend.db import Dataset
+    from workers.datasets import write_jsonl
+    from workers.datasets.long_tail import generate_rows
+
+    path = data_dir / f"long_tail_k{max_k}.jsonl"
+    count = write_jsonl(generate_rows(256, seed=0, max_k=max_k), path)
+    dataset = Dataset(team_id=team_id, name=f"long-tail-k{max_k}", row_count=count, checksum="-",
                       size_bytes=path.stat().st_size, storage_path=str(path))
     session.add(dataset)
     session.flush()
@@ -286,6 +333,12 @@ def main() -> None:
                         help="async only: in-flight weight updates (partial rollouts) vs draining at each update")
     parser.add_argument("--object-store", action="store_true",
                         help="artifacts (weight versions, checkpoints) through a SeaweedFS S3 server started here")
+    parser.add_argument("--max-k", type=int, default=0,
+                        help="long_tail prompts (and the SFT warm start's rows) with repeat counts up to this "
+                             "(an uploaded dataset; 0: the built-in task's, up to 32): a longer tail")
+    parser.add_argument("--lora", type=int, default=0, help="training.lora rank (0: full fine-tuning)")
+    parser.add_argument("--sft-loss", type=float, default=None, help="stop the SFT warm start at this loss")
+    parser.add_argument("--save-model", help="copy the SFT-warmed model here (reuse it with --model)")
     parser.add_argument("--speculative", action="store_true",
                         help="sync and async with generation.speculative off vs group (bench/speculative.py --e2e)")
     args = parser.parse_args()
@@ -317,9 +370,13 @@ def main() -> None:
                 copied = shutil.copytree(args.model, data_dir / "artifacts" / "bench-model")
                 sft = SFTResult(Path(copied), 0, float("nan"), 0.0)
             else:
-                rows = generate_rows(512, seed=1, split="train")
+                rows = generate_rows(512, seed=1, split="train", **({"max_k": args.max_k} if args.max_k else {}))
                 sft = sft_warm_start(base, data_dir / "artifacts" / "bench-model", rows, steps=100_000,
-                                     time_budget_s=args.sft_seconds, seed=0, device=args.device)
+                                     time_budget_s=args.sft_seconds, seed=0, device=args.device,
+                                     target_loss=args.sft_loss)
+                print(f"SFT {sft.steps} steps, loss {sft.final_loss:.3f}", flush=True)
+                if args.save_model:
+                    shutil.copytree(sft.model_dir, args.save_model, dirs_exist_ok=True)
             with session_scope() as session:
                 team = Team(name="bench", max_concurrent_jobs=1, max_generation_instances=16)
                 user = User(email="bench@example.com")
@@ -328,6 +385,8 @@ def main() -> None:
                 session.add(Model(team_id=team.id, name="bench", path=str(sft.model_dir)))
                 team_id, user_id = team.id, user.id
                 dataset_id = _learn_dataset(session, team.id, data_dir) if args.learn else None
+                args.dataset_id = (_long_tail_dataset(session, team.id, data_dir, args.max_k)
+                                   if args.max_k and not args.learn else None)
             if args.object_store:  # every process (this one and the workers) reads STREAMRL_ARTIFACTS
                 sys.path.insert(0, str(REPO / "tests"))
                 from object_store import SeaweedS3
@@ -375,7 +434,10 @@ def main() -> None:
                 print(f"skew only: sync with {n} instance(s) splitting all {cores} cores, the trainer on all of them",
                       flush=True)
             measured: dict[str, list[dict[str, float]]] = {}
-            for _round, (key, mode, policy, instances) in itertools.product(range(args.repeats), runs):
+            # --speculative alternates the arms' order every round (ABBA): drift in the machine's load falls evenly
+            schedule = [(r, run) for r in range(args.repeats)
+                        for run in (runs[::-1] if args.speculative and r % 2 else runs)]
+            for _round, (key, mode, policy, instances) in schedule:
                 shares = args.skew_only or (args.sync_shares_cores and mode == "sync")
                 if args.device == "cuda":  # one GPU: each pool's processes on GPU 0
                     devices = gpu_layout(mode, instances)
@@ -384,6 +446,7 @@ def main() -> None:
                 else:
                     devices = layout(mode, cores, gen_cores, instances)
                 procs = _workers(env, data_dir, devices)
+                procs_pools = list(devices)
                 spies = _profile(procs, list(devices), Path(args.profile), key,
                                  args.profile_format) if args.profile and _round == 0 else []
                 try:
@@ -394,12 +457,28 @@ def main() -> None:
                     if key in SPECULATIVE:
                         spec["generation"]["speculative"] = SPECULATIVE[key]
                         spec["name"] = f"bench-{key}"
-                    rows = _run_job(team_id, user_id, spec, args.timeout)
+                    snapshots: dict[int, list[float]] = {}
+
+                    def progress(done: int, procs: list[subprocess.Popen[bytes]] = procs,
+                                 snapshots: dict[int, list[float]] = snapshots) -> None:
+                        # CPU of the steady iterations: from iteration 1's record (start-up) to the last one's
+                        if done >= 1 and 1 not in snapshots:
+                            snapshots[1] = _cpu_seconds(procs)
+                        if done >= args.iterations and 2 not in snapshots:
+                            snapshots[2] = _cpu_seconds(procs)
+
+                    rows = _run_job(team_id, user_id, spec, args.timeout, progress)
+                    if 2 not in snapshots:  # the job finished between two polls
+                        snapshots[2] = _cpu_seconds(procs)
                 finally:
                     _stop_profiles(spies)
                     stop_process_groups(procs)
                     procs = []
                 measured.setdefault(key, []).append(summary(rows))
+                steady = max(1, len(rows) - 1)
+                cpu = {pool: (snapshots[2][i] - snapshots.get(1, [0.0] * len(procs_pools))[i]) / steady
+                       for i, pool in enumerate(procs_pools)}
+                measured[key][-1].update({f"cpu_{pool}": seconds for pool, seconds in cpu.items()})
                 for i, row in enumerate(rows if args.verbose else []):
                     print(f"  {key} it{i + 1}: " + " ".join(f"{k}={row.get(k, 0.0):.2f}" for k in (
                         "iteration_seconds", "gen_seconds", "train_seconds", "trainer_idle_seconds",
@@ -408,8 +487,9 @@ def main() -> None:
                 print(f"{key:12s} samples/s={r['samples_per_s']:7.2f} iter={r['iteration_s']:6.2f}s = "
                       f"train {r['train']:.2f} + wait {r['wait']:.2f} + sync {r['sync']:.3f} + overhead "
                       f"{r['overhead']:.2f} (gen {r['gen']:.2f}) weight_sync={100 * r['sync_fraction']:5.2f}% "
-                      f"tail={r['tail']:.2f} long_tail_instances={r['long_tail']:.2f} reward={r['reward']:.3f}",
-                      flush=True)
+                      f"tail={r['tail']:.2f} long_tail_instances={r['long_tail']:.2f} reward={r['reward']:.3f} "
+                      f"len p50/p90 {r['len_p50']:.0f}/{r['len_p90']:.0f} cpu/iteration "
+                      + " ".join(f"{k[4:]} {v:.2f} s" for k, v in r.items() if k.startswith("cpu_")), flush=True)
             results = {key: median_run(runs_of) for key, runs_of in measured.items()}
         finally:
             stop.set()
@@ -421,7 +501,7 @@ def main() -> None:
     if args.partial_rollouts:
         return partial_result(results, measured)
     if args.speculative:
-        return speculative_result(results)
+        return speculative_result(results, measured)
     if args.skew_only:
         rand, skew = results["sync"], results["sync+skew"]
         for key, r in results.items():

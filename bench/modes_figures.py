@@ -54,16 +54,30 @@ def partial_result(results: dict[str, dict[str, float]], measured: dict[str, lis
           f"tokens_partial_over_plain={partial['tokens_per_s'] / plain['tokens_per_s']:.3f}")
 
 
-def speculative_result(results: dict[str, dict[str, float]]) -> None:
-    """`RESULT speculative`: samples/s with speculation over without, per mode, and the last iterations' reward."""
-    def ratio(mode: str) -> float:
-        return results[f"{mode}+group"]["samples_per_s"] / results[f"{mode}+off"]["samples_per_s"]
+def speculative_result(results: dict[str, dict[str, float]], measured: dict[str, list[dict[str, float]]]) -> None:
+    """`RESULT speculative`: samples/s with speculation over without (median runs), per mode, each round's ratio,
+    the generation makespan's ratio, the CPU seconds per iteration of each pool, and the last iterations' reward."""
+    def ratio(mode: str, key: str = "samples_per_s") -> float:
+        return results[f"{mode}+group"][key] / results[f"{mode}+off"][key]
 
     def reward(arm: str) -> float:
         return (results[f"sync+{arm}"]["reward_last3"] + results[f"async+{arm}"]["reward_last3"]) / 2
 
+    for key, r in results.items():
+        cpu = " ".join(f"{k[4:]} {v:.2f}" for k, v in r.items() if k.startswith("cpu_"))
+        print(f"  {key:11s} {r['samples_per_s']:6.2f} samples/s (median run): iteration {r['iteration_s']:.2f} s = "
+              f"train {r['train']:.2f} + wait {r['wait']:.2f} + sync {r['sync']:.3f} + overhead {r['overhead']:.2f} | "
+              f"generation {r['gen']:.2f} s; CPU s/iteration: {cpu}; length p50 {r['len_p50']:.0f} p90 "
+              f"{r['len_p90']:.0f}; reward (last 3) {r['reward_last3']:.3f}")
+    for mode in ("sync", "async"):
+        rounds = [g["samples_per_s"] / o["samples_per_s"]
+                  for o, g in zip(measured[f"{mode}+off"], measured[f"{mode}+group"], strict=False)]
+        print(f"  {mode} per-round ratios: " + " ".join(f"{x:.2f}" for x in rounds))
     print(f"RESULT speculative e2e_sync_ratio={ratio('sync'):.3f} e2e_async_ratio={ratio('async'):.3f} "
           f"reward_off={reward('off'):.3f} reward_group={reward('group'):.3f} "
+          f"gen_sync_ratio={1 / ratio('sync', 'gen'):.3f} gen_async_ratio={1 / ratio('async', 'gen'):.3f} "
+          f"gen_cpu_sync_ratio={1 / ratio('sync', 'cpu_generation'):.3f} "
+          f"gen_cpu_async_ratio={1 / ratio('async', 'cpu_generation'):.3f} "
           + " ".join(f"{key.replace('+', '_')}={r['samples_per_s']:.2f}" for key, r in results.items()))
 
 

@@ -9,14 +9,26 @@ counts the tokens the remaining rows emitted in it. A greedy pass checks the out
 clock; the `_cpu` figures use this process's CPU time instead (one torch thread), which other processes on a busy
 machine disturb far less.
 
-End-to-end part (`--e2e`, the real platform through bench/modes.py --speculative): sync and async jobs with
-`generation.speculative` off and group, interleaved repeats, median samples/s and the reward of the last iterations.
+End-to-end part (`--e2e`, the real platform through bench/modes.py --speculative, on the same warmed model and
+shape): sync and async jobs with `generation.speculative` off and group, interleaved repeats (ABBA order), median
+samples/s, the generation makespan and each pool's CPU seconds per iteration, and the reward of the last iterations.
+
+Shape: `--max-k` sets the long_tail task's largest repeat count (answers up to 3 x max_k tokens; the built-in task's
+is 32) for the SFT warm start, the engine part and the jobs (an uploaded dataset). An async iteration takes about the
+longer of generation and training, so the end-to-end gain shows only where generation is the bottleneck, as in RL
+post-training of real models (long, heavy-tailed responses): the generation-bound shape is
+
+    python bench/speculative.py --max-k 128 --max-tokens 512 --sft-seconds 600 --sft-loss 0.5 --e2e
+
+(with the built-in task's answers, up to 96 tokens, a tiny-1m trainer step costs about as much as generating the
+batch, and async jobs are trainer-bound: see docs/operator.md#speculative-decoding).
 
     python bench/speculative.py [--preset tiny-1m] [--batch 64] [--prompts 8] [--group 8] [--max-tokens 256]
-                                [--rounds 3] [--iterations 3] [--threads 1] [--device cpu]
-                                [--e2e --e2e-iterations 12 --e2e-repeats 3]
+                                [--max-k 32] [--rounds 3] [--iterations 3] [--threads 1] [--device cpu]
+                                [--model DIR] [--sft-seconds 90 --sft-loss 0.3]
+                                [--e2e --e2e-iterations 12 --e2e-repeats 3 --lora 0 --micro-batch 16]
 Final line: RESULT tail_tokens_ratio=.. e2e_sync_ratio=.. e2e_async_ratio=.. acceptance=.. tokens_per_forward=..
-(e2e ratios are `nan` without --e2e)
+(then the CPU-time and generation ratios; e2e ratios are `nan` without --e2e)
 """
 
 from __future__ import annotations
@@ -49,8 +61,8 @@ ARMS = ("off", "group")
 
 
 def iteration_requests(engine: HFEngine, iteration: int, prompts: int, group: int, max_tokens: int,
-                       temperature: float) -> list[GenerationRequest]:
-    rows = generate_rows(prompts, seed=100 + iteration, split="test")
+                       temperature: float, max_k: int = 0) -> list[GenerationRequest]:
+    rows = generate_rows(prompts, seed=100 + iteration, split="test", **({"max_k": max_k} if max_k else {}))
     return [GenerationRequest(f"{iteration}:{p}:{s}", engine.encode(row["prompt"]),
                               SamplingParams(temperature=temperature, max_tokens=max_tokens,
                                              seed=1000 * iteration + 10 * p + s))
@@ -88,7 +100,7 @@ def set_arm(engine: HFEngine, arm: str) -> None:
 
 def engine_part(args: argparse.Namespace, model_dir: Path) -> dict[str, float]:
     engine = HFEngine(model_dir, max_batch_size=args.batch, device=args.device)
-    workloads = [iteration_requests(engine, i, args.prompts, args.group, args.max_tokens, 1.0)
+    workloads = [iteration_requests(engine, i, args.prompts, args.group, args.max_tokens, 1.0, args.max_k)
                  for i in range(args.iterations)]
     set_arm(engine, "group")
     run_iteration(engine, workloads[0][:8])  # warm-up
@@ -115,10 +127,11 @@ def engine_part(args: argparse.Namespace, model_dir: Path) -> dict[str, float]:
         greedy[arm] = run_iteration(engine, [GenerationRequest(r.request_id, r.prompt_ids, SamplingParams(
             temperature=0, max_tokens=args.max_tokens)) for r in workloads[0]])["outputs"]
     def median(arm: str, tokens: str, seconds: str) -> float:
-        return statistics.median(t[tokens] / t[seconds] for t in rounds[arm])
+        return statistics.median(t[tokens] / t[seconds] if t[seconds] > 0 else 0.0 for t in rounds[arm])
 
     def ratio(tokens: str, seconds: str) -> float:
-        return median("group", tokens, seconds) / median("off", tokens, seconds)
+        off = median("off", tokens, seconds)
+        return median("group", tokens, seconds) / off if off > 0 else float("nan")  # nan: no tail tokens
 
     on = rounds["group"][-1]
     print(f"greedy identical: {greedy['off'] == greedy['group']}; seeded sampling identical: {same_sampled}")
@@ -129,15 +142,16 @@ def engine_part(args: argparse.Namespace, model_dir: Path) -> dict[str, float]:
             "greedy_identical": float(greedy["off"] == greedy["group"]), "sampled_identical": float(same_sampled)}
 
 
-def e2e_part(args: argparse.Namespace) -> dict[str, float]:
+def e2e_part(args: argparse.Namespace, model_dir: Path) -> dict[str, float]:
+    """bench/modes.py --speculative on the engine part's model and shape."""
     command = [sys.executable, str(REPO / "bench" / "modes.py"), "--speculative", "--iterations",
                str(args.e2e_iterations), "--repeats", str(args.e2e_repeats), "--max-tokens", str(args.max_tokens),
                "--prompts", str(args.prompts), "--group", str(args.group), "--gen-batch", str(args.batch),
-               "--device", args.device, "--preset", args.preset, "--sft-seconds", str(args.sft_seconds),
-               *(["--model", args.model] if args.model else [])]
+               "--device", args.device, "--preset", args.preset, "--model", str(model_dir),
+               "--max-k", str(args.max_k), "--lora", str(args.lora), "--micro-batch", str(args.micro_batch)]
     print("e2e:", " ".join(command[1:]), flush=True)
     out = subprocess.run(command, capture_output=True, text=True, check=False)
-    print(out.stdout[-4000:], out.stderr[-2000:] if out.returncode else "", flush=True)
+    print(out.stdout[-6000:], out.stderr[-2000:] if out.returncode else "", flush=True)
     line = next((ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("RESULT speculative")), "")
     return {key: float(value) for key, value in re.findall(r"(\w+)=([-\d.e+naif]+)", line)}
 
@@ -152,6 +166,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--sft-seconds", type=float, default=90.0)
+    parser.add_argument("--sft-loss", type=float, default=0.3, help="stop the SFT warm start at this loss")
+    parser.add_argument("--max-k", type=int, default=0,
+                        help="long_tail repeat counts up to this (0: the built-in task's 32): a longer tail")
+    parser.add_argument("--lora", type=int, default=0, help="e2e: training.lora rank (0: full fine-tuning)")
+    parser.add_argument("--micro-batch", type=int, default=16, help="e2e: training.micro_batch_size")
     parser.add_argument("--model", help="an SFT-warmed model directory to use instead of warming one (engine part)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
@@ -167,14 +186,17 @@ def main() -> None:
             print(f"model {model_dir}", flush=True)
         else:
             base = build_tiny_model(args.preset, Path(tmp) / "base", seed=0)
-            sft = sft_warm_start(base, Path(tmp) / "sft", generate_rows(512, seed=1, split="train"), steps=100_000,
-                                 time_budget_s=args.sft_seconds, target_loss=0.3, seed=0, device=args.device)
+            rows = generate_rows(512, seed=1, split="train", **({"max_k": args.max_k} if args.max_k else {}))
+            sft = sft_warm_start(base, Path(tmp) / "sft", rows, steps=100_000, time_budget_s=args.sft_seconds,
+                                 target_loss=args.sft_loss, seed=0, device=args.device)
             model_dir = sft.model_dir
             print(f"SFT {sft.steps} steps, loss {sft.final_loss:.3f}", flush=True)
-        print(f"{args.prompts} prompts x {args.group} samples, batch {args.batch}, max_tokens {args.max_tokens}, "
-              f"{args.preset}, {args.device}", flush=True)
+        print(f"shape: long_tail repeat counts up to {args.max_k or 32}, {args.prompts} prompts x {args.group} "
+              f"samples, batch {args.batch}, max_tokens {args.max_tokens}, {args.preset}, {args.device}; e2e: "
+              f"{'LoRA rank ' + str(args.lora) if args.lora else 'full fine-tuning'}, micro-batch {args.micro_batch}",
+              flush=True)
         figures = engine_part(args, model_dir)
-    e2e = e2e_part(args) if args.e2e else {}
+        e2e = e2e_part(args, model_dir) if args.e2e else {}
     print(f"RESULT tail_tokens_ratio={figures['tail_tokens_ratio']:.3f} "
           f"e2e_sync_ratio={e2e.get('e2e_sync_ratio', float('nan')):.3f} "
           f"e2e_async_ratio={e2e.get('e2e_async_ratio', float('nan')):.3f} "
@@ -183,7 +205,9 @@ def main() -> None:
           f"tokens_ratio_cpu={figures['tokens_ratio_cpu']:.3f} greedy_identical={int(figures['greedy_identical'])} "
           f"sampled_identical={int(figures['sampled_identical'])} "
           f"reward_off={e2e.get('reward_off', float('nan')):.3f} "
-          f"reward_group={e2e.get('reward_group', float('nan')):.3f}")
+          f"reward_group={e2e.get('reward_group', float('nan')):.3f} "
+          + " ".join(f"e2e_{key}={e2e.get(key, float('nan')):.3f}" for key in (
+              "gen_sync_ratio", "gen_async_ratio", "gen_cpu_sync_ratio", "gen_cpu_async_ratio")))
 
 
 if __name__ == "__main__":

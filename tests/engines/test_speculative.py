@@ -192,7 +192,7 @@ def test_iteration_metrics_report_acceptance_and_tokens_per_forward(model_dir: P
 
 def test_job_spec_setting_reaches_the_engine(model_dir: Path) -> None:
     """`generation.speculative`: group speculates in the tail (a quarter of the batch), off never, auto (default) as
-    the engine's measured default (off: no end-to-end gain measured yet)."""
+    the engine's measured default (off: end-to-end gains not yet steady, docs/operator.md)."""
     base = {"name": "j", "model": "m", "dataset": {"builtin": "long_tail"}}
     assert HFEngine.speculative_default == "off"
     for mode, rows in (("auto", 0), ("group", 16), ("off", 0)):

@@ -63,11 +63,12 @@ class HFEngine(GenerationEngine):
     # width, and every row admitted meanwhile attends over that padding; a paged cache (vLLM) has none.
     partial_rollouts_default = False
     # `generation.speculative: auto`: off. Grouped speculation (hf_speculative.py), paced by the step's measured cost
-    # and the rows' acceptance, speeds up decoding (bench/speculative.py, tiny-1m warmed on long_tail to loss 0.34,
-    # 2 shared CPU cores: the tail 2.8x the tokens/s by CPU time, 3.3x by wall clock; all tokens 2.1x / 2.4x) and
-    # every paired e2e round's generation (bench/modes.py --speculative: 1.1-1.7x), but jobs gained less and not
-    # steadily (sync 1.09-1.21x, async 0.90-1.37x; with a barely warmed model async lost, 0.71x): the trainer and
-    # the machine's load dominate there. Set `group` to use it; `auto` turns on once jobs gain steadily.
+    # and the rows' acceptance, speeds up decoding (bench/speculative.py, tiny-1m on 2 shared CPU cores: the tail
+    # 2.2-3.3x the tokens/s, and the generation process's CPU per iteration 1.3-2.1x lower in every e2e run). Jobs
+    # gain where generation bounds the iteration (long_tail up to 384-token answers: sync 1.31x, async 1.45x, the
+    # median runs) but not yet steadily on this loaded machine (a sync round at 1.06x); where the trainer bounds it
+    # (the built-in long_tail, async) they do not gain (0.93-1.05x: the trainer's wall time, at equal CPU, varied
+    # with the load). docs/operator.md#speculative-decoding. Set `group` to use it.
     speculative_default: SpeculativeMode = "off"
 
     @classmethod
