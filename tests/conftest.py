@@ -249,10 +249,19 @@ def sqlite_backend(sqlite_url: str, redis_url: str, tmp_path_factory: pytest.Tem
     backend.engine.dispose()
 
 
-@pytest.fixture
-def app_client(pg_backend: Backend) -> Iterator[TestClient]:
+@pytest.fixture(scope="session")
+def _worker_app_client(pg_backend: Backend) -> Iterator[TestClient]:
     with pg_backend.client() as client:
         yield client
+
+
+@pytest.fixture
+def app_client(_worker_app_client: TestClient) -> TestClient:
+    """The API on this worker's database, with no cookies. One app per test worker, not per test: FastAPI builds an
+    app's routes at its first request (~0.35 s of CPU), which hundreds of tests paid each. Tests isolate by their own
+    teams and users (`world`); one that needs other settings or a fresh app uses `pg_backend.client(...)`."""
+    _worker_app_client.cookies.clear()
+    return _worker_app_client
 
 
 @pytest.fixture
