@@ -156,6 +156,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     # the rollout gateway (OpenAI errors, not in the schema) first: an agent's calls are the API's hottest path, and a
     # request is matched by walking the routes in order (no other route matches its paths)
     app.include_router(rollouts.router, prefix=API_PREFIX)
+    rollouts.redact_access_log()  # a keyed gateway base URL carries the episode's token in its path
     app.include_router(api_router(settings.disabled_routers), prefix=API_PREFIX,
                        dependencies=[Depends(reject_unknown_query)])
     # OpenAI's fine-tuning API (docs/openai.md), kept out of the OpenAPI schema

@@ -1,5 +1,7 @@
 """The egress policy: where the platform may connect on a tenant's behalf (alert webhooks, tracker servers, the Hub
-endpoint from the control plane; remote agent services (`agent.url`) from the generation workers, which is why it
+endpoint from the control plane; remote agent services (`agent.url`), OpenEnv servers and verifiers env servers (ZMQ
+`tcp://host:port`, `parse_tcp`; the worker connects to the address `Policy.connect_address` checked) from the
+generation workers, which is why it
 lives in `contract`; backend/services/egress.py re-exports it).
 
 A URL passes when it parses strictly (http or https, a host, no user-info, no whitespace, control character or
@@ -91,9 +93,10 @@ class Policy:
             reasons.append(reason)
         raise EgressRefused(f"{host} is {reasons[0]}; {ALLOW_HINT}")
 
-    def check_url(self, url: str, *, resolve_now: bool = True) -> Target:
-        """The URL's target if the policy lets it be saved; EgressRefused naming what is wrong otherwise."""
-        target = parse_url(url)
+    def check_url(self, url: str, *, resolve_now: bool = True, tcp: bool = False) -> Target:
+        """The URL's target if the policy lets it be saved; EgressRefused naming what is wrong otherwise. `tcp`: the
+        URL is a ZMQ `tcp://host:port` address (`parse_tcp`), not an http(s) URL."""
+        target = parse_tcp(url) if tcp else parse_url(url)
         if not resolve_now or self.allows_host(target.host):
             return target
         try:
@@ -149,6 +152,20 @@ def parse_url(url: str) -> Target:
         raise EgressRefused(f"{host!r} is not a host name or a dotted IPv4 address (numeric hosts must be written "
                             f"a.b.c.d)" if _numeric(host) else f"{host!r} is not a valid host name")
     return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80))
+
+
+def parse_tcp(url: str) -> Target:
+    """A ZMQ `tcp://host:port` address (a verifiers env server), parsed as strictly as `parse_url`: a host name or
+    an IP address and a port, nothing else (no path, query, user-info or wildcard)."""
+    parts = urlsplit(url)
+    if parts.scheme != "tcp":
+        raise EgressRefused("must be a tcp://host:port address (verifiers' env server speaks ZMQ over TCP)")
+    if parts.path or parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise EgressRefused("a tcp://host:port address has no path, query or fragment")
+    target = parse_url("http://" + url[len("tcp://"):])
+    if parts.port is None:
+        raise EgressRefused("a tcp:// address needs its port (tcp://host:port)")
+    return Target("tcp", target.host, target.port)
 
 
 def _literal(host: str) -> IP | None:
@@ -270,7 +287,7 @@ def guarded_client(settings: Settings, **options: Any) -> httpx.Client:
     return httpx.Client(transport=GuardedTransport(policy_of(settings)), trust_env=False, **options)
 
 
-def check_url(url: str, settings: Settings, *, resolve_now: bool = True) -> str:
-    """`url` if the policy lets it be saved; EgressRefused otherwise (see module doc)."""
-    policy_of(settings).check_url(url, resolve_now=resolve_now)
+def check_url(url: str, settings: Settings, *, resolve_now: bool = True, tcp: bool = False) -> str:
+    """`url` if the policy lets it be saved; EgressRefused otherwise (see module doc; `tcp`: a ZMQ tcp:// address)."""
+    policy_of(settings).check_url(url, resolve_now=resolve_now, tcp=tcp)
     return url

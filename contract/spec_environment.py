@@ -36,7 +36,10 @@ class EnvironmentSpec(StrictModel):
                              "verifiers Taskset (and any Env) via `__all__`, run in the agent jail")
     url: str | None = Field(None, max_length=2000, description="type 'openenv': the OpenEnv environment server's "
                             "base URL (http or https; it must pass the operator's egress policy). Each episode is one "
-                            "WebSocket session of it; episodes a dead server loses are retried")
+                            "WebSocket session of it; episodes a dead server loses are retried. Type 'verifiers': "
+                            "your verifiers env server's ZMQ address, tcp://host:port (verifiers.v1.serve EnvServer; "
+                            "the egress policy too): each dataset row is sent as a task's data, its model calls go to "
+                            "the episode's gateway")
     requirements: list[str] = Field(default_factory=list, max_length=MAX_REQUIREMENTS, description="type 'openenv' "
                                     "with `code`: the server's packages (e.g. 'openenv-core==0.3.0'), installed like "
                                     "agent.requirements and bound read-only into its jail; type 'verifiers': the "
@@ -77,6 +80,8 @@ class EnvironmentSpec(StrictModel):
             return self
         if self.type == VERIFIERS:
             why = verifiers_error(self.url, self.code, self.params)
+            if why is None and self.url is not None and self.requirements:
+                why = "`requirements` are not used with a served verifiers env (`url`): its server has its packages"
             if why is not None:
                 raise ValueError(why)
             return self

@@ -2,6 +2,12 @@
 a verifiers (0.4, `verifiers.v1`) environment whose episodes verifiers' own loop runs in the agent jail, calling the
 policy through the episode's rollout gateway (workers/environments/verifiers_gateway.py).
 
+Or the environment is served by the user's own verifiers env server (`url`, `tcp://host:port`: verifiers.v1.serve
+`EnvServer`, ZMQ): the generation worker is its EnvClient and sends each episode (the dataset row as the task's data)
+with the episode's gateway base URL, its token in the path (`.../rollouts/{episode}/key/{token}/v1`: a served env's
+model client sends its own process's key as the bearer, so the token cannot travel there)
+(workers/environments/verifiers_served.py).
+
 The environment is the user's module in `code` (a verifiers plugin: `__all__` exports its `Taskset` subclass and
 optionally an `Env` subclass) or an installed taskset named by `params.taskset` (from `requirements`), optionally
 paired with an installed env `params.env`. What is refused here is what the spec alone shows cannot run in the jail;
@@ -17,6 +23,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from contract.egress import EgressRefused, parse_tcp
 from contract.openenv import code_error
 
 VERIFIERS_REQUIREMENT = "verifiers==0.4.0"  # the verifiers.v1 API the driver is written for
@@ -69,11 +76,14 @@ def _exports(code: str) -> bool:
 
 def verifiers_error(url: str | None, code: str | None, params: dict[str, Any]) -> str | None:
     """Why a verifiers environment cannot run (None: it can, as far as the spec shows)."""
-    if url is not None:
-        # (200 characters reach the 422; docs/user-guide.md says more: the key is sent as Authorization over any
-        # headers a request gives, so the env's calls cannot carry the episode's token)
-        return ("`url`: a served verifiers env (verifiers.v1.serve) sends its process's key (ClientConfig."
-                "api_key_var) on its model calls, not the episode's gateway token; give `code` or params.taskset")
+    if url is not None:  # a served env (verifiers.v1.serve.EnvServer): the worker is its EnvClient
+        try:
+            parse_tcp(url)
+        except EgressRefused as exc:
+            return f"`url` {exc}"
+        if code is not None or set(params) - {"concurrency"}:
+            return ("`url`: a served verifiers env takes no `code` and no params but concurrency (the server holds "
+                    "its env and config; the dataset's rows are its tasks' data)")
     for name, value in params.items():
         if name not in VERIFIERS_PARAMS:
             return f"params: type 'verifiers' has no param {name!r} (it takes {', '.join(VERIFIERS_PARAMS)})"
@@ -85,6 +95,8 @@ def verifiers_error(url: str | None, code: str | None, params: dict[str, Any]) -
     concurrency = params.get("concurrency", DEFAULT_CONCURRENCY)
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         return f"params.concurrency must be 1..{MAX_CONCURRENCY} (got {concurrency})"
+    if url is not None:
+        return None
     env = str(params.get("env", "")).rsplit("/", 1)[-1].split("@", 1)[0].replace("_", "-").lower()
     if env in REFUSED_ENVS:
         return f"params.env {params['env']!r} cannot train through the gateway: {REFUSED_ENVS[env]}"

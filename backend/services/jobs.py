@@ -38,6 +38,7 @@ from backend.services.job_notes import has_tag, matches_text
 from backend.services.models import find_model
 from backend.services.scheduling import team_priority
 from backend.services.trackers import register_runs
+from contract.environments import VERIFIERS
 from contract.rewards import validate_reward_spec
 from contract.settings import get_settings
 from contract.spec import JobSpec
@@ -125,9 +126,9 @@ def create_job(*, session: Session, team: Team, user: User, spec: JobSpec, api_k
             raise InvalidInput(f"dataset {spec.dataset.id} not found in this team", loc=("body", "dataset", "id"))
         require_ready(dataset, ("body", "dataset", "id"))
     check_suites(session, team.id, spec)  # 422 at evaluation[i]: a suite's reward or dataset
-    if spec.environment is not None and spec.environment.url is not None:  # an OpenEnv server: the egress policy
+    if spec.environment is not None and spec.environment.url is not None:  # an OpenEnv or verifiers env server
         try:
-            check_url(spec.environment.url, get_settings())
+            check_url(spec.environment.url, get_settings(), tcp=spec.environment.type == VERIFIERS)
         except EgressRefused as exc:
             raise InvalidInput(f"`url` is refused: {exc}", loc=("body", "environment", "url")) from None
     check_agent_requirements(spec)  # 422 at agent.requirements: pip cannot resolve them

@@ -254,7 +254,7 @@ class GatewayEpisodes:
         del self.by_sample[live.request.sample_id]
         self.redis.hset(keys.episode(episode_id), "state", "ended")  # the dead attempt's late calls get a 409
         retry = self.open(live.request, live.attempt + 1)
-        self._notes.append(f"gateway episode {episode_id}: its agent's jail was lost ({why[:300]}); retried from a "
+        self._notes.append(f"gateway episode {episode_id}: its agent was lost ({why[:300]}); retried from a "
                            f"clean start as {retry} (retry {live.attempt + 1} of {MAX_EPISODE_RETRIES}), the lost "
                            f"attempt's {len(live.calls)} recorded calls discarded, not trained")
 

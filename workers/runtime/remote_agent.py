@@ -34,8 +34,10 @@ from contract.environments import VERIFIERS
 from contract.settings import Settings, get_settings
 from contract.signing import SIGNATURE_HEADER, agent_secret, sign
 from contract.spec import JobSpec
+from contract.verifiers import DEFAULT_CONCURRENCY
 from workers.agents.runner import AgentLost, JailedAgent, packages_dir
 from workers.environments.verifiers_gateway import verifiers_agent
+from workers.environments.verifiers_served import ServedFailed, ServedVerifiers
 
 MAX_ANSWER_BYTES = 64 * 1024
 RETRY_BACKOFF_S = 0.5
@@ -141,7 +143,7 @@ class AgentRuns:
             self.done.put(AgentDone(task.episode, self.run(task), None))
         except AgentLost as exc:
             self.done.put(AgentDone(task.episode, None, str(exc), lost=True))
-        except AgentFailed as exc:
+        except (AgentFailed, ServedFailed) as exc:
             self.done.put(AgentDone(task.episode, None, str(exc)))
         except Exception as exc:  # noqa: BLE001 - the agent's failure is its episode's, never the instance's
             self.done.put(AgentDone(task.episode, None, f"the agent failed: {type(exc).__name__}: {exc}"[:400]))
@@ -168,15 +170,20 @@ class AgentRuns:
 
 
 def agent_runs(spec: JobSpec, job_id: int, settings: Settings | None = None) -> AgentRuns | None:
-    """The runs of the job's `agent`, or of a verifiers environment's episode loop (None: agents claim its episodes
-    through the API)."""
+    """The runs of the job's `agent`, of a verifiers environment's episode loop in the jail, or of the episodes of a
+    verifiers env server at its `url` (None: agents claim its episodes through the API)."""
     agent = spec.agent
-    if agent is None and spec.environment is not None and spec.environment.type == VERIFIERS:
-        agent = verifiers_agent(spec.environment)
-    if agent is None:
-        return None
     settings = settings or get_settings()
     base_url = f"{settings.public_url.rstrip('/')}/api/v1"
+    environment = spec.environment
+    if agent is None and environment is not None and environment.type == VERIFIERS:
+        if environment.url is not None:  # the user's verifiers env server plays the episodes
+            served = ServedVerifiers(environment.url, settings, environment.episode_timeout_s)
+            concurrency = int(environment.params.get("concurrency", DEFAULT_CONCURRENCY))
+            return AgentRuns(served, concurrency, environment.episode_timeout_s, base_url, served.close)
+        agent = verifiers_agent(environment)
+    if agent is None:
+        return None
     if agent.url is not None:
         remote = RemoteAgent(agent, settings, job_id)
         return AgentRuns(remote, agent.concurrency, agent.timeout_s, base_url, remote.close)

@@ -1,13 +1,16 @@
 """The rollout gateway (docs/architecture.md#rollout-gateway): `POST /jobs/{id}/rollouts/claim` hands an agent an
 open episode of a `environment.type: gateway` job; `/rollouts/{episode}/v1` is an OpenAI-compatible base URL for that
 episode (its token as the api key) whose chat completions are sampled by the job's generation instance and recorded
-for training; `POST /rollouts/{episode}/reward` ends the episode (backend/services/rollout_gateway.py). The episode
+for training (`/rollouts/{episode}/key/{token}/v1`: the same, the token in the path, for a client that cannot send
+it as its key); `POST /rollouts/{episode}/reward` ends the episode (backend/services/rollout_gateway.py). The episode
 routes are async on the app's asyncio Redis client (`app.state.async_redis`) and take no admission work slot
 (backend/api/admission.py `unbounded_paths`): they wait on the instance, not on this process."""
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -39,6 +42,27 @@ async def _redis(http: Request) -> aioredis.Redis:
 
 
 AsyncRedisDep = Annotated[aioredis.Redis, Depends(_redis)]
+
+
+KEYED_PATH = re.compile(r"(/rollouts/[^/?#]*/key/)[^/?#]*")
+
+
+class KeyRedaction(logging.Filter):
+    """Blanks the episode token of a keyed gateway path (`/rollouts/{episode}/key/{token}/v1/...`) in uvicorn's
+    access log line (its record's args: client, method, path, http version, status)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "/key/" in args[2]:
+            record.args = (*args[:2], KEYED_PATH.sub(r"\1***", args[2]), *args[3:])
+        return True
+
+
+def redact_access_log() -> None:
+    """Install `KeyRedaction` on uvicorn's access logger (once)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, KeyRedaction) for f in access.filters):
+        access.addFilter(KeyRedaction())
 
 
 def _token(authorization: str | None) -> str | None:
@@ -78,14 +102,38 @@ def agent_signing(job_id: int, auth: MemberAuth, session: SessionDep, settings: 
 @router.get("/rollouts/{episode_id}/v1/models")
 async def list_models(episode_id: str, client: AsyncRedisDep,
                       authorization: Annotated[str | None, Header()] = None) -> dict[str, Any]:
-    await gateway.episode_state(client, episode_id, _token(authorization))
+    return await _models(client, episode_id, _token(authorization))
+
+
+@router.get("/rollouts/{episode_id}/key/{key}/v1/models")
+async def list_models_keyed(episode_id: str, key: str, client: AsyncRedisDep) -> dict[str, Any]:
+    """The models route of a base URL that carries the episode's token in its path (`_keyed`)."""
+    return await _models(client, episode_id, key)
+
+
+async def _models(client: aioredis.Redis, episode_id: str, token: str | None) -> dict[str, Any]:
+    await gateway.episode_state(client, episode_id, token)
     return {"object": "list", "data": [{"id": "policy", "object": "model", "created": 0, "owned_by": "streamrl"}]}
 
 
 @router.post("/rollouts/{episode_id}/v1/chat/completions", response_model=None)
 async def chat_completion(episode_id: str, body: Annotated[Any, Body()], client: AsyncRedisDep,
                           authorization: Annotated[str | None, Header()] = None) -> Response:
-    token = _token(authorization)
+    return await _chat(client, episode_id, _token(authorization), body)
+
+
+@router.post("/rollouts/{episode_id}/key/{key}/v1/chat/completions", response_model=None)
+async def chat_completion_keyed(episode_id: str, key: str, body: Annotated[Any, Body()],
+                                client: AsyncRedisDep) -> Response:
+    """Chat completions at a base URL that carries the episode's token in its path, `.../rollouts/{episode}/key/
+    {token}/v1`: for a client that cannot send the token as its key (a served verifiers env's model client sends its
+    own process's key as the bearer). Checked exactly as the bearer token (its sha, compared in the call's script;
+    401 / 404 / 409 alike); any Authorization header is ignored; the access log never shows the key
+    (`KeyRedaction`)."""
+    return await _chat(client, episode_id, key, body)
+
+
+async def _chat(client: aioredis.Redis, episode_id: str, token: str | None, body: Any) -> Response:
     try:
         request = gateway.parse_chat(body)
     except OpenAIError:

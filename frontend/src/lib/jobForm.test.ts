@@ -295,7 +295,7 @@ describe("verifiers environment", () => {
     expect(spec.agent).toBeNull();
     expect(spec.environment).toMatchObject({ type: "verifiers", code: DEFAULT_VERIFIERS_CODE,
       requirements: ["my-vf-helpers==1.0", "numpy"], params: { concurrency: 2 }, max_turns: 4, grader: null });
-    expect(spec.environment).not.toHaveProperty("url");
+    expect(spec.environment).toMatchObject({ url: null }); // null over a cloned base's served env
     // the template passes the API's checks as the form sends it: exports via __all__, declares no tools
     expect(DEFAULT_VERIFIERS_CODE).toMatch(/^__all__ = \[/m);
     expect(DEFAULT_VERIFIERS_CODE).not.toMatch(/toolsets|Toolset/);
@@ -347,5 +347,20 @@ describe("verifiers environment", () => {
     const back = mergeSpec(coded, toSpec(installed, (await parseFormTexts(installed)).parsed));
     expect(back.environment).toMatchObject({ code: null, params: { taskset: "reverse-text" } });
     expect(fromSpec({ name: "p", environment: { type: "python", code: "x" } })["environment.requirements"]).toBe("");
+  });
+
+  it("posts a served env's tcp:// url without code or requirements, and a clone fills it back", async () => {
+    const form = { ...verifiers, "environment.source": "url" as const, "environment.url": " tcp://envs.example.com:5000 " };
+    const spec = toSpec(form, (await parseFormTexts(form)).parsed);
+    expect(spec.environment).toMatchObject({ type: "verifiers", url: "tcp://envs.example.com:5000", code: null,
+      requirements: [], params: { concurrency: 2 } });
+    const base = { name: "vf", environment: { type: "verifiers", url: "tcp://envs.example.com:5000", params: {} } };
+    const cloned = fromSpec(base);
+    expect(cloned["environment.source"]).toBe("url");
+    expect(cloned["environment.url"]).toBe("tcp://envs.example.com:5000");
+    // switched to code: url null over the base's url (the API refuses both)
+    const toCode = { ...cloned, "environment.source": "code" as const };
+    const merged = mergeSpec(base, toSpec(toCode, (await parseFormTexts(toCode)).parsed));
+    expect(merged.environment).toMatchObject({ url: null, code: DEFAULT_VERIFIERS_CODE });
   });
 });

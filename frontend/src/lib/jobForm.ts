@@ -156,7 +156,7 @@ export const DEFAULT_FORM = {
   "environment.params": "", // a built-in's params, JSON or YAML
   "environment.code": DEFAULT_ENVIRONMENT_CODE,
   "environment.url": "", // openenv: the OpenEnv server's base URL
-  "environment.source": "code" as "code" | "installed", // verifiers: your module in code, or params.taskset's plugin
+  "environment.source": "code" as "code" | "installed" | "url", // verifiers: your module in code, params.taskset's plugin, or your EnvServer's tcp:// url
   "environment.requirements": "", // verifiers: the environment's packages, one per line (verifiers==0.4.0 is added)
   "environment.max_turns": "4",
   "environment.max_episode_tokens": "512",
@@ -275,13 +275,16 @@ function environmentSpec(form: JobForm, parsed: ParsedTexts): Record<string, unk
 /** A text box's lines, trimmed, empty ones dropped (requirements: one per line). */
 const lines = (value: string) => value.split("\n").map((r) => r.trim()).filter(Boolean);
 
-/** A verifiers environment's code (null with an installed taskset: the API takes one of them), requirements and
+/** A verifiers environment's code (null with an installed taskset or a served env: the API takes one of them),
+ * its server's `url` (a served env, verifiers' EnvServer at tcp://host:port; no requirements then), requirements and
  * params, all sent even when empty so that on a clone they replace the base's (mergeSpec would keep a base's code
- * beside a params.taskset, which the API refuses). */
+ * beside a params.taskset or a url, which the API refuses). */
 function verifiersPlace(form: JobForm, params: Record<string, unknown>): Record<string, unknown> {
+  const source = form["environment.source"];
   return {
-    code: form["environment.source"] === "code" ? form["environment.code"] : null,
-    requirements: lines(form["environment.requirements"]),
+    code: source === "code" ? form["environment.code"] : null,
+    url: source === "url" ? form["environment.url"].trim() : null,
+    requirements: source === "url" ? [] : lines(form["environment.requirements"]),
     params,
   };
 }
@@ -397,7 +400,7 @@ export function fromSpec(spec: Obj, defaults: JobForm = DEFAULT_FORM): JobForm {
   }
   if (get("environment.type") === "verifiers") {
     const code = get("environment.code");
-    form["environment.source"] = typeof code === "string" ? "code" : "installed";
+    form["environment.source"] = typeof code === "string" ? "code" : typeof get("environment.url") === "string" ? "url" : "installed";
     if (typeof code !== "string") form["environment.code"] = DEFAULT_VERIFIERS_CODE; // shown if switched to code
   }
   const envRequirements = get("environment.requirements");
