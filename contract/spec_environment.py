@@ -99,7 +99,7 @@ class EnvironmentSpec(StrictModel):
         if self.code:
             raise ValueError("`code` is only used with type 'python', 'openenv' or 'verifiers'")
         if self.url is not None:
-            raise ValueError("`url` is only used with type 'openenv'")
+            raise ValueError("`url` is only used with type 'openenv' or 'verifiers'")
         if self.type == GATEWAY:
             if self.params:
                 raise ValueError("type 'gateway' takes no `params`: the agent drives its episodes")
