@@ -20,6 +20,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH"
+# The suite starts hundreds of Python processes (xdist workers, API servers, Celery workers, task processes, jails):
+# let the first compile the project's modules and pytest's rewritten tests into __pycache__ for the rest, whatever
+# the machine's default (PYTHONDONTWRITEBYTECODE is set on CI's machines; it costs each process ~1 s of CPU).
+unset PYTHONDONTWRITEBYTECODE
 ruff check backend workers contract streamrl tests bench scripts docs
 mypy & mypy_pid=$!  # one core for ~2 min on a fresh clone: the other runs the checks below meanwhile
 python scripts/export_openapi.py --check   # the dashboard's typed client matches the API
