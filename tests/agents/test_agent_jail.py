@@ -7,7 +7,10 @@ reason, and the same runner goes on to run a well-behaved episode."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,3 +169,41 @@ def test_a_hostile_agent_fails_its_episode_and_the_runner_goes_on(gateway: tuple
     finally:
         agent.close()
         good.close()
+
+
+AHEAD = '''
+import time
+LOADED = time.time()  # the code's load (an agent's imports) runs when its jail starts, before it has an episode
+def run(task, base_url, api_key):
+    if task["n"] == 0:
+        time.sleep(1.0)  # the first episode lasts long enough for the next jail to start loading
+    return LOADED
+'''
+BROKEN_LOAD = "import no_such_module_here\ndef run(task, base_url, api_key):\n    return 1.0\n"
+
+
+def test_each_episode_gets_a_fresh_jail_whose_code_was_loaded_ahead(tmp_path: Path) -> None:
+    """A lane's next jail is started (its code loaded) while the current episode runs; each episode still has its own
+    jail; one killed while it waits is replaced, not spent; a code that fails to load fails each episode with its
+    reason. No gateway call is made (no API needed)."""
+    agent = _agent(AHEAD, "http://127.0.0.1:9", tmp_path)
+    broken = _agent(BROKEN_LOAD, "http://127.0.0.1:9", tmp_path)
+    try:
+        first_called = time.time()
+        first = agent(Episode("ep-ahead-0", {"n": 0}, "k0"))
+        second_called = time.time()
+        second = agent(Episode("ep-ahead-1", {"n": 1}, "k1"))
+        assert first is not None and second is not None
+        assert first_called < first and first_called < second < second_called  # loaded before its episode came
+        assert second != first  # by another jail (both started at the first episode: either loads first)
+        (waiting, _), = agent._ready
+        os.killpg(waiting.proc.pid, signal.SIGKILL)  # a jail killed while it waits is never given an episode
+        waiting.proc.wait(timeout=30)
+        assert agent(Episode("ep-ahead-2", {"n": 2}, "k2")) is not None
+        for n in range(2):  # the failure is each episode's, loaded ahead or not
+            with pytest.raises(AgentCodeFailed, match="ModuleNotFoundError: No module named 'no_such_module_here'"):
+                broken(Episode(f"ep-broken-{n}", {"n": n}, "k"))
+    finally:
+        agent.close()
+        broken.close()
+    assert agent._ready == [] and broken._ready == []

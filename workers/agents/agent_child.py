@@ -1,12 +1,14 @@
 """The harness of one agent episode inside the jail (workers/agents/jailed.py starts it). Stdlib only; run as
-`python -I -S /harness/sandbox_child.py REPLY_FD` with the episode's config as JSON on stdin.
+`python -I -S /harness/sandbox_child.py REPLY_FD`; on stdin two JSON lines: the load (code, limits), sent when
+the jail starts, and the episode (task, key), sent when the jail is given one (jailed.py `AgentJail`).
 
 1. (as root) drop to the jail uid; the CPU-time limit of the episode.
 2. A loopback forwarder: 127.0.0.1:PORT in the jail's own network namespace, each connection relayed byte for byte to
    the unix socket bound in at GATEWAY_SOCKET, whose other end (outside, workers/agents/relay.py) answers only this
    episode's gateway. The agent's `base_url` is http://127.0.0.1:PORT/v1.
-3. The packages dir (the agent's requirements, bound read-only) on sys.path; the user's code loaded; `run(task,
-   base_url, api_key)` called (awaited when it is a coroutine function).
+3. The packages dir (the agent's requirements, bound read-only) on sys.path; the user's code loaded (its imports)
+   before the episode is known; then, given the episode, `run(task, base_url, api_key)` called (awaited when it is a
+   coroutine function).
 4. One JSON reply on REPLY_FD: {"ok": true, "reward": number | null} or {"ok": false, "error"}.
 """
 
@@ -95,7 +97,7 @@ def _reward(value: object) -> object:
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     reply_fd = int(sys.argv[1])
-    config = json.loads(sys.stdin.read())
+    config = json.loads(sys.stdin.readline())  # the load: code, limits (the episode comes later)
 
     def reply(message: dict) -> None:
         data = json.dumps(message, allow_nan=False).encode()
@@ -111,14 +113,24 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     if os.path.isdir(PACKAGES):
         sys.path.insert(0, PACKAGES)
+    loaded: BaseException | None = None
+    namespace: dict = {"__name__": "agent_code"}
     try:
         port = _start_forwarder()
-        namespace: dict = {"__name__": "agent_code"}
-        exec(compile(config["code"], "<agent>", "exec"), namespace)
+        exec(compile(config["code"], "<agent>", "exec"), namespace)  # its imports, before its episode is known
+    except BaseException as exc:  # reported as the episode's error once the episode comes
+        loaded = exc
+    line = sys.stdin.readline()
+    if not line:  # never given an episode (the instance stopped)
+        os._exit(0)
+    episode = json.loads(line)
+    try:
+        if loaded is not None:
+            raise loaded
         run = namespace.get("run")
         if not callable(run):
             raise NameError("the code must define run(task, base_url, api_key)")
-        args = (config["task"], f"http://127.0.0.1:{port}/v1", config["api_key"])
+        args = (episode["task"], f"http://127.0.0.1:{port}/v1", episode["api_key"])
         result = run(*args)
         if inspect.iscoroutine(result):  # async def run
             result = asyncio.run(result)

@@ -96,55 +96,103 @@ def _death(code: int | None) -> str:
     return f"the agent exited with status {code} before answering"
 
 
+class AgentJail:
+    """A jail started for ONE episode before that episode is known: the harness drops its uid, sets its limits, starts
+    the gateway forwarder and loads the agent's code (its imports: `import agents` costs seconds of CPU), then waits
+    for its episode's task and key on stdin. `run` hands it the episode; the jail ends with it (`kill` ends an unused
+    one). `socket_path`: the unix socket bound in at /gateway.sock (relay.py; attached to the episode at `run`)."""
+
+    def __init__(self, code: str, socket_path: str, *, packages: str | None, timeout_s: float, memory_mb: int,
+                 scratch_mb: int = 64):
+        self.started = time.monotonic()
+        command = jail_command(CHILD.read_bytes(), scratch_mb=scratch_mb, agent=True, hostname="agent-jail",
+                               ro_binds=[(packages, PACKAGES)] if packages else [],
+                               socket_binds=[(socket_path, GATEWAY_SOCKET)])
+        self.rep_r, rep_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.cpu_s = max(1, int(timeout_s + 0.999))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.error: str | None = None
+        self.used = False
+        try:
+            self.proc = subprocess.Popen([*command.argv, str(rep_w)], stdin=subprocess.PIPE, stdout=out_w,
+                                         stderr=out_w, pass_fds=(rep_w, *command.fds), start_new_session=True,
+                                         env={"LANG": "C.UTF-8"}, preexec_fn=_limits(memory_mb, self.cpu_s))
+        except OSError as exc:
+            self.error = f"the agent's jail could not start: {exc}"
+        finally:
+            for fd in (rep_w, out_w, *command.fds):
+                os.close(fd)
+        if self.proc is not None:
+            assert self.proc.stdin is not None
+            load = {"code": code, "cpu_s": self.cpu_s, "drop_uid": command.drop_uid}
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.write(json.dumps(load).encode() + b"\n")
+                self.proc.stdin.flush()
+
+    def run(self, task: dict[str, Any], api_key: str, *, timeout_s: float,
+            cancel: threading.Event | None = None) -> AgentResult:
+        """Run `run(task, base_url, api_key)` for this jail's episode; every failure is the result's `error`."""
+        assert not self.used, "a jail runs one episode"
+        self.used = True
+        start = time.monotonic()
+        if self.proc is None:
+            self.kill()
+            return AgentResult(error=self.error)
+        proc = self.proc
+        try:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(json.dumps({"task": task, "api_key": api_key}).encode() + b"\n")
+                proc.stdin.close()
+            reply, error, tail = _collect(proc, self.rep_r, self.out_r, start + timeout_s, timeout_s, cancel)
+        finally:
+            self.kill()
+        result = AgentResult(output=tail, seconds=time.monotonic() - start)
+        if error is None:
+            try:
+                answer = json.loads(reply)
+            except ValueError:
+                error = f"{_death(proc.returncode)}" + (f": {tail[-300:]}" if tail else "")
+                result.lost = lost_jail(proc.returncode)
+            else:
+                if answer.get("ok") is True:
+                    result.reward = answer.get("reward")
+                else:
+                    error = f"the agent failed: {answer.get('error')}"
+        result.error = None if error is None else error[:1000]
+        return result
+
+    def alive(self) -> bool:
+        """Whether the jail is still running (a jail started ahead can be killed or crash while it waits)."""
+        return self.proc is not None and self.rep_r >= 0 and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """End the jail (bwrap --die-with-parent takes the whole jail down with it) and close its pipes; idempotent."""
+        if self.rep_r < 0:
+            return
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            if self.proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self.proc.stdin.close()
+        os.close(self.rep_r)
+        os.close(self.out_r)
+        self.rep_r = self.out_r = -1
+
+
 def run_agent(code: str, task: dict[str, Any], api_key: str, socket_path: str, *, packages: str | None,
               timeout_s: float, memory_mb: int, scratch_mb: int = 64,
               cancel: threading.Event | None = None) -> AgentResult:
-    """Run `run(task, base_url, api_key)` for one episode; every failure is the result's `error`, never raised."""
+    """Run `run(task, base_url, api_key)` for one episode in a jail started for it; every failure is the result's
+    `error`, never raised. `timeout_s` counts the start and the code's loading too."""
     start = time.monotonic()
-    command = jail_command(CHILD.read_bytes(), scratch_mb=scratch_mb, agent=True, hostname="agent-jail",
-                           ro_binds=[(packages, PACKAGES)] if packages else [],
-                           socket_binds=[(socket_path, GATEWAY_SOCKET)])
-    rep_r, rep_w = os.pipe()
-    out_r, out_w = os.pipe()
-    cpu_s = max(1, int(timeout_s + 0.999))
-    try:
-        proc = subprocess.Popen([*command.argv, str(rep_w)], stdin=subprocess.PIPE, stdout=out_w, stderr=out_w,
-                                pass_fds=(rep_w, *command.fds), start_new_session=True, env={"LANG": "C.UTF-8"},
-                                preexec_fn=_limits(memory_mb, cpu_s))
-    except OSError as exc:
-        for fd in (rep_r, out_r):
-            os.close(fd)
-        return AgentResult(error=f"the agent's jail could not start: {exc}")
-    finally:
-        for fd in (rep_w, out_w, *command.fds):
-            os.close(fd)
-    config = {"code": code, "task": task, "api_key": api_key, "cpu_s": cpu_s, "drop_uid": command.drop_uid}
-    result = AgentResult()
-    try:
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(json.dumps(config).encode())
-            proc.stdin.close()
-        reply, error, tail = _collect(proc, rep_r, out_r, start + timeout_s, timeout_s, cancel)
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # bwrap --die-with-parent takes the whole jail down with it
-        proc.wait()
-        os.close(rep_r)
-        os.close(out_r)
-    result.output, result.seconds = tail, time.monotonic() - start
-    if error is None:
-        try:
-            answer = json.loads(reply)
-        except ValueError:
-            error = f"{_death(proc.returncode)}" + (f": {tail[-300:]}" if tail else "")
-            result.lost = lost_jail(proc.returncode)
-        else:
-            if answer.get("ok") is True:
-                result.reward = answer.get("reward")
-            else:
-                error = f"the agent failed: {answer.get('error')}"
-    result.error = None if error is None else error[:1000]
+    jail = AgentJail(code, socket_path, packages=packages, timeout_s=timeout_s, memory_mb=memory_mb,
+                     scratch_mb=scratch_mb)
+    result = jail.run(task, api_key, timeout_s=timeout_s, cancel=cancel)
+    result.seconds = time.monotonic() - start
     return result
 
 

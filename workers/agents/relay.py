@@ -78,9 +78,14 @@ def _send_head(conn: socket.socket, status: int, reason: str, content_type: str)
 class EpisodeRelay:
     """A unix socket in a private temp dir serving one episode's gateway; `close` ends it."""
 
-    def __init__(self, client: httpx.Client, gateway_url: str, episode_id: str):
-        self.client, self.episode = client, episode_id
-        self.base = f"{gateway_url.rstrip('/')}/api/v1/rollouts/{episode_id}"
+    def __init__(self, client: httpx.Client, gateway_url: str, episode_id: str | None):
+        """`episode_id` None: a relay made for a jail started ahead of its episode; nothing is reachable through it
+        until `attach` names the episode (once)."""
+        self.client, self.gateway_url = client, gateway_url.rstrip("/")
+        self.episode: str | None = None
+        self.base: str | None = None
+        if episode_id is not None:
+            self.attach(episode_id)
         self.dir = tempfile.mkdtemp(prefix="streamrl-agent-")
         self.path = os.path.join(self.dir, "gateway.sock")
         self.refused: list[str] = []  # paths the agent asked for that are not its gateway (for its episode's error)
@@ -89,10 +94,16 @@ class EpisodeRelay:
         os.chmod(self.path, 0o666)  # the jail's uid connects; the dir (0700) keeps everyone else out on the host
         self.server.listen(64)
         self._closed = threading.Event()
-        self.thread = threading.Thread(target=self._serve, name=f"relay-{episode_id[:40]}", daemon=True)
+        self.thread = threading.Thread(target=self._serve, name=f"relay-{(episode_id or 'next')[:40]}", daemon=True)
         self.thread.start()
 
+    def attach(self, episode_id: str) -> None:
+        assert self.episode is None, "a relay serves one episode"
+        self.episode, self.base = episode_id, f"{self.gateway_url}/api/v1/rollouts/{episode_id}"
+
     def upstream(self, target: str) -> str | None:
+        if self.base is None:  # the jail's episode is not known yet
+            return None
         path, sep, query = target.partition("?")
         if ".." in path or "//" in path or "%" in path:
             return None

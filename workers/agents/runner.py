@@ -6,6 +6,11 @@ leaves the reward to the job's grader) and raises AgentCodeFailed with the reaso
 never the job. A jail that died by a signal it did not send itself (killed from outside, OOM-killed, crashed) raises
 AgentLost, and the gateway retries that episode from a clean start instead.
 
+Each episode still gets a fresh jail, but that jail is started ahead: when a lane takes its episode's jail it starts
+the next one, which loads the agent's code (its imports; `import agents` is ~2.4 s of CPU) while this episode runs
+and then waits for its episode. So a lane's next episode starts with its code loaded; the cost is one idle jail per
+lane (its memory) until the instance stops.
+
 The packages are built in the background from the instance's start (the first episodes wait for them); a build
 failure (naming the requirement) or a host without the jail fails every episode with that reason, which the job's
 `reward_error` events and each sample's reward error show.
@@ -23,7 +28,7 @@ from typing import Any, Protocol
 import httpx
 
 from contract.agent import AgentSpec
-from workers.agents.jailed import AgentJailUnavailable, check_jail, run_agent
+from workers.agents.jailed import AgentJail, AgentJailUnavailable, check_jail
 from workers.agents.packages import PackagesFailed, ensure_packages
 from workers.agents.relay import EpisodeRelay
 
@@ -51,6 +56,8 @@ class JailedAgent:
         self.stopped = threading.Event()
         self.http = httpx.Client(timeout=httpx.Timeout(spec.timeout_s, connect=10.0), follow_redirects=False,
                                  trust_env=False)
+        self._lock = threading.Lock()
+        self._ready: list[tuple[AgentJail, EpisodeRelay]] = []  # jails started ahead, at most one per lane
         self._builder = ThreadPoolExecutor(1, thread_name_prefix="agent-packages")
         self.packages: Future[str | None] = self._builder.submit(self._build, cache_dir)
 
@@ -72,20 +79,54 @@ class JailedAgent:
         left = self.spec.timeout_s - (time.monotonic() - started)
         if left <= 0:
             raise AgentCodeFailed(f"agent.timeout_s={self.spec.timeout_s:g} spent waiting for agent.requirements")
-        relay = EpisodeRelay(self.http, self.gateway_url, task.episode)
+        ready = None
+        while ready is None:
+            with self._lock:
+                ready = self._ready.pop() if self._ready else None
+            if ready is None:
+                break
+            if not ready[0].alive():  # killed or crashed while it waited: never spend an episode on it
+                ready[0].kill()
+                ready[1].close()
+                ready = None
+        jail, relay = ready or self._start(packages)
         try:
-            assert self.spec.code is not None
-            result = run_agent(self.spec.code, task.task, task.api_key, relay.path, packages=packages,
-                               timeout_s=left, memory_mb=self.spec.memory_mb, cancel=self.stopped)
+            following = self._start(packages)  # the next episode's jail loads the code while this one runs
+            with self._lock:
+                kept = not self.stopped.is_set()
+                if kept:
+                    self._ready.append(following)
+            if not kept:
+                following[0].kill()
+                following[1].close()
+            relay.attach(task.episode)
+            result = jail.run(task.task, task.api_key, timeout_s=left, cancel=self.stopped)
         finally:
+            jail.kill()
             relay.close()
         if result.error is not None:
             refused = f" (refused: {', '.join(relay.refused[:3])})" if relay.refused else ""
             raise (AgentLost if result.lost else AgentCodeFailed)(f"{result.error}{refused}")
         return result.reward
 
+    def _start(self, packages: str | None) -> tuple[AgentJail, EpisodeRelay]:
+        """A jail for the next episode, loading the agent's code (its imports) until that episode is given to it."""
+        assert self.spec.code is not None
+        relay = EpisodeRelay(self.http, self.gateway_url, None)
+        try:
+            return AgentJail(self.spec.code, relay.path, packages=packages, timeout_s=self.spec.timeout_s,
+                             memory_mb=self.spec.memory_mb), relay
+        except BaseException:
+            relay.close()
+            raise
+
     def close(self) -> None:
-        self.stopped.set()  # running jails are killed within half a second
+        with self._lock:
+            self.stopped.set()  # running jails are killed within half a second
+            ready, self._ready = self._ready, []
+        for jail, relay in ready:
+            jail.kill()
+            relay.close()
         self._builder.shutdown(wait=False, cancel_futures=True)
         self.http.close()
 
