@@ -109,8 +109,12 @@ def main() -> None:
         os.setgroups([])
         os.setgid(int(config["drop_uid"]))
         os.setuid(int(config["drop_uid"]))
+    # CPU seconds: `cpu` for loading the code, then `cpu` more for the episode (set when it comes: a jail started
+    # ahead must not spend the episode's budget on its imports). The soft limit's SIGXCPU ends an agent that burns
+    # it ("CPU time limit exceeded", not a lost jail); the hard limit (SIGKILL) only one that ignores SIGXCPU.
     cpu = int(config["cpu_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    hard = 2 * cpu + 2
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
     if os.path.isdir(PACKAGES):
         sys.path.insert(0, PACKAGES)
     loaded: BaseException | None = None
@@ -124,6 +128,8 @@ def main() -> None:
     if not line:  # never given an episode (the instance stopped)
         os._exit(0)
     episode = json.loads(line)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    resource.setrlimit(resource.RLIMIT_CPU, (min(int(usage.ru_utime + usage.ru_stime) + 1 + cpu, hard - 1), hard))
     try:
         if loaded is not None:
             raise loaded

@@ -55,7 +55,7 @@ def _limits(memory_mb: int, cpu_s: int) -> Any:
         resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_MB << 20, FILE_SIZE_MB << 20))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s + 5, cpu_s + 5))
+        resource.setrlimit(resource.RLIMIT_CPU, (2 * cpu_s + 5, 2 * cpu_s + 5))  # load + episode (agent_child.py)
 
     return apply
 
