@@ -29,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
-from modes import _configure, _workers  # noqa: E402  (bench/, the script's directory)
+from modes_platform import configure, start_workers  # noqa: E402  (bench/, the script's directory)
 from processes import child_pythonpath, stop_process_groups  # noqa: E402
 
 
@@ -100,7 +100,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-eval-") as tmp:
         data_dir = Path(tmp)
-        redis_server, redis_url = _configure(data_dir)
+        redis_server, redis_url = configure(data_dir)
         procs: list[subprocess.Popen[bytes]] = []
         stop = threading.Event()
         try:
@@ -124,7 +124,7 @@ def main() -> None:
             cores = os.cpu_count() or 2
             devices = ({"generation": "0;0", "training": "0"} if args.device == "cuda" else
                        {"generation": f"0;{cores - 1}", "training": f"{min(1, cores - 1)}-{cores - 1}"})
-            procs = _workers(env, data_dir, devices)
+            procs = start_workers(env, data_dir, devices)
             sender = CeleryTaskSender(redis_url)
 
             def control() -> None:

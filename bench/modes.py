@@ -67,7 +67,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -82,16 +81,17 @@ from modes_figures import (  # noqa: E402
     speculative_result,
     summary,
 )
-from processes import child_pythonpath, stop_process_groups  # noqa: E402  (bench/, the script's directory)
-
-
-def _configure(data_dir: Path) -> tuple[Any, str]:
-    from backend.embedded_redis import start_embedded_redis
-
-    redis_server = start_embedded_redis(data_dir)
-    os.environ.update({"STREAMRL_DATA_DIR": str(data_dir), "STREAMRL_REDIS_URL": redis_server.url,
-                       "STREAMRL_AUTO_MIGRATE": "false", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
-    return redis_server, redis_server.url
+from modes_platform import (  # noqa: E402  (bench/, the script's directory)
+    configure,
+    cpu_seconds,
+    learn_dataset,
+    long_tail_dataset,
+    profile_workers,
+    run_job,
+    start_workers,
+    stop_profiles,
+)
+from processes import child_pythonpath, stop_process_groups  # noqa: E402
 
 
 def layout(mode: str, cores: int, gen_cores: int, instances: int) -> dict[str, str]:
@@ -123,42 +123,6 @@ def gpu_layout(mode: str, instances: int) -> dict[str, str]:
     return {"generation": ";".join("0" for _ in range(instances)), "training": "0"}
 
 
-def _workers(env: dict[str, str], log_dir: Path, devices: dict[str, str]) -> list[subprocess.Popen[bytes]]:
-    """`streamrl worker --pool P --devices SETS` per pool: one pinned process per device set."""
-    procs = []
-    for pool, sets in devices.items():
-        log = open(log_dir / f"worker-{pool}.log", "ab")  # noqa: SIM115
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "streamrl.cli.main", "worker", "--pool", pool, "--devices", sets],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-    return procs
-
-
-def _profile(procs: list[subprocess.Popen[bytes]], pools: list[str], out: Path,
-             key: str, form: str = "flamegraph") -> list[subprocess.Popen[bytes]]:
-    """py-spy (PyPI) profiles of every worker and its task processes while the job runs: `out/<key>-<pool>.svg`, or
-    with form "raw" collapsed stacks (`<key>-<pool>.txt`: one "frame;frame;... count" line per stack, for grep)
-    (stopped with SIGINT before the workers, so it writes the file)."""
-    out.mkdir(parents=True, exist_ok=True)
-    spies = []
-    for proc, pool in zip(procs, pools, strict=True):
-        target = out / f"{key.replace('+', '-')}-{pool}.{'txt' if form == 'raw' else 'svg'}"
-        spies.append(subprocess.Popen(["py-spy", "record", "--subprocesses", "--nonblocking", "--rate", "50",
-                                       "--format", form, "--pid", str(proc.pid), "--output", str(target)],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    return spies
-
-
-def _stop_profiles(spies: list[subprocess.Popen[bytes]]) -> None:
-    for spy in spies:
-        spy.send_signal(2)
-    for spy in spies:
-        try:
-            spy.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-
-
 def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> dict[str, Any]:
     return {
         "name": f"bench-{mode}-{policy}-{instances}", "model": "bench", "mode": mode,
@@ -177,89 +141,6 @@ def _spec(args: argparse.Namespace, mode: str, policy: str, instances: int) -> d
     }
 
 
-def _cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> list[float]:
-    """CPU seconds (user + system) each worker's process tree has used so far, reaped task processes included."""
-    import psutil
-
-    totals = []
-    for proc in procs:
-        total = 0.0
-        try:
-            root = psutil.Process(proc.pid)
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            tree = []
-        for p in tree:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system + t.children_user + t.children_system
-            except psutil.NoSuchProcess:
-                pass
-        totals.append(total)
-    return totals
-
-
-def _run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float,
-             on_progress: Any = None) -> list[dict[str, Any]]:
-    """Run a job to success; `on_progress(iterations_done)` at every poll."""
-    from sqlalchemy import func, select
-
-    from backend.db import Iteration, Job, JobStatus, Team, User
-    from backend.db.session import session_scope
-    from backend.services.jobs import create_job
-    from contract.spec import JobSpec
-
-    with session_scope() as session:
-        team, user = session.get(Team, team_id), session.get(User, user_id)
-        assert team is not None and user is not None
-        job_id = create_job(session=session, team=team, user=user, spec=JobSpec.model_validate(spec)).id
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        with session_scope() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
-            if job.status in (JobStatus.failed, JobStatus.cancelled):
-                raise RuntimeError(f"{spec['name']}: job {job.status}: {job.error}")
-            if job.status == JobStatus.succeeded:
-                return [dict(m) for m in session.scalars(select(Iteration.metrics).where(
-                    Iteration.job_id == job_id).order_by(Iteration.iteration))]
-            if on_progress is not None:
-                on_progress(int(session.scalar(select(func.count()).select_from(Iteration).where(
-                    Iteration.job_id == job_id)) or 0))
-        time.sleep(0.5)
-    raise RuntimeError(f"{spec['name']}: not done after {timeout_s}s")
-
-
-def _learn_dataset(session: Any, team_id: int, data_dir: Path) -> int:
-    """One-digit addition prompts as an uploaded dataset (the built-in spec has no `digits` knob)."""
-    from backend.db import Dataset
-    from workers.datasets import generate_rows, write_jsonl
-
-    path = data_dir / "one_digit_addition.jsonl"
-    count = write_jsonl(generate_rows("arithmetic", 2048, 0, digits=1, ops="+"), path)
-    dataset = Dataset(team_id=team_id, name="one-digit-addition", row_count=count, checksum="-",
-                      size_bytes=path.stat().st_size, storage_path=str(path))
-    session.add(dataset)
-    session.flush()
-    return int(dataset.id)
-
-
-def _long_tail_dataset(session: Any, team_id: int, data_dir: Path, max_k: int) -> int:
-    """256 long_tail prompts with repeat counts up to `max_k` (the built-in spec's are up to 32) as an uploaded
-    dataset: a longer, more skewed tail of answer lengths."""
-    from backend.db import Dataset
-    from workers.datasets import write_jsonl
-    from workers.datasets.long_tail import generate_rows
-
-    path = data_dir / f"long_tail_k{max_k}.jsonl"
-    count = write_jsonl(generate_rows(256, seed=0, max_k=max_k), path)
-    dataset = Dataset(team_id=team_id, name=f"long-tail-k{max_k}", row_count=count, checksum="-",
-                      size_bytes=path.stat().st_size, storage_path=str(path))
-    session.add(dataset)
-    session.flush()
-    return int(dataset.id)
-
-
 def _learn(args: argparse.Namespace, team_id: int, user_id: int, dataset_id: int | None) -> None:
     curves = {}
     for mode in ("colocated", "sync", "async"):
@@ -270,7 +151,7 @@ def _learn(args: argparse.Namespace, team_id: int, user_id: int, dataset_id: int
                 "training": {"iterations": args.learn_iterations, "prompts_per_iteration": 16,
                              "micro_batch_size": 32, "lr": 2e-4},
                 "checkpoint": {"interval": 10_000}}
-        rewards = [r["reward_mean"] for r in _run_job(team_id, user_id, spec, args.timeout)]
+        rewards = [r["reward_mean"] for r in run_job(team_id, user_id, spec, args.timeout)]
         first, last = sum(rewards[:10]) / len(rewards[:10]), sum(rewards[-10:]) / len(rewards[-10:])
         curves[mode] = (first, last)
         print(f"{mode:10s} reward first10={first:.3f} last10={last:.3f} gain={last - first:+.3f}  "
@@ -345,7 +226,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-modes-") as tmp:
         data_dir = Path(tmp)
-        redis_server, redis_url = _configure(data_dir)
+        redis_server, redis_url = configure(data_dir)
         procs: list[subprocess.Popen[bytes]] = []
         stop = threading.Event()
         seaweed: Any = None
@@ -384,8 +265,8 @@ def main() -> None:
                 session.flush()
                 session.add(Model(team_id=team.id, name="bench", path=str(sft.model_dir)))
                 team_id, user_id = team.id, user.id
-                dataset_id = _learn_dataset(session, team.id, data_dir) if args.learn else None
-                args.dataset_id = (_long_tail_dataset(session, team.id, data_dir, args.max_k)
+                dataset_id = learn_dataset(session, team.id, data_dir) if args.learn else None
+                args.dataset_id = (long_tail_dataset(session, team.id, data_dir, args.max_k)
                                    if args.max_k and not args.learn else None)
             if args.object_store:  # every process (this one and the workers) reads STREAMRL_ARTIFACTS
                 sys.path.insert(0, str(REPO / "tests"))
@@ -406,7 +287,7 @@ def main() -> None:
 
             threading.Thread(target=control, daemon=True).start()
             if args.learn:
-                procs = _workers(env, data_dir, {"generation": ";".join(str(c) for c in range(args.instances)),
+                procs = start_workers(env, data_dir, {"generation": ";".join(str(c) for c in range(args.instances)),
                                                  "training": str(args.instances)})
                 return _learn(args, team_id, user_id, dataset_id)
             n, cores = args.instances, args.cores
@@ -445,9 +326,9 @@ def main() -> None:
                     devices = shared_layout(cores, instances)
                 else:
                     devices = layout(mode, cores, gen_cores, instances)
-                procs = _workers(env, data_dir, devices)
+                procs = start_workers(env, data_dir, devices)
                 procs_pools = list(devices)
-                spies = _profile(procs, list(devices), Path(args.profile), key,
+                spies = profile_workers(procs, list(devices), Path(args.profile), key,
                                  args.profile_format) if args.profile and _round == 0 else []
                 try:
                     spec = _spec(args, mode, policy, instances)
@@ -463,15 +344,15 @@ def main() -> None:
                                  snapshots: dict[int, list[float]] = snapshots) -> None:
                         # CPU of the steady iterations: from iteration 1's record (start-up) to the last one's
                         if done >= 1 and 1 not in snapshots:
-                            snapshots[1] = _cpu_seconds(procs)
+                            snapshots[1] = cpu_seconds(procs)
                         if done >= args.iterations and 2 not in snapshots:
-                            snapshots[2] = _cpu_seconds(procs)
+                            snapshots[2] = cpu_seconds(procs)
 
-                    rows = _run_job(team_id, user_id, spec, args.timeout, progress)
+                    rows = run_job(team_id, user_id, spec, args.timeout, progress)
                     if 2 not in snapshots:  # the job finished between two polls
-                        snapshots[2] = _cpu_seconds(procs)
+                        snapshots[2] = cpu_seconds(procs)
                 finally:
-                    _stop_profiles(spies)
+                    stop_profiles(spies)
                     stop_process_groups(procs)
                     procs = []
                 measured.setdefault(key, []).append(summary(rows))
