@@ -174,14 +174,21 @@ async def run(task: dict, base_url: str, api_key: str) -> float | None:
     episode = await _episode(task, base_url)
     if not episode.ok:
         raise RuntimeError(_failure(episode))
+    return trained_reward(episode)
+
+
+def trained_reward(episode, unsupported: type[Exception] = Unsupported,
+                   failed: type[Exception] = RuntimeError) -> float | None:
+    """verifiers' score of the episode's one trainable run (the gateway trains one conversation per episode); raises
+    `unsupported` for any other number of trainable runs, `failed` for a reward its scoring left unset."""
     trained = [trace for trace in episode.traces if trace.agent.trainable]
     if len(trained) != 1:
-        raise Unsupported(f"the episode ran {len(trained)} trainable agent runs; the gateway trains one "
+        raise unsupported(f"the episode ran {len(trained)} trainable agent runs; the gateway trains one "
                           "conversation per episode")
     (trace,) = trained
     unscored = [name for name, reward in trace.rewards.items() if reward is None]
     if unscored:
-        raise RuntimeError(f"verifiers scoring left rewards {unscored} unscored")
+        raise failed(f"verifiers scoring left rewards {unscored} unscored")
     return float(trace.reward) if trace.rewards else None
 
 

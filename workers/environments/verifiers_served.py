@@ -35,7 +35,7 @@ import zmq
 from contract.egress import EgressRefused, parse_tcp, policy_of
 from contract.settings import Settings
 from workers.agents.runner import AgentLost
-from workers.environments.verifiers_driver import _failure
+from workers.environments.verifiers_driver import _failure, trained_reward
 
 KEY_VAR = "STREAMRL_GATEWAY_KEY_IN_PATH"  # the served env's key variable: unset on its server, it sends "EMPTY"
 MODEL = "policy"
@@ -63,15 +63,7 @@ def served_reward(episode: Any) -> float | None:
     if frozen:
         raise ServedFailed(f"roles {frozen} are not trainable but made model calls; every model call of a served "
                            "episode goes through the gateway and is trained")
-    trained = [trace for trace in episode.traces if trace.agent.trainable]
-    if len(trained) != 1:
-        raise ServedFailed(f"the episode ran {len(trained)} trainable agent runs; the gateway trains one "
-                           "conversation per episode")
-    (trace,) = trained
-    unscored = [name for name, reward in trace.rewards.items() if reward is None]
-    if unscored:
-        raise ServedFailed(f"verifiers scoring left rewards {unscored} unscored")
-    return float(trace.reward) if trace.rewards else None
+    return trained_reward(episode, ServedFailed, ServedFailed)
 
 
 class ServedVerifiers:
