@@ -145,13 +145,11 @@ def _check_trained(platform: Platform, job_id: int, samples_expected: int) -> li
     return lost
 
 
-def test_a_multi_turn_verifiers_environment_trains_through_the_gateway(platform: Platform) -> None:
-    """The env pauses after its first turn; once every episode has made that call, the test kills their jails
-    (mid-episode): each is retried from a clean start (a job event), and each sample trains exactly its retry's three
-    calls, never the dead attempt's."""
-    pausing = _pausing(3)
-    spec = base_spec(environment={"type": "verifiers", "code": pausing, "max_turns": 4,
-                                  "max_episode_tokens": 200, "episode_timeout_s": 120},
+def _submit_paused_turns(platform: Platform, source: dict[str, Any]) -> int:
+    """A one-iteration job of the pausing env from `source` (its `code` or `url`), once each of its EPISODES episodes
+    has made its first (recorded) call: the job's id."""
+    spec = base_spec(environment={"type": "verifiers", **source, "max_turns": 4, "max_episode_tokens": 200,
+                                  "episode_timeout_s": 120},
                      algorithm={"name": "grpo", "group_size": 2},
                      generation={"instances": 1, "batch_size": 8, "max_tokens": 12, "temperature": 1.0},
                      training={"iterations": 1, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3})
@@ -161,6 +159,14 @@ def test_a_multi_turn_verifiers_environment_trains_through_the_gateway(platform:
     while len({c["episode"] for c in recorded_calls(platform.client, job_id, lost=True)}) < EPISODES:
         assert time.monotonic() < deadline, (platform.events(job_id)[-10:], platform.logs_tail())
         time.sleep(0.05)
+    return job_id
+
+
+def test_a_multi_turn_verifiers_environment_trains_through_the_gateway(platform: Platform) -> None:
+    """The env pauses after its first turn; once every episode has made that call, the test kills their jails
+    (mid-episode): each is retried from a clean start (a job event), and each sample trains exactly its retry's three
+    calls, never the dead attempt's."""
+    job_id = _submit_paused_turns(platform, {"code": _pausing(3)})
     killed = _agent_jails(platform)
     for jail in killed:
         jail.kill()
@@ -250,17 +256,7 @@ def test_a_served_verifiers_env_at_a_url_trains_and_a_dead_server_has_its_episod
     served = ServedEnv(tmp_path, _pausing(2))
     served.start()
     try:
-        spec = base_spec(environment={"type": "verifiers", "url": served.url, "max_turns": 4,
-                                      "max_episode_tokens": 200, "episode_timeout_s": 120},
-                         algorithm={"name": "grpo", "group_size": 2},
-                         generation={"instances": 1, "batch_size": 8, "max_tokens": 12, "temperature": 1.0},
-                         training={"iterations": 1, "prompts_per_iteration": 1, "micro_batch_size": 8, "lr": 1e-3})
-        del spec["reward"]
-        job_id = platform.submit_as(platform.team, platform.user, spec)
-        deadline = time.monotonic() + 240
-        while len({c["episode"] for c in recorded_calls(platform.client, job_id, lost=True)}) < EPISODES:
-            assert time.monotonic() < deadline, (platform.events(job_id)[-10:], platform.logs_tail())
-            time.sleep(0.05)
+        job_id = _submit_paused_turns(platform, {"url": served.url})
         served.kill()  # mid-episode: both paused after their first call
         served.start()
         job = platform.wait_done(job_id, timeout_s=300)
