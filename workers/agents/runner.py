@@ -79,17 +79,7 @@ class JailedAgent:
         left = self.spec.timeout_s - (time.monotonic() - started)
         if left <= 0:
             raise AgentCodeFailed(f"agent.timeout_s={self.spec.timeout_s:g} spent waiting for agent.requirements")
-        ready = None
-        while ready is None:
-            with self._lock:
-                ready = self._ready.pop() if self._ready else None
-            if ready is None:
-                break
-            if not ready[0].alive():  # killed or crashed while it waited: never spend an episode on it
-                ready[0].kill()
-                ready[1].close()
-                ready = None
-        jail, relay = ready or self._start(packages)
+        jail, relay = self._take_ready() or self._start(packages)
         try:
             following = self._start(packages)  # the next episode's jail loads the code while this one runs
             with self._lock:
@@ -108,6 +98,19 @@ class JailedAgent:
             refused = f" (refused: {', '.join(relay.refused[:3])})" if relay.refused else ""
             raise (AgentLost if result.lost else AgentCodeFailed)(f"{result.error}{refused}")
         return result.reward
+
+    def _take_ready(self) -> tuple[AgentJail, EpisodeRelay] | None:
+        """A jail started ahead that is still alive, if any (one killed or crashed while it waited is ended here:
+        never spend an episode on it)."""
+        while True:
+            with self._lock:
+                if not self._ready:
+                    return None
+                jail, relay = self._ready.pop()
+            if jail.alive():
+                return jail, relay
+            jail.kill()
+            relay.close()
 
     def _start(self, packages: str | None) -> tuple[AgentJail, EpisodeRelay]:
         """A jail for the next episode, loading the agent's code (its imports) until that episode is given to it."""
