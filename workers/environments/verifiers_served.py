@@ -76,6 +76,7 @@ class ServedVerifiers:
         self.thread = threading.Thread(target=self.loop.run_forever, name="verifiers-client", daemon=True)
         self.thread.start()
         self.client: Any = None  # verifiers' EnvClient, made on first use and after a lost connection
+        self.answered: Any = None  # the client whose server has answered its health check
         self.runs: dict[asyncio.Task[Any], Any] = {}  # run -> the client it was sent on
         self.lost: set[asyncio.Task[Any]] = set()
         self._watchers: set[asyncio.Task[None]] = set()
@@ -136,11 +137,13 @@ class ServedVerifiers:
         if self.client is None:
             self.client = self._connect()
         client = self.client
-        try:
-            await client.wait_for_server_startup(timeout=CONNECT_WAIT_S, interval=1.0)
-        except TimeoutError:
-            raise ServedFailed(f"the verifiers env server at {self.url} did not answer its health check within "
-                               f"{CONNECT_WAIT_S:g}s") from None
+        if client is not self.answered:  # a new connection: wait for the (re)starting server once, not per episode
+            try:
+                await client.wait_for_server_startup(timeout=CONNECT_WAIT_S, interval=1.0)
+            except TimeoutError:
+                raise ServedFailed(f"the verifiers env server at {self.url} did not answer its health check within "
+                                   f"{CONNECT_WAIT_S:g}s") from None
+            self.answered = client
         me = asyncio.current_task()
         assert me is not None
         self.runs[me] = client
