@@ -1,14 +1,16 @@
 """`agent.url` (a remote agent service, workers/runtime/remote_agent.py): at submit a URL that is not http(s) or that
 the egress policy refuses is a 422 naming agent.url, nothing stored; the job's signing secret is its members' (another
 team's job: 404). `RemoteAgent` against a real HTTP server: the POST is signed with that secret, the answered reward
-is taken, a non-number reward or an HTTP error fails the episode naming it, and a dead address is retried
-`agent.retries` times before the episode fails."""
+is taken, a non-number reward or an HTTP error fails the episode naming it, a dead address is retried
+`agent.retries` times before the episode fails, and a connection dropped mid-episode marks the episode lost (the
+gateway retries it from a clean start)."""
 
 from __future__ import annotations
 
 import hmac
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -22,7 +24,7 @@ from backend.db.models import Job
 from contract.agent import AgentSpec
 from contract.settings import Settings, get_settings
 from contract.signing import SIGNATURE_HEADER, agent_secret, sign
-from workers.runtime.remote_agent import AgentFailed, AgentTask, RemoteAgent
+from workers.runtime.remote_agent import AgentDone, AgentDropped, AgentFailed, AgentRuns, AgentTask, RemoteAgent
 
 API = "/api/v1"
 
@@ -85,6 +87,8 @@ def agent_server() -> Iterator[Any]:
             body = self.rfile.read(int(self.headers["Content-Length"]))
             server.seen.append((self.path, body, self.headers.get(SIGNATURE_HEADER)))
             status, payload = server.answers.pop(0)
+            if status is None:  # the agent's process dies mid-episode: the connection closes without an answer
+                return
             data = payload.encode()
             self.send_response(status)
             self.send_header("Content-Length", str(len(data)))
@@ -134,3 +138,31 @@ def test_a_dead_agent_is_retried_then_fails_the_episode() -> None:
     with pytest.raises(AgentFailed, match="unreachable after 3 attempts"):
         agent(TASK)
     agent.close()
+
+
+def test_a_connection_dropped_mid_episode_is_a_lost_episode(agent_server: Any) -> None:
+    """The agent took the episode and closed the connection without answering: not its answer, so the episode is
+    `lost` (workers/runtime/gateway.py retries it as a new episode), not failed; the next episode is answered."""
+    agent = _agent(f"http://127.0.0.1:{agent_server.server_address[1]}")
+    agent_server.answers = [(None, ""), (200, '{"reward": 1}')]
+    with pytest.raises(AgentDropped, match="dropped the connection before answering"):
+        agent(TASK)
+    runs = AgentRuns(agent, 1, 10, "http://api")
+    try:
+        runs.start(TASK)
+        assert _one_done(runs) == AgentDone("ep-1", 1.0, None)
+        agent_server.answers = [(None, "")]
+        runs.start(TASK)
+        done = _one_done(runs)
+        assert done.lost and "dropped the connection" in (done.error or ""), done
+    finally:
+        runs.close()
+
+
+def _one_done(runs: AgentRuns) -> AgentDone:
+    deadline = time.monotonic() + 30
+    while not (done := runs.finished()):
+        assert time.monotonic() < deadline, "the episode did not finish"
+        time.sleep(0.01)
+    assert len(done) == 1, done
+    return done[0]

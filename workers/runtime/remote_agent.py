@@ -10,8 +10,9 @@ agent whose jail died (`lost`: killed, OOM-killed, crashed) has its episode retr
 `{url}/rollout` per episode, signed like the alert webhooks (contract/signing.py: `X-StreamRL-Signature` under the
 job's agent secret, GET /jobs/{id}/rollouts/agent), through the egress policy's guarded client (contract/egress.py:
 only addresses the operator allows; no redirects, no environment proxies). Connection errors are retried
-`agent.retries` times (the agent never saw the episode); a timeout, an HTTP error status or an answer that is not
-`{}` / `{"reward": number | null}` fail the episode with that reason.
+`agent.retries` times (the agent never saw the episode); a connection the agent dropped before answering (its
+process restarted or crashed mid-episode) has the episode retried from a clean start, as a lost jail's is; a timeout,
+an HTTP error status or an answer that is not `{}` / `{"reward": number | null}` fail the episode with that reason.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ RETRY_BACKOFF_S = 0.5
 
 class AgentFailed(Exception):
     """The agent's episode failed; the message says why (it becomes the episode's error)."""
+
+
+class AgentDropped(AgentFailed):
+    """`agent.url` took the episode, then closed the connection without an answer (its process restarted or
+    crashed): like a lost jail, not the agent's own answer, so the gateway retries the episode from a clean start (a
+    new episode id and token: whatever the dropped attempt called is discarded), a bounded number of times."""
 
 
 @dataclass
@@ -104,6 +111,9 @@ class RemoteAgent:
             except httpx.TimeoutException:
                 raise AgentFailed(f"agent.url {self.spec.url} did not answer within agent.timeout_s="
                                   f"{self.spec.timeout_s:g}") from None
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:  # reached it, then dropped mid-episode
+                raise AgentDropped(f"agent.url {self.spec.url} dropped the connection before answering: "
+                                   f"{exc}"[:400]) from None
             except (httpx.HTTPError, EgressRefused) as exc:
                 raise AgentFailed(f"agent.url {self.spec.url}: {exc}"[:400]) from None
         if not 200 <= response.status_code < 300:
@@ -141,7 +151,7 @@ class AgentRuns:
             self.started[task.episode] = time.monotonic()
         try:
             self.done.put(AgentDone(task.episode, self.run(task), None))
-        except AgentLost as exc:
+        except (AgentLost, AgentDropped) as exc:
             self.done.put(AgentDone(task.episode, None, str(exc), lost=True))
         except (AgentFailed, ServedFailed) as exc:
             self.done.put(AgentDone(task.episode, None, str(exc)))
