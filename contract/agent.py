@@ -8,7 +8,9 @@ Exactly one of:
 - `url`: a remote agent service; the platform POSTs `{task, base_url, api_key, episode}` to `{url}/rollout`.
 
 Per episode: `timeout_s` of wall clock (past it the episode fails with that reason, the job goes on); per instance:
-`concurrency` episodes at once. The token limit per episode is `environment.max_episode_tokens`.
+`concurrency` episodes at once. The token limit per episode is `environment.max_episode_tokens`. `code` only:
+`episodes_per_jail` consecutive episodes share a jail (one process: the code loaded once), as long as each ends
+cleanly (workers/agents/jailed.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import Field, field_validator, model_validator
 from contract.spec_base import StrictModel
 
 MAX_REQUIREMENTS = 64
+MAX_EPISODES_PER_JAIL = 1000
 # a PEP 508 requirement without URLs or local paths: a name, extras, version specifiers, a marker
 _REQUIREMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,\s-]+\])?\s*"
                           r"((===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+\s*(,\s*(===|==|!=|~=|<=|>=|<|>)\s*"
@@ -53,8 +56,8 @@ class AgentSpec(StrictModel):
     """Where the agent of an `environment.type: gateway` job runs: `code` in the jail or a service at `url`."""
 
     code: str | None = Field(None, max_length=100_000, description="Python defining run(task, base_url, api_key) -> "
-                             "reward or None (sync or async); runs per episode in the jail, its only network the "
-                             "episode's gateway")
+                             "reward or None (sync or async); runs in the jail, its only network the episode's "
+                             "gateway")
     requirements: list[str] = Field(default_factory=list, max_length=MAX_REQUIREMENTS, description="packages for "
                                     "`code` (e.g. 'openai-agents==0.24.0'), installed from the platform's package "
                                     "index into a cached venv bound read-only into the jail")
@@ -64,6 +67,11 @@ class AgentSpec(StrictModel):
     timeout_s: float = Field(300.0, gt=0, le=86_400, description="wall-clock limit of one episode's agent (one "
                              "POST to url); past it the episode fails with that reason, not the job")
     memory_mb: int = Field(2048, ge=256, le=16_384, description="code: address-space limit of the jailed agent")
+    episodes_per_jail: int = Field(32, ge=1, le=MAX_EPISODES_PER_JAIL, description="code: consecutive episodes one "
+                                   "jail runs, loading the code (its imports) once: the process and its module "
+                                   "globals carry over between them (the scratch is wiped; each episode's token "
+                                   "works only during it; a failed episode ends its jail). 1: a fresh jail per "
+                                   "episode, nothing carried over, each paying the imports' CPU")
     retries: int = Field(2, ge=0, le=10, description="url: retries of a POST that failed to connect")
 
     @field_validator("requirements")

@@ -1,5 +1,5 @@
-"""Hostile `agent.code` (workers/agents/): each episode's agent runs in its own bubblewrap jail whose only network is a
-relay to that episode's gateway on the real API (uvicorn, Postgres, Redis). Network anywhere else (the API's own
+"""Hostile `agent.code` (workers/agents/): the agent runs in a bubblewrap jail whose only network is a relay to its
+current episode's gateway on the real API (uvicorn, Postgres, Redis). Network anywhere else (the API's own
 port, Postgres, Redis, netlink), another episode's URL or token, another team's job, an endless loop, a fork bomb, a
 thread bomb, a memory bomb, a flood of output, a huge request and a bad reward: each fails that episode with its
 reason, and the same runner goes on to run a well-behaved episode."""
@@ -126,9 +126,9 @@ def _episode(client: redis.Redis, job_id: int, task: dict[str, Any]) -> Episode:
     return Episode(episode_id, task, token)
 
 
-def _agent(code: str, url: str, tmp_path: Path, timeout_s: float = 30) -> JailedAgent:
-    return JailedAgent(AgentSpec(code=code, timeout_s=timeout_s, memory_mb=1024), gateway_url=url,
-                       cache_dir=tmp_path / "packages")
+def _agent(code: str, url: str, tmp_path: Path, timeout_s: float = 30, episodes_per_jail: int = 32) -> JailedAgent:
+    return JailedAgent(AgentSpec(code=code, timeout_s=timeout_s, memory_mb=1024, episodes_per_jail=episodes_per_jail),
+                       gateway_url=url, cache_dir=tmp_path / "packages")
 
 
 def test_the_agent_reaches_its_own_gateway_and_nothing_else(gateway: tuple[str, redis.Redis],
@@ -152,6 +152,42 @@ def test_the_agent_reaches_its_own_gateway_and_nothing_else(gateway: tuple[str, 
     assert client.hmget(keys.episode(mine.episode), ["state", "reward"]) == [b"ended", b"0.5"]
     client.delete(keys.ended(job_id, "i-test"))
     client.delete(keys.open_episodes(other_job), keys.episode(other.episode), keys.episode(mine.episode))
+
+
+KEEPS_KEYS = '''
+import urllib.error, urllib.request
+
+KEYS = []  # a module global: it outlives the episode in a reused jail
+
+def status(url, key):
+    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + key})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as answer:
+            return answer.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+def run(task, base_url, api_key):
+    KEYS.append(api_key)
+    return float("".join(str(status(base_url + "/models", key)) for key in KEYS))
+'''
+
+
+def test_a_token_kept_from_an_earlier_episode_of_the_jail_is_refused(gateway: tuple[str, redis.Redis],
+                                                                     tmp_path: Path) -> None:
+    """Two episodes on one jail: the second tries the first's token (kept in a global) at its base URL (the only
+    gateway its relay reaches now): 401; its own: 200. (An ended episode's own URL is never reachable from the jail
+    again; the API's 409 for it is tests/api/test_gateway_keyed_path.py's.)"""
+    url, client = gateway
+    agent = _agent(KEEPS_KEYS, url, tmp_path)
+    first, second = _episode(client, 1, {}), _episode(client, 1, {})
+    try:
+        assert agent(first) == 200.0
+        client.hset(keys.episode(first.episode), "state", "ended")  # as the gateway ends it
+        assert agent(second) == 401200.0  # the first's token, then its own, from the same process
+    finally:
+        agent.close()
+    client.delete(keys.episode(first.episode), keys.episode(second.episode))
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -183,10 +219,11 @@ BROKEN_LOAD = "import no_such_module_here\ndef run(task, base_url, api_key):\n  
 
 
 def test_each_episode_gets_a_fresh_jail_whose_code_was_loaded_ahead(tmp_path: Path) -> None:
-    """A lane's next jail is started (its code loaded) while the current episode runs; each episode still has its own
-    jail; one killed while it waits is replaced, not spent; a code that fails to load fails each episode with its
-    reason. No gateway call is made (no API needed)."""
-    agent = _agent(AHEAD, "http://127.0.0.1:9", tmp_path)
+    """episodes_per_jail=1: a lane's next jail is started (its code loaded) while the current episode runs; each
+    episode has its own jail; one killed while it waits is replaced, not spent; a code that fails to load fails each
+    episode with its reason (with reuse too: a failed episode ends its jail). No gateway call is made (no API
+    needed)."""
+    agent = _agent(AHEAD, "http://127.0.0.1:9", tmp_path, episodes_per_jail=1)
     broken = _agent(BROKEN_LOAD, "http://127.0.0.1:9", tmp_path)
     try:
         first_called = time.time()

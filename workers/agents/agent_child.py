@@ -1,36 +1,52 @@
-"""The harness of one agent episode inside the jail (workers/agents/jailed.py starts it). Stdlib only; run as
-`python -I -S /harness/sandbox_child.py REPLY_FD`; on stdin two JSON lines: the load (code, limits), sent when
-the jail starts, and the episode (task, key), sent when the jail is given one (jailed.py `AgentJail`).
+"""The harness of an agent's jail (workers/agents/jailed.py starts it): it loads the agent's code once, then runs up
+to `agent.episodes_per_jail` episodes of one lane one after another. Stdlib only; run as
+`python -I -S /harness/sandbox_child.py REPLY_FD`; on stdin JSON lines: the load (code, limits), sent when the jail
+starts, then one line per episode (task, key), each sent when the jail is given that episode (jailed.py
+`AgentJail`).
 
-1. (as root) drop to the jail uid; the CPU-time limit of the episode.
+1. (as root) drop to the jail uid; the CPU-time limit of the load.
 2. A loopback forwarder: 127.0.0.1:PORT in the jail's own network namespace, each connection relayed byte for byte to
-   the unix socket bound in at GATEWAY_SOCKET, whose other end (outside, workers/agents/relay.py) answers only this
-   episode's gateway. The agent's `base_url` is http://127.0.0.1:PORT/v1.
+   the unix socket bound in at GATEWAY_SOCKET, whose other end (outside, workers/agents/relay.py) answers only the
+   gateway of the episode running now. The agent's `base_url` is http://127.0.0.1:PORT/v1 in every episode.
 3. The packages dir (the agent's requirements, bound read-only) on sys.path; the user's code loaded (its imports)
-   before the episode is known; then, given the episode, `run(task, base_url, api_key)` called (awaited when it is a
-   coroutine function).
-4. One JSON reply on REPLY_FD: {"ok": true, "reward": number | null} or {"ok": false, "error"}.
+   before any episode is known.
+4. Per episode: the CPU soft limit set to the CPU used so far plus the episode's `cpu_s` (SIGXCPU ends the jail, and
+   with it only this episode, "CPU time limit exceeded"), SIGXCPU's default action and the cwd (the scratch)
+   restored, `run(task, base_url, api_key)` called (awaited when it is a coroutine function), then one JSON line on
+   REPLY_FD: {"ok": true, "reward": number | null, "retire": why | null} or {"ok": false, "error"}. `retire` names
+   what makes the jail unfit for another episode: Python threads the episode left running (other than the
+   harness's forwarder and pumps), CPU past the episode's limit (SIGXCPU caught), a scratch that could not be
+   wiped. Otherwise the scratch is wiped before the reply, and the harness waits for the next episode; after a
+   failed or retired episode it exits.
 """
 
 import asyncio
+import contextlib
 import inspect
 import json
 import math
 import os
 import resource
 import selectors
+import shutil
+import signal
 import socket
+import stat
 import sys
 import threading
+import time
 import traceback
 
 GATEWAY_SOCKET = "/gateway.sock"
 PACKAGES = "/agent-packages"
 CHUNK = 65536
+THREAD_GRACE_S = 1.0  # how long an episode's own threads get to finish after run() returned
+_OWN: set[int] = set()  # idents of the harness's threads (forwarder, pumps): not the agent's
 
 
 def _pump(client: socket.socket, upstream: socket.socket) -> None:
     """Relay both ways until either side closes."""
+    _OWN.add(threading.get_ident())
     selector = selectors.DefaultSelector()
     selector.register(client, selectors.EVENT_READ, upstream)
     selector.register(upstream, selectors.EVENT_READ, client)
@@ -55,9 +71,11 @@ def _pump(client: socket.socket, upstream: socket.socket) -> None:
         selector.close()
         client.close()
         upstream.close()
+        _OWN.discard(threading.get_ident())
 
 
 def _forward(server: socket.socket) -> None:
+    _OWN.add(threading.get_ident())
     while True:
         client, _ = server.accept()
         try:
@@ -94,57 +112,118 @@ def _reward(value: object) -> object:
     return result
 
 
-def main() -> None:
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    reply_fd = int(sys.argv[1])
-    config = json.loads(sys.stdin.readline())  # the load: code, limits (the episode comes later)
-
-    def reply(message: dict) -> None:
-        data = json.dumps(message, allow_nan=False).encode()
-        while data:
-            data = data[os.write(reply_fd, data):]
-        os.close(reply_fd)
-
-    if config.get("drop_uid") is not None:
-        os.setgroups([])
-        os.setgid(int(config["drop_uid"]))
-        os.setuid(int(config["drop_uid"]))
-    # CPU seconds: `cpu` for loading the code, then `cpu` more for the episode (set when it comes: a jail started
-    # ahead must not spend the episode's budget on its imports). The soft limit's SIGXCPU ends an agent that burns
-    # it ("CPU time limit exceeded", not a lost jail); the hard limit (SIGKILL) only one that ignores SIGXCPU.
-    cpu = int(config["cpu_s"])
-    hard = 2 * cpu + 2
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
-    if os.path.isdir(PACKAGES):
-        sys.path.insert(0, PACKAGES)
-    loaded: BaseException | None = None
-    namespace: dict = {"__name__": "agent_code"}
-    try:
-        port = _start_forwarder()
-        exec(compile(config["code"], "<agent>", "exec"), namespace)  # its imports, before its episode is known
-    except BaseException as exc:  # reported as the episode's error once the episode comes
-        loaded = exc
-    line = sys.stdin.readline()
-    if not line:  # never given an episode (the instance stopped)
-        os._exit(0)
-    episode = json.loads(line)
+def _cpu_used() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    resource.setrlimit(resource.RLIMIT_CPU, (min(int(usage.ru_utime + usage.ru_stime) + 1 + cpu, hard - 1), hard))
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stray_threads() -> list[str]:
+    """The Python threads other than the main one and the harness's own still alive after THREAD_GRACE_S (threads
+    started through `_thread` too: `sys._current_frames` has every thread with a Python state)."""
+    deadline = time.monotonic() + THREAD_GRACE_S
+    main = threading.main_thread()
+    for thread in threading.enumerate():
+        if thread is not main and thread.ident not in _OWN and not isinstance(thread, threading._DummyThread):
+            thread.join(max(0.0, deadline - time.monotonic()))
+    names = {t.ident: t.name for t in threading.enumerate()}
+    idents = set(sys._current_frames()) - _OWN - {main.ident}
+    return sorted(names.get(ident, f"thread {ident}") for ident in idents)
+
+
+def _wipe(scratch: str) -> str | None:
+    """Empty the scratch dir (files the episode wrote must not reach the next); why not, if it could not."""
+    def retry(function, path, _exc):  # a dir the agent made unreadable or unwritable: its own, so chmod it back
+        os.chmod(os.path.dirname(path), stat.S_IRWXU)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, stat.S_IRWXU)
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+    try:
+        os.chdir(scratch)
+        for entry in os.scandir(scratch):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, onerror=retry)
+            else:
+                os.unlink(entry.path)
+        left = os.listdir(scratch)
+    except OSError as exc:
+        return f"the scratch could not be wiped: {exc}"
+    return f"the scratch could not be wiped: {left[:3]}" if left else None
+
+
+def _episode(namespace: dict, loaded: BaseException | None, episode: dict, port: int) -> dict:
     try:
         if loaded is not None:
             raise loaded
         run = namespace.get("run")
         if not callable(run):
             raise NameError("the code must define run(task, base_url, api_key)")
-        args = (episode["task"], f"http://127.0.0.1:{port}/v1", episode["api_key"])
-        result = run(*args)
+        result = run(episode["task"], f"http://127.0.0.1:{port}/v1", episode["api_key"])
         if inspect.iscoroutine(result):  # async def run
             result = asyncio.run(result)
-        reply({"ok": True, "reward": _reward(result)})
+        return {"ok": True, "reward": _reward(result)}
     except BaseException as exc:  # the agent's failure is this episode's error
-        reply({"ok": False, "error": _error_text(exc)})
-    sys.stdout.flush()
-    os._exit(0)  # daemon threads (the forwarder, the agent's own) end with the process
+        return {"ok": False, "error": _error_text(exc)}
+
+
+def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    reply_fd = int(sys.argv[1])
+    config = json.loads(sys.stdin.readline())  # the load: code, limits (the episodes come later)
+
+    def reply(message: dict) -> None:
+        for stream in (sys.stdout, sys.stderr):  # what the episode printed comes before its reply
+            with contextlib.suppress(Exception):  # the agent may have closed or replaced it
+                stream.flush()
+        data = json.dumps(message, allow_nan=False).encode() + b"\n"
+        while data:
+            data = data[os.write(reply_fd, data):]
+
+    if config.get("drop_uid") is not None:
+        os.setgroups([])
+        os.setgid(int(config["drop_uid"]))
+        os.setuid(int(config["drop_uid"]))
+    # CPU seconds: `cpu` for loading the code, then `cpu` more for each episode (set when it comes: a jail started
+    # ahead must not spend an episode's budget on its imports). The soft limit's SIGXCPU ends an agent that burns it
+    # ("CPU time limit exceeded", not a lost jail); the hard limit (SIGKILL), sized by jailed.py for the load and
+    # every episode, only one that ignores SIGXCPU (its episode's wall clock ends it first).
+    cpu, hard, scratch = int(config["cpu_s"]), int(config["cpu_hard_s"]), config["scratch"]
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+    if os.path.isdir(PACKAGES):
+        sys.path.insert(0, PACKAGES)
+    # The SDK's trace export (to api.openai.com) can never reach it from here; its worker thread would only retire
+    # every jail after its first episode (a thread left running).
+    os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+    loaded: BaseException | None = None
+    namespace: dict = {"__name__": "agent_code"}
+    try:
+        port = _start_forwarder()
+        exec(compile(config["code"], "<agent>", "exec"), namespace)  # its imports, before its episodes are known
+    except BaseException as exc:  # reported as the episode's error once an episode comes
+        loaded = exc
+    while True:
+        line = sys.stdin.readline()
+        if not line:  # no more episodes (the jail is retired or the instance stopped)
+            os._exit(0)
+        episode = json.loads(line)
+        soft = min(int(_cpu_used()) + 1 + cpu, hard - 1)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+        os.chdir(scratch)
+        message = _episode(namespace, loaded, episode, port)
+        if message["ok"]:
+            stray = _stray_threads()
+            if stray:
+                message["retire"] = f"threads left running: {', '.join(stray)[:300]}"
+            elif _cpu_used() >= soft:
+                message["retire"] = "CPU past the episode's limit (SIGXCPU caught)"
+            else:
+                message["retire"] = _wipe(scratch)
+        reply(message)
+        if not message["ok"] or message["retire"]:
+            os._exit(0)  # daemon threads (the forwarder, the agent's own) end with the process
 
 
 if __name__ == "__main__":

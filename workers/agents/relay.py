@@ -1,5 +1,6 @@
 """The outside end of a jailed agent's only network: a unix socket (bound into its jail at /gateway.sock) that answers
-HTTP for ONE episode's gateway and nothing else.
+HTTP for ONE episode's gateway at a time and nothing else: a jail runs its episodes one after another
+(jailed.py), and the relay is attached to each in turn (`attach`), answering nothing between them (`detach`).
 
 Each connection carries one request (`Connection: close`). The path is the agent's view of its base URL:
 `/v1/...` (chat completions, models) maps to `{gateway}/api/v1/rollouts/{episode}/v1/...` and `/reward` to
@@ -80,15 +81,15 @@ class EpisodeRelay:
 
     def __init__(self, client: httpx.Client, gateway_url: str, episode_id: str | None):
         """`episode_id` None: a relay made for a jail started ahead of its episode; nothing is reachable through it
-        until `attach` names the episode (once)."""
+        until `attach` names the episode."""
         self.client, self.gateway_url = client, gateway_url.rstrip("/")
         self.episode: str | None = None
         self.base: str | None = None
+        self.refused: list[str] = []  # paths the agent asked for that are not its gateway (for its episode's error)
         if episode_id is not None:
             self.attach(episode_id)
         self.dir = tempfile.mkdtemp(prefix="streamrl-agent-")
         self.path = os.path.join(self.dir, "gateway.sock")
-        self.refused: list[str] = []  # paths the agent asked for that are not its gateway (for its episode's error)
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
         os.chmod(self.path, 0o666)  # the jail's uid connects; the dir (0700) keeps everyone else out on the host
@@ -98,11 +99,19 @@ class EpisodeRelay:
         self.thread.start()
 
     def attach(self, episode_id: str) -> None:
-        assert self.episode is None, "a relay serves one episode"
+        """Serve `episode_id`'s gateway from now on (a request read before, to the episode before, went there: the
+        gateway refuses that episode's token once it is over, and its URL is never reachable again from here)."""
+        assert self.episode is None, "a relay serves one episode at a time"
+        self.refused = []
         self.episode, self.base = episode_id, f"{self.gateway_url}/api/v1/rollouts/{episode_id}"
 
+    def detach(self) -> None:
+        """Between episodes: nothing is reachable until the next `attach`."""
+        self.episode = self.base = None
+
     def upstream(self, target: str) -> str | None:
-        if self.base is None:  # the jail's episode is not known yet
+        base = self.base  # read once: the relay moves to the next episode between requests
+        if base is None:  # no episode now (before the jail's first, between two)
             return None
         path, sep, query = target.partition("?")
         if ".." in path or "//" in path or "%" in path:
@@ -113,7 +122,7 @@ class EpisodeRelay:
             suffix = path
         else:
             return None
-        return self.base + suffix + (sep + query if sep else "")
+        return base + suffix + (sep + query if sep else "")
 
     def _serve(self) -> None:
         while not self._closed.is_set():

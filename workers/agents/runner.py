@@ -6,10 +6,13 @@ leaves the reward to the job's grader) and raises AgentCodeFailed with the reaso
 never the job. A jail that died by a signal it did not send itself (killed from outside, OOM-killed, crashed) raises
 AgentLost, and the gateway retries that episode from a clean start instead.
 
-Each episode still gets a fresh jail, but that jail is started ahead: when a lane takes its episode's jail it starts
-the next one, which loads the agent's code (its imports; `import agents` is ~2.4 s of CPU) while this episode runs
-and then waits for its episode. So a lane's next episode starts with its code loaded; the cost is one idle jail per
-lane (its memory) until the instance stops.
+A jail runs up to `agent.episodes_per_jail` consecutive episodes of one lane, loading the code once (jailed.py
+says what its episodes share and what not): after an episode that ended cleanly it goes back to the idle jails for
+the next episode; after any other end (an error, a limit, lost, a thread left running) it is killed and the lane's
+next jail started at once. A jail's last episode starts its replacement ahead: the new jail loads the agent's code
+(its imports; `import agents` is ~2.4 s of CPU) while that episode runs, then waits for its first episode. So a
+lane's next episode starts with its code loaded; the cost is one idle jail per lane (its memory) until the instance
+stops. `episodes_per_jail: 1`: every episode's jail is such a replacement, started ahead by the episode before.
 
 The packages are built in the background from the instance's start (the first episodes wait for them); a build
 failure (naming the requirement) or a host without the jail fails every episode with that reason, which the job's
@@ -18,6 +21,7 @@ failure (naming the requirement) or a host without the jail fails every episode 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -31,6 +35,8 @@ from contract.agent import AgentSpec
 from workers.agents.jailed import AgentJail, AgentJailUnavailable, check_jail
 from workers.agents.packages import PackagesFailed, ensure_packages
 from workers.agents.relay import EpisodeRelay
+
+log = logging.getLogger(__name__)
 
 
 class EpisodeTask(Protocol):  # workers/runtime/remote_agent.py AgentTask
@@ -80,45 +86,60 @@ class JailedAgent:
         if left <= 0:
             raise AgentCodeFailed(f"agent.timeout_s={self.spec.timeout_s:g} spent waiting for agent.requirements")
         jail, relay = self._take_ready() or self._start(packages)
+        last = jail.runs + 1 >= self.spec.episodes_per_jail
+        if last:
+            self._keep(self._start(packages))  # the lane's next jail loads the code while this episode runs
         try:
-            following = self._start(packages)  # the next episode's jail loads the code while this one runs
-            with self._lock:
-                kept = not self.stopped.is_set()
-                if kept:
-                    self._ready.append(following)
-            if not kept:
-                following[0].kill()
-                following[1].close()
             relay.attach(task.episode)
             result = jail.run(task.task, task.api_key, timeout_s=left, cancel=self.stopped)
         finally:
-            jail.kill()
-            relay.close()
+            relay.detach()
+            refused = list(relay.refused)
+            reused = jail.reusable and not last and self._keep((jail, relay))
+            if not reused:
+                jail.kill()
+                relay.close()
+        if jail.retired:
+            log.info("agent jail retired after %d episode(s): %s", jail.runs, jail.retired)
+        if not reused and not last:
+            self._keep(self._start(packages))  # ended early: the lane's next jail starts loading now
         if result.error is not None:
-            refused = f" (refused: {', '.join(relay.refused[:3])})" if relay.refused else ""
-            raise (AgentLost if result.lost else AgentCodeFailed)(f"{result.error}{refused}")
+            refused_text = f" (refused: {', '.join(refused[:3])})" if refused else ""
+            raise (AgentLost if result.lost else AgentCodeFailed)(f"{result.error}{refused_text}")
         return result.reward
 
+    def _keep(self, idle: tuple[AgentJail, EpisodeRelay]) -> bool:
+        """Put a jail among the idle ones for the next episodes; an instance that stopped ends it instead."""
+        with self._lock:
+            kept = not self.stopped.is_set()
+            if kept:
+                self._ready.append(idle)
+        if not kept:
+            idle[0].kill()
+            idle[1].close()
+        return kept
+
     def _take_ready(self) -> tuple[AgentJail, EpisodeRelay] | None:
-        """A jail started ahead that is still alive, if any (one killed or crashed while it waited is ended here:
-        never spend an episode on it)."""
+        """An idle jail that is still alive, if any, one that already ran episodes first (one killed or crashed
+        while it waited is ended here: never spend an episode on it)."""
         while True:
             with self._lock:
                 if not self._ready:
                     return None
-                jail, relay = self._ready.pop()
+                index = max(range(len(self._ready)), key=lambda i: self._ready[i][0].runs)
+                jail, relay = self._ready.pop(index)
             if jail.alive():
                 return jail, relay
             jail.kill()
             relay.close()
 
     def _start(self, packages: str | None) -> tuple[AgentJail, EpisodeRelay]:
-        """A jail for the next episode, loading the agent's code (its imports) until that episode is given to it."""
+        """A jail for the lane's next episodes, loading the agent's code (its imports) before its first is given."""
         assert self.spec.code is not None
         relay = EpisodeRelay(self.http, self.gateway_url, None)
         try:
             return AgentJail(self.spec.code, relay.path, packages=packages, timeout_s=self.spec.timeout_s,
-                             memory_mb=self.spec.memory_mb), relay
+                             memory_mb=self.spec.memory_mb, episodes=self.spec.episodes_per_jail), relay
         except BaseException:
             relay.close()
             raise

@@ -1693,7 +1693,7 @@ export interface components {
         AgentSpec: {
             /**
              * Code
-             * @description Python defining run(task, base_url, api_key) -> reward or None (sync or async); runs per episode in the jail, its only network the episode's gateway
+             * @description Python defining run(task, base_url, api_key) -> reward or None (sync or async); runs in the jail, its only network the episode's gateway
              */
             code?: string | null;
             /**
@@ -1702,6 +1702,12 @@ export interface components {
              * @default 4
              */
             concurrency?: number;
+            /**
+             * Episodes Per Jail
+             * @description code: consecutive episodes one jail runs, loading the code (its imports) once: the process and its module globals carry over between them (the scratch is wiped; each episode's token works only during it; a failed episode ends its jail). 1: a fresh jail per episode, nothing carried over, each paying the imports' CPU
+             * @default 32
+             */
+            episodes_per_jail?: number;
             /**
              * Memory Mb
              * @description code: address-space limit of the jailed agent
