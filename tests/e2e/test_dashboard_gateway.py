@@ -1,7 +1,8 @@
 """Gateway jobs in a browser, without a worker: the submit form shows the agent's fields for environment 'gateway'
-(code with its starting template, requirements one per line, or a service's URL; concurrency and timeout), shows
-the API's 422 on the agent field it names, and sends the agent (checked in the stored spec); a stored gateway
-episode reads in the sample browser as its agent calls, each with its tool calls, trained tokens and version."""
+(code with its starting template, requirements one per line and episodes per jail, or a service's URL; concurrency
+and timeout), shows the API's 422 on the agent field it names, and sends the agent (checked in the stored spec); a
+stored gateway episode reads in the sample browser as its agent calls, each with its tool calls, trained tokens and
+version."""
 
 from __future__ import annotations
 
@@ -41,13 +42,15 @@ def test_submit_form_sends_a_gateway_agent(page: Page, api_server: Server) -> No
     agent.locator("textarea[name=agent_requirements]").fill("")
     agent.locator("input[name=agent_concurrency]").fill("3")
     agent.locator("input[name=agent_timeout_s]").fill("45")
+    agent.locator("input[name=agent_episodes_per_jail]").fill("8")
     shot(page, "70-gateway-agent-form")
     page.get_by_role("button", name="Submit job").click()
     expect(page).to_have_url(re.compile(r"#/jobs/\d+$"))
     spec = world.api.get(f"/jobs/{int(page.url.rsplit('/', 1)[1])}")["spec"]
     assert spec["environment"]["type"] == "gateway" and spec["environment"]["params"] == {}
     assert spec["agent"] == {"code": "def run(task, base_url, api_key):\n    return 1.0\n", "requirements": [],
-                             "url": None, "concurrency": 3, "timeout_s": 45.0, "memory_mb": 2048, "retries": 2}
+                             "url": None, "concurrency": 3, "timeout_s": 45.0, "memory_mb": 2048,
+                             "episodes_per_jail": 8, "retries": 2}
 
 
 def _gateway_episode() -> dict[str, object]:

@@ -7,7 +7,7 @@ describe("gateway agent fields", () => {
   it("sends the agent's code with its requirements one per line, and no environment params", () => {
     const spec = toSpec({ ...gateway, "agent.requirements": " openai\n\nopenai-agents==0.24.0 \n", "agent.concurrency": "2" },
       { "environment.params": { a: 1 } });
-    expect(spec.agent).toEqual({ code: DEFAULT_FORM["agent.code"], requirements: ["openai", "openai-agents==0.24.0"], concurrency: 2, timeout_s: 300 });
+    expect(spec.agent).toEqual({ code: DEFAULT_FORM["agent.code"], requirements: ["openai", "openai-agents==0.24.0"], episodes_per_jail: 32, concurrency: 2, timeout_s: 300 });
     expect(spec.environment).toMatchObject({ type: "gateway" });
     expect(spec.environment).not.toHaveProperty("params");
     expect(DEFAULT_FORM["agent.code"]).toMatch(/^def run\(task, base_url, api_key\):/m);
@@ -24,9 +24,11 @@ describe("gateway agent fields", () => {
   });
 
   it("a clone keeps the agent, and switching code to url replaces the base's agent whole", () => {
-    const base = { name: "a", environment: { type: "gateway" }, agent: { code: "def run(t, b, k): pass", requirements: ["x==1", "y"], concurrency: 3 } };
+    const base = { name: "a", environment: { type: "gateway" }, agent: { code: "def run(t, b, k): pass", requirements: ["x==1", "y"], concurrency: 3, episodes_per_jail: 1 } };
     const form = fromSpec(base);
     expect(form["agent.where"]).toBe("code");
+    expect(form["agent.episodes_per_jail"]).toBe("1");
+    expect(toSpec(form).agent).toMatchObject({ episodes_per_jail: 1 });
     expect(form["agent.requirements"]).toBe("x==1\ny");
     expect(form["agent.concurrency"]).toBe("3");
     const byUrl = fromSpec({ ...base, agent: { url: "http://h:1" } });

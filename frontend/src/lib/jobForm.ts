@@ -168,6 +168,7 @@ export const DEFAULT_FORM = {
   "agent.url": "", // a remote agent service; the platform POSTs to {url}/rollout
   "agent.concurrency": "4",
   "agent.timeout_s": "300",
+  "agent.episodes_per_jail": "32", // code: consecutive episodes one jail runs, loading the code once
   "algorithm.name": "grpo",
   "algorithm.group_size": "8",
   "algorithm.kl_coef": "0",
@@ -295,7 +296,7 @@ export function agentSpec(form: JobForm): Record<string, unknown> | null {
   if (form["environment.type"] !== "gateway") return null;
   const place = form["agent.where"] === "url"
     ? { url: form["agent.url"].trim() }
-    : { code: form["agent.code"], requirements: lines(form["agent.requirements"]) };
+    : { code: form["agent.code"], requirements: lines(form["agent.requirements"]), episodes_per_jail: num(form["agent.episodes_per_jail"]) };
   return { ...place, concurrency: num(form["agent.concurrency"]), timeout_s: num(form["agent.timeout_s"]) };
 }
 
@@ -441,6 +442,7 @@ const NUMERIC: (keyof JobForm)[] = [
   "training.prompts_per_iteration", "training.lr", "autoscale.min_instances", "autoscale.max_instances",
   "training.lora.rank", "training.lora.alpha", "training.lora.dropout", "environment.max_turns",
   "environment.max_episode_tokens", "environment.step_timeout_s", "agent.concurrency", "agent.timeout_s",
+  "agent.episodes_per_jail",
 ];
 
 /**

@@ -32,6 +32,10 @@ export function AgentFields({ form, set, err }: Props) {
             hint="installed from the platform's package index into a cached venv, e.g. openai-agents==0.24.0">
             <textarea name="agent_requirements" className="mono" rows={3} value={form["agent.requirements"]} onChange={set("agent.requirements")} spellCheck={false} />
           </Field>
+          <Field label="Episodes per jail" error={err("agent.episodes_per_jail")}
+            hint="consecutive episodes one jail runs, loading the code once (its globals carry over); 1: a fresh jail each">
+            <input name="agent_episodes_per_jail" inputMode="numeric" value={form["agent.episodes_per_jail"]} onChange={set("agent.episodes_per_jail")} />
+          </Field>
         </>
       ) : (
         <Field label="Agent URL" error={err("agent.url", "agent")} hint="the platform POSTs {task, base_url, api_key, episode} to {url}/rollout">
