@@ -37,6 +37,7 @@ import argparse
 import math
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,7 +172,8 @@ def main() -> None:
                         help="long_tail repeat counts up to this (0: the built-in task's 32): a longer tail")
     parser.add_argument("--lora", type=int, default=0, help="e2e: training.lora rank (0: full fine-tuning)")
     parser.add_argument("--micro-batch", type=int, default=16, help="e2e: training.micro_batch_size")
-    parser.add_argument("--model", help="an SFT-warmed model directory to use instead of warming one (engine part)")
+    parser.add_argument("--model", help="an SFT-warmed model directory to use instead of warming one; where it "
+                        "does not exist yet, the warmed model is saved there")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--e2e", action="store_true", help="also run sync/async jobs (bench/modes.py --speculative)")
@@ -181,7 +183,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     random.seed(0)
     with tempfile.TemporaryDirectory() as tmp:
-        if args.model:
+        if args.model and Path(args.model).exists():
             model_dir = Path(args.model)
             print(f"model {model_dir}", flush=True)
         else:
@@ -191,6 +193,9 @@ def main() -> None:
                                  target_loss=args.sft_loss, seed=0, device=args.device)
             model_dir = sft.model_dir
             print(f"SFT {sft.steps} steps, loss {sft.final_loss:.3f}", flush=True)
+            if args.model:  # kept for the next run (--model DIR again skips the warm start)
+                shutil.copytree(model_dir, args.model)
+                model_dir = Path(args.model)
         print(f"shape: long_tail repeat counts up to {args.max_k or 32}, {args.prompts} prompts x {args.group} "
               f"samples, batch {args.batch}, max_tokens {args.max_tokens}, {args.preset}, {args.device}; e2e: "
               f"{'LoRA rank ' + str(args.lora) if args.lora else 'full fine-tuning'}, micro-batch {args.micro_batch}",

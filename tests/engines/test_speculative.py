@@ -192,10 +192,10 @@ def test_iteration_metrics_report_acceptance_and_tokens_per_forward(model_dir: P
 
 def test_job_spec_setting_reaches_the_engine(model_dir: Path) -> None:
     """`generation.speculative`: group speculates in the tail (a quarter of the batch), off never, auto (default) as
-    the engine's measured default (off: end-to-end gains not yet steady, docs/operator.md)."""
+    the engine's measured default (hf: group, docs/operator.md)."""
     base = {"name": "j", "model": "m", "dataset": {"builtin": "long_tail"}}
-    assert HFEngine.speculative_default == "off"
-    for mode, rows in (("auto", 0), ("group", 16), ("off", 0)):
+    assert HFEngine.speculative_default == "group"
+    for mode, rows in (("auto", 16), ("group", 16), ("off", 0)):
         spec = JobSpec.model_validate({**base, "generation": {"batch_size": 64, "speculative": mode}})
         engine = HFEngine.from_spec(spec, model_dir, "cpu")
         assert engine.speculation.max_rows == rows and engine.speculation.enabled == (rows > 0)

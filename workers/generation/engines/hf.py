@@ -62,14 +62,15 @@ class HFEngine(GenerationEngine):
     # KV cache is also one right-aligned block (hf_batch.py): a batch that never drains keeps its longest row's
     # width, and every row admitted meanwhile attends over that padding; a paged cache (vLLM) has none.
     partial_rollouts_default = False
-    # `generation.speculative: auto`: off. Grouped speculation (hf_speculative.py), paced by the step's measured cost
-    # and the rows' acceptance, speeds up decoding (bench/speculative.py, tiny-1m on 2 shared CPU cores: the tail
-    # 2.2-3.3x the tokens/s, and the generation process's CPU per iteration 1.3-2.1x lower in every e2e run). Jobs
-    # gain where generation bounds the iteration (long_tail up to 384-token answers: sync 1.31x, async 1.45x, the
-    # median runs) but not yet steadily on this loaded machine (a sync round at 1.06x); where the trainer bounds it
-    # (the built-in long_tail, async) they do not gain (0.93-1.05x: the trainer's wall time, at equal CPU, varied
-    # with the load). docs/operator.md#speculative-decoding. Set `group` to use it.
-    speculative_default: SpeculativeMode = "off"
+    # `generation.speculative: auto`: group. Grouped speculation (hf_speculative.py) runs only in the tail (a quarter of
+    # the batch still decoding) and is paced by the step's measured cost and the rows' acceptance, so a step that
+    # would not pay is a plain one. bench/speculative.py (tiny-1m, 2 CPU cores, generation-bound long_tail shape,
+    # three runs): the tail 2.0-2.2x the tokens/s, the generation process's CPU per iteration 1.7-2.0x lower in every
+    # run, end to end sync 1.31x / 1.60x / 1.53x and async 1.45x / 1.14x / 1.55x (medians; async rounds 0.93-2.90x:
+    # once generation is fast an async iteration is trainer-bound and follows the trainer's share of the machine).
+    # Where the trainer bounds the iteration (the built-in long_tail, async) it neither gains nor loses (0.97x).
+    # docs/operator.md#speculative-decoding. Set `off` to compare.
+    speculative_default: SpeculativeMode = "group"
 
     @classmethod
     def from_spec(cls, spec: JobSpec, model_dir: Path, device: str) -> HFEngine:
