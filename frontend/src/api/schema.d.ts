@@ -2576,7 +2576,7 @@ export interface components {
             type: "calculator" | "guess_number" | "python" | "gateway" | "openenv" | "verifiers";
             /**
              * Url
-             * @description type 'openenv': the OpenEnv environment server's base URL (http or https; it must pass the operator's egress policy). Each episode is one WebSocket session of it; episodes a dead server loses are retried
+             * @description type 'openenv': the OpenEnv environment server's base URL (http or https; it must pass the operator's egress policy). Each episode is one WebSocket session of it; episodes a dead server loses are retried. Type 'verifiers': your verifiers env server's ZMQ address, tcp://host:port (verifiers.v1.serve EnvServer; the egress policy too): each dataset row is sent as a task's data, its model calls go to the episode's gateway
              */
             url?: string | null;
         };
