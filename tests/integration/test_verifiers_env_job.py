@@ -26,6 +26,8 @@ import psutil
 import pytest
 from package_cache import CACHE, built
 from runtime_platform import Platform, base_spec
+from token_fidelity import fidelity, model_dir
+from transformers import AutoTokenizer
 from waiting import api_in_thread, free_port
 
 from contract.egress import own_addresses
@@ -179,6 +181,9 @@ def test_a_multi_turn_verifiers_environment_trains_through_the_gateway(platform:
     lost = _check_trained(platform, job_id, EPISODES)
     assert len({c["episode"] for c in lost}) == len(retried), lost  # each lost attempt's calls, none trained
     assert all(attempt_of(c["episode"])[1] == 0 for c in lost)
+    figures = fidelity(platform, job_id, AutoTokenizer.from_pretrained(model_dir(platform)))  # retries' calls too
+    print(figures.line())
+    figures.assert_complete()
     print(f"verifiers samples {EPISODES}: {TURNS} gateway calls each, trained as one sequence; {len(killed)} "
           f"jails killed mid-episode, {len(retried)} episodes retried, {len(lost)} lost calls untrained")
 

@@ -7,8 +7,9 @@ test_agent_code_job.py): over every call the instance recorded (contract/gateway
   there the rendering must start with their text, and every id after them must be the rest of the rendering,
   tokenised. `retokenised` counts the calls whose ids are also the whole rendering tokenised in one piece (fewer
   when the policy sampled a token split that the tokenizer would not produce: kept as sampled, by design);
-- every trained token (loss mask 1) of every stored sample is a recorded sampled completion token of its episode,
-  in order, with that token's recorded behaviour logprob (the trace keeps 4 decimals).
+- every trained token (loss mask 1) of every stored sample is a recorded sampled completion token of its episode
+  (of its last attempt, for an episode retried after its agent was lost), in order, with that token's recorded
+  behaviour logprob (the trace keeps 4 decimals).
 
 `fidelity(...)` returns the counts; the tests assert 100% and print `Fidelity.line()`.
 """
@@ -94,6 +95,14 @@ def trained_sequence(calls: list[dict[str, Any]]) -> list[tuple[dict[str, Any], 
     return out
 
 
+def trained_attempt(by_episode: dict[str, list[dict[str, Any]]], first: str) -> list[dict[str, Any]]:
+    """The recorded calls of the attempt a sample trains: an episode retried after its agent was lost (`~attempt` on
+    its id, contract/gateway.py) trains its last attempt's calls, never an abandoned one's."""
+    attempts = {keys.attempt_of(episode)[1]: calls for episode, calls in by_episode.items()
+                if keys.attempt_of(episode)[0] == first}
+    return attempts[max(attempts)] if attempts else []
+
+
 def fidelity(platform: Platform, job_id: int, tokenizer: Any) -> Fidelity:
     recorded = keys.recorded_calls(platform.client, job_id)
     assert len(recorded) < keys.RECORDED_CALLS, "the job made more calls than are kept: not every call is checked"
@@ -121,7 +130,7 @@ def fidelity(platform: Platform, job_id: int, tokenizer: Any) -> Fidelity:
             trace = response.json()
             mask = trace["loss_mask"] if trace["loss_mask"] is not None else [1] * len(trace["pieces"])
             trained = [i for i, m in enumerate(mask) if m]
-            calls = by_episode.get(keys.episode_id_of(job_id, sample["sample_id"]), [])
+            calls = trained_attempt(by_episode, keys.episode_id_of(job_id, sample["sample_id"]))
             out.samples += 1
             if not trained:
                 continue
