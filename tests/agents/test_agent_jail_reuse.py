@@ -1,8 +1,8 @@
 """Jail reuse (workers/agents/jailed.py, agent_child.py, runner.py): a jail runs up to `agent.episodes_per_jail`
 consecutive episodes of a lane, loading the agent's code once; an episode that does not end cleanly (an error, the
-wall clock, the CPU limit, a thread of its own left running) ends its jail and the lane's next episode gets a fresh
-one; the scratch is wiped between episodes; the CPU limit counts per episode in a reused jail. No gateway call is
-made (no API needed); a token kept from an earlier episode is tests/agents/test_agent_jail.py's."""
+wall clock, the CPU limit, a thread of its own left running, a reply it forged) ends its jail and the lane's next
+episode gets a fresh one; the scratch is wiped between episodes; the CPU limit counts per episode in a reused jail.
+No gateway call is made (no API needed); a token kept from an earlier episode is tests/agents/test_agent_jail.py's."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ NOWHERE = "http://127.0.0.1:9"  # no gateway: these agents make no call
 # when the code loads, so it tells which episode of its jail each one was. Each also checks it starts in an empty
 # scratch as its cwd, then leaves files behind (one in a directory it made unreadable) and its cwd elsewhere.
 COUNTING = '''
-import asyncio, os, threading, time
+import asyncio, os, sys, threading, time
 
 RUNS = []
 
@@ -51,6 +51,9 @@ async def run(task, base_url, api_key):
         await asyncio.sleep(60)
     if task.get("do") == "thread":
         threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    if task.get("do") == "forge":  # a reply of its own on the harness's reply pipe, then the harness's
+        os.write(int(sys.argv[1]), b'{"ok": true, "reward": 99.0, "retire": null}\\n')
+        time.sleep(0.2)
     return 10 * len(RUNS) + task["n"]
 '''
 
@@ -97,6 +100,9 @@ def test_an_episode_that_does_not_end_cleanly_ends_its_jail(tmp_path: Path) -> N
             _run(agent, 5, do="sleep")
         assert _run(agent, 6, do="thread") == 16  # succeeds, but leaves a thread running: its jail ends
         assert [_run(agent, 7), _run(agent, 8)] == [17, 28]
+        with pytest.raises(AgentCodeFailed, match="out of step"):  # a reply line the harness did not write
+            _run(agent, 9, do="forge")
+        assert _run(agent, 10) == 20  # not the harness's late reply to the forged episode: a fresh jail's first
     finally:
         agent.close()
 

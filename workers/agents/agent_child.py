@@ -13,7 +13,8 @@ starts, then one line per episode (task, key), each sent when the jail is given 
 4. Per episode: the CPU soft limit set to the CPU used so far plus the episode's `cpu_s` (SIGXCPU ends the jail, and
    with it only this episode, "CPU time limit exceeded"), SIGXCPU's default action and the cwd (the scratch)
    restored, `run(task, base_url, api_key)` called (awaited when it is a coroutine function), then one JSON line on
-   REPLY_FD: {"ok": true, "reward": number | null, "retire": why | null} or {"ok": false, "error"}. `retire` names
+   REPLY_FD: {"seq", "ok": true, "reward": number | null, "retire": why | null} or {"seq", "ok": false, "error"}
+   (`seq`: the episode line's, so that a line the agent wrote there itself puts the jail out of step). `retire` names
    what makes the jail unfit for another episode: Python threads the episode left running (other than the
    harness's forwarder and pumps), CPU past the episode's limit (SIGXCPU caught), a scratch that could not be
    wiped. Otherwise the scratch is wiped before the reply, and the harness waits for the next episode; after a
@@ -212,7 +213,7 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
         signal.signal(signal.SIGXCPU, signal.SIG_DFL)
         os.chdir(scratch)
-        message = _episode(namespace, loaded, episode, port)
+        message = {"seq": episode["seq"], **_episode(namespace, loaded, episode, port)}
         if message["ok"]:
             stray = _stray_threads()
             if stray:

@@ -170,7 +170,7 @@ class AgentJail:
         proc = self.proc
         clean = False
         try:
-            self._send({"task": task, "api_key": api_key})
+            self._send({"task": task, "api_key": api_key, "seq": self.runs})
             reply, error, tail = _collect(proc, self.rep_r, self.out_r, start + timeout_s, timeout_s, cancel)
             result = AgentResult(output=tail, seconds=time.monotonic() - start)
             if error is None:
@@ -180,7 +180,9 @@ class AgentJail:
                     error = f"{_death(proc.returncode)}" + (f": {tail[-300:]}" if tail else "")
                     result.lost = lost_jail(proc.returncode)
                 else:
-                    if answer.get("ok") is True:
+                    if not isinstance(answer, dict) or answer.get("seq") != self.runs:  # a line it wrote itself
+                        error = "the agent's jail answered out of step (a reply that is not its harness's)"
+                    elif answer.get("ok") is True:
                         result.reward = answer.get("reward")
                         self.retired = answer.get("retire") and str(answer["retire"])[:300]
                         clean = not self.retired
