@@ -25,7 +25,8 @@ async_generation_peak_rss_mib=3441 async_training_peak_rss_mib=5602` (the platfo
 TRL's figure includes its first step, and TRL's defaults checkpoint gradients). The job's defaults chose: token
 budget 2048 a micro-batch (494M parameters, 2494 KiB of activations per token, 12 GiB free), float32 training (bf16
 matmuls are slower on this CPU), 1 thread; the frozen base weights mapped from one shared file (1885 MiB, float32);
-generation drains at weight updates (hf's partial_rollouts default); speculation off (`auto`).
+generation drains at weight updates (hf's partial_rollouts default); speculation off (`auto` was off then; it is
+group now, paced: drafts a randomly initialised model never accepts would make every step a plain one).
 """
 
 from __future__ import annotations

@@ -64,10 +64,11 @@ def stored_spec_shares_generation(spec: dict[str, Any]) -> bool:
         mode=str(spec.get("mode", "")), weight_sync=str(training.get("weight_sync", "shared_store"))) is None
 
 
-def share_settings(*, engine: str, lora_rank: int | None, vllm: dict[str, Any]) -> str:
+def share_settings(*, engine: str, lora_rank: int | None, vllm: dict[str, Any], speculative: str = "auto") -> str:
     """Besides the base model, what sharing jobs must have in common to run in one process: the engine and, for
     vLLM, its settings (`generation.vllm`) and the LoRA rank its adapter slots are sized for (`vllm_lora_rank`:
-    ranks 2-8 meet)."""
+    ranks 2-8 meet); for hf, whether it speculates (`generation.speculative` off meets only off: a job that turned
+    speculation off to compare never gets a speculating process; auto and group meet, auto being group on hf)."""
     if engine == "vllm" and lora_rank is not None:
         return f"vllm|{json.dumps(vllm, sort_keys=True)}|rank<={vllm_lora_rank(lora_rank)}"
-    return engine
+    return f"{engine}|speculative-off" if engine == "hf" and speculative == "off" else engine

@@ -387,7 +387,8 @@ class JobSpec(StrictModel):
     @property
     def share_settings(self) -> str:  # what the jobs on one shared generation process agree on (contract/sharing.py)
         return sharing.share_settings(engine=self.generation.engine, vllm=self.generation.vllm.model_dump(mode="json"),
-                                      lora_rank=self.training.lora.rank if self.training.lora else None)
+                                      lora_rank=self.training.lora.rank if self.training.lora else None,
+                                      speculative=self.generation.speculative)
 
     @property
     def training_share_refusal(self) -> str | None:

@@ -45,12 +45,15 @@ def test_share_true_on_a_job_that_cannot_share_is_an_error_at_generation_share()
 
 
 def test_jobs_meet_on_a_process_only_with_the_same_engine_settings() -> None:
-    """The shared instance's key holds `share_settings`: hf jobs all meet; vLLM jobs meet when their vLLM settings
-    agree and their adapters fit the same LoRA slot size (vLLM's ranks 1, 8, 16, ...)."""
+    """The shared instance's key holds `share_settings`: hf jobs meet unless one turned speculation off; vLLM jobs
+    meet when their vLLM settings agree and their adapters fit the same LoRA slot size (vLLM's ranks 1, 8, 16, ...)."""
     def vllm(rank: int, **settings: Any) -> str:
         return _spec(training={"lora": {"rank": rank}}, generation={"engine": "vllm", "vllm": settings}).share_settings
 
     assert _spec(training={"lora": {"rank": 4}}).share_settings == _spec(training=LORA).share_settings == "hf"
+    group = _spec(training=LORA, generation={"speculative": "group"}).share_settings
+    off = _spec(training=LORA, generation={"speculative": "off"}).share_settings
+    assert group == "hf" != off  # auto (group on hf) and group meet; off only off
     assert vllm(4) == vllm(8) != vllm(16)
     assert vllm(8) != vllm(8, max_model_len=256) and vllm(8, max_model_len=256) == vllm(8, max_model_len=256)
     assert vllm(8).startswith("vllm|") and vllm(8) != _spec(training=LORA).share_settings

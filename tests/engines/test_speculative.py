@@ -200,6 +200,8 @@ def test_job_spec_setting_reaches_the_engine(model_dir: Path) -> None:
         engine = HFEngine.from_spec(spec, model_dir, "cpu")
         assert engine.speculation.max_rows == rows and engine.speculation.enabled == (rows > 0)
     assert JobSpec.model_validate(base).generation.speculative == "auto"
+    shared = MultiLoraEngine(model_dir, max_batch_size=64, speculative="auto")  # as workers/runtime/shared.py builds
+    assert shared.speculation.enabled and shared.speculation.max_rows == 16  # a shared LoRA instance: speculates
 
 
 def test_drafts_stop_at_the_models_last_position(model_dir: Path) -> None:

@@ -198,7 +198,7 @@ class SharedInstance:
                                        tensor_parallel_size=vllm.tensor_parallel_size,
                                        gpu_memory_utilization=vllm.gpu_memory_utilization)
         engine = MultiLoraEngine(model_dir, max_batch_size=MAX_BATCH, device=self.device, seed=spec.seed,
-                                 base_cache=ctx.base_cache)
+                                 base_cache=ctx.base_cache, speculative=spec.generation.speculative)  # shared: key
         if engine.mapped_base is not None:
             self.reporter.record_event(ctx.job_id, "scale",
                                        f"shared generation instance: {engine.mapped_base.describe()}")
