@@ -77,7 +77,7 @@ def _send_head(conn: socket.socket, status: int, reason: str, content_type: str)
 
 
 class EpisodeRelay:
-    """A unix socket in a private temp dir serving one episode's gateway; `close` ends it."""
+    """A unix socket in a private temp dir serving the gateway of one episode at a time; `close` ends it."""
 
     def __init__(self, client: httpx.Client, gateway_url: str, episode_id: str | None):
         """`episode_id` None: a relay made for a jail started ahead of its episode; nothing is reachable through it

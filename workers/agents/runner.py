@@ -63,7 +63,7 @@ class JailedAgent:
         self.http = httpx.Client(timeout=httpx.Timeout(spec.timeout_s, connect=10.0), follow_redirects=False,
                                  trust_env=False)
         self._lock = threading.Lock()
-        self._ready: list[tuple[AgentJail, EpisodeRelay]] = []  # jails started ahead, at most one per lane
+        self._ready: list[tuple[AgentJail, EpisodeRelay]] = []  # idle jails (reused or started ahead), <= 1 per lane
         self._builder = ThreadPoolExecutor(1, thread_name_prefix="agent-packages")
         self.packages: Future[str | None] = self._builder.submit(self._build, cache_dir)
 
