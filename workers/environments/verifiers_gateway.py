@@ -1,8 +1,9 @@
 """`environment.type: verifiers` on a generation instance: the job's episodes are gateway episodes whose agent is
 verifiers' own episode loop (workers/environments/verifiers_driver.py) run by the agent runner (workers/agents/
-runner.py `JailedAgent`) in the agent jail, one jail per episode, its packages the environment's requirements with
-verifiers pinned (contract/verifiers.py `verifiers_requirements`). The gateway samples and records every chat call;
-the reward is verifiers' scoring of the episode, which the driver returns as `run`'s reward."""
+runner.py `JailedAgent`) in the agent jail (a jail runs up to `agent.episodes_per_jail` consecutive episodes, loading
+verifiers once), its packages the environment's requirements with verifiers pinned (contract/verifiers.py
+`verifiers_requirements`). The gateway samples and records every chat call; the reward is verifiers' scoring of the
+episode, which the driver returns as `run`'s reward."""
 
 from __future__ import annotations
 
