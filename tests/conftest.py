@@ -65,6 +65,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable sort
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--deselected-files", metavar="PATH",
+        help="write the test files that hold deselected tests (-m, -k), one a line, to PATH, and those of deselected "
+             "`serial` tests to PATH.serial: scripts/test.sh's fast part names the files of the heavy and serial "
+             "tests, so the later parts' processes collect those (~110 files, 1) instead of all ~250",
+    )
+
+
+_deselected_files: dict[str, set[str]] = {"": set(), ".serial": set()}
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        _deselected_files[""].add(path)
+        if item.get_closest_marker("serial") is not None:
+            _deselected_files[".serial"].add(path)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    target = session.config.getoption("deselected_files")
+    if target:  # every xdist worker collects every file: each writes the same lists, whole files by rename
+        for suffix, paths in _deselected_files.items():
+            partial = Path(f"{target}{suffix}.{os.getpid()}")
+            partial.write_text("".join(f"{path}\n" for path in sorted(paths)))
+            partial.replace(f"{target}{suffix}")
+
+
 PG_SERVER_URL = os.environ.get("STREAMRL_TEST_DATABASE_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 REDIS_SERVER_URL = os.environ.get("STREAMRL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TEST_SECRET = "test-secret-key-0123456789abcdef"
