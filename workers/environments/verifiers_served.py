@@ -143,6 +143,9 @@ class ServedVerifiers:
             except TimeoutError:
                 raise ServedFailed(f"the verifiers env server at {self.url} did not answer its health check within "
                                    f"{CONNECT_WAIT_S:g}s") from None
+            except zmq.ZMQError as exc:  # the connection dropped while waiting: _watch closed this client under it
+                raise AgentLost(f"the connection to the verifiers env server at {self.url} dropped before the "
+                                f"episode started: {exc}") from None
             self.answered = client
         me = asyncio.current_task()
         assert me is not None
