@@ -6,6 +6,7 @@ warm shutdown of the worker makes both hand their jobs back, to finish on the ne
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_platform import Platform, base_spec, wait_until
+from runtime_platform import TEST_TIMEOUTS, Platform, base_spec, wait_until
 
 from backend.db import Job
 from backend.services.jobs import cancel_job
@@ -25,12 +26,18 @@ from contract.states import JobStatus
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DIGITS = {"type": "regex", "params": {"pattern": "[0-9]"}}
 ITERATIONS = 30  # enough that both jobs still run when their worker shuts down
+# the kill -9 is noticed once the drivers' heartbeat key expires: 15 s (drivers beat every 2 s), not the default 60 s
+# the test would otherwise sit out
+HEARTBEAT_TTL_S = 15.0
 
 
 @pytest.fixture(scope="module")
 def one_slot(pg_backend: Any, redis_url: str, tiny_model_dir: Path) -> Iterator[Platform]:
     """A platform whose training pool has ONE slot: only a shared process can run several drivers at once."""
-    with Platform.start(pg_backend, redis_url, tiny_model_dir, start_workers=False) as running:
+    timeouts = dataclasses.replace(TEST_TIMEOUTS, driver_heartbeat_ttl_s=HEARTBEAT_TTL_S)
+    env = {"STREAMRL_DRIVER_HEARTBEAT_TTL_S": str(HEARTBEAT_TTL_S)}
+    with Platform.start(pg_backend, redis_url, tiny_model_dir, timeouts=timeouts, extra_env=env,
+                        start_workers=False) as running:
         running.start_worker("generation", concurrency=2)
         running.start_worker("training", concurrency=1)
         for pool in ("generation", "training"):
