@@ -2,12 +2,13 @@
 official `openai` client -> the API on uvicorn -> Redis -> the instance's gateway loop -> the engine -> back) against
 the same request made directly to the engine, at 1, 16 and 64 concurrent episodes.
 
-Both paths share one `HFEngine` (the tiny BPE chat model, chat-qwen2-1m, greedy, `--max-tokens` tokens per call) and
-the same feed discipline as a generation instance (a `None` when nothing is waiting, the engine's continuous batch
-otherwise): the direct path's clients put their requests on an in-process queue the feed drains; the gateway path's
-clients call `/api/v1/rollouts/{episode}/v1/chat/completions`, and the feed polls `GatewayEpisodes` as the instance
-does (workers/runtime/gateway.py). Rounds interleave the paths; each figure is the median over rounds of the round's
-p50 call latency and calls/s.
+Both paths share one `HFEngine` (a BPE chat model, `--preset`: chat-qwen2-1m by default, where a call is cheapest and
+the gateway's fixed per-call work weighs most; greedy, `--max-tokens` tokens per call) and the same feed discipline as a
+generation instance (a `None` when nothing is waiting, the engine's continuous batch otherwise): the direct path's
+clients put their requests on an in-process queue the feed drains; the gateway path's clients call
+`/api/v1/rollouts/{episode}/v1/chat/completions`, and the feed polls `GatewayEpisodes` as the instance does
+(workers/runtime/gateway.py). Rounds interleave the paths; each figure is the median over rounds of the round's p50 call
+latency and calls/s.
 
 Needs Redis (`--redis`, default the local one); the API runs on a temporary SQLite database in its own uvicorn
 process, as deployed (`--api-in-process` puts it in this process's thread instead, sharing the GIL with the engine).
@@ -21,7 +22,7 @@ share the host's cores with the API, the agents and Redis (and on a shared 2-cor
 and every descheduled thread stalls the others at each operator; the direct rounds' own p50 then swung 5-20x
 between rounds (103-683 ms for an 8-token call that takes 20 ms on one thread), which measured the host, not the
 gateway.
-Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8] [--threads 1]`.
+Run: `python bench/gateway.py [--rounds 3] [--calls 64] [--max-tokens 8] [--threads 1] [--preset chat-qwen2-1m]`.
 Final line: `RESULT gateway_overhead_p50_ms=... throughput_ratio=...` (the worst of the concurrency levels), after one
 `RESULT concurrency=... direct_p50_ms=... gateway_p50_ms=... overhead_p50_ms=... direct_calls_s=... gateway_calls_s=...
 throughput_ratio=...` line per level.
@@ -143,6 +144,8 @@ def main() -> None:
     if sys.argv[1:] == ["--agents"]:
         agents_process()
         return
+    from workers.models.tiny import PRESETS
+
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=64, help="calls per level per round (at least 2 per client)")
@@ -151,6 +154,9 @@ def main() -> None:
     parser.add_argument("--api-in-process", action="store_true", help="uvicorn in a thread of this process")
     parser.add_argument("--levels", default=",".join(map(str, LEVELS)), help="concurrency levels, comma-separated")
     parser.add_argument("--threads", type=int, default=1, help="the engine's torch threads (its device set's cores)")
+    parser.add_argument("--preset", default="chat-qwen2-1m", choices=[p for p in PRESETS if p.startswith("chat-")],
+                        help="the engine's chat model: its size sets what a call costs next to the gateway's fixed "
+                        "per-call work (chat-qwen2-100m: about a small real model's)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     os.environ.update({"STREAMRL_DATA_DIR": str(tmp), "STREAMRL_REDIS_URL": args.redis,
@@ -174,7 +180,7 @@ def main() -> None:
     from workers.runtime.gateway import GatewayEpisodes
 
     torch.set_num_threads(args.threads)
-    model = build_tiny_model("chat-qwen2-1m", tmp / "model", seed=0)
+    model = build_tiny_model(args.preset, tmp / "model", seed=0)
     tokenizer = AutoTokenizer.from_pretrained(model)
     engine = HFEngine(str(model), max_batch_size=max(LEVELS), device="cpu")
     client = redis.Redis.from_url(args.redis)

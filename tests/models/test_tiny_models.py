@@ -40,7 +40,7 @@ def test_unknown_preset_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         tiny_config("huge")
     assert set(PRESETS) == {"tiny-1m", "tiny-5m", "tiny-15m", "tiny-100m", "chat-llama-1m", "chat-qwen2-1m",
-                            "chat-llama-5m"}
+                            "chat-llama-5m", "chat-qwen2-100m"}
 
 
 def test_built_model_loads_offline_and_is_seeded(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ PRESETS: dict[str, TinyPreset] = {
     "chat-qwen2-1m": TinyPreset(hidden_size=128, num_layers=4, num_heads=2, intermediate_size=384, num_kv_heads=1,
                                 family="qwen2"),
     "chat-llama-5m": TinyPreset(hidden_size=256, num_layers=6, num_heads=4, intermediate_size=688, family="llama"),
+    "chat-qwen2-100m": TinyPreset(hidden_size=768, num_layers=14, num_heads=12, intermediate_size=2048, num_kv_heads=2,
+                                  family="qwen2"),  # a chat call that costs what a small real model's does (benches)
 }
 
 
