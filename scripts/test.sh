@@ -77,7 +77,10 @@ status_fast=0
 run_part fast "not ($heavy or serial)" -n "$workers" --dist loadfile --durations=15 --deselected-files "$deselected" \
   || status_fast=$?
 fast_s=$((SECONDS - started))
-if [ -f "$deselected" ]; then  # (absent when the fast part's collection never finished: then the paths as given)
+# (as given when the fast part's collection never finished, or when they name tests: the lists name whole files)
+narrow=false
+[ -f "$deselected" ] && [[ "${paths[*]}" != *::* ]] && narrow=true
+if $narrow; then
   mapfile -t paths <"$deselected"
 fi
 status_heavy=0
@@ -87,7 +90,7 @@ if [ ${#paths[@]} -gt 0 ]; then  # none: the paths hold no heavy or serial test
     || status_heavy=$?
 fi
 heavy_s=$((SECONDS - started - fast_s))
-if [ -f "$deselected.serial" ]; then
+if $narrow; then
   mapfile -t paths <"$deselected.serial"
 fi
 if [ ${#paths[@]} -gt 0 ]; then
