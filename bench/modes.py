@@ -50,12 +50,13 @@ says `artifacts=s3`; `weight_sync_fraction_async` is the figure the object store
 
     python bench/modes.py --speculative [--max-tokens 256] [--max-k 128 --max-tokens 512] [--lora 8]
 
-runs sync and async with `generation.speculative` off and group (grouped speculative decoding, interleaved, the
-order reversed every other round) and ends with `RESULT speculative e2e_sync_ratio=... e2e_async_ratio=...
-reward_off=... reward_group=... gen_*_ratio=... gen_cpu_*_ratio=...` (generation makespan and the generation
-process's CPU seconds per iteration, without over with; bench/speculative.py --e2e runs it). `--max-k K`: long_tail
-prompts (and the SFT rows) with repeat counts up to K, an uploaded dataset: a longer tail. Every run also reports
-each pool's CPU seconds per steady iteration (the machine may be shared: wall clock is noisy, CPU time much less).
+runs colocated, sync and async with `generation.speculative` off and group (grouped speculative decoding, interleaved,
+the order reversed every other round) and ends with `RESULT speculative e2e_sync_ratio=... e2e_async_ratio=...
+e2e_colocated_ratio=... reward_off=... reward_group=... gen_*_ratio=... gen_cpu_*_ratio=...` (generation makespan and
+the generation process's CPU seconds per iteration, without over with; bench/speculative.py --e2e runs it). `--max-k K`:
+long_tail prompts (and the SFT rows) with repeat counts up to K, an uploaded dataset: a longer tail. Every run also
+reports each pool's CPU seconds per steady iteration (the machine may be shared: wall clock is noisy, CPU time much
+less).
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PARTIAL = {"async+drain": False, "async+partial": True}  # --partial-rollouts: generation.partial_rollouts per config
-SPECULATIVE = {"sync+off": "off", "sync+group": "group", "async+off": "off", "async+group": "group"}  # --speculative
+SPECULATIVE = {"colocated+off": "off", "colocated+group": "group", "sync+off": "off", "sync+group": "group",
+               "async+off": "off", "async+group": "group"}  # --speculative
 sys.path.insert(0, str(REPO))
 from modes_figures import (  # noqa: E402
     disaggregation_bound,
@@ -221,7 +223,8 @@ def main() -> None:
     parser.add_argument("--sft-loss", type=float, default=None, help="stop the SFT warm start at this loss")
     parser.add_argument("--save-model", help="copy the SFT-warmed model here (reuse it with --model)")
     parser.add_argument("--speculative", action="store_true",
-                        help="sync and async with generation.speculative off vs group (bench/speculative.py --e2e)")
+                        help="colocated, sync and async with generation.speculative off vs group "
+                        "(bench/speculative.py --e2e)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="streamrl-bench-modes-") as tmp:
@@ -309,7 +312,8 @@ def main() -> None:
             if args.partial_rollouts:
                 runs = [("async+drain", "async", "random", n), ("async+partial", "async", "random", n)]
             if args.speculative:
-                runs = [(key, key.split("+")[0], "random", n) for key in SPECULATIVE]
+                runs = [(key, key.split("+")[0], "random", 1 if key.startswith("colocated") else n)
+                        for key in SPECULATIVE]
             if args.skew_only:
                 runs = [("sync", "sync", "random", n), ("sync+skew", "sync", "skew_aware", n)]
                 print(f"skew only: sync with {n} instance(s) splitting all {cores} cores, the trainer on all of them",

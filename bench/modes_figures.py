@@ -69,11 +69,12 @@ def speculative_result(results: dict[str, dict[str, float]], measured: dict[str,
               f"train {r['train']:.2f} + wait {r['wait']:.2f} + sync {r['sync']:.3f} + overhead {r['overhead']:.2f} | "
               f"generation {r['gen']:.2f} s; CPU s/iteration: {cpu}; length p50 {r['len_p50']:.0f} p90 "
               f"{r['len_p90']:.0f}; reward (last 3) {r['reward_last3']:.3f}")
-    for mode in ("sync", "async"):
+    for mode in ("colocated", "sync", "async"):
         rounds = [g["samples_per_s"] / o["samples_per_s"]
                   for o, g in zip(measured[f"{mode}+off"], measured[f"{mode}+group"], strict=False)]
         print(f"  {mode} per-round ratios: " + " ".join(f"{x:.2f}" for x in rounds))
     print(f"RESULT speculative e2e_sync_ratio={ratio('sync'):.3f} e2e_async_ratio={ratio('async'):.3f} "
+          f"e2e_colocated_ratio={ratio('colocated'):.3f} "
           f"reward_off={reward('off'):.3f} reward_group={reward('group'):.3f} "
           f"gen_sync_ratio={1 / ratio('sync', 'gen'):.3f} gen_async_ratio={1 / ratio('async', 'gen'):.3f} "
           f"gen_cpu_sync_ratio={1 / ratio('sync', 'cpu_generation'):.3f} "

@@ -4,8 +4,8 @@
                              [--bf16] [--token-budget N]   # default: the platform's defaults
 
 Task: the built-in `long_tail` (`rep 3 ab:` -> `ababab`; Pareto-distributed answer lengths, so a few responses are
-10-20x the median), exact-match reward, a tiny Llama SFT-warmed on the task for `--sft-seconds` so the policy
-sometimes earns the reward. Both sides start from that checkpoint.
+10-20x the median), exact-match reward, a tiny Llama SFT-warmed on the task to loss `--sft-loss` (at most
+`--sft-seconds`) so the policy sometimes earns the reward. Both sides start from that checkpoint.
 - the platform: `streamrl up` (embedded SQLite + Redis, the API, the controller, a generation and a training worker
   pinned to core sets: colocated on all cores, disaggregated split in half), driven through its REST API as a user
   would (register, model, dataset upload, job submit, poll); samples/s over iterations 2..N from its metrics.
@@ -247,7 +247,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--modes", default="colocated,async", help="platform modes to run, comma-separated")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--sft-seconds", type=float, default=45.0)
+    parser.add_argument("--sft-seconds", type=float, default=300.0, help="the SFT warm start's time cap")
+    parser.add_argument("--sft-loss", type=float, default=0.3,
+                        help="stop the SFT warm start at this loss (a fixed time budget on a loaded machine can leave "
+                        "a policy that never earns the reward, and stops at once: its samples/s mean nothing)")
     parser.add_argument("--eval-prompts", type=int, default=64)
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--bf16", action="store_true",
@@ -269,8 +272,10 @@ def main() -> None:
         work = Path(tmp)
         rows = generate_rows(512, seed=1, split="train")
         held_out = generate_rows(args.eval_prompts, seed=1, split="eval")
-        base = sft_warm_start(build_tiny_model("tiny-1m", work / "init", seed=0), work / "base", rows,
-                              steps=100_000, time_budget_s=args.sft_seconds, seed=0).model_dir
+        sft = sft_warm_start(build_tiny_model("tiny-1m", work / "init", seed=0), work / "base", rows,
+                             steps=100_000, time_budget_s=args.sft_seconds, target_loss=args.sft_loss, seed=0)
+        base = sft.model_dir
+        print(f"SFT warm start: {sft.steps} steps, loss {sft.final_loss:.3f}", flush=True)
         train_file = work / "train.jsonl"
         write_jsonl([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows], train_file)
         start_reward = heldout_reward(base, held_out, args.max_tokens)
