@@ -157,7 +157,14 @@ class Driver:
                     self._checkpoint(it + 1, final=last, background=not (last or evaluate))
                     if evaluate:
                         self._request_evaluations(it + 1)
-            self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
+            # a paused job cannot become succeeded (the write is refused): paused during the last iteration, or by a
+            # controller pass that commits between the check and the write, the driver waits like any paused driver
+            # (the pause's event names the final checkpoint) and writes again once the job runs again
+            while True:
+                self.check_runnable()
+                self.reporter.set_job_status(self.job_id, JobStatus.succeeded)
+                if self.ctx.status() not in (JobStatus.paused, JobStatus.running):  # running: resumed meanwhile
+                    break
             outcome = "succeeded"
         except JobCancelled:
             outcome = "cancelled"
@@ -311,7 +318,7 @@ class Driver:
 
     def _checkpoint_paused(self) -> None:
         """A paused job keeps what it trained (it may wait long, e.g. paused by a budget): a checkpoint at the last
-        optimizer step, unless the newest already is."""
+        optimizer step, unless the newest already is; either way the event says the pause holds one."""
         trained = self.trainer.iteration
         if trained == 0 or self.pause_checkpointed == trained:
             return
@@ -319,11 +326,10 @@ class Driver:
         with contextlib.suppress(JobSetupError):
             self._collect_upload(block=True)
         latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
-        if latest is not None and ckpt.checkpoint_iteration(latest) == trained:
-            return
-        with contextlib.suppress(JobSetupError):
-            self._checkpoint(trained)
-        latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
+        if latest is None or ckpt.checkpoint_iteration(latest) != trained:
+            with contextlib.suppress(JobSetupError):
+                self._checkpoint(trained)
+            latest = ckpt.latest_checkpoint(self.ctx.checkpoints_dir)
         if latest is not None and ckpt.checkpoint_iteration(latest) == trained:
             self.reporter.record_event(self.job_id, "checkpoint", f"paused: checkpoint at iteration {trained}",
                                        {"iteration": trained, "paused": True})
