@@ -135,10 +135,13 @@ def redis_url() -> Iterator[str]:
         pytest.fail(f"Redis at {REDIS_SERVER_URL} is not usable: {exc}")
     for db in range(1, 16):
         lock = f"streamrl:test:db-lock:{db}"
+        if _clients_on(base, db):  # a killed session's orphans (Celery workers, drivers) still use it: job ids
+            continue               # restart at 1 in every fresh database, so they would write into this session's jobs
         if base.set(lock, os.getpid(), nx=True, ex=7200) or _take_stale_lock(base, lock):
             break
     else:
-        pytest.fail("all Redis test dbs 1-15 are locked by other test sessions")
+        pytest.fail("all Redis test dbs 1-15 are locked by other test sessions or still used by the processes of a "
+                    "killed one (redis-cli CLIENT LIST shows them by db)")
     url = urlunsplit(urlsplit(REDIS_SERVER_URL)._replace(path=f"/{db}"))
     client = redis.Redis.from_url(url)
     client.flushdb()
@@ -155,6 +158,11 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
+
+
+def _clients_on(base: redis.Redis, db: int) -> bool:
+    """Whether any client is connected to Redis db `db` (CLIENT LIST's `db` field: the db it last selected)."""
+    return any(str(client.get("db")) == str(db) for client in base.client_list())
 
 
 def _take_stale_lock(base: redis.Redis, lock: str) -> bool:
