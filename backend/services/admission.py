@@ -242,13 +242,15 @@ def _recent(client: redis.Redis | None, now: float) -> dict[int, float]:
     out: dict[int, float] = {}
     for team, raw in client.hgetall(keys.scheduler_recent()).items():
         entry = json.loads(raw)
-        out[int(team)] = decayed(float(entry["share"]), 0.0, now - float(entry["at"]), half_life)
+        out[int(team)] = decayed(float(entry["share"]), float(entry.get("holding", 0.0)), now - float(entry["at"]),
+                                 half_life)
     return out
 
 
 def _remember(session: Session, client: redis.Redis | None, holding: Sequence[Job], training: TrainingSlots | None,
               generation: tuple[int, int] | None, now: float) -> None:
-    """Fold each team's current weighted dominant share into its decayed recent standing."""
+    """Fold the weighted dominant share each team held since the last pass into its decayed recent standing, and
+    store what it holds now (admissions of this pass included) for the next interval."""
     if client is None:
         return
     teams = {team.id: team for team in session.scalars(select(Team).where(Team.id.in_({j.team_id for j in holding})))}
@@ -266,9 +268,13 @@ def _remember(session: Session, client: redis.Redis | None, holding: Sequence[Jo
         weight = teams[team].share if team in teams else 1.0
         current = dominant_share(t, g, snapshot, weight)
         before = stored.get(team, {"share": 0.0, "at": now})
-        share = decayed(float(before["share"]), current, now - float(before["at"]), half_life)
+        # the interval since the last pass counts at what the team held from its start (what that pass admitted
+        # included): a job that starts and ends between two passes still counts, where the share held at the
+        # interval's end (none by then) would leave it invisible to fair share
+        share = decayed(float(before["share"]), float(before.get("holding", 0.0)), now - float(before["at"]),
+                        half_life)
         if share > 1e-6 or current > 0:
-            update[str(team)] = json.dumps({"share": share, "at": now})
+            update[str(team)] = json.dumps({"share": share, "at": now, "holding": current})
     client.delete(keys.scheduler_recent())
     if update:
         client.hset(keys.scheduler_recent(), mapping=update)

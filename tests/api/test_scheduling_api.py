@@ -4,14 +4,16 @@ team's counted)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 
 from backend.db import Job, JobStatus
 from backend.db.enums import Role
-from backend.services.admission import schedule_pass
+from backend.services.admission import _recent, schedule_pass
 from backend.services.jobs import TrainingSlots
 from contract import keys
 
@@ -142,3 +144,28 @@ def test_queue_metrics_per_pool(pg_backend: Any, make_world: Any) -> None:
         _gauge(before, "streamrl_queue_demand_slots", pool="training") + 3
     assert _gauge(after, "streamrl_queue_demand_slots", pool="generation") == \
         _gauge(before, "streamrl_queue_demand_slots", pool="generation") + 3  # the colocated job asks for none
+
+
+def test_a_job_that_ran_between_two_passes_counts_against_its_team(app_client: TestClient, pg_backend: Any,
+                                                                  make_world: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fair share's standing counts each interval between passes at what the team held from its start: a job
+    admitted by one pass that ended before the next still counts (the share held at the interval's end, none by
+    then, left such jobs invisible: a team of sub-second jobs took every turn in submit order)."""
+    monkeypatch.setenv("STREAMRL_FAIR_SHARE_HALF_LIFE_S", "0.001")  # the standing is what was held just now
+    client = redis.Redis.from_url(pg_backend.settings.redis_url)
+    ours = make_world(pg_backend)
+    quick = ours.submit(app_client, name="quick")
+    try:
+        with pg_backend.session() as session:
+            schedule_pass(session=session, client=client, training=TrainingSlots(slots=1000, free=1000))
+            job = session.get(Job, quick["id"])
+            assert job.status == JobStatus.starting  # admitted by this pass
+            job.status = JobStatus.succeeded  # and over before the next one
+            session.commit()
+            schedule_pass(session=session, client=client, training=TrainingSlots(slots=1000, free=1000))
+            session.commit()
+        assert _recent(client, time.time()).get(ours.team.id, 0.0) > 0
+    finally:
+        client.delete(keys.scheduler_queue(), keys.scheduler_recent())
+        client.close()

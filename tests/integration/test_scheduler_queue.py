@@ -60,7 +60,9 @@ def _started_order(platform: Platform, job_ids: list[int]) -> list[int]:
 def test_two_teams_alternate_by_fair_share_and_the_queue_says_why(one_slot: tuple[Platform, str]) -> None:
     platform, url = one_slot
     other, other_user = platform.other_team(max_concurrent_jobs=4)
-    ours = [platform.submit(**_spec(f"ours-{k}", 3)) for k in range(3)]  # all ours first
+    # all ours first; the first long enough that every other job is still queued when the queue is read below (the
+    # others take well under a second each here, and would otherwise all have run by then)
+    ours = [platform.submit(**_spec(f"ours-{k}", 40 if k == 0 else 3)) for k in range(3)]
     theirs = [platform.submit_as(other, other_user, _spec(f"theirs-{k}", 3)) for k in range(3)]
 
     def waiting_entry() -> dict[str, Any] | None:
