@@ -29,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
-from modes_platform import configure, start_workers  # noqa: E402  (bench/, the script's directory)
+from modes_platform import configure, start_workers, submit_job  # noqa: E402  (bench/, the script's directory)
 from processes import child_pythonpath, stop_process_groups  # noqa: E402
 
 
@@ -55,16 +55,11 @@ def spec(args: argparse.Namespace, with_suite: bool) -> dict[str, Any]:
 def run_job(team_id: int, user_id: int, body: dict[str, Any], timeout_s: float) -> dict[str, float]:
     from sqlalchemy import func, select
 
-    from backend.db import Iteration, Job, JobStatus, Team, User
+    from backend.db import Iteration, Job, JobStatus
     from backend.db.models import Evaluation
     from backend.db.session import session_scope
-    from backend.services.jobs import create_job
-    from contract.spec import JobSpec
 
-    with session_scope() as session:
-        team, user = session.get(Team, team_id), session.get(User, user_id)
-        assert team is not None and user is not None
-        job_id = create_job(session=session, team=team, user=user, spec=JobSpec.model_validate(body)).id
+    job_id = submit_job(team_id, user_id, body)
     started, deadline = time.time(), time.time() + timeout_s
     while time.time() < deadline:
         with session_scope() as session:

@@ -81,12 +81,9 @@ def cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> list[float]:
     return totals
 
 
-def run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float,
-             on_progress: Any = None) -> list[dict[str, Any]]:
-    """Run a job to success; `on_progress(iterations_done)` at every poll."""
-    from sqlalchemy import func, select
-
-    from backend.db import Iteration, Job, JobStatus, Team, User
+def submit_job(team_id: int, user_id: int, spec: dict[str, Any]) -> int:
+    """Create the job as the team's user (the API's create path, without HTTP); its id."""
+    from backend.db import Team, User
     from backend.db.session import session_scope
     from backend.services.jobs import create_job
     from contract.spec import JobSpec
@@ -94,7 +91,18 @@ def run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float,
     with session_scope() as session:
         team, user = session.get(Team, team_id), session.get(User, user_id)
         assert team is not None and user is not None
-        job_id = create_job(session=session, team=team, user=user, spec=JobSpec.model_validate(spec)).id
+        return create_job(session=session, team=team, user=user, spec=JobSpec.model_validate(spec)).id
+
+
+def run_job(team_id: int, user_id: int, spec: dict[str, Any], timeout_s: float,
+             on_progress: Any = None) -> list[dict[str, Any]]:
+    """Run a job to success; `on_progress(iterations_done)` at every poll."""
+    from sqlalchemy import func, select
+
+    from backend.db import Iteration, Job, JobStatus
+    from backend.db.session import session_scope
+
+    job_id = submit_job(team_id, user_id, spec)
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         with session_scope() as session:
